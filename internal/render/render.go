@@ -1,0 +1,166 @@
+package render
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"runtime"
+	"sync"
+
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/kustomize/kyaml/openapi"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/kplan-dev/kplan/internal/snapshot"
+)
+
+// Options control how overlays render.
+type Options struct {
+	// LoadRestrictorNone lets kustomizations read files outside their own
+	// directory (kustomize's --load-restrictor LoadRestrictionsNone).
+	LoadRestrictorNone bool
+	// EnableHelm allows helmCharts inflation with HelmCommand (default "helm").
+	EnableHelm  bool
+	HelmCommand string
+	// Parallelism bounds concurrent renders; 0 means one per CPU.
+	Parallelism int
+}
+
+// Result is one overlay's render.
+type Result struct {
+	Path      string // repository-relative overlay directory
+	Objects   []*yaml.RNode
+	Inventory *InventoryDirective // the overlay's own inventory directive
+	Err       error
+}
+
+// Render renders the given overlays of tree concurrently. One overlay's
+// failure is reported in its Result and does not stop the others.
+func Render(ctx context.Context, fSys filesys.FileSystem, tree *Tree, dirs []string, opts Options) ([]Result, error) {
+	if err := stripInventoryDirectives(fSys, tree); err != nil {
+		return nil, err
+	}
+	kopts := krusty.MakeDefaultOptions()
+	// Sort as `kustomize build` does by default (the legacy order) unless
+	// the kustomization sets sortOptions.
+	kopts.Reorder = krusty.ReorderOptionUnspecified
+	if opts.LoadRestrictorNone {
+		kopts.LoadRestrictions = types.LoadRestrictionsNone
+	}
+	if opts.EnableHelm {
+		kopts.PluginConfig.HelmConfig.Enabled = true
+		kopts.PluginConfig.HelmConfig.Command = opts.HelmCommand
+		if kopts.PluginConfig.HelmConfig.Command == "" {
+			kopts.PluginConfig.HelmConfig.Command = "helm"
+		}
+	}
+	n := opts.Parallelism
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	results := make([]Result, len(dirs))
+	// krusty keeps a custom OpenAPI schema in a process-wide variable, so
+	// an overlay that sets one renders alone and resets it afterwards.
+	var schema sync.RWMutex
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for i, dir := range dirs {
+		results[i].Path = dir
+		k := tree.Kustomizations[dir]
+		if k != nil {
+			results[i].Inventory = k.Inventory
+		}
+		if err := ctx.Err(); err != nil {
+			results[i].Err = err
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(r *Result, exclusive bool) {
+			defer func() { <-sem; wg.Done() }()
+			if exclusive {
+				schema.Lock()
+				defer func() { openapi.ResetOpenAPI(); schema.Unlock() }()
+			} else {
+				schema.RLock()
+				defer schema.RUnlock()
+			}
+			r.Objects, r.Err = renderOne(fSys, r.Path, kopts)
+		}(&results[i], k != nil && k.HasOpenAPI)
+	}
+	wg.Wait()
+	return results, nil
+}
+
+func renderOne(fSys filesys.FileSystem, dir string, kopts *krusty.Options) (objs []*yaml.RNode, err error) {
+	// krusty is a deep library; a panic on odd input must fail this overlay,
+	// not the whole plan.
+	defer func() {
+		if p := recover(); p != nil {
+			objs, err = nil, fmt.Errorf("render %s: kustomize panicked: %v", dir, p)
+		}
+	}()
+	m, err := krusty.MakeKustomizer(kopts).Run(fSys, snapshot.Abs(dir))
+	if err != nil {
+		return nil, fmt.Errorf("render %s: %w", dir, err)
+	}
+	return m.ToRNodeSlice(), nil
+}
+
+// stripInventoryDirectives removes the seed's inventory field from every
+// kustomization that has one, since krusty rejects the field.
+func stripInventoryDirectives(fSys filesys.FileSystem, tree *Tree) error {
+	if tree.stripped {
+		return nil
+	}
+	tree.stripped = true
+	for _, k := range tree.Kustomizations {
+		if k.Inventory == nil {
+			continue
+		}
+		p := path.Join(snapshot.Root, k.File)
+		data, err := fSys.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", k.File, err)
+		}
+		node, err := yaml.Parse(string(data))
+		if err != nil {
+			return fmt.Errorf("parse %s: %w", k.File, err)
+		}
+		if _, err := node.Pipe(yaml.Clear("inventory")); err != nil {
+			return fmt.Errorf("remove inventory field from %s: %w", k.File, err)
+		}
+		out, err := node.String()
+		if err != nil {
+			return fmt.Errorf("write %s: %w", k.File, err)
+		}
+		if err := fSys.WriteFile(p, []byte(out)); err != nil {
+			return fmt.Errorf("write %s: %w", k.File, err)
+		}
+	}
+	return nil
+}
+
+// YAML prints objects as `kustomize build` does: documents separated by
+// "---", fields in sorted order.
+func YAML(objs []*yaml.RNode) ([]byte, error) {
+	var out []byte
+	for i, o := range objs {
+		m, err := o.Map()
+		if err != nil {
+			return nil, fmt.Errorf("object %d: %w", i, err)
+		}
+		doc, err := sigsyaml.Marshal(m)
+		if err != nil {
+			return nil, fmt.Errorf("object %d: %w", i, err)
+		}
+		if i > 0 {
+			out = append(out, "---\n"...)
+		}
+		out = append(out, doc...)
+	}
+	return out, nil
+}

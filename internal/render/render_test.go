@@ -1,0 +1,223 @@
+package render
+
+import (
+	"context"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/kplan-dev/kplan/internal/demo"
+	"github.com/kplan-dev/kplan/internal/snapshot"
+)
+
+func memFS(t *testing.T, files map[string]string) *snapshot.Snapshot {
+	t.Helper()
+	m := fstest.MapFS{}
+	for name, content := range files {
+		m[name] = &fstest.MapFile{Data: []byte(content)}
+	}
+	s, err := snapshot.FromFS(m, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+const cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n"
+
+func TestDiscover(t *testing.T) {
+	tree := map[string]string{
+		"base/kustomization.yaml":              "resources: [cm.yaml]\n",
+		"base/cm.yaml":                         strings.ReplaceAll(cm, "%s", "a"),
+		"components/x/kustomization.yaml":      "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n",
+		"overlays/prod/kustomization.yaml":     "resources: [../../base]\ncomponents: [../../components/x]\n",
+		"overlays/staging/kustomization.yml":   "resources:\n- ../../base\n",
+		"overlays/legacy/Kustomization":        "bases: [../staging]\n",
+		"apps/web/envs/dev/kustomization.yaml": "resources: [https://github.com/example/repo//base?ref=v1]\n",
+		"broken/kustomization.yaml":            "resources: [unterminated\n",
+	}
+	cases := []struct {
+		name   string
+		filter Filter
+		want   []string
+	}{
+		{"all", Filter{}, []string{"apps/web/envs/dev", "broken", "overlays/legacy", "overlays/prod"}},
+		{"include", Filter{Include: []string{"overlays/*"}}, []string{"overlays/legacy", "overlays/prod"}},
+		{"include doublestar", Filter{Include: []string{"apps/**"}}, []string{"apps/web/envs/dev"}},
+		{"exclude", Filter{Exclude: []string{"broken", "overlays/legacy/"}}, []string{"apps/web/envs/dev", "overlays/prod"}},
+	}
+	s := memFS(t, tree)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Discover(s.FS, tc.filter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.Overlays, tc.want) {
+				t.Errorf("overlays = %q, want %q", got.Overlays, tc.want)
+			}
+		})
+	}
+	if _, err := Discover(s.FS, Filter{Include: []string{"[bad"}}); err == nil {
+		t.Error("a malformed pattern must be an error")
+	}
+}
+
+func renderAll(t *testing.T, s *snapshot.Snapshot) map[string]Result {
+	t.Helper()
+	tree, err := Discover(s.FS, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := Render(context.Background(), s.FS, tree, tree.Overlays, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]Result{}
+	for _, r := range results {
+		out[r.Path] = r
+	}
+	return out
+}
+
+func toYAML(t *testing.T, objs []*yaml.RNode) string {
+	t.Helper()
+	out, err := YAML(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+// The user story of seeds/004_922b9f81ee02a23f.md renders as kustomize does.
+func TestComponentsUserStory(t *testing.T) {
+	s, err := snapshot.FromFS(demo.Story(), "story")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := renderAll(t, s)
+	type want struct {
+		secrets  []string // generated Secret name prefixes
+		confKeys []string // keys of the merged ConfigMap
+		volumes  []string // Deployment volumes, in order
+	}
+	wants := map[string]want{
+		"overlays/community":  {[]string{"dbpass", "recaptcha"}, []string{"db.conf", "main.conf", "recaptcha.conf"}, []string{"recaptcha", "dbpass", "conf"}},
+		"overlays/enterprise": {[]string{"dbpass", "ldappass"}, []string{"db.conf", "ldap.conf", "main.conf"}, []string{"ldappass", "dbpass", "conf"}},
+		"overlays/dev":        {[]string{"dbpass", "recaptcha"}, []string{"db.conf", "main.conf", "recaptcha.conf"}, []string{"recaptcha", "dbpass", "conf"}},
+	}
+	if len(got) != len(wants) {
+		t.Fatalf("overlays = %v, want community, enterprise, dev", keys(got))
+	}
+	for path, w := range wants {
+		r := got[path]
+		if r.Err != nil {
+			t.Fatalf("%s: %v", path, r.Err)
+		}
+		var secrets, volumes, confKeys []string
+		for _, o := range r.Objects {
+			switch o.GetKind() {
+			case "Secret":
+				secrets = append(secrets, o.GetName()[:strings.LastIndex(o.GetName(), "-")])
+			case "ConfigMap":
+				confKeys = slices.Sorted(func(yield func(string) bool) {
+					for k := range o.GetDataMap() {
+						if !yield(k) {
+							return
+						}
+					}
+				})
+			case "Deployment":
+				vols, err := o.Pipe(yaml.Lookup("spec", "template", "spec", "volumes"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, v := range vols.Content() {
+					volumes = append(volumes, yaml.GetValue(yaml.NewRNode(v).Field("name").Value))
+				}
+			}
+		}
+		slices.Sort(secrets)
+		if !slices.Equal(secrets, w.secrets) || !slices.Equal(confKeys, w.confKeys) || !slices.Equal(volumes, w.volumes) {
+			t.Errorf("%s: secrets %v conf %v volumes %v; want %v %v %v", path, secrets, confKeys, volumes, w.secrets, w.confKeys, w.volumes)
+		}
+	}
+
+	// Byte for byte against the kustomize that kubectl embeds, when present.
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Log("kubectl not found; skipping the comparison with kubectl kustomize")
+		return
+	}
+	dir := t.TempDir()
+	if err := demo.WriteStory(dir); err != nil {
+		t.Fatal(err)
+	}
+	for path := range wants {
+		want, err := exec.Command(kubectl, "kustomize", dir+"/"+path).Output()
+		if err != nil {
+			t.Fatalf("kubectl kustomize %s: %v", path, err)
+		}
+		if g := toYAML(t, got[path].Objects); g != string(want) {
+			t.Errorf("%s differs from kubectl kustomize:\n--- kplan\n%s\n--- kubectl\n%s", path, g, want)
+		}
+	}
+}
+
+func keys(m map[string]Result) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestBrokenOverlaysBesideGoodOnes(t *testing.T) {
+	s := memFS(t, map[string]string{
+		"good/kustomization.yaml":    "resources: [cm.yaml]\n",
+		"good/cm.yaml":               strings.ReplaceAll(cm, "%s", "good"),
+		"badyaml/kustomization.yaml": "resources: [cm.yaml\n",
+		"missing/kustomization.yaml": "resources: [nothere.yaml]\n",
+		"remote/kustomization.yaml":  "resources: [https://127.0.0.1:1/nothing/here.yaml]\n",
+		"escape/kustomization.yaml":  "patches: [{path: ../good/cm.yaml}]\n",
+	})
+	got := renderAll(t, s)
+	if r := got["good"]; r.Err != nil || len(r.Objects) != 1 {
+		t.Fatalf("good overlay: %d objects, err %v", len(r.Objects), r.Err)
+	}
+	for _, p := range []string{"badyaml", "missing", "remote", "escape"} {
+		r := got[p]
+		if r.Err == nil {
+			t.Errorf("%s: rendered %d objects, want an error", p, len(r.Objects))
+			continue
+		}
+		if !strings.Contains(r.Err.Error(), p) {
+			t.Errorf("%s: error does not name the overlay: %v", p, r.Err)
+		}
+	}
+	if !strings.Contains(got["missing"].Err.Error(), "nothere.yaml") {
+		t.Errorf("missing file not named: %v", got["missing"].Err)
+	}
+}
+
+func TestInventoryDirectiveIsReadAndRemoved(t *testing.T) {
+	s := memFS(t, map[string]string{
+		"app/kustomization.yaml": "resources: [cm.yaml]\ninventory:\n  type: ConfigMap\n  configMap:\n    name: root-cm\n    namespace: default\n",
+		"app/cm.yaml":            strings.ReplaceAll(cm, "%s", "a"),
+	})
+	r := renderAll(t, s)["app"]
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r.Inventory == nil || r.Inventory.Type != "ConfigMap" || r.Inventory.ConfigMap.Name != "root-cm" || r.Inventory.ConfigMap.Namespace != "default" {
+		t.Errorf("inventory directive = %+v", r.Inventory)
+	}
+	if len(r.Objects) != 1 {
+		t.Errorf("objects = %d, want 1", len(r.Objects))
+	}
+}
