@@ -1,0 +1,302 @@
+// Package inventorydiff compares the inventories of each overlay on the
+// base and head side of a change: what would be added, changed, pruned
+// or left in the cluster, and which of it is dangerous.
+package inventorydiff
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/kplan-dev/kplan/internal/inventory"
+)
+
+// Annotations that keep an object in the cluster when it leaves the
+// inventory (cli-utils and kustomize/kpt spellings).
+var keepAnnotations = map[string]string{
+	"cli-utils.sigs.k8s.io/on-remove":         "keep",
+	"client.lifecycle.config.k8s.io/deletion": "detach",
+}
+
+// Side is one overlay rendered on one side of the change.
+type Side struct {
+	Inventory *inventory.Inventory // nil when the overlay failed or is absent
+	Err       error                // the render error, if any
+}
+
+// Status of an overlay in the plan.
+type Status string
+
+const (
+	Unchanged Status = "unchanged"
+	Changed   Status = "changed"
+	New       Status = "new"     // only on head
+	Removed   Status = "removed" // only on base
+	Failed    Status = "error"   // failed to render on either side
+)
+
+// Change is one object whose content differs, or a generated object
+// whose hash-suffixed name changed (a replacement: BaseKey != Key).
+type Change struct {
+	Key     string        `json:"key"`
+	BaseKey string        `json:"baseKey,omitempty"`
+	Fields  []FieldChange `json:"fields,omitempty"`
+}
+
+// Replaced reports whether the change swaps a generated object for a new
+// one with another name suffix.
+func (c Change) Replaced() bool { return c.BaseKey != "" && c.BaseKey != c.Key }
+
+// Overlay is the plan of one overlay.
+type Overlay struct {
+	Path     string
+	Status   Status
+	BaseHash string
+	HeadHash string
+	Added    []string
+	Pruned   []string
+	// Detached are objects that leave the inventory but stay in the
+	// cluster because of a keep/detach annotation.
+	Detached  []string
+	Changed   []Change
+	Unchanged int
+	// Dangerous explains each risky prune.
+	Dangerous []string
+	BaseErr   string
+	HeadErr   string
+}
+
+// HasChanges reports whether applying head would change the cluster.
+func (o *Overlay) HasChanges() bool {
+	return len(o.Added)+len(o.Pruned)+len(o.Detached)+len(o.Changed) > 0
+}
+
+// Totals sums a plan.
+type Totals struct {
+	Added, Changed, Pruned, Detached  int
+	Overlays, ChangedOverlays, Failed int
+	Dangerous                         int
+}
+
+// Plan is the comparison of every overlay.
+type Plan struct {
+	Base, Head string
+	Overlays   []Overlay // sorted by path
+	Totals     Totals
+}
+
+// Compare builds the plan from each overlay's base and head sides; an
+// overlay missing from a map is absent on that side.
+func Compare(baseRev, headRev string, base, head map[string]Side) *Plan {
+	p := &Plan{Base: baseRev, Head: headRev}
+	paths := map[string]bool{}
+	for k := range base {
+		paths[k] = true
+	}
+	for k := range head {
+		paths[k] = true
+	}
+	for _, path := range slices.Sorted(func(yield func(string) bool) {
+		for k := range paths {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		b, inBase := base[path]
+		h, inHead := head[path]
+		o := compareOverlay(path, b, inBase, h, inHead)
+		p.Overlays = append(p.Overlays, o)
+		t := &p.Totals
+		t.Overlays++
+		t.Added += len(o.Added)
+		t.Changed += len(o.Changed)
+		t.Pruned += len(o.Pruned)
+		t.Detached += len(o.Detached)
+		t.Dangerous += len(o.Dangerous)
+		if o.Status == Failed {
+			t.Failed++
+		}
+		if o.HasChanges() || o.Status == New || o.Status == Removed {
+			t.ChangedOverlays++
+		}
+	}
+	return p
+}
+
+func compareOverlay(path string, b Side, inBase bool, h Side, inHead bool) Overlay {
+	o := Overlay{Path: path}
+	if b.Err != nil {
+		o.BaseErr = b.Err.Error()
+	}
+	if h.Err != nil {
+		o.HeadErr = h.Err.Error()
+	}
+	if b.Inventory != nil {
+		o.BaseHash = b.Inventory.Hash
+	}
+	if h.Inventory != nil {
+		o.HeadHash = h.Inventory.Hash
+	}
+	if b.Err != nil || h.Err != nil {
+		o.Status = Failed
+		return o
+	}
+	empty := &inventory.Inventory{Objects: map[string]*inventory.Object{}}
+	bi, hi := b.Inventory, h.Inventory
+	switch {
+	case !inBase || bi == nil:
+		o.Status, bi = New, empty
+	case !inHead || hi == nil:
+		o.Status, hi = Removed, empty
+	}
+	var added, pruned []string
+	for _, k := range hi.Keys {
+		bo, ok := bi.Objects[k]
+		if !ok {
+			added = append(added, k)
+			continue
+		}
+		if fields := objectDiff(bo, hi.Objects[k], false); len(fields) > 0 {
+			o.Changed = append(o.Changed, Change{Key: k, Fields: fields})
+		} else {
+			o.Unchanged++
+		}
+	}
+	for _, k := range bi.Keys {
+		if _, ok := hi.Objects[k]; !ok {
+			pruned = append(pruned, k)
+		}
+	}
+	added, pruned = o.pairReplacements(bi, hi, added, pruned)
+	o.Added = added
+	for _, k := range pruned {
+		if kept(bi.Objects[k]) {
+			o.Detached = append(o.Detached, k)
+		} else {
+			o.Pruned = append(o.Pruned, k)
+		}
+	}
+	slices.SortFunc(o.Changed, func(a, b Change) int { return strings.Compare(a.Key, b.Key) })
+	o.Dangerous = dangers(o, len(bi.Keys), len(hi.Keys))
+	if o.Status == "" {
+		o.Status = Unchanged
+		if o.HasChanges() {
+			o.Status = Changed
+		}
+	}
+	return o
+}
+
+// hashSuffix matches the suffix kustomize appends to generated ConfigMaps
+// and Secrets: a dash and ten characters of its hash alphabet.
+var hashSuffix = regexp.MustCompile(`^(.+)-[2456789bcdfghkmt]{10}$`)
+
+// pairReplacements turns a pruned and an added generated object that share
+// kind, namespace and name stem into one replacement.
+func (o *Overlay) pairReplacements(bi, hi *inventory.Inventory, added, pruned []string) ([]string, []string) {
+	stem := func(obj *inventory.Object) (string, bool) {
+		if obj.ID.Group != "" || (obj.ID.Kind != "ConfigMap" && obj.ID.Kind != "Secret") {
+			return "", false
+		}
+		m := hashSuffix.FindStringSubmatch(obj.ID.Name)
+		if m == nil {
+			return "", false
+		}
+		id := obj.ID
+		id.Name = m[1]
+		return id.Key(), true
+	}
+	group := func(inv *inventory.Inventory, keys []string) map[string][]string {
+		g := map[string][]string{}
+		for _, k := range keys {
+			if s, ok := stem(inv.Objects[k]); ok {
+				g[s] = append(g[s], k)
+			}
+		}
+		return g
+	}
+	bs, hs := group(bi, pruned), group(hi, added)
+	paired := map[string]bool{}
+	for s, bk := range bs {
+		hk := hs[s]
+		if len(bk) != 1 || len(hk) != 1 {
+			continue // ambiguous: leave as add and prune
+		}
+		fields := objectDiff(bi.Objects[bk[0]], hi.Objects[hk[0]], true)
+		o.Changed = append(o.Changed, Change{Key: hk[0], BaseKey: bk[0], Fields: fields})
+		paired[bk[0]], paired[hk[0]] = true, true
+	}
+	drop := func(keys []string) []string {
+		return slices.DeleteFunc(keys, func(k string) bool { return paired[k] })
+	}
+	return drop(added), drop(pruned)
+}
+
+func objectDiff(b, h *inventory.Object, renamed bool) []FieldChange {
+	bm, err1 := b.Node.Map()
+	hm, err2 := h.Node.Map()
+	if err1 != nil || err2 != nil {
+		return []FieldChange{{Path: "(object)", Op: "~", Old: "unreadable", New: "unreadable"}}
+	}
+	var hide func(string) bool
+	if isSecret(b.ID) || isSecret(h.ID) {
+		hide = secretPath
+	}
+	var skip func(string) bool
+	if renamed {
+		skip = func(p string) bool { return p == "metadata.name" }
+	}
+	return diffFields(bm, hm, hide, skip)
+}
+
+func isSecret(id inventory.ID) bool { return id.Group == "" && id.Kind == "Secret" }
+
+func kept(obj *inventory.Object) bool {
+	if obj == nil {
+		return false
+	}
+	ann := obj.Node.GetAnnotations()
+	for k, v := range keepAnnotations {
+		if ann[k] == v {
+			return true
+		}
+	}
+	return false
+}
+
+// dangerousKinds are objects whose deletion loses data or cascades.
+var dangerousKinds = map[string]string{
+	"~G_Namespace": "deletes every object in the namespace",
+	"apiextensions.k8s.io_CustomResourceDefinition": "deletes every custom resource of this type",
+	"~G_PersistentVolumeClaim":                      "may delete the volume's data",
+}
+
+func dangers(o Overlay, baseCount, headCount int) []string {
+	var out []string
+	for _, k := range o.Pruned {
+		id, err := inventory.ParseKey(k)
+		if err != nil {
+			continue
+		}
+		g := id.Group
+		if g == "" {
+			g = "~G"
+		}
+		if why, ok := dangerousKinds[g+"_"+id.Kind]; ok {
+			out = append(out, fmt.Sprintf("prunes %s %s: %s", id.Kind, displayName(id), why))
+		}
+	}
+	if baseCount > 0 && headCount == 0 && len(o.Pruned) > 0 {
+		out = append(out, fmt.Sprintf("prunes every object of the overlay (%d)", len(o.Pruned)))
+	}
+	return out
+}
+
+func displayName(id inventory.ID) string {
+	if id.Namespace == "" {
+		return id.Name
+	}
+	return id.Namespace + "/" + id.Name
+}

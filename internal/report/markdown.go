@@ -1,0 +1,180 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/kplan-dev/kplan/internal/inventorydiff"
+)
+
+// MaxCommentSize is GitHub's limit on an issue comment's body.
+const MaxCommentSize = 65536
+
+// detail is how much of each overlay the Markdown shows.
+type detail int
+
+const (
+	withFields detail = iota // tables and field diffs
+	tablesOnly               // tables, no field diffs
+	countsOnly               // one row per overlay
+)
+
+// Markdown renders the plan for a PR comment or job summary, fitting it in
+// limit characters (MaxCommentSize for a comment). It drops field diffs,
+// then per-object tables, then trailing overlays, rather than fail.
+// header goes first (a hidden marker, say) and counts against limit.
+func Markdown(p *inventorydiff.Plan, header string, limit int) string {
+	for _, d := range []detail{withFields, tablesOnly, countsOnly} {
+		if s := header + markdown(p, d, -1); len(s) <= limit {
+			return s
+		}
+	}
+	// Even the counts are too long: list as many overlays as fit.
+	lo, hi := 0, len(p.Overlays)
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if len(header+markdown(p, countsOnly, mid)) <= limit {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	s := header + markdown(p, countsOnly, lo)
+	if len(s) > limit { // the summary alone is too long: cannot happen for sane limits
+		s = s[:limit]
+	}
+	return s
+}
+
+func markdown(p *inventorydiff.Plan, d detail, maxOverlays int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "### kplan: %s\n\n", Summary(p))
+	unchanged := 0
+	for _, o := range p.Overlays {
+		if o.Status == inventorydiff.Unchanged {
+			unchanged++
+		}
+	}
+	fmt.Fprintf(&b, "Base `%s` → head `%s`. %d %s unchanged.", shortRev(p.Base), shortRev(p.Head), unchanged, plural(unchanged, "overlay", "overlays"))
+	if p.Totals.Dangerous > 0 {
+		fmt.Fprintf(&b, " ⚠️ **%d dangerous %s**.", p.Totals.Dangerous, plural(p.Totals.Dangerous, "prune", "prunes"))
+	}
+	b.WriteString("\n\n")
+	switch d {
+	case tablesOnly:
+		b.WriteString("_Field-level changes omitted to fit GitHub's comment size limit; run `kplan diff` locally for them._\n\n")
+	case countsOnly:
+		b.WriteString("_Per-object details omitted to fit GitHub's comment size limit; run `kplan diff` locally or read the JSON report._\n\n")
+		b.WriteString("| Overlay | Add | Change | Prune | Status |\n|---|---:|---:|---:|---|\n")
+	}
+	shown, listed := 0, 0
+	for i := range p.Overlays {
+		o := &p.Overlays[i]
+		if o.Status == inventorydiff.Unchanged {
+			continue
+		}
+		listed++
+		if maxOverlays >= 0 && shown >= maxOverlays {
+			continue
+		}
+		shown++
+		if d == countsOnly {
+			status := string(o.Status)
+			if len(o.Dangerous) > 0 {
+				status += " ⚠️"
+			}
+			fmt.Fprintf(&b, "| `%s` | %d | %d | %d | %s |\n", cell(o.Path), len(o.Added), len(o.Changed), len(o.Pruned), status)
+			continue
+		}
+		writeOverlay(&b, o, d)
+	}
+	if listed > shown {
+		fmt.Fprintf(&b, "\n…and %d more changed overlays not shown (size limit).\n", listed-shown)
+	}
+	return b.String()
+}
+
+func writeOverlay(b *strings.Builder, o *inventorydiff.Overlay, d detail) {
+	fmt.Fprintf(b, "#### `%s` — ", o.Path)
+	switch o.Status {
+	case inventorydiff.Failed:
+		b.WriteString("❌ failed to render\n\n")
+		for _, e := range []struct{ side, err string }{{"base", o.BaseErr}, {"head", o.HeadErr}} {
+			if e.err != "" {
+				fmt.Fprintf(b, "On %s:\n```\n%s\n```\n", e.side, strings.ReplaceAll(e.err, "```", "'''"))
+			}
+		}
+		b.WriteString("\n")
+		return
+	case inventorydiff.New:
+		b.WriteString("new overlay, ")
+	case inventorydiff.Removed:
+		b.WriteString("overlay removed, ")
+	}
+	fmt.Fprintf(b, "%s\n\n", overlayCounts(o))
+	fmt.Fprintf(b, "Inventory hash `%s` → `%s`", orNone(o.BaseHash), orNone(o.HeadHash))
+	if o.Unchanged > 0 {
+		fmt.Fprintf(b, ", %d unchanged", o.Unchanged)
+	}
+	b.WriteString("\n\n")
+	for _, why := range o.Dangerous {
+		fmt.Fprintf(b, "> ⚠️ **Dangerous:** %s\n", why)
+	}
+	if len(o.Dangerous) > 0 {
+		b.WriteString("\n")
+	}
+	b.WriteString("| | Object | Action |\n|---|---|---|\n")
+	for _, k := range o.Added {
+		fmt.Fprintf(b, "| + | `%s` | add |\n", cell(k))
+	}
+	for _, c := range o.Changed {
+		if c.Replaced() {
+			fmt.Fprintf(b, "| ± | `%s` → `%s` | replace (generated name) |\n", cell(c.BaseKey), cell(c.Key))
+		} else {
+			fmt.Fprintf(b, "| ~ | `%s` | change |\n", cell(c.Key))
+		}
+	}
+	for _, k := range o.Pruned {
+		fmt.Fprintf(b, "| - | `%s` | prune |\n", cell(k))
+	}
+	for _, k := range o.Detached {
+		fmt.Fprintf(b, "| ⏏ | `%s` | left in the cluster (not pruned) |\n", cell(k))
+	}
+	b.WriteString("\n")
+	if d == withFields && hasFields(o) {
+		b.WriteString("<details><summary>Field changes</summary>\n\n```diff\n")
+		for _, c := range o.Changed {
+			if len(c.Fields) == 0 {
+				continue
+			}
+			fmt.Fprintf(b, "@@ %s @@\n", c.Key)
+			for _, f := range c.Fields {
+				line := f.String()
+				if f.Op == "~" {
+					line = "!" + line[1:] // "!" lines read as changes in a diff block
+				}
+				b.WriteString(strings.ReplaceAll(line, "```", "'''") + "\n")
+			}
+		}
+		b.WriteString("```\n\n</details>\n\n")
+	}
+}
+
+func hasFields(o *inventorydiff.Overlay) bool {
+	for _, c := range o.Changed {
+		if len(c.Fields) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// cell escapes an object key for a Markdown table cell: keys contain "|".
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+func orNone(h string) string {
+	if h == "" {
+		return "none"
+	}
+	return h
+}
