@@ -1,0 +1,162 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/kplan-dev/kplan/internal/inventory"
+	"github.com/kplan-dev/kplan/internal/inventorydiff"
+)
+
+func side(t *testing.T, docs ...string) inventorydiff.Side {
+	t.Helper()
+	var nodes []*yaml.RNode
+	for _, d := range docs {
+		nodes = append(nodes, yaml.MustParse(d))
+	}
+	inv, err := inventory.New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inventorydiff.Side{Inventory: inv}
+}
+
+const (
+	secretPlain = "hunter2-plaintext"
+	secretB64   = "aHVudGVyMi1wbGFpbnRleHQ="
+)
+
+func samplePlan(t *testing.T) *inventorydiff.Plan {
+	base := map[string]inventorydiff.Side{
+		"apps/a": side(t,
+			"apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: a}\ndata: {password: c2VjcmV0}",
+			"apiVersion: v1\nkind: Namespace\nmetadata: {name: a}",
+			"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: a}\nspec: {replicas: 1}"),
+		"apps/b": side(t, "apiVersion: v1\nkind: Service\nmetadata: {name: s, namespace: b}"),
+	}
+	head := map[string]inventorydiff.Side{
+		"apps/a": side(t,
+			"apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: a}\ndata: {password: "+secretB64+"}\nstringData: {plain: "+secretPlain+"}",
+			"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: a}\nspec: {replicas: 3}",
+			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: new, namespace: a}"),
+		"apps/b": side(t, "apiVersion: v1\nkind: Service\nmetadata: {name: s, namespace: b}"),
+	}
+	return inventorydiff.Compare(strings.Repeat("a", 40), strings.Repeat("b", 40), base, head)
+}
+
+func TestSummaryLine(t *testing.T) {
+	got := Summary(samplePlan(t))
+	if want := "1 to add, 2 to change, 1 to prune in 1 of 2 overlays"; got != want {
+		t.Errorf("Summary = %q, want %q", got, want)
+	}
+}
+
+func TestNoSecretValueInAnyForm(t *testing.T) {
+	p := samplePlan(t)
+	var text bytes.Buffer
+	if err := Text(&text, p); err != nil {
+		t.Fatal(err)
+	}
+	js, err := JSON(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := Markdown(p, "", MaxCommentSize)
+	for form, out := range map[string]string{"text": text.String(), "json": string(js), "markdown": md} {
+		for _, v := range []string{secretPlain, secretB64, "c2VjcmV0"} {
+			if strings.Contains(out, v) {
+				t.Errorf("%s report shows the secret value %q", form, v)
+			}
+		}
+		if !strings.Contains(out, "data.password") || !strings.Contains(out, "stringData.plain") {
+			t.Errorf("%s report does not say which Secret keys changed:\n%s", form, out)
+		}
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	md := Markdown(samplePlan(t), "<!-- marker -->\n", MaxCommentSize)
+	for _, want := range []string{
+		"<!-- marker -->\n### kplan: 1 to add, 2 to change, 1 to prune in 1 of 2 overlays",
+		"Base `aaaaaaa` → head `bbbbbbb`. 1 overlay unchanged.",
+		"#### `apps/a`",
+		"| + | `~G_v1_ConfigMap\\|a\\|new` | add |",
+		"| - | `~G_v1_Namespace\\|\\|a` | prune |",
+		"Dangerous:** prunes Namespace a",
+		"! spec.replicas: 1 → 3",
+		"<details>",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "apps/b") {
+		t.Error("an unchanged overlay must only be counted, not listed")
+	}
+}
+
+func TestJSONShape(t *testing.T) {
+	data, err := JSON(samplePlan(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Overlays []struct {
+			Path    string
+			Base    struct{ Hash string }
+			Head    struct{ Hash string }
+			Added   []string
+			Pruned  []string
+			Changed []string
+			Error   *string
+		}
+		Totals struct{ Added, Changed, Pruned int }
+	}
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	a := got.Overlays[0]
+	if a.Path != "apps/a" || a.Base.Hash == "" || a.Head.Hash == a.Base.Hash ||
+		fmt.Sprint(a.Added) != "[~G_v1_ConfigMap|a|new]" || fmt.Sprint(a.Pruned) != "[~G_v1_Namespace||a]" ||
+		fmt.Sprint(a.Changed) != "[apps_v1_Deployment|a|web ~G_v1_Secret|a|db]" || a.Error != nil {
+		t.Errorf("overlay = %+v", a)
+	}
+	if got.Totals.Added != 1 || got.Totals.Changed != 2 || got.Totals.Pruned != 1 {
+		t.Errorf("totals = %+v", got.Totals)
+	}
+}
+
+// A plan too big for one comment degrades and never exceeds the limit.
+func TestOversizedReport(t *testing.T) {
+	base, head := map[string]inventorydiff.Side{}, map[string]inventorydiff.Side{}
+	for i := range 400 {
+		path := fmt.Sprintf("clusters/region-%03d/overlay", i)
+		var b, h []string
+		for j := range 20 {
+			b = append(b, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d, namespace: ns-%d}\ndata: {v: '%s'}", j, i, strings.Repeat("x", 50)))
+			h = append(h, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d, namespace: ns-%d}\ndata: {v: '%s'}", j+5, i, strings.Repeat("y", 50)))
+		}
+		base[path], head[path] = side(t, b...), side(t, h...)
+	}
+	p := inventorydiff.Compare("base", "head", base, head)
+	for _, limit := range []int{MaxCommentSize, 20000, 2000} {
+		md := Markdown(p, "<!-- m -->\n", limit)
+		if len(md) > limit {
+			t.Errorf("limit %d: %d characters", limit, len(md))
+		}
+		if !strings.HasPrefix(md, "<!-- m -->\n### kplan: 2000 to add, 6000 to change, 2000 to prune in 400 of 400 overlays") {
+			t.Errorf("limit %d: summary line lost:\n%.300s", limit, md)
+		}
+		if !strings.Contains(md, "size limit") {
+			t.Errorf("limit %d: does not say details were dropped", limit)
+		}
+	}
+	if md := Markdown(p, "", MaxCommentSize); strings.Contains(md, "<details>") {
+		t.Error("field diffs must be the first thing dropped")
+	}
+}
