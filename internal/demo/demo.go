@@ -63,7 +63,7 @@ spec:
           configMap:
             name: conf
 `,
-	"components/recaptcha/secret_key.txt": "secret-key-rotated\n",
+	"components/recaptcha/secret_key.txt":    "secret-key-rotated\n",
 	"overlays/enterprise/kustomization.yaml": "",
 }
 
