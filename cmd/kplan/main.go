@@ -50,6 +50,10 @@ const usage = `kplan shows what merging a change to kustomize overlays would do 
 Usage:
   kplan diff --base REV [--head REV] [flags]   plan of head against base (head: the working tree)
   kplan render [flags] DIR...                  render overlays as kustomize build does
+  kplan apply [flags] DIR                      apply an overlay and prune through its inventory
+  kplan init [DIR] [--name --namespace --inventory-id --rg-file]
+                                               write the overlay's ResourceGroup file
+  kplan migrate [DIR] [--rg-file]              turn a Kptfile inventory into a ResourceGroup file
   kplan demo [--format text|markdown|json]     plan the components user story in a throwaway repo
 
 Run 'kplan COMMAND -h' for a command's flags.
@@ -80,6 +84,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runRender(ctx, args, stdout, stderr)
 	case "demo":
 		return runDemo(ctx, args, logger, stdout, stderr)
+	case "apply":
+		return runApply(ctx, args, stdout, stderr)
+	case "init":
+		return runInit(args, stdout, stderr)
+	case "migrate":
+		return runMigrate(args, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -182,12 +182,15 @@ func (s *Server) handler() http.Handler {
 			r = r.Clone(r.Context())
 			r.URL.Path, r.URL.RawPath = p, ""
 		}
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		defer func() {
+		// The entry is logged when the status is written, before the client
+		// can see the response, so a test reading the log after a call
+		// always finds that call in it.
+		rec := &statusRecorder{ResponseWriter: w, log: func(status int) {
 			s.mu.Lock()
-			s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: rec.status})
-			s.mu.Unlock()
-		}()
+			defer s.mu.Unlock()
+			s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: status})
+		}}
+		defer rec.WriteHeader(http.StatusOK) // no-op unless the handler wrote nothing
 
 		s.mu.Lock()
 		fail := 0
@@ -240,14 +243,25 @@ func writable(w http.ResponseWriter, r *http.Request) (Identity, bool) {
 	return id, true
 }
 
+// statusRecorder logs a response's status once, when it is written.
 type statusRecorder struct {
 	http.ResponseWriter
-	status int
+	log   func(status int)
+	wrote bool
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
-	r.status = code
+	if r.wrote {
+		return
+	}
+	r.wrote = true
+	r.log(code)
 	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return r.ResponseWriter.Write(b)
 }
 
 // apiError is GitHub's error body.

@@ -1,0 +1,25 @@
+# The README's two commands: `make demo` and `make test`.
+GO ?= go
+# The binaries the Dockerfile builds; CI builds the same ones.
+BINARIES := ./cmd/action ./cmd/kplan
+
+.PHONY: demo test vet unit lint build bench
+
+demo:
+	$(GO) run ./cmd/kplan demo
+
+test: vet build lint unit
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo 'gofmt: files above need formatting'; exit 1; }
+	$(GO) vet ./...
+
+build:
+	@for b in $(BINARIES); do CGO_ENABLED=0 $(GO) build -trimpath -o /dev/null $$b || exit 1; done
+
+# actionlint checks .github/workflows; action.yml is checked by a Go test.
+lint:
+	$(GO) tool -modfile=tools/go.mod actionlint
+
+unit:
+	$(GO) test -race -count=1 ./...

@@ -1,0 +1,254 @@
+// Package action is the GitHub Action: on a pull request it plans the
+// change (base = the PR's base commit, head = the checked-out commit),
+// posts or edits one PR comment, and writes the job summary and outputs.
+package action
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v60/github"
+	"github.com/sethvargo/go-githubactions"
+
+	"github.com/kplan-dev/kplan/internal/gitcli"
+	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/plan"
+	"github.com/kplan-dev/kplan/internal/prcomment"
+	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/report"
+)
+
+// Marker finds kplan's plan comment among a PR's comments.
+const Marker = "<!-- kplan:plan -->"
+
+// inputs are the action.yml inputs.
+type inputs struct {
+	token          string
+	include        []string
+	exclude        []string
+	workDir        string
+	failOnError    bool
+	comment        bool
+	loadRestrictor string
+	enableHelm     bool
+}
+
+func readInputs(a *githubactions.Action) (inputs, error) {
+	in := inputs{
+		token:          a.GetInput("github-token"),
+		include:        splitList(a.GetInput("overlays")),
+		exclude:        splitList(a.GetInput("exclude")),
+		workDir:        a.GetInput("working-directory"),
+		loadRestrictor: a.GetInput("load-restrictor"),
+	}
+	var err error
+	bools := []struct {
+		name string
+		def  bool
+		dst  *bool
+	}{{"fail-on-error", true, &in.failOnError}, {"comment", true, &in.comment}, {"enable-helm", false, &in.enableHelm}}
+	for _, b := range bools {
+		*b.dst, err = boolInput(a.GetInput(b.name), b.def)
+		if err != nil {
+			return in, fmt.Errorf("input %s: %w", b.name, err)
+		}
+	}
+	switch in.loadRestrictor {
+	case "", "LoadRestrictionsRootOnly", "LoadRestrictionsNone":
+	default:
+		return in, fmt.Errorf("input load-restrictor %q: want LoadRestrictionsRootOnly or LoadRestrictionsNone", in.loadRestrictor)
+	}
+	return in, nil
+}
+
+func boolInput(v string, def bool) (bool, error) {
+	if v == "" {
+		return def, nil
+	}
+	return strconv.ParseBool(v)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == '\n' }) {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Run is the Action's entrypoint, with the runner's environment.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	a := githubactions.New(githubactions.WithGetenv(getenv), githubactions.WithWriter(stdout))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	in, err := readInputs(a)
+	if err != nil {
+		return err
+	}
+	if in.token != "" {
+		a.AddMask(in.token)
+	}
+	gctx, err := a.Context()
+	if err != nil {
+		return fmt.Errorf("read the workflow context: %w", err)
+	}
+	ev, err := pullRequestEvent(gctx)
+	if err != nil {
+		return err
+	}
+	pr := ev.GetPullRequest()
+	owner, repo := ev.GetRepo().GetOwner().GetLogin(), ev.GetRepo().GetName()
+	baseSHA := pr.GetBase().GetSHA()
+
+	dir := gctx.Workspace
+	if dir == "" {
+		dir = "."
+	}
+	if in.workDir != "" && in.workDir != "." {
+		dir = filepath.Join(dir, in.workDir)
+	}
+	// The checkout is usually one commit deep: fetch the base commit into
+	// the object database only, leaving the work tree and index alone.
+	g := gitcli.Repo{Dir: dir}
+	if err := g.EnsureCommit(ctx, "origin", baseSHA); err != nil {
+		return err
+	}
+	headSHA, err := g.ResolveCommit(ctx, "HEAD")
+	if err != nil {
+		return err
+	}
+	ropts := render.Options{LoadRestrictorNone: in.loadRestrictor == "LoadRestrictionsNone", EnableHelm: in.enableHelm}
+	a.Group("kplan: render and compare every overlay")
+	p, err := plan.Run(ctx, plan.Options{
+		RepoDir: dir, Base: baseSHA, Head: headSHA,
+		Filter: render.Filter{Include: in.include, Exclude: in.exclude},
+		Render: ropts, Logger: log,
+	})
+	a.EndGroup()
+	if err != nil {
+		return err
+	}
+	if err := report.Text(stdout, p); err != nil {
+		return err
+	}
+
+	md := report.Markdown(p, Marker+"\n", report.MaxCommentSize)
+	a.AddStepSummary(md)
+	if err := writeOutputs(a, p, getenv); err != nil {
+		return err
+	}
+	if in.comment {
+		if err := comment(ctx, a, getenv, in.token, owner, repo, pr.GetNumber(), md, log); err != nil {
+			return err
+		}
+	}
+	if in.failOnError {
+		var failed []string
+		for _, o := range p.Overlays {
+			if o.HeadErr != "" {
+				failed = append(failed, o.Path)
+			}
+		}
+		if len(failed) > 0 {
+			return fmt.Errorf("%d overlays failed to render on the head commit: %s (see the plan comment; set fail-on-error: false to only report)", len(failed), strings.Join(failed, ", "))
+		}
+	}
+	return nil
+}
+
+// pullRequestEvent reads the event that triggered the workflow.
+func pullRequestEvent(gctx *githubactions.GitHubContext) (*github.PullRequestEvent, error) {
+	switch gctx.EventName {
+	case "pull_request", "pull_request_target":
+	default:
+		return nil, fmt.Errorf("kplan plans pull requests, but this workflow ran on %q: trigger it with on: pull_request", gctx.EventName)
+	}
+	data, err := os.ReadFile(gctx.EventPath)
+	if err != nil {
+		return nil, fmt.Errorf("read the event payload (GITHUB_EVENT_PATH): %w", err)
+	}
+	var ev github.PullRequestEvent
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return nil, fmt.Errorf("parse the event payload %s: %w", gctx.EventPath, err)
+	}
+	if ev.GetPullRequest().GetBase().GetSHA() == "" || ev.GetPullRequest().GetNumber() == 0 {
+		return nil, fmt.Errorf("the event payload %s has no pull_request.base.sha or number", gctx.EventPath)
+	}
+	return &ev, nil
+}
+
+func writeOutputs(a *githubactions.Action, p *inventorydiff.Plan, getenv func(string) string) error {
+	data, err := report.JSON(p)
+	if err != nil {
+		return err
+	}
+	dir := getenv("RUNNER_TEMP")
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	path := filepath.Join(dir, "kplan-plan.json")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return fmt.Errorf("write the JSON report: %w", err)
+	}
+	t := p.Totals
+	a.SetOutput("added", strconv.Itoa(t.Added))
+	a.SetOutput("changed", strconv.Itoa(t.Changed))
+	a.SetOutput("pruned", strconv.Itoa(t.Pruned))
+	a.SetOutput("has-changes", strconv.FormatBool(t.ChangedOverlays > 0))
+	a.SetOutput("report-json", path)
+	return nil
+}
+
+// comment posts the plan as the PR's one kplan comment. A token that may
+// not comment (a PR from a fork) is a warning: the summary has the plan.
+func comment(ctx context.Context, a *githubactions.Action, getenv func(string) string, token, owner, repo string, number int, md string, log *slog.Logger) error {
+	if token == "" {
+		a.Warningf("no github-token: the plan is in the job summary only")
+		return nil
+	}
+	gh, err := newClient(getenv("GITHUB_API_URL"), token)
+	if err != nil {
+		return err
+	}
+	res, err := prcomment.Upsert(ctx, gh, owner, repo, number, Marker, md)
+	if errors.Is(err, prcomment.ErrNoPermission) {
+		a.Warningf("the token cannot comment on %s/%s#%d (a pull request from a fork?): the plan is in the job summary only", owner, repo, number)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("comment on %s/%s#%d: %w", owner, repo, number, err)
+	}
+	verb := "updated"
+	if res.Created {
+		verb = "posted"
+	}
+	log.Info("plan comment "+verb, "url", res.URL)
+	return nil
+}
+
+// newClient is a go-github client for the runner's API endpoint (GitHub
+// Enterprise Server and tests set GITHUB_API_URL).
+func newClient(apiURL, token string) (*github.Client, error) {
+	gh := github.NewClient(&http.Client{Timeout: 30 * time.Second}).WithAuthToken(token)
+	if apiURL == "" {
+		return gh, nil
+	}
+	u, err := url.Parse(strings.TrimSuffix(apiURL, "/") + "/")
+	if err != nil {
+		return nil, fmt.Errorf("GITHUB_API_URL %q: %w", apiURL, err)
+	}
+	gh.BaseURL = u
+	return gh, nil
+}

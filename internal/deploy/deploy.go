@@ -1,0 +1,450 @@
+// Package deploy applies a rendered overlay to a cluster and prunes what
+// left it, through an inventory, on sigs.k8s.io/cli-utils' applier:
+// server-side apply, dependency ordering (Namespaces and CRDs first,
+// config.kubernetes.io/depends-on), prune with keep/detach annotations
+// honoured, and a kstatus wait for reconciliation.
+package deploy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+	"sigs.k8s.io/cli-utils/pkg/apply"
+	"sigs.k8s.io/cli-utils/pkg/apply/event"
+	"sigs.k8s.io/cli-utils/pkg/common"
+	"sigs.k8s.io/cli-utils/pkg/inventory"
+	"sigs.k8s.io/cli-utils/pkg/object"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	kinv "github.com/kplan-dev/kplan/internal/inventory"
+	"github.com/kplan-dev/kplan/internal/resourcegroup"
+)
+
+// FieldManager is the server-side apply field manager kplan applies with.
+const FieldManager = "kplan"
+
+// Options control one apply.
+type Options struct {
+	DryRun bool
+	// InventoryPolicy: "must-match" (default), "adopt-if-no-inventory" or
+	// "adopt-all", as cli-utils' policies.
+	InventoryPolicy string
+	// PrunePropagation: "Background" (default), "Foreground" or "Orphan".
+	PrunePropagation string
+	// ReconcileTimeout bounds the wait for applied objects to become
+	// Current (kstatus); 0 does not wait.
+	ReconcileTimeout time.Duration
+	// AllowEmpty permits an apply of zero objects, which prunes everything
+	// the inventory holds.
+	AllowEmpty bool
+	// NoPrune applies without deleting anything.
+	NoPrune bool
+	// OnEvent, if set, sees every cli-utils event as it happens.
+	OnEvent func(event.Event)
+}
+
+// Action is what happened to one object.
+type Action string
+
+const (
+	Created    Action = "created"
+	Configured Action = "configured"
+	Unchanged  Action = "unchanged"
+	Pruned     Action = "pruned"
+	Kept       Action = "left in the cluster"
+	Skipped    Action = "skipped"
+	Failed     Action = "failed"
+)
+
+// ObjectResult is the outcome for one object.
+type ObjectResult struct {
+	Key    string `json:"key"` // seed format, as in the plan
+	Action Action `json:"action"`
+	Reason string `json:"reason,omitempty"` // why skipped or kept
+	Error  string `json:"error,omitempty"`
+	// Status is the reconcile outcome: Current, InProgress (timed out),
+	// Failed, Skipped, or "" when not waited for.
+	Status string `json:"status,omitempty"`
+}
+
+// Result is the outcome of an apply.
+type Result struct {
+	Inventory Inventory      `json:"inventory"`
+	DryRun    bool           `json:"dryRun"`
+	Objects   []ObjectResult `json:"objects"`
+}
+
+// Keys lists the objects that met an action, sorted.
+func (r *Result) Keys(a Action) []string {
+	var out []string
+	for _, o := range r.Objects {
+		if o.Action == a {
+			out = append(out, o.Key)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Failed reports whether any object failed or did not reconcile.
+func (r *Result) Failed() bool {
+	for _, o := range r.Objects {
+		if o.Action == Failed || o.Status == "Failed" || o.Status == "InProgress" {
+			return true
+		}
+	}
+	return false
+}
+
+// EmptyError refuses to prune everything because a render came out empty.
+type EmptyError struct{ Inventory Inventory }
+
+func (e *EmptyError) Error() string {
+	return fmt.Sprintf("the overlay renders no objects, so applying it would prune everything %s holds; refusing (pass --allow-empty if that is what you want)", e.Inventory)
+}
+
+// Engine applies to one cluster.
+type Engine struct {
+	factory cmdutil.Factory
+}
+
+// New makes an Engine for the cluster getter points at (a kubeconfig and
+// context, or in-cluster config).
+func New(getter genericclioptions.RESTClientGetter) *Engine {
+	return &Engine{factory: cmdutil.NewFactory(getter)}
+}
+
+// Apply applies objs and prunes what the inventory object invObj recorded
+// before and objs no longer hold.
+func (e *Engine) Apply(ctx context.Context, invObj *unstructured.Unstructured, objs []*unstructured.Unstructured, opts Options) (*Result, error) {
+	inv := inventoryOf(invObj)
+	res := &Result{Inventory: inv, DryRun: opts.DryRun, Objects: []ObjectResult{}}
+	if len(objs) == 0 && !opts.AllowEmpty {
+		return res, &EmptyError{Inventory: inv}
+	}
+	policy, err := parsePolicy(opts.InventoryPolicy)
+	if err != nil {
+		return res, err
+	}
+	propagation, err := parsePropagation(opts.PrunePropagation)
+	if err != nil {
+		return res, err
+	}
+	dyn, err := e.factory.DynamicClient()
+	if err != nil {
+		return res, fmt.Errorf("connect to the cluster: %w", err)
+	}
+	mapper, err := e.factory.ToRESTMapper()
+	if err != nil {
+		return res, fmt.Errorf("connect to the cluster: %w", err)
+	}
+
+	var factory inventory.ClientFactory = inventory.ConfigMapClientFactory{StatusEnabled: true}
+	if inv.Kind == resourcegroup.GVK.Kind {
+		installed, err := ensureCRD(ctx, dyn, opts.DryRun)
+		if err != nil {
+			return res, err
+		}
+		if installed {
+			meta.MaybeResetRESTMapper(mapper)
+			factory = resourcegroup.ClientFactory{}
+		}
+		// In a dry run on a cluster without the CRD nothing can have been
+		// applied through a ResourceGroup yet: an empty ConfigMap-backed
+		// inventory stands in, and a dry run writes no inventory anyway.
+	}
+	invClient, err := factory.NewClient(e.factory)
+	if err != nil {
+		return res, fmt.Errorf("inventory client for %s: %w", inv, err)
+	}
+
+	before, err := existingVersions(ctx, dyn, mapper, objs)
+	if err != nil {
+		return res, err
+	}
+	if err := e.protectInventoryNamespace(ctx, invClient, dyn, inv, objs, opts.DryRun, res); err != nil {
+		return res, err
+	}
+
+	applier, err := apply.NewApplierBuilder().WithFactory(e.factory).WithInventoryClient(invClient).Build()
+	if err != nil {
+		return res, fmt.Errorf("build applier: %w", err)
+	}
+	aopts := apply.ApplierOptions{
+		ServerSideOptions:      common.ServerSideOptions{ServerSideApply: true, ForceConflicts: true, FieldManager: FieldManager},
+		ReconcileTimeout:       opts.ReconcileTimeout,
+		NoPrune:                opts.NoPrune,
+		PrunePropagationPolicy: propagation,
+		InventoryPolicy:        policy,
+		PruneTimeout:           time.Minute,
+	}
+	if opts.DryRun {
+		aopts.DryRunStrategy = common.DryRunServer
+	}
+	versions := map[object.ObjMetadata]string{}
+	for _, o := range objs {
+		versions[object.UnstructuredToObjMetadata(o)] = o.GetAPIVersion()
+	}
+	key := func(id object.ObjMetadata, obj *unstructured.Unstructured) string {
+		v := versions[id]
+		if v == "" && obj != nil {
+			v = obj.GetAPIVersion()
+		}
+		if i := strings.LastIndex(v, "/"); i >= 0 {
+			v = v[i+1:]
+		}
+		return kinv.ID{Group: id.GroupKind.Group, Version: v, Kind: id.GroupKind.Kind, Namespace: id.Namespace, Name: id.Name}.Key()
+	}
+	byKey := map[string]int{}
+	record := func(r ObjectResult) {
+		if i, ok := byKey[r.Key]; ok {
+			status := res.Objects[i].Status
+			res.Objects[i] = r
+			if r.Status == "" {
+				res.Objects[i].Status = status
+			}
+			return
+		}
+		byKey[r.Key] = len(res.Objects)
+		res.Objects = append(res.Objects, r)
+	}
+	var fatal []error
+	for ev := range applier.Run(ctx, inv.info(), objs, aopts) {
+		if opts.OnEvent != nil {
+			opts.OnEvent(ev)
+		}
+		switch ev.Type {
+		case event.ErrorType:
+			fatal = append(fatal, ev.ErrorEvent.Err)
+		case event.ValidationType:
+			for _, id := range ev.ValidationEvent.Identifiers {
+				record(ObjectResult{Key: key(id, nil), Action: Failed, Error: errString(ev.ValidationEvent.Error)})
+			}
+		case event.ApplyType:
+			ae := ev.ApplyEvent
+			k := key(ae.Identifier, ae.Resource)
+			switch ae.Status {
+			case event.ApplySuccessful:
+				record(ObjectResult{Key: k, Action: applied(ae.Identifier, ae.Resource, before, opts.DryRun)})
+			case event.ApplySkipped:
+				record(ObjectResult{Key: k, Action: Skipped, Reason: errString(ae.Error)})
+			case event.ApplyFailed:
+				record(ObjectResult{Key: k, Action: Failed, Error: errString(ae.Error)})
+			}
+		case event.PruneType:
+			pe := ev.PruneEvent
+			k := key(pe.Identifier, pe.Object)
+			switch pe.Status {
+			case event.PruneSuccessful:
+				record(ObjectResult{Key: k, Action: Pruned})
+			case event.PruneSkipped:
+				r := ObjectResult{Key: k, Action: Skipped, Reason: errString(pe.Error)}
+				if keptByAnnotation(pe.Object) {
+					r.Action, r.Reason = Kept, "annotated to be kept on removal"
+				}
+				record(r)
+			case event.PruneFailed:
+				record(ObjectResult{Key: k, Action: Failed, Error: errString(pe.Error)})
+			}
+		case event.WaitType:
+			we := ev.WaitEvent
+			status := map[event.WaitEventStatus]string{
+				event.ReconcileSuccessful: "Current", event.ReconcileTimeout: "InProgress",
+				event.ReconcileFailed: "Failed", event.ReconcileSkipped: "Skipped",
+			}[we.Status]
+			if status == "" {
+				continue
+			}
+			if i, ok := byKey[key(we.Identifier, nil)]; ok {
+				res.Objects[i].Status = status
+			}
+		}
+	}
+	slices.SortFunc(res.Objects, func(a, b ObjectResult) int { return strings.Compare(a.Key, b.Key) })
+	if len(fatal) > 0 {
+		return res, fmt.Errorf("apply with %s: %w", inv, errors.Join(fatal...))
+	}
+	return res, nil
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func keptByAnnotation(obj *unstructured.Unstructured) bool {
+	if obj == nil {
+		return false
+	}
+	a := obj.GetAnnotations()
+	return a[common.OnRemoveAnnotation] == common.OnRemoveKeep || a[common.LifecycleDeleteAnnotation] == common.PreventDeletion
+}
+
+func parsePolicy(s string) (inventory.Policy, error) {
+	switch s {
+	case "", "must-match":
+		return inventory.PolicyMustMatch, nil
+	case "adopt-if-no-inventory":
+		return inventory.PolicyAdoptIfNoInventory, nil
+	case "adopt-all":
+		return inventory.PolicyAdoptAll, nil
+	}
+	return 0, fmt.Errorf("inventory policy %q: want must-match, adopt-if-no-inventory or adopt-all", s)
+}
+
+func parsePropagation(s string) (metav1.DeletionPropagation, error) {
+	switch s {
+	case "", "Background":
+		return metav1.DeletePropagationBackground, nil
+	case "Foreground":
+		return metav1.DeletePropagationForeground, nil
+	case "Orphan":
+		return metav1.DeletePropagationOrphan, nil
+	}
+	return "", fmt.Errorf("prune propagation %q: want Background, Foreground or Orphan", s)
+}
+
+// existingVersions records the resourceVersion of every object about to be
+// applied that already exists, with one metadata LIST per kind and
+// namespace, so the result can tell created, configured and unchanged.
+func existingVersions(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, objs []*unstructured.Unstructured) (map[object.ObjMetadata]string, error) {
+	type scope struct {
+		gvk schema.GroupVersionKind
+		ns  string
+	}
+	scopes := map[scope]bool{}
+	for _, o := range objs {
+		scopes[scope{o.GroupVersionKind(), o.GetNamespace()}] = true
+	}
+	out := map[object.ObjMetadata]string{}
+	for s := range scopes {
+		m, err := mapper.RESTMapping(s.gvk.GroupKind(), s.gvk.Version)
+		if err != nil {
+			continue // a kind this apply defines (a CRD's resources): nothing exists yet
+		}
+		var list *unstructured.UnstructuredList
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			list, err = dyn.Resource(m.Resource).Namespace(s.ns).List(ctx, metav1.ListOptions{})
+		} else {
+			list, err = dyn.Resource(m.Resource).List(ctx, metav1.ListOptions{})
+		}
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list %s in the cluster: %w", m.Resource.Resource, err)
+		}
+		for i := range list.Items {
+			out[object.UnstructuredToObjMetadata(&list.Items[i])] = list.Items[i].GetResourceVersion()
+		}
+	}
+	return out, nil
+}
+
+func applied(id object.ObjMetadata, after *unstructured.Unstructured, before map[object.ObjMetadata]string, dryRun bool) Action {
+	rv, existed := before[id]
+	switch {
+	case !existed:
+		return Created
+	case after == nil || dryRun:
+		return Configured
+	case after.GetResourceVersion() == rv:
+		return Unchanged
+	default:
+		return Configured
+	}
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// ensureCRD installs the ResourceGroup CRD when the cluster lacks it and
+// waits until it is established. In a dry run it only reports whether the
+// CRD is there.
+func ensureCRD(ctx context.Context, dyn dynamic.Interface, dryRun bool) (bool, error) {
+	crds := dyn.Resource(crdGVR)
+	_, err := crds.Get(ctx, resourcegroup.CRDName, metav1.GetOptions{})
+	if err == nil {
+		return true, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("look up the ResourceGroup CRD: %w", err)
+	}
+	if dryRun {
+		return false, nil
+	}
+	var crd unstructured.Unstructured
+	if err := sigsyaml.Unmarshal(resourcegroup.CRD, &crd.Object); err != nil {
+		return false, fmt.Errorf("ResourceGroup CRD: %w", err)
+	}
+	if _, err := crds.Create(ctx, &crd, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return false, fmt.Errorf("install the ResourceGroup CRD (kplan needs permission to create CustomResourceDefinitions once): %w", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		got, err := crds.Get(ctx, resourcegroup.CRDName, metav1.GetOptions{})
+		if err == nil && established(got) {
+			return true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return false, errors.New("the ResourceGroup CRD was created but is not established after 30s")
+}
+
+func established(crd *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Established" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// protectInventoryNamespace keeps the Namespace that holds the inventory
+// from being pruned: deleting it would delete the inventory itself. The
+// live Namespace is annotated to be kept, which cli-utils honours.
+func (e *Engine) protectInventoryNamespace(ctx context.Context, invClient inventory.Client, dyn dynamic.Interface, inv Inventory, objs []*unstructured.Unstructured, dryRun bool, res *Result) error {
+	nsID := object.ObjMetadata{GroupKind: schema.GroupKind{Kind: "Namespace"}, Name: inv.Namespace}
+	for _, o := range objs {
+		if object.UnstructuredToObjMetadata(o) == nsID {
+			return nil // still rendered: not a prune
+		}
+	}
+	prev, err := invClient.Get(ctx, inv.info(), inventory.GetOptions{})
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", inv, err)
+	}
+	if !slices.Contains(prev.GetObjectRefs(), nsID) || dryRun {
+		return nil
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, common.OnRemoveAnnotation, common.OnRemoveKeep)
+	nsGVR := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	_, err = dyn.Resource(nsGVR).Patch(ctx, inv.Namespace, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: FieldManager})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("protect namespace %s, which holds %s: %w", inv.Namespace, inv, err)
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package deploy
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/cli-utils/pkg/common"
+	"sigs.k8s.io/cli-utils/pkg/inventory"
+
+	"github.com/kplan-dev/kplan/internal/resourcegroup"
+)
+
+// Inventory names the object that records what an apply put in the
+// cluster: a kpt ResourceGroup (the default) or a cli-utils ConfigMap.
+type Inventory struct {
+	Kind      string // "ResourceGroup" or "ConfigMap"
+	Name      string
+	Namespace string
+	// ID is the cli-utils.sigs.k8s.io/inventory-id label. It defaults to
+	// <name>-<namespace>, as seeds/002_96cdce1014c23446.md says.
+	ID string
+}
+
+func (i Inventory) String() string {
+	return fmt.Sprintf("%s %s/%s (inventory-id %s)", i.Kind, i.Namespace, i.Name, i.ID)
+}
+
+func (i Inventory) info() *inventory.SingleObjectInfo {
+	return inventory.NewSingleObjectInfo(inventory.ID(i.ID), types.NamespacedName{Namespace: i.Namespace, Name: i.Name})
+}
+
+// inventoryOf reads an inventory object's identity.
+func inventoryOf(obj *unstructured.Unstructured) Inventory {
+	inv := Inventory{Kind: obj.GetKind(), Name: obj.GetName(), Namespace: obj.GetNamespace()}
+	if inv.Namespace == "" {
+		inv.Namespace = "default"
+	}
+	inv.ID = obj.GetLabels()[common.InventoryLabel]
+	if inv.ID == "" {
+		inv.ID = inv.Name + "-" + inv.Namespace
+	}
+	return inv
+}
+
+// isInventoryObject reports whether a rendered object is an inventory:
+// any ResourceGroup, or a ConfigMap carrying the inventory-id label.
+func isInventoryObject(obj *unstructured.Unstructured) bool {
+	gvk := obj.GroupVersionKind()
+	if gvk.GroupKind() == resourcegroup.GVK.GroupKind() {
+		return true
+	}
+	return gvk.Group == "" && gvk.Kind == "ConfigMap" && obj.GetLabels()[common.InventoryLabel] != ""
+}
+
+// NoInventoryError says the render holds no inventory object.
+type NoInventoryError struct {
+	Dir        string
+	HasKptfile bool // a Kptfile with an inventory section exists
+}
+
+func (e *NoInventoryError) Error() string {
+	if e.HasKptfile {
+		return fmt.Sprintf("%s renders no ResourceGroup, but its Kptfile has an inventory: run `kplan migrate %s` to convert it", e.Dir, e.Dir)
+	}
+	return fmt.Sprintf("%s renders no inventory object: run `kplan init %s` to create resourcegroup.yaml, or name one with --rg-file", e.Dir, e.Dir)
+}
+
+// MultipleInventoriesError lists every inventory object found.
+type MultipleInventoriesError struct {
+	Found []Inventory
+}
+
+func (e *MultipleInventoriesError) Error() string {
+	var names []string
+	for _, i := range e.Found {
+		names = append(names, i.String())
+	}
+	return fmt.Sprintf("exactly one inventory object is allowed per apply, found %d: %s", len(e.Found), strings.Join(names, "; "))
+}
+
+// SplitInventory separates the one inventory object from the objects to
+// apply (seeds/002_96cdce1014c23446.md: exactly one ResourceGroup).
+func SplitInventory(objs []*unstructured.Unstructured) (*unstructured.Unstructured, []*unstructured.Unstructured, error) {
+	var invs []*unstructured.Unstructured
+	var rest []*unstructured.Unstructured
+	for _, o := range objs {
+		if isInventoryObject(o) {
+			invs = append(invs, o)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	switch len(invs) {
+	case 0:
+		return nil, rest, &NoInventoryError{}
+	case 1:
+		return invs[0], rest, nil
+	default:
+		e := &MultipleInventoriesError{}
+		for _, i := range invs {
+			e.Found = append(e.Found, inventoryOf(i))
+		}
+		return nil, nil, e
+	}
+}

@@ -1,0 +1,79 @@
+package deploy
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/cli-utils/pkg/common"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/kplan-dev/kplan/internal/render"
+)
+
+// Target is the inventory and objects of one rendered overlay.
+type Target struct {
+	Inventory *unstructured.Unstructured
+	Objects   []*unstructured.Unstructured
+}
+
+// TargetOf picks the inventory of a rendered overlay: the one inventory
+// object it renders, else the ResourceGroup file rgFile (the content of
+// --rg-file or the overlay's resourcegroup.yaml; nil if there is none),
+// else a ConfigMap inventory from the seed's inventory: directive.
+// hasKptfile says the overlay's Kptfile has an inventory to migrate.
+func TargetOf(r render.Result, rgFile []byte, hasKptfile bool) (*Target, error) {
+	objs := make([]*unstructured.Unstructured, 0, len(r.Objects)+1)
+	for _, n := range r.Objects {
+		m, err := n.Map()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.Path, err)
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
+	if rgFile != nil {
+		var rg unstructured.Unstructured
+		if err := sigsyaml.Unmarshal(rgFile, &rg.Object); err != nil || rg.GetKind() != "ResourceGroup" {
+			return nil, fmt.Errorf("the ResourceGroup file of %s is not a ResourceGroup (%v)", r.Path, err)
+		}
+		objs = append(objs, &rg)
+	}
+	inv, rest, err := SplitInventory(objs)
+	var none *NoInventoryError
+	if errors.As(err, &none) && r.Inventory != nil {
+		d := r.Inventory
+		if d.Type != "" && d.Type != "ConfigMap" {
+			return nil, fmt.Errorf("%s: inventory type %q: only ConfigMap is supported", r.Path, d.Type)
+		}
+		inv = ConfigMapInventory(d.ConfigMap.Name, d.ConfigMap.Namespace, "")
+		err = nil
+	}
+	if errors.As(err, &none) {
+		none.Dir, none.HasKptfile = r.Path, hasKptfile
+	}
+	if err != nil {
+		return nil, err
+	}
+	if inv.GetNamespace() == "" {
+		inv.SetNamespace("default")
+	}
+	return &Target{Inventory: inv, Objects: rest}, nil
+}
+
+// ConfigMapInventory is a cli-utils ConfigMap inventory object; id
+// defaults to <name>-<namespace>.
+func ConfigMapInventory(name, namespace, id string) *unstructured.Unstructured {
+	if namespace == "" {
+		namespace = "default"
+	}
+	if id == "" {
+		id = name + "-" + namespace
+	}
+	cm := &unstructured.Unstructured{}
+	cm.SetAPIVersion("v1")
+	cm.SetKind("ConfigMap")
+	cm.SetName(name)
+	cm.SetNamespace(namespace)
+	cm.SetLabels(map[string]string{common.InventoryLabel: id})
+	return cm
+}

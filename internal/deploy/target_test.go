@@ -1,0 +1,67 @@
+package deploy
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/kplan-dev/kplan/internal/render"
+)
+
+func result(docs ...string) render.Result {
+	r := render.Result{Path: "overlays/prod"}
+	for _, d := range docs {
+		r.Objects = append(r.Objects, yaml.MustParse(d))
+	}
+	return r
+}
+
+const (
+	cmA = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: app}"
+	rg1 = "apiVersion: kpt.dev/v1alpha1\nkind: ResourceGroup\nmetadata: {name: inventory-00000001, namespace: app}"
+	rg2 = "apiVersion: kpt.dev/v1alpha1\nkind: ResourceGroup\nmetadata: {name: other, namespace: app, labels: {cli-utils.sigs.k8s.io/inventory-id: custom}}"
+)
+
+func TestTargetOf(t *testing.T) {
+	// One rendered ResourceGroup: it is the inventory, id <name>-<namespace>.
+	tg, err := TargetOf(result(cmA, rg1), nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv := inventoryOf(tg.Inventory); inv.ID != "inventory-00000001-app" || len(tg.Objects) != 1 {
+		t.Errorf("inventory %+v, %d objects", inv, len(tg.Objects))
+	}
+	// The file supplies it when the render has none; the label wins.
+	tg, err = TargetOf(result(cmA), []byte(rg2), false)
+	if err != nil || inventoryOf(tg.Inventory).ID != "custom" {
+		t.Errorf("from file: %v %+v", err, tg)
+	}
+	// Two: an error that lists both.
+	_, err = TargetOf(result(cmA, rg1), []byte(rg2), false)
+	var multi *MultipleInventoriesError
+	if !errors.As(err, &multi) || !strings.Contains(err.Error(), "inventory-00000001") || !strings.Contains(err.Error(), "other") {
+		t.Errorf("two inventories: %v", err)
+	}
+	// None: say kplan init, or kplan migrate when a Kptfile has one.
+	_, err = TargetOf(result(cmA), nil, false)
+	if err == nil || !strings.Contains(err.Error(), "kplan init overlays/prod") {
+		t.Errorf("no inventory: %v", err)
+	}
+	_, err = TargetOf(result(cmA), nil, true)
+	if err == nil || !strings.Contains(err.Error(), "kplan migrate overlays/prod") {
+		t.Errorf("no inventory with a Kptfile: %v", err)
+	}
+	// The seed's inventory directive maps to a ConfigMap inventory.
+	r := result(cmA)
+	r.Inventory = &render.InventoryDirective{Type: "ConfigMap"}
+	r.Inventory.ConfigMap.Name, r.Inventory.ConfigMap.Namespace = "root-cm", "default"
+	tg, err = TargetOf(r, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv := inventoryOf(tg.Inventory); inv.Kind != "ConfigMap" || inv.ID != "root-cm-default" {
+		t.Errorf("directive inventory %+v", inv)
+	}
+}
