@@ -13,8 +13,11 @@ import (
 	"strings"
 	"testing"
 
+	sigsyaml "sigs.k8s.io/yaml"
+
 	"github.com/kplan-dev/kplan/internal/action"
 	"github.com/kplan-dev/kplan/internal/demo"
+	"github.com/kplan-dev/kplan/internal/prcomment"
 	"github.com/kplan-dev/kplan/test/githubapi"
 )
 
@@ -70,10 +73,22 @@ func newRunner(t *testing.T, workspace, eventPath, apiURL, token string) *runner
 		"GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": eventPath,
 		"GITHUB_WORKSPACE": workspace, "GITHUB_OUTPUT": r.output, "GITHUB_STEP_SUMMARY": r.summary,
 		"GITHUB_API_URL": apiURL, "GITHUB_REPOSITORY": "Codertocat/Hello-World", "RUNNER_TEMP": tmp,
-		// The runner passes every input, with action.yml's defaults.
-		"INPUT_GITHUB-TOKEN": token, "INPUT_OVERLAYS": "", "INPUT_EXCLUDE": "", "INPUT_WORKING-DIRECTORY": ".",
-		"INPUT_FAIL-ON-ERROR": "true", "INPUT_COMMENT": "true", "INPUT_LOAD-RESTRICTOR": "LoadRestrictionsRootOnly", "INPUT_ENABLE-HELM": "false",
 	}
+	// The runner passes every input of action.yml, with its defaults.
+	data, err := os.ReadFile("../action.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Inputs map[string]struct{ Default string }
+	}
+	if err := sigsyaml.Unmarshal(data, &meta); err != nil {
+		t.Fatalf("action.yml: %v", err)
+	}
+	for name, in := range meta.Inputs {
+		r.env["INPUT_"+strings.ToUpper(name)] = in.Default
+	}
+	r.env["INPUT_GITHUB-TOKEN"] = token
 	return r
 }
 
@@ -140,7 +155,7 @@ func TestActionCommentsAndEditsInPlace(t *testing.T) {
 		t.Fatalf("%d comments, want the seeded one and kplan's", len(comments))
 	}
 	first := comments[1]
-	for _, want := range []string{action.Marker, "1 to add, 5 to change, 4 to prune in 3 of 3 overlays", "#### `overlays/enterprise` — overlay removed", "Dangerous"} {
+	for _, want := range []string{prcomment.PlanMarker, "1 to add, 5 to change, 4 to prune in 3 of 3 overlays", "#### `overlays/enterprise` — overlay removed", "Dangerous"} {
 		if !strings.Contains(first.Body, want) {
 			t.Errorf("comment lacks %q:\n%s", want, first.Body)
 		}
@@ -177,7 +192,7 @@ func TestActionCommentsAndEditsInPlace(t *testing.T) {
 	if len(comments) != 2 || comments[1].ID != first.ID {
 		t.Fatalf("after the second push: %d comments (ids %v), want kplan's comment %d edited", len(comments), ids(comments), first.ID)
 	}
-	if body := comments[1].Body; !strings.Contains(body, "1 to add, 5 to change, 0 to prune in 2 of 3 overlays") || strings.Contains(body, "overlay removed") {
+	if body := comments[1].Body; !strings.Contains(body, "1 to add, 6 to change, 0 to prune in 3 of 3 overlays") || strings.Contains(body, "overlay removed") {
 		t.Errorf("edited comment:\n%s", body)
 	}
 	if comments[0].Body != "Looks good to me" {

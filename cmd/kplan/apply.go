@@ -12,8 +12,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/plan"
 	"github.com/kplan-dev/kplan/internal/resourcegroup"
@@ -67,9 +65,7 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	flags := genericclioptions.NewConfigFlags(false)
-	flags.KubeConfig, flags.Context = kubeconfig, kubecontext
-	res, err := deploy.New(flags).Apply(ctx, target.Inventory, target.Objects, deploy.Options{
+	res, err := deploy.New(deploy.NewGetter(*kubeconfig, *kubecontext)).Apply(ctx, target.Inventory, target.Objects, deploy.Options{
 		DryRun: *dryRun, InventoryPolicy: *policy, PrunePropagation: *propagation,
 		ReconcileTimeout: *timeout, AllowEmpty: *allowEmpty, NoPrune: *noPrune,
 	})

@@ -29,9 +29,6 @@ import (
 	"github.com/kplan-dev/kplan/internal/report"
 )
 
-// Marker finds kplan's plan comment among a PR's comments.
-const Marker = "<!-- kplan:plan -->"
-
 // inputs are the action.yml inputs.
 type inputs struct {
 	token          string
@@ -144,7 +141,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 
-	md := report.Markdown(p, Marker+"\n", report.MaxCommentSize)
+	md := report.Markdown(p, prcomment.PlanMarker+"\n", report.MaxCommentSize)
 	a.AddStepSummary(md)
 	if err := writeOutputs(a, p, getenv); err != nil {
 		return err
@@ -194,12 +191,8 @@ func writeOutputs(a *githubactions.Action, p *inventorydiff.Plan, getenv func(st
 	if err != nil {
 		return err
 	}
-	dir := getenv("RUNNER_TEMP")
-	if dir == "" {
-		dir = os.TempDir()
-	}
-	path := filepath.Join(dir, "kplan-plan.json")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
+	path, err := writeReportFile(data, getenv)
+	if err != nil {
 		return fmt.Errorf("write the JSON report: %w", err)
 	}
 	t := p.Totals
@@ -222,7 +215,7 @@ func comment(ctx context.Context, a *githubactions.Action, getenv func(string) s
 	if err != nil {
 		return err
 	}
-	res, err := prcomment.Upsert(ctx, gh, owner, repo, number, Marker, md)
+	res, err := prcomment.Upsert(ctx, gh, owner, repo, number, prcomment.PlanMarker, md)
 	if errors.Is(err, prcomment.ErrNoPermission) {
 		a.Warningf("the token cannot comment on %s/%s#%d (a pull request from a fork?): the plan is in the job summary only", owner, repo, number)
 		return nil
@@ -251,4 +244,29 @@ func newClient(apiURL, token string) (*github.Client, error) {
 	}
 	gh.BaseURL = u
 	return gh, nil
+}
+
+// dockerHome is where the runner mounts $RUNNER_TEMP/_github_home inside
+// a Docker action's container.
+const dockerHome = "/github/home"
+
+// writeReportFile stores the JSON plan where later steps can read it and
+// returns that path as the host sees it. Inside a Docker action the
+// container's RUNNER_TEMP is not mounted, but /github/home is: it is
+// $RUNNER_TEMP/_github_home on the host. The work tree is never written.
+func writeReportFile(data []byte, getenv func(string) string) (string, error) {
+	const name = "kplan-plan.json"
+	runnerTemp := getenv("RUNNER_TEMP")
+	if getenv("HOME") == dockerHome && runnerTemp != "" {
+		if err := os.WriteFile(filepath.Join(dockerHome, name), data, 0o644); err != nil {
+			return "", err
+		}
+		return filepath.Join(runnerTemp, "_github_home", name), nil
+	}
+	dir := runnerTemp
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	p := filepath.Join(dir, name)
+	return p, os.WriteFile(p, data, 0o644)
 }

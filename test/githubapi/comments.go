@@ -135,7 +135,16 @@ func (s *Server) editComment(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) || !validBody(w, req) {
 		return
 	}
-	rk := repoOf(r)
+	c, ok := s.updateComment(repoOf(r), cid, *req.Body)
+	if !ok {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+// updateComment sets the body of comment id of repository rk.
+func (s *Server) updateComment(rk repoKey, id int64, body string) (Comment, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, cs := range s.comments {
@@ -143,15 +152,14 @@ func (s *Server) editComment(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		for _, c := range cs {
-			if c.ID == cid {
-				c.Body = *req.Body
+			if c.ID == id {
+				c.Body = body
 				c.UpdatedAt = now()
-				writeJSON(w, http.StatusOK, *c)
-				return
+				return *c, true
 			}
 		}
 	}
-	writeError(w, http.StatusNotFound, "Not Found")
+	return Comment{}, false
 }
 
 // baseOf is the server's URL as the client reached it; handlers use it

@@ -307,18 +307,26 @@ func (s *Server) createDeploymentStatus(w http.ResponseWriter, r *http.Request) 
 		req.TargetURL = req.LogURL
 	}
 
-	rk := repoOf(r)
+	st, ok := s.setDeploymentStatus(repoOf(r), did, author, req)
+	if !ok {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	writeJSON(w, http.StatusCreated, st)
+}
+
+// setDeploymentStatus adds a status to deployment id of repository rk.
+func (s *Server) setDeploymentStatus(rk repoKey, id int64, author Identity, req deploymentStatusRequest) (DeploymentStatus, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var d *Deployment
 	for _, cand := range s.deploys[rk] {
-		if cand.ID == did {
+		if cand.ID == id {
 			d = cand
 		}
 	}
 	if d == nil {
-		writeError(w, http.StatusNotFound, "Not Found")
-		return
+		return DeploymentStatus{}, false
 	}
 	if req.Environment != "" {
 		d.Environment = req.Environment
@@ -339,7 +347,7 @@ func (s *Server) createDeploymentStatus(w http.ResponseWriter, r *http.Request) 
 			}
 		}
 	}
-	writeJSON(w, http.StatusCreated, *st)
+	return *st, true
 }
 
 // addDeploymentStatus stores a status for d; the caller holds s.mu.

@@ -59,12 +59,16 @@ type Request struct {
 type Server struct {
 	srv *httptest.Server
 
+	// logMu guards only the request log, so logging a response never
+	// waits on (or deadlocks with) a handler holding mu.
+	logMu    sync.Mutex
+	requests []Request
+
 	mu        sync.Mutex
 	tokens    map[string]Identity
 	nextID    int64
 	failLeft  int
 	failCode  int
-	requests  []Request
 	comments  map[issueKey][]*Comment
 	statuses  map[shaKey][]*Status
 	deploys   map[repoKey][]*Deployment
@@ -143,15 +147,15 @@ func (s *Server) FailNext(n, status int) {
 
 // Requests returns a copy of the request log, oldest first.
 func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
 	return append([]Request(nil), s.requests...)
 }
 
 // ResetRequests empties the request log.
 func (s *Server) ResetRequests() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
 	s.requests = nil
 }
 
@@ -186,8 +190,8 @@ func (s *Server) handler() http.Handler {
 		// can see the response, so a test reading the log after a call
 		// always finds that call in it.
 		rec := &statusRecorder{ResponseWriter: w, log: func(status int) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
+			s.logMu.Lock()
+			defer s.logMu.Unlock()
 			s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: status})
 		}}
 		defer rec.WriteHeader(http.StatusOK) // no-op unless the handler wrote nothing

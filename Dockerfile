@@ -1,0 +1,26 @@
+# kplan's GitHub Action image: the action entry point plus the kplan CLI.
+
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+# Modules first, so a source-only change reuses the download layer.
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+# Static binaries: the final image has no Go toolchain and needs no libc match.
+ENV CGO_ENABLED=0
+RUN go build -trimpath -ldflags='-s -w' -o /out/kplan-action ./cmd/action \
+ && go build -trimpath -ldflags='-s -w' -o /out/kplan ./cmd/kplan
+
+FROM debian:bookworm-slim
+# kplan shells out to git to read the base and head commits. The mounted
+# workspace belongs to the runner's uid, and git refuses such repositories
+# unless they are marked safe.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends git ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && git config --system --add safe.directory '*'
+COPY --from=build /out/kplan-action /out/kplan /usr/local/bin/
+# GitHub-hosted runners run as uid 1001 and own the workspace and the
+# GITHUB_OUTPUT file with it, so the action can run without root.
+USER 1001
+ENTRYPOINT ["/usr/local/bin/kplan-action"]
