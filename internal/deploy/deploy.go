@@ -179,7 +179,7 @@ func (e *Engine) Apply(ctx context.Context, invObj *unstructured.Unstructured, o
 		return res, err
 	}
 
-	applier, err := apply.NewApplierBuilder().WithFactory(e.factory).WithInventoryClient(invClient).Build()
+	applier, err := apply.NewApplierBuilder().WithFactory(e.factory).WithDynamicClient(tolerantDynamic{dyn}).WithInventoryClient(invClient).Build()
 	if err != nil {
 		return res, fmt.Errorf("build applier: %w", err)
 	}
@@ -447,4 +447,29 @@ func (e *Engine) protectInventoryNamespace(ctx context.Context, invClient invent
 		return fmt.Errorf("protect namespace %s, which holds %s: %w", inv.Namespace, inv, err)
 	}
 	return nil
+}
+
+// tolerantDynamic works around cli-utils at the pinned master commit:
+// its inventory task creates the inventory's Namespace with Create and
+// fails when the Namespace exists, so every re-apply of an overlay that
+// renders its own inventory namespace would fail. cli-utils v0.37.2 and
+// kubectl accept an existing namespace; so does this wrapper.
+type tolerantDynamic struct{ dynamic.Interface }
+
+func (d tolerantDynamic) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
+	r := d.Interface.Resource(gvr)
+	if gvr.Group == "" && gvr.Resource == "namespaces" {
+		return tolerantNamespaces{r}
+	}
+	return r
+}
+
+type tolerantNamespaces struct{ dynamic.NamespaceableResourceInterface }
+
+func (n tolerantNamespaces) Create(ctx context.Context, obj *unstructured.Unstructured, opts metav1.CreateOptions, sub ...string) (*unstructured.Unstructured, error) {
+	u, err := n.NamespaceableResourceInterface.Create(ctx, obj, opts, sub...)
+	if apierrors.IsAlreadyExists(err) && len(sub) == 0 {
+		return n.Get(ctx, obj.GetName(), metav1.GetOptions{})
+	}
+	return u, err
 }
