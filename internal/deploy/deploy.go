@@ -464,7 +464,9 @@ func (d tolerantDynamic) Resource(gvr schema.GroupVersionResource) dynamic.Names
 	return r
 }
 
-type tolerantNamespaces struct{ dynamic.NamespaceableResourceInterface }
+type tolerantNamespaces struct {
+	dynamic.NamespaceableResourceInterface
+}
 
 func (n tolerantNamespaces) Create(ctx context.Context, obj *unstructured.Unstructured, opts metav1.CreateOptions, sub ...string) (*unstructured.Unstructured, error) {
 	u, err := n.NamespaceableResourceInterface.Create(ctx, obj, opts, sub...)

@@ -55,7 +55,9 @@ func cm(ns, name, value string, annotations ...string) string {
 	return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s, namespace: %s%s}\ndata: {v: %q}", name, ns, ann, value)
 }
 
-func nsObj(name string) string { return "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + name + "}" }
+func nsObj(name string) string {
+	return "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + name + "}"
+}
 
 func rg(ns, name string) string {
 	return fmt.Sprintf("apiVersion: kpt.dev/v1alpha1\nkind: ResourceGroup\nmetadata: {name: %s, namespace: %s}", name, ns)
