@@ -3,12 +3,12 @@ GO ?= go
 # The binaries the Dockerfile builds; CI builds the same ones.
 BINARIES := ./cmd/action ./cmd/kplan
 
-.PHONY: demo test vet unit lint build bench
+.PHONY: demo test vet unit lint build bench cluster
 
 demo:
 	$(GO) run ./cmd/kplan demo
 
-test: vet build lint unit
+test: vet build lint cluster unit
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo 'gofmt: files above need formatting'; exit 1; }
@@ -21,5 +21,10 @@ build:
 lint:
 	$(GO) tool -modfile=tools/go.mod actionlint
 
+# etcd and kube-apiserver for the tests that need a real cluster, built
+# from tools/cluster (about 4 minutes the first time, then cached).
+cluster:
+	$(GO) run ./internal/testcluster/prebuild
+
 unit:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 20m ./...

@@ -99,10 +99,11 @@ func (r *Result) Keys(a Action) []string {
 	return out
 }
 
-// Failed reports whether any object failed or did not reconcile.
+// Failed reports whether any object failed, was skipped (an inventory
+// policy or a failed dependency stopped it) or did not reconcile.
 func (r *Result) Failed() bool {
 	for _, o := range r.Objects {
-		if o.Action == Failed || o.Status == "Failed" || o.Status == "InProgress" {
+		if o.Action == Failed || o.Action == Skipped || o.Status == "Failed" || o.Status == "InProgress" {
 			return true
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/common"
 	"sigs.k8s.io/cli-utils/pkg/inventory"
 
-	"github.com/kplan-dev/kplan/internal/resourcegroup"
+	kinv "github.com/kplan-dev/kplan/internal/inventory"
 )
 
 // Inventory names the object that records what an apply put in the
@@ -48,10 +48,7 @@ func inventoryOf(obj *unstructured.Unstructured) Inventory {
 // any ResourceGroup, or a ConfigMap carrying the inventory-id label.
 func isInventoryObject(obj *unstructured.Unstructured) bool {
 	gvk := obj.GroupVersionKind()
-	if gvk.GroupKind() == resourcegroup.GVK.GroupKind() {
-		return true
-	}
-	return gvk.Group == "" && gvk.Kind == "ConfigMap" && obj.GetLabels()[common.InventoryLabel] != ""
+	return kinv.IsInventory(gvk.Group, gvk.Kind, obj.GetLabels())
 }
 
 // NoInventoryError says the render holds no inventory object.

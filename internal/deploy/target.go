@@ -25,11 +25,17 @@ type Target struct {
 func TargetOf(r render.Result, rgFile []byte, hasKptfile bool) (*Target, error) {
 	objs := make([]*unstructured.Unstructured, 0, len(r.Objects)+1)
 	for _, n := range r.Objects {
-		m, err := n.Map()
+		// Through JSON, so numbers become the int64 and float64 that
+		// unstructured objects hold (kyaml's own maps hold int).
+		data, err := n.MarshalJSON()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", r.Path, err)
+			return nil, fmt.Errorf("%s: %s: %w", r.Path, n.GetName(), err)
 		}
-		objs = append(objs, &unstructured.Unstructured{Object: m})
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(data); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", r.Path, n.GetName(), err)
+		}
+		objs = append(objs, u)
 	}
 	if rgFile != nil {
 		var rg unstructured.Unstructured

@@ -102,10 +102,16 @@ type Inventory struct {
 }
 
 // New builds the inventory of rendered objects. Duplicate IDs, which
-// kustomize itself rejects, are an error here too.
+// kustomize itself rejects, are an error here too. An inventory object the
+// overlay renders (a ResourceGroup, or a ConfigMap with the inventory-id
+// label) records the others and is not one of them, as the seed's
+// inventory ConfigMap is not in its own key list.
 func New(nodes []*yaml.RNode) (*Inventory, error) {
 	inv := &Inventory{Objects: map[string]*Object{}, Referrers: map[string][]ID{}}
 	for _, n := range nodes {
+		if IsInventoryObject(n) {
+			continue
+		}
 		o := &Object{ID: IDOf(n), Node: n}
 		o.Key = o.ID.Key()
 		if _, dup := inv.Objects[o.Key]; dup {
@@ -118,6 +124,28 @@ func New(nodes []*yaml.RNode) (*Inventory, error) {
 	inv.Hash = Hash(inv.Keys)
 	inv.Referrers = referrers(inv)
 	return inv, nil
+}
+
+// InventoryIDLabel marks a cli-utils inventory object.
+const InventoryIDLabel = "cli-utils.sigs.k8s.io/inventory-id"
+
+// IsInventoryObject reports whether a rendered object is an inventory: a
+// kpt ResourceGroup (seeds/002_96cdce1014c23446.md) or a cli-utils
+// ConfigMap inventory.
+func IsInventoryObject(n *yaml.RNode) bool {
+	id := IDOf(n)
+	return IsInventory(id.Group, id.Kind, n.GetLabels())
+}
+
+// IsInventory is IsInventoryObject on an object's group, kind and labels.
+func IsInventory(group, kind string, labels map[string]string) bool {
+	switch {
+	case group == "kpt.dev" && kind == "ResourceGroup":
+		return true
+	case group == "" && kind == "ConfigMap":
+		return labels[InventoryIDLabel] != ""
+	}
+	return false
 }
 
 // Hash is the seed's InventoryHash of a key list: kustomize's

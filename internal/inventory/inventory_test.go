@@ -160,6 +160,12 @@ func TestReferrers(t *testing.T) {
 			t.Errorf("referrers of %s = %q, want %q", key, got, want)
 		}
 	}
+	withInv, err := New(append(nodes,
+		yaml.MustParse("apiVersion: kpt.dev/v1alpha1\nkind: ResourceGroup\nmetadata: {name: inv, namespace: a}"),
+		yaml.MustParse("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: inv2, namespace: a, labels: {cli-utils.sigs.k8s.io/inventory-id: x}}")))
+	if err != nil || withInv.Hash != inv.Hash || len(withInv.Keys) != len(inv.Keys) {
+		t.Errorf("inventory objects must not be listed in the inventory: %v %q", err, withInv.Keys)
+	}
 	if _, err := New(append(nodes, yaml.MustParse(objs[0]))); err == nil {
 		t.Error("a duplicate object must be an error")
 	}
