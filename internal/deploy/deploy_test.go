@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func obj(t *testing.T, y string) *unstructured.Unstructured {
+func obj(t testing.TB, y string) *unstructured.Unstructured {
 	t.Helper()
 	u := &unstructured.Unstructured{}
 	if err := sigsyaml.Unmarshal([]byte(y), &u.Object); err != nil {
@@ -63,7 +63,7 @@ func rg(ns, name string) string {
 	return fmt.Sprintf("apiVersion: kpt.dev/v1alpha1\nkind: ResourceGroup\nmetadata: {name: %s, namespace: %s}", name, ns)
 }
 
-func objs(t *testing.T, docs ...string) []*unstructured.Unstructured {
+func objs(t testing.TB, docs ...string) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
 	for _, d := range docs {
 		out = append(out, obj(t, d))
@@ -71,7 +71,7 @@ func objs(t *testing.T, docs ...string) []*unstructured.Unstructured {
 	return out
 }
 
-func run(t *testing.T, c *testcluster.Cluster, inv string, docs []string, opts Options) (*Result, error) {
+func run(t testing.TB, c *testcluster.Cluster, inv string, docs []string, opts Options) (*Result, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
