@@ -26,5 +26,9 @@ lint:
 cluster:
 	$(GO) run ./internal/testcluster/prebuild
 
+# Benchmarks print ratios against a peer measured in the same run.
+bench: cluster
+	$(GO) test -run '^$$' -bench ApplyPrune -benchtime 1x -timeout 30m ./internal/deploy
+
 unit:
 	$(GO) test -race -count=1 -timeout 20m ./...
