@@ -1,4 +1,5 @@
-# kplan's GitHub Action image: the action entry point plus the kplan CLI.
+# kplan's image: the GitHub Action's entry point (the default), the kplan
+# CLI, and the webhook (deploy/ runs /usr/local/bin/kplan-webhook).
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
@@ -9,7 +10,8 @@ COPY . .
 # Static binaries: the final image has no Go toolchain and needs no libc match.
 ENV CGO_ENABLED=0
 RUN go build -trimpath -ldflags='-s -w' -o /out/kplan-action ./cmd/action \
- && go build -trimpath -ldflags='-s -w' -o /out/kplan ./cmd/kplan
+ && go build -trimpath -ldflags='-s -w' -o /out/kplan ./cmd/kplan \
+ && go build -trimpath -ldflags='-s -w' -o /out/kplan-webhook ./cmd/webhook
 
 FROM debian:bookworm-slim
 # kplan shells out to git to read the base and head commits. The mounted
@@ -19,7 +21,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends git ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && git config --system --add safe.directory '*'
-COPY --from=build /out/kplan-action /out/kplan /usr/local/bin/
+COPY --from=build /out/kplan-action /out/kplan /out/kplan-webhook /usr/local/bin/
 # GitHub-hosted runners run as uid 1001 and own the workspace and the
 # GITHUB_OUTPUT file with it, so the action can run without root.
 USER 1001

@@ -1,7 +1,7 @@
 # The README's two commands: `make demo` and `make test`.
 GO ?= go
 # The binaries the Dockerfile builds; CI builds the same ones.
-BINARIES := ./cmd/action ./cmd/kplan
+BINARIES := ./cmd/action ./cmd/kplan ./cmd/webhook
 
 .PHONY: demo test vet unit lint build bench cluster
 

@@ -27,7 +27,7 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		dryRun      = fset.Bool("dry-run", false, "server-side dry run: show what would happen, change nothing")
 		policy      = fset.String("inventory-policy", "must-match", "must-match, adopt-if-no-inventory or adopt-all")
 		propagation = fset.String("prune-propagation", "Background", "Background, Foreground or Orphan")
-		timeout     = fset.Duration("timeout", 5*time.Minute, "how long to wait for applied objects to reconcile (0: do not wait)")
+		timeout     = fset.Duration("timeout", 5*time.Minute, "how long to wait for applied objects to reconcile (0: no limit)")
 		allowEmpty  = fset.Bool("allow-empty", false, "apply an overlay that renders no objects, pruning everything")
 		noPrune     = fset.Bool("no-prune", false, "apply without deleting anything")
 		rgFile      = fset.String("rg-file", resourcegroup.DefaultFile, "ResourceGroup file in the overlay, used when the render has no inventory")

@@ -45,7 +45,9 @@ type Options struct {
 	// PrunePropagation: "Background" (default), "Foreground" or "Orphan".
 	PrunePropagation string
 	// ReconcileTimeout bounds the wait for applied objects to become
-	// Current (kstatus); 0 does not wait.
+	// Current (kstatus); 0 waits without a limit. cli-utils always waits
+	// between dependency groups (a CRD before its resources), so there is
+	// no "do not wait".
 	ReconcileTimeout time.Duration
 	// AllowEmpty permits an apply of zero objects, which prunes everything
 	// the inventory holds.

@@ -9,6 +9,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/resourcegroup"
 )
 
 // Target is the inventory and objects of one rendered overlay.
@@ -23,6 +24,17 @@ type Target struct {
 // else a ConfigMap inventory from the seed's inventory: directive.
 // hasKptfile says the overlay's Kptfile has an inventory to migrate.
 func TargetOf(r render.Result, rgFile []byte, hasKptfile bool) (*Target, error) {
+	return targetOf(r, rgFile, hasKptfile, nil)
+}
+
+// TargetWithInventory uses inv as the inventory whatever the overlay
+// renders (the webhook config's inventory override); rendered inventory
+// objects are dropped.
+func TargetWithInventory(r render.Result, inv *unstructured.Unstructured) (*Target, error) {
+	return targetOf(r, nil, false, inv)
+}
+
+func targetOf(r render.Result, rgFile []byte, hasKptfile bool, override *unstructured.Unstructured) (*Target, error) {
 	objs := make([]*unstructured.Unstructured, 0, len(r.Objects)+1)
 	for _, n := range r.Objects {
 		// Through JSON, so numbers become the int64 and float64 that
@@ -45,6 +57,18 @@ func TargetOf(r render.Result, rgFile []byte, hasKptfile bool) (*Target, error) 
 		objs = append(objs, &rg)
 	}
 	inv, rest, err := SplitInventory(objs)
+	if override != nil {
+		var multi *MultipleInventoriesError
+		if errors.As(err, &multi) {
+			rest = rest[:0]
+			for _, o := range objs {
+				if !isInventoryObject(o) {
+					rest = append(rest, o)
+				}
+			}
+		}
+		inv, err = override, nil
+	}
 	var none *NoInventoryError
 	if errors.As(err, &none) && r.Inventory != nil {
 		d := r.Inventory
@@ -64,6 +88,25 @@ func TargetOf(r render.Result, rgFile []byte, hasKptfile bool) (*Target, error) 
 		inv.SetNamespace("default")
 	}
 	return &Target{Inventory: inv, Objects: rest}, nil
+}
+
+// InventoryObject is an empty inventory object of kind ResourceGroup (the
+// default) or ConfigMap.
+func InventoryObject(kind, name, namespace, id string) *unstructured.Unstructured {
+	if kind == "ConfigMap" {
+		return ConfigMapInventory(name, namespace, id)
+	}
+	if namespace == "" {
+		namespace = "default"
+	}
+	rg := &unstructured.Unstructured{}
+	rg.SetGroupVersionKind(resourcegroup.GVK)
+	rg.SetName(name)
+	rg.SetNamespace(namespace)
+	if id != "" {
+		rg.SetLabels(map[string]string{common.InventoryLabel: id})
+	}
+	return rg
 }
 
 // ConfigMapInventory is a cli-utils ConfigMap inventory object; id

@@ -44,6 +44,13 @@ type Target struct {
 	ReconcileTimeout time.Duration
 	InventoryPolicy  string
 	AllowRemoteBases bool
+	// Inventory, if set, replaces the inventory the overlay renders.
+	Inventory *Inventory
+}
+
+// Inventory names an inventory object: kind ResourceGroup or ConfigMap.
+type Inventory struct {
+	Kind, Name, Namespace, ID string
 }
 
 // Request asks a target to converge on SHA; an empty SHA means the
@@ -75,7 +82,8 @@ type Reporter interface {
 type Deployer struct {
 	Mirrors *gitmirror.Mirrors
 	Report  Reporter
-	// Engine returns the apply engine of a target's cluster.
+	// Engine returns an apply engine for a target's cluster; it is called
+	// once per deploy.
 	Engine func(Target) *deploy.Engine
 	Logger *slog.Logger
 	// Resync is how often every target is checked against its branch.
@@ -110,8 +118,15 @@ func (d *Deployer) Submit(target string, r Request) error {
 		return fmt.Errorf("unknown target %q", target)
 	}
 	w.mu.Lock()
-	if w.next == nil || r.SHA != "" || w.next.SHA == "" {
-		// A resync (empty SHA) must not replace a concrete pending commit.
+	switch {
+	case w.next == nil, w.next.SHA == "":
+		w.next = &r
+	case r.SHA == "":
+		// A resync must not replace a concrete pending commit.
+	case r.SHA == w.next.SHA && r.PR == 0:
+		// A merge sends a push and a pull_request for the same commit:
+		// keep the one that knows the PR.
+	default:
 		w.next = &r
 	}
 	w.mu.Unlock()
@@ -190,7 +205,7 @@ func (d *Deployer) converge(ctx context.Context, t Target, r Request) {
 	log := d.Logger.With("target", t.Name, "repo", t.Repo, "branch", t.Branch)
 	dir, tip, err := d.Mirrors.Fetch(ctx, t.CloneURL, t.Branch, r.SHA)
 	if err != nil {
-		d.finish(ctx, log, Outcome{Target: t, SHA: r.SHA, PR: r.PR, Err: err, Started: time.Now(), Finished: time.Now()}, nil)
+		d.finish(ctx, log, Outcome{Target: t, SHA: r.SHA, PR: r.PR, Err: err, Started: time.Now(), Finished: time.Now()}, nil, nil)
 		return
 	}
 	sha := r.SHA
@@ -199,7 +214,7 @@ func (d *Deployer) converge(ctx context.Context, t Target, r Request) {
 	}
 	target, err := d.render(ctx, t, dir, sha)
 	if err != nil {
-		d.finish(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err, Started: time.Now(), Finished: time.Now()}, nil)
+		d.finish(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err, Started: time.Now(), Finished: time.Now()}, nil, nil)
 		return
 	}
 	eng := d.Engine(t)
@@ -221,12 +236,12 @@ func (d *Deployer) converge(ctx context.Context, t Target, r Request) {
 		o.Err = errors.New("some objects failed, were skipped or did not reconcile")
 	}
 	o.Finished = time.Now()
-	d.finish(ctx, log, o, target)
+	d.finish(ctx, log, o, eng, target)
 }
 
 // finish records the outcome on the inventory object and reports it. The
 // record comes first: GitHub may be down, the cluster's state is the truth.
-func (d *Deployer) finish(ctx context.Context, log *slog.Logger, o Outcome, target *deploy.Target) {
+func (d *Deployer) finish(ctx context.Context, log *slog.Logger, o Outcome, eng *deploy.Engine, target *deploy.Target) {
 	outcome, msg := "success", "deployed"
 	if o.Err != nil {
 		outcome, msg = "failure", o.Err.Error()
@@ -238,7 +253,7 @@ func (d *Deployer) finish(ctx context.Context, log *slog.Logger, o Outcome, targ
 		ann := map[string]string{AnnotationOutcome: outcome, AnnotationMessage: truncate(msg, 1000),
 			AnnotationTime: o.Finished.UTC().Format(time.RFC3339)}
 		ann[AnnotationSHA] = o.SHA
-		if err := d.Engine(o.Target).Annotate(ctx, target.Inventory, ann); err != nil {
+		if err := eng.Annotate(ctx, target.Inventory, ann); err != nil {
 			log.Error("cannot record the deploy on the inventory", "err", err)
 		}
 	}
@@ -273,6 +288,9 @@ func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*depl
 	}
 	if rs[0].Err != nil {
 		return nil, rs[0].Err
+	}
+	if i := t.Inventory; i != nil {
+		return deploy.TargetWithInventory(rs[0], deploy.InventoryObject(i.Kind, i.Name, i.Namespace, i.ID))
 	}
 	rg, err := s.FS.ReadFile(snapshot.Abs(path.Join(t.Overlay, resourcegroup.DefaultFile)))
 	if err != nil {

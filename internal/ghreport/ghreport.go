@@ -261,7 +261,7 @@ func comment(byTarget map[string]deployer.Outcome) string {
 		b.WriteString("\n</details>\n")
 	}
 	if failed > 0 {
-		b.WriteString("\n**To retry**: fix the cause and merge again, redeliver this webhook from the repository's Settings → Webhooks, or wait for the next resync, which retries every failed target.\n")
+		b.WriteString("\n**To retry**: fix the cause (the error above says what failed) and merge again, or wait for the next resync, which retries every failed target at the branch's newest commit.\n")
 	}
 	out := b.String()
 	if len(out) > prcomment.MaxBodyChars {

@@ -1,0 +1,172 @@
+// Package config reads the webhook's configuration file: which
+// repositories and branches deploy which overlays to which clusters.
+//
+// The file is YAML (example.yaml in this directory is a complete,
+// commented example that a test loads):
+//
+//	repositories:                       # required, at least one
+//	  - name: octo-org/deploy-config    # required, owner/repo; matched case-insensitively
+//	    cloneURL: ""                    # default <gitBaseURL>/<owner>/<repo>.git
+//	    branches:                       # required, at least one
+//	      - name: main                  # required, a branch name (not refs/heads/main)
+//	        targets:                    # required, at least one
+//	          - name: prod-eu           # required, unique in the file (case-insensitively); status context kplan/<name>
+//	            overlay: overlays/prod-eu   # required, relative to the repository root, no ".."
+//	            environment: production-eu  # GitHub Deployment environment; default: the target name
+//	            kubeconfig: /etc/kplan/prod-eu.kubeconfig  # default "": in-cluster config
+//	            context: ""             # kubeconfig context; default: its current context
+//	            inventory:              # default: the inventory the overlay renders
+//	              kind: ResourceGroup   # ResourceGroup (default) or ConfigMap
+//	              name: inventory-prod  # required
+//	              namespace: kplan      # required
+//	              id: ""                # cli-utils inventory-id; default <name>-<namespace>
+//	            prune: true             # default true
+//	            reconcileTimeout: 5m    # Go duration, default 5m; 0s waits without a limit
+//	            inventoryPolicy: must-match # must-match (default) | adopt-if-no-inventory | adopt-all
+//	            allowRemoteBases: false # default false
+//	gitBaseURL: https://github.com      # default; clone URLs derive from it
+//	apiBaseURL: https://api.github.com/ # default; for go-github, always ends in "/"
+//	resyncInterval: 5m                  # default 5m, must be positive
+//	stateDir: /var/lib/kplan            # default; where git mirrors are cached
+//
+// Relative kubeconfig and stateDir paths are relative to the directory of
+// the configuration file. Unknown fields are errors, so a misspelt field
+// does not silently fall back to a default. Secrets are never read from
+// this file: see Secrets.
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// Defaults of optional fields.
+const (
+	DefaultGitBaseURL       = "https://github.com"
+	DefaultAPIBaseURL       = "https://api.github.com/"
+	DefaultResyncInterval   = 5 * time.Minute
+	DefaultStateDir         = "/var/lib/kplan"
+	DefaultReconcileTimeout = 5 * time.Minute
+	DefaultInventoryPolicy  = "must-match"
+)
+
+// Config is a parsed and validated configuration file.
+type Config struct {
+	// File is the name the configuration was parsed from, for messages.
+	File           string
+	Repositories   []Repository
+	GitBaseURL     string // no trailing slash
+	APIBaseURL     string // with a trailing slash, as go-github wants
+	ResyncInterval time.Duration
+	StateDir       string
+}
+
+// Repository is one GitHub repository and the branches that deploy.
+type Repository struct {
+	Name     string // owner/repo as written in the file
+	CloneURL string // the override as written; see Config.CloneURL
+	Branches []Branch
+}
+
+// Branch lists the targets a branch deploys to.
+type Branch struct {
+	Name    string
+	Targets []Target
+}
+
+// Target is one overlay deployed to one cluster.
+type Target struct {
+	Name             string
+	Overlay          string // clean, slash-separated, relative to the repository root ("." for the root)
+	Environment      string // never empty: defaults to Name
+	Kubeconfig       string // empty: in-cluster config
+	Context          string
+	Inventory        *Inventory // nil: the inventory the overlay renders
+	Prune            bool
+	ReconcileTimeout time.Duration
+	InventoryPolicy  string // must-match, adopt-if-no-inventory or adopt-all
+	AllowRemoteBases bool
+}
+
+// Inventory overrides the inventory object an overlay renders.
+type Inventory struct {
+	Kind      string // ResourceGroup or ConfigMap
+	Name      string
+	Namespace string
+	ID        string // empty: <name>-<namespace>
+}
+
+// TargetRef is a target with the repository and branch it deploys from.
+type TargetRef struct {
+	Repo     string // as written in the file
+	Branch   string
+	CloneURL string
+	Target   Target
+}
+
+// Load reads and parses the configuration file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Repository returns the configured repository named repo (owner/name,
+// case-insensitively, as GitHub treats names), or nil.
+func (c *Config) Repository(repo string) *Repository {
+	for i := range c.Repositories {
+		if strings.EqualFold(c.Repositories[i].Name, repo) {
+			return &c.Repositories[i]
+		}
+	}
+	return nil
+}
+
+// Targets returns the targets that branch of repo deploys to, nil when
+// the repository or branch is not configured. Branch names are exact: git
+// branch names are case-sensitive.
+func (c *Config) Targets(repo, branch string) []Target {
+	r := c.Repository(repo)
+	if r == nil {
+		return nil
+	}
+	for _, b := range r.Branches {
+		if b.Name == branch {
+			return b.Targets
+		}
+	}
+	return nil
+}
+
+// AllTargets lists every target of the file, in file order.
+func (c *Config) AllTargets() []TargetRef {
+	var refs []TargetRef
+	for _, r := range c.Repositories {
+		cloneURL := c.CloneURL(r.Name)
+		for _, b := range r.Branches {
+			for _, t := range b.Targets {
+				refs = append(refs, TargetRef{Repo: r.Name, Branch: b.Name, CloneURL: cloneURL, Target: t})
+			}
+		}
+	}
+	return refs
+}
+
+// CloneURL returns where repo is fetched from: its cloneURL override, else
+// <gitBaseURL>/<owner>/<repo>.git; "" for a repository not configured.
+func (c *Config) CloneURL(repo string) string {
+	r := c.Repository(repo)
+	if r == nil {
+		return ""
+	}
+	if r.CloneURL != "" {
+		return r.CloneURL
+	}
+	owner, name, _ := strings.Cut(r.Name, "/")
+	return c.GitBaseURL + "/" + url.PathEscape(owner) + "/" + url.PathEscape(name) + ".git"
+}

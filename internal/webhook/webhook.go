@@ -1,0 +1,354 @@
+// Package webhook receives GitHub webhook deliveries and turns those that
+// should deploy into Intents: "these targets should now match this branch
+// at this commit". It never deploys: it authenticates, decides and hands
+// the intent to an Enqueue function, answering GitHub in milliseconds.
+//
+// Routes: POST /webhook (push, pull_request and ping events), GET /healthz
+// (the process is alive) and GET /readyz (the caller's Ready hook).
+package webhook
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v60/github"
+
+	"github.com/kplan-dev/kplan/internal/config"
+)
+
+// MaxBodyBytes is GitHub's cap on webhook payloads (25 MB): a larger body
+// is not from GitHub and is refused before it is read whole.
+const MaxBodyBytes = 25 << 20
+
+// DedupSize is how many delivery IDs are remembered to drop replays.
+const DedupSize = 10000
+
+// Intent says that Targets, configured for Branch of Repo, should now
+// match commit SHA.
+type Intent struct {
+	Repo       string // owner/name as written in the config
+	Branch     string
+	SHA        string // the commit the targets should converge to
+	CloneURL   string // from the config, never from the payload
+	PR         int    // the merged pull request, 0 for a push
+	DeliveryID string // X-GitHub-Delivery, for logs
+	Targets    []config.Target
+}
+
+// Outcome classifies a delivery, for logs and metrics.
+type Outcome string
+
+const (
+	Enqueued     Outcome = "enqueued"     // 202: an Intent was enqueued
+	Ignored      Outcome = "ignored"      // 200: valid, but nothing to deploy
+	Duplicate    Outcome = "duplicate"    // 200: this delivery ID was seen before
+	Pong         Outcome = "pong"         // 200: a ping
+	Unauthorized Outcome = "unauthorized" // 401: missing or wrong signature
+	TooLarge     Outcome = "too_large"    // 413: over MaxBodyBytes
+	Malformed    Outcome = "malformed"    // 400 or 415: signed, but not a payload we can read
+)
+
+// Options configure a Handler.
+type Options struct {
+	// Secret is the webhook secret set in GitHub's webhook settings. Required:
+	// an empty secret would make any HMAC computable by anyone.
+	Secret []byte
+	// Config says which repositories and branches deploy which targets.
+	Config *config.Config
+	// Enqueue receives each intent. It is called in the request, so it must
+	// not block (hand off to a queue or a per-target "latest wanted" slot).
+	Enqueue func(Intent)
+	// Ready reports whether the server can take work (/readyz); nil is
+	// always ready.
+	Ready func() error
+	// Logger gets one line per delivery; nil logs nothing.
+	Logger *slog.Logger
+	// Observe, if set, is called once per POST /webhook request, for
+	// metrics. event is "" for requests whose signature was not verified:
+	// their headers must not become label values.
+	Observe func(event string, outcome Outcome)
+}
+
+// Handler serves the webhook's HTTP routes. Create it with New.
+type Handler struct {
+	secret  []byte
+	cfg     *config.Config
+	enqueue func(Intent)
+	ready   func() error
+	log     *slog.Logger
+	observe func(string, Outcome)
+	seen    *deliveries
+	mux     *http.ServeMux
+}
+
+// New returns a Handler, or an error when a required option is missing.
+func New(o Options) (*Handler, error) {
+	switch {
+	case len(o.Secret) == 0:
+		return nil, errors.New("webhook: no secret")
+	case o.Config == nil:
+		return nil, errors.New("webhook: no config")
+	case o.Enqueue == nil:
+		return nil, errors.New("webhook: no Enqueue function")
+	}
+	h := &Handler{
+		secret:  bytes.Clone(o.Secret),
+		cfg:     o.Config,
+		enqueue: o.Enqueue,
+		ready:   o.Ready,
+		log:     o.Logger,
+		observe: o.Observe,
+		seen:    newDeliveries(DedupSize),
+		mux:     http.NewServeMux(),
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.observe == nil {
+		h.observe = func(string, Outcome) {}
+	}
+	h.mux.HandleFunc("POST /webhook", h.webhook)
+	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusOK, "ok") })
+	h.mux.HandleFunc("GET /readyz", h.readyz)
+	return h, nil
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
+	if h.ready != nil {
+		if err := h.ready(); err != nil {
+			reply(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
+			return
+		}
+	}
+	reply(w, http.StatusOK, "ok")
+}
+
+// delivery is what is known of one request, for its log line.
+type delivery struct {
+	id, event                string
+	signed                   bool // the signature checked out
+	repo, branch, sha, cause string
+	pr                       int
+}
+
+func (h *Handler) webhook(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	d := delivery{id: r.Header.Get("X-GitHub-Delivery"), event: r.Header.Get("X-GitHub-Event")}
+	status, outcome, msg := h.receive(r, w, &d)
+	reply(w, status, msg)
+
+	event := d.event
+	if !d.signed {
+		event = "" // a header anyone can send must not become a metric label
+	}
+	h.observe(event, outcome)
+
+	level := slog.LevelInfo
+	if status >= 400 {
+		level = slog.LevelWarn
+	}
+	attrs := []slog.Attr{
+		slog.String("delivery", clip(d.id)), slog.String("event", clip(d.event)),
+		slog.String("outcome", string(outcome)), slog.Int("status", status),
+	}
+	for _, a := range []struct{ k, v string }{{"repo", d.repo}, {"branch", d.branch}, {"sha", d.sha}, {"reason", d.cause}} {
+		if a.v != "" {
+			attrs = append(attrs, slog.String(a.k, a.v))
+		}
+	}
+	if d.pr != 0 {
+		attrs = append(attrs, slog.Int("pr", d.pr))
+	}
+	if !d.signed {
+		attrs = append(attrs, slog.String("remote", r.RemoteAddr))
+	}
+	attrs = append(attrs, slog.Duration("took", time.Since(start)))
+	h.log.LogAttrs(r.Context(), level, "webhook delivery", attrs...)
+}
+
+// receive authenticates and decides one delivery, enqueuing its intent;
+// it returns the answer to GitHub.
+func (h *Handler) receive(r *http.Request, w http.ResponseWriter, d *delivery) (int, Outcome, string) {
+	// Only SHA-256: go-github would also accept sha1= and sha512= here.
+	sig := r.Header.Get("X-Hub-Signature-256")
+	if !strings.HasPrefix(sig, "sha256=") {
+		d.cause = "no X-Hub-Signature-256"
+		return http.StatusUnauthorized, Unauthorized, "missing X-Hub-Signature-256 (sha256=...) signature: set the webhook's secret in GitHub"
+	}
+	if r.ContentLength > MaxBodyBytes {
+		return http.StatusRequestEntityTooLarge, TooLarge, "payload over 25 MB"
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return http.StatusRequestEntityTooLarge, TooLarge, "payload over 25 MB"
+		}
+		d.cause = err.Error()
+		return http.StatusBadRequest, Malformed, "could not read the body"
+	}
+	// The same check github.ValidatePayloadFromBody makes, done on the raw
+	// body first so that nothing about an unsigned request is looked at.
+	if err := github.ValidateSignature(sig, body, h.secret); err != nil {
+		d.cause = "wrong signature"
+		return http.StatusUnauthorized, Unauthorized, "invalid signature"
+	}
+	d.signed = true
+
+	payload, status, err := payloadOf(r.Header.Get("Content-Type"), body)
+	if err != nil {
+		d.cause = err.Error()
+		return status, Malformed, err.Error()
+	}
+	intent, ignore, err := h.decide(d, payload)
+	if err != nil {
+		d.cause = err.Error()
+		return http.StatusBadRequest, Malformed, err.Error()
+	}
+	if d.id != "" && !h.seen.add(d.id) {
+		return http.StatusOK, Duplicate, "duplicate delivery"
+	}
+	switch {
+	case d.event == "ping":
+		return http.StatusOK, Pong, "pong"
+	case ignore != "":
+		d.cause = ignore
+		return http.StatusOK, Ignored, "ignored: " + ignore
+	}
+	h.enqueue(*intent)
+	return http.StatusAccepted, Enqueued, fmt.Sprintf("accepted: %d target(s) of %s@%s to %s", len(intent.Targets), intent.Repo, intent.Branch, intent.SHA)
+}
+
+// payloadOf extracts the JSON payload: GitHub sends it as the body or,
+// for webhooks set to application/x-www-form-urlencoded, as the payload
+// form field.
+func payloadOf(contentType string, body []byte) ([]byte, int, error) {
+	mt := "application/json"
+	if contentType != "" {
+		var err error
+		if mt, _, err = mime.ParseMediaType(contentType); err != nil {
+			return nil, http.StatusUnsupportedMediaType, fmt.Errorf("bad Content-Type: %w", err)
+		}
+	}
+	switch mt {
+	case "application/json":
+		return body, 0, nil
+	case "application/x-www-form-urlencoded":
+		form, err := url.ParseQuery(string(body))
+		if err != nil {
+			return nil, http.StatusBadRequest, fmt.Errorf("bad form body: %w", err)
+		}
+		return []byte(form.Get("payload")), 0, nil
+	}
+	return nil, http.StatusUnsupportedMediaType, fmt.Errorf("unsupported Content-Type %q: set the webhook's content type to application/json", mt)
+}
+
+var commitSHA = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`) // SHA-1 or SHA-256 object names
+
+// decide reads an authenticated payload: an intent to enqueue, a reason
+// to ignore it, or an error when it is not what its event says it is.
+func (h *Handler) decide(d *delivery, payload []byte) (*Intent, string, error) {
+	switch d.event {
+	case "":
+		return nil, "", errors.New("missing X-GitHub-Event header")
+	case "ping", "push", "pull_request":
+	default:
+		if !json.Valid(payload) {
+			return nil, "", errors.New("malformed JSON payload")
+		}
+		return nil, fmt.Sprintf("%s events do not deploy", d.event), nil
+	}
+	ev, err := github.ParseWebHook(d.event, payload)
+	if err != nil {
+		return nil, "", fmt.Errorf("malformed %s payload: %w", d.event, err)
+	}
+	var (
+		repo, ref, sha string
+		prNumber       int
+	)
+	switch e := ev.(type) {
+	case *github.PingEvent:
+		d.repo = e.GetRepo().GetFullName()
+		return nil, "", nil
+	case *github.PushEvent:
+		repo, ref, sha = e.GetRepo().GetFullName(), e.GetRef(), e.GetAfter()
+		d.repo, d.sha = repo, sha
+		branch, isBranch := strings.CutPrefix(ref, "refs/heads/")
+		d.branch = branch
+		switch {
+		case repo == "":
+			return nil, "", errors.New("push payload without repository.full_name")
+		case h.cfg.Repository(repo) == nil:
+			return nil, "repository " + repo + " is not configured", nil
+		case !isBranch:
+			return nil, "push to " + ref + ", not a branch", nil
+		case e.GetDeleted() || strings.Trim(sha, "0") == "":
+			return nil, "branch " + branch + " deleted", nil
+		}
+		ref = branch
+	case *github.PullRequestEvent:
+		pr := e.GetPullRequest()
+		repo, ref, sha = e.GetRepo().GetFullName(), pr.GetBase().GetRef(), pr.GetMergeCommitSHA()
+		prNumber = e.GetNumber()
+		if prNumber == 0 {
+			prNumber = pr.GetNumber()
+		}
+		d.repo, d.branch, d.pr = repo, ref, prNumber
+		switch {
+		case repo == "":
+			return nil, "", errors.New("pull_request payload without repository.full_name")
+		case h.cfg.Repository(repo) == nil:
+			return nil, "repository " + repo + " is not configured", nil
+		case e.GetAction() != "closed":
+			return nil, "pull request " + e.GetAction(), nil
+		case !pr.GetMerged():
+			return nil, "pull request closed without merging", nil
+		}
+		d.sha = sha
+	}
+	targets := h.cfg.Targets(repo, ref)
+	if len(targets) == 0 {
+		return nil, "branch " + ref + " of " + repo + " is not configured", nil
+	}
+	if !commitSHA.MatchString(sha) {
+		return nil, "", fmt.Errorf("%s payload: %q is not a commit SHA", d.event, clip(sha))
+	}
+	name := h.cfg.Repository(repo).Name
+	return &Intent{
+		Repo:       name,
+		Branch:     ref,
+		SHA:        sha,
+		CloneURL:   h.cfg.CloneURL(name),
+		PR:         prNumber,
+		DeliveryID: d.id,
+		Targets:    slices.Clone(targets),
+	}, "", nil
+}
+
+func reply(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	io.WriteString(w, msg+"\n")
+}
+
+// clip bounds a client-supplied string in logs and answers.
+func clip(s string) string {
+	const max = 100
+	if len(s) > max {
+		return s[:max] + "…"
+	}
+	return s
+}

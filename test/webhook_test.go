@@ -1,0 +1,433 @@
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kplan-dev/kplan/internal/deployer"
+	"github.com/kplan-dev/kplan/internal/testcluster"
+	"github.com/kplan-dev/kplan/test/githttp"
+	"github.com/kplan-dev/kplan/test/githubapi"
+)
+
+const (
+	hookSecret = "it's a secret to everybody"
+	hookToken  = "ghs_webhooktoken"
+	hookNS     = "hook"
+	hookRepo   = "Codertocat/Hello-World" // the repository of GitHub's example payloads
+)
+
+var (
+	rgGVR = schema.GroupVersionResource{Group: "kpt.dev", Version: "v1alpha1", Resource: "resourcegroups"}
+	cmGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+)
+
+// hookEnv is everything the webhook end-to-end test runs against.
+type hookEnv struct {
+	t        *testing.T
+	cluster  *testcluster.Cluster
+	dyn      dynamic.Interface
+	repo     string // the upstream repository's work tree
+	gh       *githubapi.Server
+	bin      string
+	config   string
+	url      string
+	proc     *exec.Cmd
+	delivery atomic.Int64
+}
+
+// commit writes the overlay app/ with the given ConfigMaps and commits it.
+func (e *hookEnv) commit(configMaps ...string) string {
+	e.t.Helper()
+	app := filepath.Join(e.repo, "app")
+	os.RemoveAll(app)
+	os.MkdirAll(app, 0o755)
+	files := map[string]string{
+		"ns.yaml": "apiVersion: v1\nkind: Namespace\nmetadata: {name: hook}\n",
+		"rg.yaml": "apiVersion: kpt.dev/v1alpha1\nkind: ResourceGroup\nmetadata: {name: inventory-00000042}\n",
+	}
+	resources := []string{"ns.yaml", "rg.yaml"}
+	for _, name := range configMaps {
+		files[name+".yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + "}\ndata: {v: " + name + "}\n"
+		resources = append(resources, name+".yaml")
+	}
+	files["kustomization.yaml"] = "namespace: hook\nresources: [" + strings.Join(resources, ", ") + "]\n"
+	for name, content := range files {
+		os.WriteFile(filepath.Join(app, name), []byte(content), 0o644)
+	}
+	git(e.t, e.repo, "add", "-A")
+	git(e.t, e.repo, "commit", "-qm", "merge "+strings.Join(configMaps, ","))
+	return git(e.t, e.repo, "rev-parse", "HEAD")
+}
+
+// start runs the webhook binary, as it runs in production.
+func (e *hookEnv) start() {
+	e.t.Helper()
+	cmd := exec.Command(e.bin, "--config", e.config, "--listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "KPLAN_WEBHOOK_SECRET="+hookSecret, "KPLAN_GITHUB_TOKEN="+hookToken)
+	stdout, _ := cmd.StdoutPipe()
+	logs, _ := os.Create(filepath.Join(e.t.TempDir(), "webhook.log"))
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.proc = cmd
+	e.t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if e.t.Failed() {
+			data, _ := os.ReadFile(logs.Name())
+			e.t.Logf("webhook log:\n%s", tailLines(string(data), 40))
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		e.t.Fatalf("webhook did not start: %v", err)
+	}
+	addr := strings.Fields(strings.TrimPrefix(line, "kplan-webhook listening on "))[0]
+	e.url = addr
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// send posts a delivery as GitHub does; sign false sends a wrong signature.
+func (e *hookEnv) send(event string, payload []byte, delivery string, sign bool) int {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/webhook", bytes.NewReader(payload))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", event)
+	if delivery == "" {
+		delivery = fmt.Sprintf("delivery-%d", e.delivery.Add(1))
+	}
+	req.Header.Set("X-GitHub-Delivery", delivery)
+	mac := hmac.New(sha256.New, []byte(hookSecret))
+	mac.Write(payload)
+	sig := "sha256=" + hex.EncodeToString(mac.Sum(nil))
+	if !sign {
+		sig = "sha256=" + strings.Repeat("0", 64)
+	}
+	req.Header.Set("X-Hub-Signature-256", sig)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func fixture(t *testing.T, path string, edit func(map[string]any)) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(fixtures, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev map[string]any
+	if err := json.Unmarshal(data, &ev); err != nil {
+		t.Fatal(err)
+	}
+	edit(ev)
+	out, _ := json.Marshal(ev)
+	return out
+}
+
+func pushPayload(t *testing.T, repo, before, after string) []byte {
+	return fixture(t, "push/payload.json", func(ev map[string]any) {
+		ev["ref"], ev["before"], ev["after"], ev["created"], ev["deleted"] = "refs/heads/main", before, after, false, false
+		ev["repository"].(map[string]any)["full_name"] = repo
+	})
+}
+
+func mergedPRPayload(t *testing.T, number int, sha string) []byte {
+	return fixture(t, "pull_request/closed.payload.json", func(ev map[string]any) {
+		ev["number"] = number
+		pr := ev["pull_request"].(map[string]any)
+		pr["number"], pr["merged"], pr["merge_commit_sha"] = number, true, sha
+		pr["base"].(map[string]any)["ref"] = "main"
+	})
+}
+
+// deployed reads what the inventory says was last deployed.
+func (e *hookEnv) deployed() (sha, outcome string) {
+	u, err := e.dyn.Resource(rgGVR).Namespace(hookNS).Get(context.Background(), "inventory-00000042", metav1.GetOptions{})
+	if err != nil {
+		return "", ""
+	}
+	a := u.GetAnnotations()
+	return a[deployer.AnnotationSHA], a[deployer.AnnotationOutcome]
+}
+
+func (e *hookEnv) waitDeployed(sha string) {
+	e.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		if s, o := e.deployed(); s == sha && o == "success" {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	s, o := e.deployed()
+	e.t.Fatalf("the cluster did not reach %s (inventory says %s %s)", sha[:7], s, o)
+}
+
+// configMaps lists the ConfigMaps in the namespace, kube-root-ca.crt aside.
+func (e *hookEnv) configMaps() []string {
+	e.t.Helper()
+	l, err := e.dyn.Resource(cmGVR).Namespace(hookNS).List(context.Background(), metav1.ListOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, i := range l.Items {
+		if i.GetName() != "kube-root-ca.crt" {
+			out = append(out, i.GetName())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (e *hookEnv) inventory() []string {
+	u, err := e.dyn.Resource(rgGVR).Namespace(hookNS).Get(context.Background(), "inventory-00000042", metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	refs, _, _ := unstructured.NestedSlice(u.Object, "spec", "resources")
+	var out []string
+	for _, r := range refs {
+		m := r.(map[string]any)
+		out = append(out, fmt.Sprint(m["kind"], "/", m["name"]))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (e *hookEnv) deployments() int { return len(e.gh.Deployments("Codertocat", "Hello-World")) }
+
+func newHookEnv(t *testing.T) *hookEnv {
+	e := &hookEnv{t: t}
+	e.cluster = testcluster.Start(t)
+	var err error
+	if e.dyn, err = dynamic.NewForConfig(e.cluster.Config); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	e.repo = filepath.Join(root, hookRepo+".git")
+	os.MkdirAll(e.repo, 0o755)
+	git(t, e.repo, "init", "-q", "-b", "main")
+	gitSrv := githttp.Serve(t, root, hookToken)
+	e.gh = githubapi.New()
+	t.Cleanup(e.gh.Close)
+	e.gh.AddToken(hookToken, githubapi.Identity{Login: "kplan[bot]"})
+
+	e.config = filepath.Join(t.TempDir(), "webhook.yaml")
+	cfg := fmt.Sprintf(`repositories:
+  - name: %s
+    cloneURL: %s/%s.git
+    branches:
+      - name: main
+        targets:
+          - name: prod
+            overlay: app
+            environment: production
+            kubeconfig: %s
+            reconcileTimeout: 20s
+gitBaseURL: %s
+apiBaseURL: %s/
+resyncInterval: 2s
+stateDir: %s
+`, hookRepo, gitSrv.URL, hookRepo, e.cluster.Kubeconfig, gitSrv.URL, e.gh.URL(), t.TempDir())
+	os.WriteFile(e.config, []byte(cfg), 0o644)
+
+	e.bin = filepath.Join(t.TempDir(), "kplan-webhook")
+	if out, err := exec.Command("go", "build", "-o", e.bin, "../cmd/webhook").CombinedOutput(); err != nil {
+		t.Fatalf("build the webhook: %v\n%s", err, out)
+	}
+	return e
+}
+
+func TestWebhookDeploysOnMerge(t *testing.T) {
+	e := newHookEnv(t)
+	sha1 := e.commit("a", "b")
+	e.start()
+
+	// Merge 1, a push: the objects appear.
+	if code := e.send("push", pushPayload(t, hookRepo, "0000000000000000000000000000000000000000", sha1), "", true); code != http.StatusAccepted {
+		t.Fatalf("push: HTTP %d", code)
+	}
+	e.waitDeployed(sha1)
+	eq(t, "ConfigMaps after merge 1", e.configMaps(), []string{"a", "b"})
+
+	// Merge 2, a merged PR: b goes, c comes.
+	sha2 := e.commit("a", "c")
+	if code := e.send("pull_request", mergedPRPayload(t, 2, sha2), "merge-2", true); code != http.StatusAccepted {
+		t.Fatalf("merged PR: HTTP %d", code)
+	}
+	e.waitDeployed(sha2)
+	eq(t, "ConfigMaps after merge 2", e.configMaps(), []string{"a", "c"})
+	eq(t, "ResourceGroup after merge 2", e.inventory(), []string{"ConfigMap/a", "ConfigMap/c", "Namespace/hook"})
+	waitFor(t, "reports of merge 2", func() bool {
+		st := e.gh.Statuses("Codertocat", "Hello-World", sha2)
+		cs := e.gh.Comments("Codertocat", "Hello-World", 2)
+		return len(st) > 0 && st[len(st)-1].State == "success" && st[len(st)-1].Context == "kplan/prod" &&
+			len(cs) == 1 && strings.Contains(cs[0].Body, "1 of 1 targets succeeded") && strings.Contains(cs[0].Body, "pruned")
+	})
+	deps := e.gh.Deployments("Codertocat", "Hello-World")
+	last := deps[len(deps)-1]
+	if ds := e.gh.DeploymentStatuses(last.ID); last.SHA != sha2 || last.Environment != "production" || len(ds) == 0 || ds[len(ds)-1].State != "success" {
+		t.Errorf("deployment of merge 2: %+v %+v", last, ds)
+	}
+
+	// Requests that must change nothing.
+	before := e.deployments()
+	sha3 := e.commit("a", "c", "d") // on the branch, but only the resync may deploy it... so stop resync effects by checking at once
+	_ = sha3
+	git(t, e.repo, "reset", "-q", "--hard", sha2) // keep the branch at merge 2
+	bad := []struct {
+		name  string
+		event string
+		body  []byte
+		id    string
+		sign  bool
+		want  int
+	}{
+		{"bad signature", "push", pushPayload(t, hookRepo, sha2, sha3), "", false, http.StatusUnauthorized},
+		{"replayed delivery", "pull_request", mergedPRPayload(t, 2, sha2), "merge-2", true, http.StatusOK},
+		{"foreign repository", "push", pushPayload(t, "someone/else", sha2, sha3), "", true, http.StatusOK},
+		{"malformed body", "push", []byte(`{"ref": "refs/heads/main", "after": `), "", true, http.StatusBadRequest},
+		{"oversized body", "push", bytes.Repeat([]byte(" "), 26<<20), "", true, http.StatusRequestEntityTooLarge},
+	}
+	for _, b := range bad {
+		if code := e.send(b.event, b.body, b.id, b.sign); code != b.want {
+			t.Errorf("%s: HTTP %d, want %d", b.name, code, b.want)
+		}
+	}
+	time.Sleep(3 * time.Second) // more than a resync
+	if s, _ := e.deployed(); s != sha2 || e.deployments() != before {
+		t.Errorf("bad requests changed the cluster: deployed %s, %d deployments (was %d)", s, e.deployments(), before)
+	}
+	eq(t, "ConfigMaps after bad requests", e.configMaps(), []string{"a", "c"})
+
+	// Three quick merges: one or two deploys, ending at the third.
+	before = e.deployments()
+	var shas []string
+	for _, cms := range [][]string{{"a", "q1"}, {"a", "q2"}, {"a", "q3"}} {
+		prev := git(t, e.repo, "rev-parse", "HEAD")
+		sha := e.commit(cms...)
+		shas = append(shas, sha)
+		e.send("push", pushPayload(t, hookRepo, prev, sha), "", true)
+	}
+	e.waitDeployed(shas[2])
+	eq(t, "ConfigMaps after three quick merges", e.configMaps(), []string{"a", "q3"})
+	if n := e.deployments() - before; n < 1 || n > 2 {
+		t.Errorf("three quick merges made %d deploys, want 1 or 2", n)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func eq(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s = %q, want %q", what, got, want)
+	}
+}
+
+// A webhook killed in the middle of a deploy converges, once restarted, on
+// the newest commit; an unreachable API server fails a deploy with a
+// reported error, and the next resync succeeds once it is back.
+func TestWebhookRecovers(t *testing.T) {
+	e := newHookEnv(t)
+	sha1 := e.commit("a")
+	e.start()
+	e.send("push", pushPayload(t, hookRepo, "0000000000000000000000000000000000000000", sha1), "", true)
+	e.waitDeployed(sha1)
+
+	// A big merge, and the webhook dies while it is being applied.
+	var many []string
+	for i := range 150 {
+		many = append(many, fmt.Sprintf("m%03d", i))
+	}
+	sha2 := e.commit(many...)
+	e.send("push", pushPayload(t, hookRepo, sha1, sha2), "", true)
+	waitFor(t, "the deploy of the big merge to start", func() bool {
+		for _, d := range e.gh.Deployments("Codertocat", "Hello-World") {
+			if d.SHA == sha2 {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(300 * time.Millisecond)
+	e.proc.Process.Kill() // SIGKILL: no cleanup runs
+	e.proc.Wait()
+	if s, _ := e.deployed(); s == sha2 {
+		t.Log("the deploy finished before the kill; the restart still has to converge")
+	}
+	// While it is down the branch moves on.
+	sha3 := e.commit(append(many[:10], "late")...)
+	e.start() // resyncs every target at once
+	e.waitDeployed(sha3)
+	want := append(append([]string{"a"}[:0], "late"), many[:10]...)
+	slices.Sort(want)
+	eq(t, "ConfigMaps after the restart", e.configMaps(), want)
+
+	// The API server goes away: the deploy fails and says why.
+	if err := e.cluster.StopAPIServer(); err != nil {
+		t.Logf("stop apiserver: %v", err)
+	}
+	sha4 := e.commit("after-outage")
+	e.send("push", pushPayload(t, hookRepo, sha3, sha4), "", true)
+	waitFor(t, "a failure status for the deploy during the outage", func() bool {
+		for _, s := range e.gh.Statuses("Codertocat", "Hello-World", sha4) {
+			if s.State == "failure" && s.Context == "kplan/prod" {
+				return s.Description != ""
+			}
+		}
+		return false
+	})
+	if err := e.cluster.StartAPIServer(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.waitDeployed(sha4) // the resync (every 2s here) retries it
+	eq(t, "ConfigMaps after the outage", e.configMaps(), []string{"after-outage"})
+	st := e.gh.Statuses("Codertocat", "Hello-World", sha4)
+	if st[len(st)-1].State != "success" {
+		t.Errorf("last status of %s: %+v", sha4[:7], st[len(st)-1])
+	}
+}
