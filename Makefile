@@ -3,10 +3,14 @@ GO ?= go
 # The binaries the Dockerfile builds; CI builds the same ones.
 BINARIES := ./cmd/action ./cmd/kplan ./cmd/webhook
 
-.PHONY: demo test vet unit lint build bench cluster
+.PHONY: demo demo-deploy test vet unit lint build bench cluster
 
 demo:
 	$(GO) run ./cmd/kplan demo
+
+# A merge deploying to a local kube-apiserver through kplan-webhook.
+demo-deploy: cluster
+	$(GO) run ./test/deploydemo
 
 test: vet build lint cluster unit
 
@@ -29,6 +33,7 @@ cluster:
 # Benchmarks print ratios against a peer measured in the same run.
 bench: cluster
 	$(GO) test -run '^$$' -bench ApplyPrune -benchtime 1x -timeout 30m ./internal/deploy
+	$(GO) test -run '^$$' -bench Deliveries ./internal/webhook
 
 unit:
 	$(GO) test -race -count=1 -timeout 20m ./...

@@ -31,7 +31,7 @@ func TestDeployManifests(t *testing.T) {
 	if err != nil || rs[0].Err != nil {
 		t.Fatalf("render deploy/: %v %v", err, rs[0].Err)
 	}
-	tg, err := deploy.TargetOf(rs[0], nil, false)
+	tg, err := deploy.TargetOf(rs[0], deploy.Source{})
 	if err != nil {
 		t.Fatal(err)
 	}

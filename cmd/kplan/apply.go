@@ -61,7 +61,9 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	_, hasKptfile, _ := resourcegroup.KptfileInventory(dir)
-	target, err := deploy.TargetOf(r, rg, hasKptfile)
+	explicit := false
+	fset.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "rg-file" })
+	target, err := deploy.TargetOf(r, deploy.Source{RGFile: rg, RGFileExplicit: explicit, HasKptfile: hasKptfile})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package deploy
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/cli-utils/pkg/common"
@@ -18,23 +19,34 @@ type Target struct {
 	Objects   []*unstructured.Unstructured
 }
 
+// Source says where else an overlay's inventory may come from.
+type Source struct {
+	// RGFile is a ResourceGroup file's content (nil: none).
+	RGFile []byte
+	// RGFileExplicit says the user named the file (--rg-file): it then must
+	// be the only inventory. Otherwise it is the overlay's default
+	// resourcegroup.yaml, used only when the render has no inventory (an
+	// overlay that lists it under resources renders it already).
+	RGFileExplicit bool
+	// HasKptfile says the overlay's Kptfile has an inventory to migrate.
+	HasKptfile bool
+}
+
 // TargetOf picks the inventory of a rendered overlay: the one inventory
-// object it renders, else the ResourceGroup file rgFile (the content of
-// --rg-file or the overlay's resourcegroup.yaml; nil if there is none),
-// else a ConfigMap inventory from the seed's inventory: directive.
-// hasKptfile says the overlay's Kptfile has an inventory to migrate.
-func TargetOf(r render.Result, rgFile []byte, hasKptfile bool) (*Target, error) {
-	return targetOf(r, rgFile, hasKptfile, nil)
+// object it renders, else the ResourceGroup file, else a ConfigMap
+// inventory from the seed's inventory: directive.
+func TargetOf(r render.Result, src Source) (*Target, error) {
+	return targetOf(r, src, nil)
 }
 
 // TargetWithInventory uses inv as the inventory whatever the overlay
 // renders (the webhook config's inventory override); rendered inventory
 // objects are dropped.
 func TargetWithInventory(r render.Result, inv *unstructured.Unstructured) (*Target, error) {
-	return targetOf(r, nil, false, inv)
+	return targetOf(r, Source{}, inv)
 }
 
-func targetOf(r render.Result, rgFile []byte, hasKptfile bool, override *unstructured.Unstructured) (*Target, error) {
+func targetOf(r render.Result, src Source, override *unstructured.Unstructured) (*Target, error) {
 	objs := make([]*unstructured.Unstructured, 0, len(r.Objects)+1)
 	for _, n := range r.Objects {
 		// Through JSON, so numbers become the int64 and float64 that
@@ -49,9 +61,10 @@ func targetOf(r render.Result, rgFile []byte, hasKptfile bool, override *unstruc
 		}
 		objs = append(objs, u)
 	}
-	if rgFile != nil {
+	rendersOne := slices.ContainsFunc(objs, isInventoryObject)
+	if src.RGFile != nil && (src.RGFileExplicit || !rendersOne) {
 		var rg unstructured.Unstructured
-		if err := sigsyaml.Unmarshal(rgFile, &rg.Object); err != nil || rg.GetKind() != "ResourceGroup" {
+		if err := sigsyaml.Unmarshal(src.RGFile, &rg.Object); err != nil || rg.GetKind() != "ResourceGroup" {
 			return nil, fmt.Errorf("the ResourceGroup file of %s is not a ResourceGroup (%v)", r.Path, err)
 		}
 		objs = append(objs, &rg)
@@ -79,7 +92,7 @@ func targetOf(r render.Result, rgFile []byte, hasKptfile bool, override *unstruc
 		err = nil
 	}
 	if errors.As(err, &none) {
-		none.Dir, none.HasKptfile = r.Path, hasKptfile
+		none.Dir, none.HasKptfile = r.Path, src.HasKptfile
 	}
 	if err != nil {
 		return nil, err

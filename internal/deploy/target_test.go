@@ -26,7 +26,7 @@ const (
 
 func TestTargetOf(t *testing.T) {
 	// One rendered ResourceGroup: it is the inventory, id <name>-<namespace>.
-	tg, err := TargetOf(result(cmA, rg1), nil, false)
+	tg, err := TargetOf(result(cmA, rg1), Source{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,22 +34,28 @@ func TestTargetOf(t *testing.T) {
 		t.Errorf("inventory %+v, %d objects", inv, len(tg.Objects))
 	}
 	// The file supplies it when the render has none; the label wins.
-	tg, err = TargetOf(result(cmA), []byte(rg2), false)
+	tg, err = TargetOf(result(cmA), Source{RGFile: []byte(rg2)})
 	if err != nil || inventoryOf(tg.Inventory).ID != "custom" {
 		t.Errorf("from file: %v %+v", err, tg)
 	}
-	// Two: an error that lists both.
-	_, err = TargetOf(result(cmA, rg1), []byte(rg2), false)
+	// The default file beside a rendered one is not a second inventory
+	// (an overlay may list it under resources).
+	tg, err = TargetOf(result(cmA, rg1), Source{RGFile: []byte(rg2)})
+	if err != nil || inventoryOf(tg.Inventory).Name != "inventory-00000001" {
+		t.Errorf("default file and rendered inventory: %v", err)
+	}
+	// Two, with --rg-file: an error that lists both.
+	_, err = TargetOf(result(cmA, rg1), Source{RGFile: []byte(rg2), RGFileExplicit: true})
 	var multi *MultipleInventoriesError
 	if !errors.As(err, &multi) || !strings.Contains(err.Error(), "inventory-00000001") || !strings.Contains(err.Error(), "other") {
 		t.Errorf("two inventories: %v", err)
 	}
 	// None: say kplan init, or kplan migrate when a Kptfile has one.
-	_, err = TargetOf(result(cmA), nil, false)
+	_, err = TargetOf(result(cmA), Source{})
 	if err == nil || !strings.Contains(err.Error(), "kplan init overlays/prod") {
 		t.Errorf("no inventory: %v", err)
 	}
-	_, err = TargetOf(result(cmA), nil, true)
+	_, err = TargetOf(result(cmA), Source{HasKptfile: true})
 	if err == nil || !strings.Contains(err.Error(), "kplan migrate overlays/prod") {
 		t.Errorf("no inventory with a Kptfile: %v", err)
 	}
@@ -57,7 +63,7 @@ func TestTargetOf(t *testing.T) {
 	r := result(cmA)
 	r.Inventory = &render.InventoryDirective{Type: "ConfigMap"}
 	r.Inventory.ConfigMap.Name, r.Inventory.ConfigMap.Namespace = "root-cm", "default"
-	tg, err = TargetOf(r, nil, false)
+	tg, err = TargetOf(r, Source{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -296,5 +296,5 @@ func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*depl
 	if err != nil {
 		rg = nil // no file: the render must carry the inventory
 	}
-	return deploy.TargetOf(rs[0], rg, false)
+	return deploy.TargetOf(rs[0], deploy.Source{RGFile: rg})
 }

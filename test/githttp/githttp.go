@@ -5,6 +5,7 @@ package githttp
 
 import (
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -20,16 +21,30 @@ type Server struct {
 	Root string
 	// Fetches counts upload-pack requests (clones and fetches).
 	Fetches atomic.Int64
+	srv     *httptest.Server
 }
 
-// Serve starts a server for the repositories under root; when token is not
-// empty, requests must authenticate as GitHub's do (Basic, any user, the
-// token as password).
+// Serve starts a server for the test and stops it when the test ends.
 func Serve(t testing.TB, root, token string) *Server {
 	t.Helper()
+	s, err := New(root, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Close stops the server.
+func (s *Server) Close() { s.srv.Close() }
+
+// New starts a server for the repositories under root; when token is not
+// empty, requests must authenticate as GitHub's do (Basic, any user, the
+// token as password).
+func New(root, token string) (*Server, error) {
 	backend, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
-		t.Fatalf("git --exec-path: %v", err)
+		return nil, fmt.Errorf("git --exec-path: %w", err)
 	}
 	s := &Server{Root: root}
 	h := &cgi.Handler{
@@ -47,9 +62,8 @@ func Serve(t testing.TB, root, token string) *Server {
 		}
 		h.ServeHTTP(w, r)
 	}))
-	t.Cleanup(srv.Close)
-	s.URL = srv.URL
-	return s
+	s.srv, s.URL = srv, srv.URL
+	return s, nil
 }
 
 func authorized(r *http.Request, token string) bool {
