@@ -34,6 +34,7 @@ cluster:
 bench: cluster
 	$(GO) test -run '^$$' -bench ApplyPrune -benchtime 1x -timeout 30m ./internal/deploy
 	$(GO) test -run '^$$' -bench Deliveries ./internal/webhook
+	$(GO) run ./bench -corpus ../shared/corpus/kubeflow-manifests.tar.gz -runs 3
 
 unit:
 	$(GO) test -race -count=1 -timeout 20m ./...

@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-github/v60/github"
 	"github.com/sethvargo/go-githubactions"
 
+	"github.com/kplan-dev/kplan/internal/batchgc"
 	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/plan"
@@ -39,6 +40,7 @@ type inputs struct {
 	comment        bool
 	loadRestrictor string
 	enableHelm     bool
+	cacheDir       string
 }
 
 func readInputs(a *githubactions.Action) (inputs, error) {
@@ -48,6 +50,7 @@ func readInputs(a *githubactions.Action) (inputs, error) {
 		exclude:        splitList(a.GetInput("exclude")),
 		workDir:        a.GetInput("working-directory"),
 		loadRestrictor: a.GetInput("load-restrictor"),
+		cacheDir:       a.GetInput("cache-dir"),
 	}
 	var err error
 	bools := []struct {
@@ -88,6 +91,7 @@ func splitList(s string) []string {
 
 // Run is the Action's entrypoint, with the runner's environment.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	batchgc.Tune(getenv)
 	a := githubactions.New(githubactions.WithGetenv(getenv), githubactions.WithWriter(stdout))
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	in, err := readInputs(a)
@@ -127,11 +131,16 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	ropts := render.Options{LoadRestrictorNone: in.loadRestrictor == "LoadRestrictionsNone", EnableHelm: in.enableHelm}
-	a.Group("kplan: render and compare every overlay")
+	cacheDir := in.cacheDir
+	if cacheDir != "" && !filepath.IsAbs(cacheDir) {
+		// As actions/cache resolves its path: against the workspace.
+		cacheDir = filepath.Join(gctx.Workspace, cacheDir)
+	}
+	a.Group("kplan: render and compare the overlays the change can affect")
 	p, err := plan.Run(ctx, plan.Options{
 		RepoDir: dir, Base: baseSHA, Head: headSHA,
 		Filter: render.Filter{Include: in.include, Exclude: in.exclude},
-		Render: ropts, Logger: log,
+		Render: ropts, Logger: log, CacheDir: cacheDir,
 	})
 	a.EndGroup()
 	if err != nil {

@@ -1,6 +1,11 @@
 // Package plan is kplan's façade over the planning pipeline:
-// snapshot → discover → render → inventory → diff, for two revisions of a
-// repository.
+// snapshot → discover → closure → render → inventory → diff, for two
+// revisions of a repository.
+//
+// By default a plan renders only what the change can affect: an overlay
+// whose input closure (internal/closure) meets no changed path on either
+// side cannot render differently, so it is reported unchanged without
+// rendering it. Options.Full renders everything.
 package plan
 
 import (
@@ -9,10 +14,10 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kplan-dev/kplan/internal/gitcli"
-	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
@@ -26,73 +31,98 @@ type Options struct {
 	Filter  render.Filter
 	Render  render.Options
 	Logger  *slog.Logger
+	// Full renders every overlay on both sides, even those the change
+	// cannot affect, and ignores CacheDir: the reference plan.
+	Full bool
+	// CacheDir keeps renders between runs, keyed by the content of their
+	// closure; "" keeps none.
+	CacheDir string
+	// Resolver looks up the hosts of remote resources; nil is the system's.
+	Resolver Resolver
+}
+
+// cacheMaxAge is how long an unused render cache entry is kept.
+const cacheMaxAge = 7 * 24 * time.Hour
+
+// Stats count the work a plan did.
+type Stats struct {
+	Overlays  int // overlays on either side
+	Skipped   int // overlays the change cannot affect, not rendered
+	Rendered  int // krusty builds run (an overlay on one side is one)
+	CacheHits int // builds read from the cache instead
+	Stored    int // builds written to the cache
+	FailFast  int // builds failed without running: a remote host does not resolve
+	Took      time.Duration
 }
 
 // Run computes the plan of Head against Base.
 func Run(ctx context.Context, opts Options) (*inventorydiff.Plan, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	p, _, err := Execute(ctx, opts)
+	return p, err
+}
+
+// Execute computes the plan of Head against Base and says how.
+func Execute(ctx context.Context, opts Options) (*inventorydiff.Plan, Stats, error) {
+	start := time.Now()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Base == "" {
-		return nil, fmt.Errorf("no base revision: say which commit to compare against (e.g. --base main)")
+		return nil, Stats{}, fmt.Errorf("no base revision: say which commit to compare against (e.g. --base main)")
 	}
 	top, err := gitcli.Repo{Dir: opts.RepoDir}.TopLevel(ctx)
 	if err != nil {
-		return nil, err
+		return nil, Stats{}, err
 	}
 	opts.RepoDir = top
-	base, err := snapshot.FromCommit(ctx, opts.RepoDir, opts.Base)
+	kust := render.NewKustomizer(opts.Render)
+	go kust.Warm() // CPU work while git reads the commits
+	base, head, err := open(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("load base: %w", err)
+		return nil, Stats{}, err
 	}
-	var head *snapshot.Snapshot
-	if opts.Head == "" {
-		head, err = snapshot.FromWorkingTree(ctx, opts.RepoDir)
-	} else {
-		head, err = snapshot.FromCommit(ctx, opts.RepoDir, opts.Head)
-	}
+	opts.Logger.Debug("opened", "took", time.Since(start).Round(time.Microsecond))
+	p := &planner{opts: opts, log: opts.Logger, kust: kust}
+	plan, err := p.run(ctx, base, head)
 	if err != nil {
-		return nil, fmt.Errorf("load head: %w", err)
+		return nil, Stats{}, err
 	}
-	baseSides, err := Side(ctx, base, opts, log)
-	if err != nil {
-		return nil, err
+	if p.cache != nil {
+		// Entries no plan used for a while belong to revisions gone by.
+		n, err := p.cache.Prune(cacheMaxAge)
+		opts.Logger.Debug("render cache pruned", "removed", n, "err", err)
 	}
-	headSides, err := Side(ctx, head, opts, log)
-	if err != nil {
-		return nil, err
-	}
-	return inventorydiff.Compare(base.Rev, head.Rev, baseSides, headSides), nil
+	p.stats.Took = time.Since(start)
+	opts.Logger.Info("planned", "base", base.Rev, "head", head.Rev, "files", head.Files,
+		"overlays", p.stats.Overlays, "skipped", p.stats.Skipped, "rendered", p.stats.Rendered,
+		"cacheHits", p.stats.CacheHits, "stored", p.stats.Stored, "failFast", p.stats.FailFast, "took", p.stats.Took.Round(time.Millisecond))
+	return plan, p.stats, nil
 }
 
-// Side discovers, renders and inventories every overlay of one snapshot.
-func Side(ctx context.Context, s *snapshot.Snapshot, opts Options, log *slog.Logger) (map[string]inventorydiff.Side, error) {
-	start := time.Now()
-	tree, err := render.Discover(s.FS, opts.Filter)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", s.Rev, err)
-	}
-	results, err := render.Render(ctx, s.FS, tree, tree.Overlays, opts.Render)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", s.Rev, err)
-	}
-	sides := make(map[string]inventorydiff.Side, len(results))
-	failed := 0
-	for _, r := range results {
-		if r.Err != nil {
-			failed++
-			sides[r.Path] = inventorydiff.Side{Err: r.Err}
-			continue
+// open reads both sides: commits lazily (only the files the plan needs
+// are read later), sharing the contents they have in common.
+func open(ctx context.Context, opts Options) (base, head *snapshot.Snapshot, err error) {
+	blobs := snapshot.NewBlobs(opts.RepoDir)
+	var wg sync.WaitGroup
+	var herr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if opts.Head == "" {
+			head, herr = snapshot.FromWorkingTree(ctx, opts.RepoDir)
+		} else {
+			head, herr = snapshot.Open(ctx, opts.RepoDir, opts.Head, blobs)
 		}
-		inv, err := inventory.New(r.Objects)
-		if err != nil {
-			err = fmt.Errorf("inventory of %s: %w", r.Path, err)
-		}
-		sides[r.Path] = inventorydiff.Side{Inventory: inv, Err: err}
+	}()
+	base, err = snapshot.Open(ctx, opts.RepoDir, opts.Base, blobs)
+	wg.Wait()
+	if err != nil {
+		return nil, nil, fmt.Errorf("load base: %w", err)
 	}
-	log.Info("rendered", "rev", s.Rev, "files", s.Files, "overlays", len(results), "failed", failed, "took", time.Since(start).Round(time.Millisecond))
-	return sides, nil
+	if herr != nil {
+		return nil, nil, fmt.Errorf("load head: %w", herr)
+	}
+	return base, head, nil
 }
 
 // RenderWorkingTree renders overlays (paths relative to dir) as they are

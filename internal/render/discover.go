@@ -3,11 +3,13 @@
 package render
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/bmatcuk/doublestar/v4"
 	"sigs.k8s.io/kustomize/api/konfig"
@@ -98,6 +100,54 @@ type Tree struct {
 // file whose kind is not Component and that no other kustomization lists
 // under resources (or the deprecated bases).
 func Discover(fSys filesys.FileSystem, filter Filter) (*Tree, error) {
+	trees, err := DiscoverAll([]filesys.FileSystem{fSys}, filter)
+	if err != nil {
+		return nil, err
+	}
+	return trees[0], nil
+}
+
+// DiscoverAll discovers each of several trees (the sides of a plan) at
+// once, parsing a kustomization file they share once.
+func DiscoverAll(fSyss []filesys.FileSystem, filter Filter) ([]*Tree, error) {
+	type parsed struct {
+		kf  kustomizationFile
+		err error
+	}
+	var mu sync.Mutex
+	memo := map[string]parsed{}
+	parse := func(data []byte) (kustomizationFile, error) {
+		mu.Lock()
+		p, ok := memo[string(data)]
+		mu.Unlock()
+		if ok {
+			return p.kf, p.err
+		}
+		var kf kustomizationFile
+		err := yaml.Unmarshal(data, &kf)
+		mu.Lock()
+		memo[string(data)] = parsed{kf, err}
+		mu.Unlock()
+		return kf, err
+	}
+	trees := make([]*Tree, len(fSyss))
+	errs := make([]error, len(fSyss))
+	var wg sync.WaitGroup
+	for i, fSys := range fSyss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			trees[i], errs[i] = discover(fSys, filter, parse)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return trees, nil
+}
+
+func discover(fSys filesys.FileSystem, filter Filter, parse func([]byte) (kustomizationFile, error)) (*Tree, error) {
 	t := &Tree{Kustomizations: map[string]*Kustomization{}}
 	names := konfig.RecognizedKustomizationFileNames()
 	err := fSys.Walk(snapshot.Root, func(p string, info fs.FileInfo, err error) error {
@@ -116,12 +166,12 @@ func Discover(fSys filesys.FileSystem, filter Filter) (*Tree, error) {
 		if err != nil {
 			return fmt.Errorf("read %s: %w", k.File, err)
 		}
-		var kf kustomizationFile
-		if err := yaml.Unmarshal(data, &kf); err != nil {
+		kf, err := parse(data)
+		if err != nil {
 			k.ParseErr = fmt.Errorf("%s: %w", k.File, err)
 		}
 		k.Kind, k.Inventory, k.HasOpenAPI = kf.Kind, kf.Inventory, len(kf.OpenAPI) > 0
-		k.refs = append(kf.Resources, kf.Bases...)
+		k.refs = append(slices.Clip(kf.Resources), kf.Bases...)
 		t.Kustomizations[dir] = k
 		return nil
 	})

@@ -40,9 +40,49 @@ type Result struct {
 // Render renders the given overlays of tree concurrently. One overlay's
 // failure is reported in its Result and does not stop the others.
 func Render(ctx context.Context, fSys filesys.FileSystem, tree *Tree, dirs []string, opts Options) ([]Result, error) {
-	if err := stripInventoryDirectives(fSys, tree); err != nil {
+	if err := Prepare(fSys, tree); err != nil {
 		return nil, err
 	}
+	k := NewKustomizer(opts)
+	n := opts.Parallelism
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	results := make([]Result, len(dirs))
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for i, dir := range dirs {
+		results[i].Path = dir
+		kust := tree.Kustomizations[dir]
+		if kust != nil {
+			results[i].Inventory = kust.Inventory
+		}
+		if err := ctx.Err(); err != nil {
+			results[i].Err = err
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(r *Result, exclusive bool) {
+			defer func() { <-sem; wg.Done() }()
+			r.Objects, r.Err = k.Render(fSys, r.Path, exclusive)
+		}(&results[i], kust != nil && kust.HasOpenAPI)
+	}
+	wg.Wait()
+	return results, nil
+}
+
+// Kustomizer runs krusty with one set of options; it is safe for
+// concurrent use.
+type Kustomizer struct {
+	kopts *krusty.Options
+	// krusty keeps a custom OpenAPI schema in a process-wide variable, so
+	// a build that sets one runs alone and resets it afterwards.
+	schema sync.RWMutex
+}
+
+// NewKustomizer returns a Kustomizer for opts.
+func NewKustomizer(opts Options) *Kustomizer {
 	kopts := krusty.MakeDefaultOptions()
 	// Sort as `kustomize build` does by default (the legacy order) unless
 	// the kustomization sets sortOptions.
@@ -57,42 +97,30 @@ func Render(ctx context.Context, fSys filesys.FileSystem, tree *Tree, dirs []str
 			kopts.PluginConfig.HelmConfig.Command = "helm"
 		}
 	}
-	n := opts.Parallelism
-	if n <= 0 {
-		n = runtime.GOMAXPROCS(0)
+	return &Kustomizer{kopts: kopts}
+}
+
+// Warm parses krusty's builtin OpenAPI schema, which every build needs and
+// the first one would otherwise parse while the others wait. Calling it
+// while a plan reads its commits takes that time off the critical path.
+func (k *Kustomizer) Warm() {
+	k.schema.RLock()
+	defer k.schema.RUnlock()
+	openapi.Schema()
+}
+
+// Render builds the overlay in dir (repository-relative) from fSys, which
+// Prepare must have seen. exclusive says that the build sets a custom
+// OpenAPI schema, in any of its kustomizations.
+func (k *Kustomizer) Render(fSys filesys.FileSystem, dir string, exclusive bool) ([]*yaml.RNode, error) {
+	if exclusive {
+		k.schema.Lock()
+		defer func() { openapi.ResetOpenAPI(); k.schema.Unlock() }()
+	} else {
+		k.schema.RLock()
+		defer k.schema.RUnlock()
 	}
-	results := make([]Result, len(dirs))
-	// krusty keeps a custom OpenAPI schema in a process-wide variable, so
-	// an overlay that sets one renders alone and resets it afterwards.
-	var schema sync.RWMutex
-	sem := make(chan struct{}, n)
-	var wg sync.WaitGroup
-	for i, dir := range dirs {
-		results[i].Path = dir
-		k := tree.Kustomizations[dir]
-		if k != nil {
-			results[i].Inventory = k.Inventory
-		}
-		if err := ctx.Err(); err != nil {
-			results[i].Err = err
-			continue
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func(r *Result, exclusive bool) {
-			defer func() { <-sem; wg.Done() }()
-			if exclusive {
-				schema.Lock()
-				defer func() { openapi.ResetOpenAPI(); schema.Unlock() }()
-			} else {
-				schema.RLock()
-				defer schema.RUnlock()
-			}
-			r.Objects, r.Err = renderOne(fSys, r.Path, kopts)
-		}(&results[i], k != nil && k.HasOpenAPI)
-	}
-	wg.Wait()
-	return results, nil
+	return renderOne(fSys, dir, k.kopts)
 }
 
 func renderOne(fSys filesys.FileSystem, dir string, kopts *krusty.Options) (objs []*yaml.RNode, err error) {
@@ -110,9 +138,10 @@ func renderOne(fSys filesys.FileSystem, dir string, kopts *krusty.Options) (objs
 	return m.ToRNodeSlice(), nil
 }
 
-// stripInventoryDirectives removes the seed's inventory field from every
-// kustomization that has one, since krusty rejects the field.
-func stripInventoryDirectives(fSys filesys.FileSystem, tree *Tree) error {
+// Prepare readies fSys for krusty: it removes the seed's inventory field
+// from every kustomization that has one, since krusty rejects the field.
+// It runs once per tree, before any render.
+func Prepare(fSys filesys.FileSystem, tree *Tree) error {
 	if tree.stripped {
 		return nil
 	}

@@ -121,3 +121,77 @@ func TestWorkingTreeWithoutGit(t *testing.T) {
 		t.Errorf("files = %d", s.Files)
 	}
 }
+
+func TestChanged(t *testing.T) {
+	a := newIndex(map[string]string{"k/kustomization.yaml": "1", "k/cm.yaml": "2", "gone/x.yaml": "3", "same/y": "4"})
+	b := newIndex(map[string]string{"k/kustomization.yaml": "1", "k/cm.yaml": "5", "new/dir/z.yaml": "6", "same/y": "4", "gone": "7"})
+	got := Changed(a, b)
+	want := map[string]bool{
+		"k/cm.yaml":      true,                               // modified
+		"gone/x.yaml":    true,                               // deleted
+		"gone":           true,                               // a directory that is now a file
+		"new/dir/z.yaml": true, "new/dir": true, "new": true, // added, with the directories that appear
+	}
+	if len(got) != len(want) {
+		t.Errorf("changed = %v, want %v", got, want)
+	}
+	for p := range want {
+		if !got[p] {
+			t.Errorf("%s not changed", p)
+		}
+	}
+	for _, tc := range []struct{ path, state string }{{"k/cm.yaml", "f:2"}, {"k", "d"}, {".", "d"}, {"nope", "-"}} {
+		if s := a.State(tc.path); s != tc.state {
+			t.Errorf("State(%s) = %s, want %s", tc.path, s, tc.state)
+		}
+	}
+}
+
+// Open reads the file list and kustomizations; Load adds what is asked,
+// and nothing a tree lacks.
+func TestOpenLoadsLazily(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"app/kustomization.yaml": "resources: [cm.yaml]\n",
+		"app/cm.yaml":            "kind: ConfigMap\n",
+		"big/data.yaml":          "kind: ConfigMap\n",
+		"empty/sub/f.txt":        "x\n",
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(content), 0o644)
+	}
+	os.Symlink("app", filepath.Join(dir, "linked"))
+	git(t, dir, "init", "-q")
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-qm", "one")
+	ctx := context.Background()
+	s, err := Open(ctx, dir, "HEAD", NewBlobs(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"app/kustomization.yaml", "linked/kustomization.yaml"} {
+		if !s.FS.Exists(Abs(p)) {
+			t.Errorf("%s not loaded by Open", p)
+		}
+	}
+	if s.FS.Exists(Abs("app/cm.yaml")) || s.FS.Exists(Abs("big")) {
+		t.Error("Open loaded more than kustomizations")
+	}
+	if err := s.Load(ctx, []string{"app/cm.yaml", "empty", "nothere.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := s.FS.ReadFile(Abs("app/cm.yaml")); err != nil || string(data) != "kind: ConfigMap\n" {
+		t.Errorf("app/cm.yaml = %q, %v", data, err)
+	}
+	if !s.FS.IsDir(Abs("empty")) || s.FS.Exists(Abs("empty/sub/f.txt")) || s.FS.Exists(Abs("nothere.yaml")) {
+		t.Error("Load of a directory must make the directory only; of a missing path nothing")
+	}
+	if data, err := s.ReadFile(ctx, "big/data.yaml"); err != nil || string(data) != "kind: ConfigMap\n" {
+		t.Errorf("ReadFile of an unloaded file = %q, %v", data, err)
+	}
+	if s.Files != 6 {
+		t.Errorf("files = %d, want 6 (the symlinked directory's two count)", s.Files)
+	}
+}

@@ -1,0 +1,556 @@
+// Command bench measures kplan against the kustomize CLI on a real
+// corpus: the kubeflow manifests, unpacked into a git repository with a
+// synthetic head commit that touches one application.
+//
+//	go run ./bench -corpus ../shared/corpus/kubeflow-manifests.tar.gz
+//
+// It measures, as subprocesses, each repeated and interleaved (the best
+// of -runs is reported, and the median):
+//
+//   - the kustomize CLI (the release built on the same kustomize api as
+//     kplan, built once and cached), run the way a user's script would:
+//     `kustomize build` per overlay per side, one after another;
+//   - `kplan diff --full`: every overlay, base and head;
+//   - `kplan diff`: only what the change can affect;
+//   - `kplan diff --cache-dir`: a second push to the pull request, with
+//     the cache of the first;
+//
+// wall time and peak RSS of each, and prints the ratios. It also checks
+// that the changed-only plan says what the full plan says.
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/snapshot"
+)
+
+// peerVersion is the kustomize CLI release built on the kustomize api
+// version kplan uses; main checks that they agree.
+const peerVersion = "v5.8.2"
+
+// The synthetic pull request: one application, one file per push.
+const (
+	appFile  = "applications/katib/upstream/components/controller/controller.yaml"
+	appLine  = "            - --katib-config=/katib-config.yaml\n"
+	push1Add = "            - --zap-log-level=debug\n"
+	push2Add = "            - --zap-devel=true\n"
+)
+
+func main() {
+	corpus := flag.String("corpus", "../shared/corpus/kubeflow-manifests.tar.gz", "the kubeflow manifests tarball")
+	runs := flag.Int("runs", 3, "measurements of each command")
+	keep := flag.Bool("keep", false, "keep the work directory and print its path")
+	profile := flag.Bool("profile", true, "profile the kplan plans and print where their time goes")
+	flag.Parse()
+	if err := run(context.Background(), *corpus, *runs, *keep, *profile); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, corpus string, runs int, keep, profile bool) error {
+	work, err := os.MkdirTemp("", "kplan-bench-")
+	if err != nil {
+		return err
+	}
+	if keep {
+		fmt.Println("work directory:", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
+	kplan := filepath.Join(work, "kplan")
+	step("build kplan")
+	if err := command(ctx, "", "go", "build", "-o", kplan, "./cmd/kplan"); err != nil {
+		return err
+	}
+	step("build the kustomize CLI " + peerVersion + " (cached)")
+	kustomize, err := peerKustomize(ctx)
+	if err != nil {
+		return err
+	}
+	step("unpack the corpus and make the pull request's commits")
+	r, err := makeRepo(ctx, corpus, filepath.Join(work, "repo"))
+	if err != nil {
+		return err
+	}
+	sides, err := r.worktrees(ctx, work)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("corpus: %s, %d files; overlays: %d base, %d head; head changes %s\n",
+		filepath.Base(corpus), r.files, len(sides[0].overlays), len(sides[1].overlays), appFile)
+
+	cacheDir := filepath.Join(work, "cache")
+	diff := func(extra ...string) []string {
+		return append([]string{kplan, "diff", "-C", r.dir, "--base", r.base, "--format", "json", "--fail-on-error=false"}, extra...)
+	}
+	benches := []*bench{
+		{name: "kustomize CLI script", run: func() (measure, error) { return cliScript(ctx, kustomize, sides) }},
+		{name: "kplan --full", run: func() (measure, error) { return kplanRun(ctx, diff("--head", r.head1, "--full"), "") }},
+		{name: "kplan (changed only)", run: func() (measure, error) { return kplanRun(ctx, diff("--head", r.head1), "") }},
+		{name: "kplan 2nd push, cached", run: func() (measure, error) {
+			// The first push fills the cache; the second is measured.
+			os.RemoveAll(cacheDir)
+			if _, err := kplanRun(ctx, diff("--head", r.head1, "--cache-dir", cacheDir), ""); err != nil {
+				return measure{}, err
+			}
+			return kplanRun(ctx, diff("--head", r.head2, "--cache-dir", cacheDir), "")
+		}},
+		{name: "kplan --full, GOGC=100", run: func() (measure, error) {
+			return kplanRun(ctx, diff("--head", r.head1, "--full"), "GOGC=100")
+		}},
+	}
+	for i := range runs {
+		for _, b := range benches {
+			step(fmt.Sprintf("run %d/%d: %s", i+1, runs, b.name))
+			m, err := b.run()
+			if err != nil {
+				return fmt.Errorf("%s: %w", b.name, err)
+			}
+			b.ms = append(b.ms, m)
+		}
+	}
+	if err := checkPlans(ctx, diff, r); err != nil {
+		return err
+	}
+	report(benches, runs)
+	if profile {
+		for _, p := range []struct {
+			name string
+			args []string
+		}{{"kplan --full", diff("--head", r.head1, "--full")}, {"kplan (changed only)", diff("--head", r.head1)}} {
+			if err := where(ctx, p.name, p.args, work); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func step(s string) { fmt.Fprintln(os.Stderr, "bench:", s) }
+
+// measure is one run of a command.
+type measure struct {
+	wall   time.Duration
+	rss    int64  // peak resident set, bytes
+	stats  string // kplan's own account of its work
+	phases string // and of its time
+}
+
+type bench struct {
+	name string
+	run  func() (measure, error)
+	ms   []measure
+}
+
+func (b *bench) best() measure {
+	return slices.MinFunc(b.ms, func(x, y measure) int { return int(x.wall - y.wall) })
+}
+
+func (b *bench) median() time.Duration {
+	w := make([]time.Duration, len(b.ms))
+	for i, m := range b.ms {
+		w[i] = m.wall
+	}
+	slices.Sort(w)
+	return w[len(w)/2]
+}
+
+func (b *bench) peakRSS() int64 {
+	var peak int64
+	for _, m := range b.ms {
+		peak = max(peak, m.rss)
+	}
+	return peak
+}
+
+func report(benches []*bench, runs int) {
+	fmt.Printf("\n%d cores, %s; best of %d runs (median in brackets), peak RSS the highest of the runs\n\n", runtime.NumCPU(), runtime.Version(), runs)
+	fmt.Printf("%-26s %18s %10s   %s\n", "", "wall", "peak RSS", "work")
+	for _, b := range benches {
+		m := b.best()
+		fmt.Printf("%-26s %8s [%7s] %6d MiB   %s\n", b.name, round(m.wall), round(b.median()), b.peakRSS()>>20, m.stats)
+	}
+	cli, full, changed := benches[0].best().wall, benches[1].best().wall, benches[2].best().wall
+	fmt.Printf("\nfull plan vs kustomize CLI script:  %5.1fx faster (target at least 4x)\n", ratio(cli, full))
+	fmt.Printf("changed-only plan vs full plan:     %5.1fx faster (target at least 20x)\n", ratio(full, changed))
+	fmt.Printf("second push with cache vs full:     %5.1fx faster\n", ratio(full, benches[3].best().wall))
+	fmt.Printf("kplan's GC settings vs GOGC=100:    %5.1f%% less wall time on the full plan\n",
+		100*(1-float64(full)/float64(benches[4].best().wall)))
+	var peak int64
+	for _, b := range benches[1:4] {
+		peak = max(peak, b.peakRSS())
+	}
+	fmt.Printf("kplan peak RSS:                     %d MiB (target under 1024 MiB)\n", peak>>20)
+	fmt.Printf("\nkplan's phases in its best runs (the rest of the wall time is process start and exit):\n")
+	for _, b := range benches[1:4] {
+		fmt.Printf("  %-24s %s\n", b.name, b.best().phases)
+	}
+}
+
+func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
+
+func round(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(10 * time.Millisecond).String()
+}
+
+// side is one revision checked out for the CLI.
+type side struct {
+	dir      string
+	overlays []string
+}
+
+// cliScript runs `kustomize build` per overlay per side, sequentially.
+// Failing overlays (remote bases, without network) count as they take.
+func cliScript(ctx context.Context, kustomize string, sides [2]side) (measure, error) {
+	var m measure
+	start := time.Now()
+	builds, failed := 0, 0
+	for _, s := range sides {
+		for _, o := range s.overlays {
+			cmd := exec.CommandContext(ctx, kustomize, "build", o)
+			cmd.Dir = s.dir
+			cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if err != nil && !errors.As(err, &exit) {
+				return m, err
+			}
+			if err != nil {
+				failed++
+			}
+			builds++
+			m.rss = max(m.rss, maxRSS(cmd.ProcessState))
+		}
+	}
+	m.wall = time.Since(start)
+	m.stats = fmt.Sprintf("%d builds, %d failed", builds, failed)
+	return m, nil
+}
+
+// kplanRun runs kplan and reads its own account from its debug log.
+func kplanRun(ctx context.Context, args []string, env string) (measure, error) {
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), "KPLAN_DEBUG=1")
+	if env != "" {
+		cmd.Env = append(cmd.Env, env)
+	}
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	m := measure{wall: time.Since(start)}
+	if err != nil {
+		return m, fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, tail(stderr.String()))
+	}
+	m.rss = maxRSS(cmd.ProcessState)
+	m.stats = plannedStats(stderr.String())
+	var phases []string
+	for _, p := range phaseRE.FindAllStringSubmatch(stderr.String(), -1) {
+		phases = append(phases, p[1]+" "+p[2])
+	}
+	m.phases = strings.Join(phases, ", ")
+	return m, nil
+}
+
+var phaseRE = regexp.MustCompile(`msg=(opened|discovered|closures|settled|loaded|built) took=(\S+)`)
+
+var plannedRE = regexp.MustCompile(`msg=planned .*overlays=(\d+) skipped=(\d+) rendered=(\d+) cacheHits=(\d+) stored=\d+ failFast=(\d+)`)
+
+func plannedStats(log string) string {
+	m := plannedRE.FindStringSubmatch(log)
+	if m == nil {
+		return "?"
+	}
+	return fmt.Sprintf("%s builds, %s skipped, %s cached, %s failed fast", m[3], m[2], m[4], m[5])
+}
+
+func maxRSS(ps *os.ProcessState) int64 {
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		return ru.Maxrss << 10 // kilobytes on Linux
+	}
+	return 0
+}
+
+func tail(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-10):], "\n")
+}
+
+// checkPlans compares the changed-only plan with the full plan: the same
+// overlays, the same changes.
+func checkPlans(ctx context.Context, diff func(...string) []string, r *repo) error {
+	var plans [2]struct {
+		Overlays []map[string]any
+		Totals   map[string]int
+	}
+	for i, extra := range [][]string{{"--head", r.head1, "--full"}, {"--head", r.head1}} {
+		args := diff(extra...)
+		out, err := exec.CommandContext(ctx, args[0], args[1:]...).Output()
+		if err != nil {
+			return fmt.Errorf("%s: %w", strings.Join(args, " "), err)
+		}
+		if err := json.Unmarshal(out, &plans[i]); err != nil {
+			return err
+		}
+	}
+	full, changed := plans[0], plans[1]
+	if len(full.Overlays) != len(changed.Overlays) {
+		return fmt.Errorf("plans disagree: %d overlays in full, %d changed-only", len(full.Overlays), len(changed.Overlays))
+	}
+	for i, f := range full.Overlays {
+		c := changed.Overlays[i]
+		untouched := f["status"] == "unchanged" || (f["status"] == "error" && fmt.Sprint(f["base"]) == fmt.Sprint(f["head"]))
+		if c["status"] == "unchanged" && untouched {
+			continue
+		}
+		fj, _ := json.Marshal(f)
+		cj, _ := json.Marshal(c)
+		if !bytes.Equal(fj, cj) {
+			return fmt.Errorf("plans disagree on %v:\nfull    %s\nchanged %s", f["path"], fj, cj)
+		}
+	}
+	for _, k := range []string{"added", "changed", "pruned", "detached", "overlays", "changedOverlays", "dangerous"} {
+		if full.Totals[k] != changed.Totals[k] {
+			return fmt.Errorf("plans disagree on total %s: %d full, %d changed-only", k, full.Totals[k], changed.Totals[k])
+		}
+	}
+	fmt.Printf("check: the changed-only plan says what the full plan says (%d changed overlays)\n", full.Totals["changedOverlays"])
+	return nil
+}
+
+// where profiles a kplan run and prints its top functions.
+func where(ctx context.Context, name string, args []string, work string) error {
+	prof := filepath.Join(work, "cpu.prof")
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), "KPLAN_CPUPROFILE="+prof)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("profile %s: %w", name, err)
+	}
+	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-cum", "-nodecount=25", args[0], prof).Output()
+	if err != nil {
+		return fmt.Errorf("pprof: %w", err)
+	}
+	fmt.Printf("\nwhere %s spends its CPU (pprof -top -cum):\n", name)
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "%") && !strings.Contains(line, "runtime.goexit") {
+			fmt.Println(" ", line)
+		}
+	}
+	return nil
+}
+
+// command runs a command, showing its output only when it fails.
+func command(ctx context.Context, dir, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_AUTHOR_NAME=bench", "GIT_AUTHOR_EMAIL=bench@kplan.invalid",
+		"GIT_COMMITTER_NAME=bench", "GIT_COMMITTER_EMAIL=bench@kplan.invalid")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, tail(string(out)))
+	}
+	return nil
+}
+
+// peerKustomize builds the kustomize CLI once per release and Go version,
+// into os.UserCacheDir()/kplan, and checks it uses kplan's kustomize api.
+func peerKustomize(ctx context.Context) (string, error) {
+	root, err := os.UserCacheDir()
+	if err != nil {
+		root = os.TempDir()
+	}
+	dir := filepath.Join(root, "kplan", "kustomize-"+peerVersion+"-"+runtime.Version())
+	bin := filepath.Join(dir, "kustomize")
+	if _, err := os.Stat(bin); err != nil {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return "", err
+		}
+		tmp, err := os.MkdirTemp(filepath.Dir(dir), "build-")
+		if err != nil {
+			return "", err
+		}
+		defer os.RemoveAll(tmp)
+		cmd := exec.CommandContext(ctx, "go", "install", "sigs.k8s.io/kustomize/kustomize/v5@"+peerVersion)
+		cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOWORK=off")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go install kustomize %s: %w\n%s", peerVersion, err, tail(string(out)))
+		}
+		if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, os.ErrExist) {
+			if _, serr := os.Stat(bin); serr != nil { // another run may have won
+				return "", err
+			}
+		}
+	}
+	want, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Version}}", "sigs.k8s.io/kustomize/api").Output()
+	if err != nil {
+		return "", fmt.Errorf("kplan's kustomize api version: %w", err)
+	}
+	got, err := exec.CommandContext(ctx, "go", "version", "-m", bin).Output()
+	if err != nil {
+		return "", err
+	}
+	api := "sigs.k8s.io/kustomize/api\t" + strings.TrimSpace(string(want))
+	if !strings.Contains(string(got), api) {
+		return "", fmt.Errorf("kustomize %s is not built on %s; update peerVersion", peerVersion, api)
+	}
+	return bin, nil
+}
+
+// repo is the corpus in git: a base commit and two pushes to a pull
+// request that changes one application.
+type repo struct {
+	dir                string
+	base, head1, head2 string
+	files              int
+}
+
+func makeRepo(ctx context.Context, tarball, dir string) (*repo, error) {
+	n, err := untar(tarball, dir)
+	if err != nil {
+		return nil, fmt.Errorf("unpack %s: %w", tarball, err)
+	}
+	r := &repo{dir: dir, files: n}
+	git := func(args ...string) error { return command(ctx, dir, "git", args...) }
+	rev := func() (string, error) {
+		out, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "HEAD").Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	edit := func(add string) error {
+		p := filepath.Join(dir, appFile)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if !bytes.Contains(data, []byte(appLine)) {
+			return fmt.Errorf("%s has no line %q to change", appFile, appLine)
+		}
+		data = bytes.Replace(data, []byte(appLine), []byte(appLine+add), 1)
+		return os.WriteFile(p, data, 0o644)
+	}
+	steps := []func() error{
+		func() error { return git("init", "-q", "-b", "main") },
+		func() error { return git("add", "-A") },
+		func() error { return git("commit", "-q", "-m", "base") },
+		func() (err error) { r.base, err = rev(); return err },
+		func() error { return edit(push1Add) },
+		func() error { return git("commit", "-q", "-am", "katib: debug logging") },
+		func() (err error) { r.head1, err = rev(); return err },
+		func() error { return edit(push2Add) },
+		func() error { return git("commit", "-q", "-am", "katib: development logging") },
+		func() (err error) { r.head2, err = rev(); return err },
+		// A CI checkout is packed.
+		func() error { return git("repack", "-a", "-d", "-q") },
+	}
+	for _, s := range steps {
+		if err := s(); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// worktrees checks out base and the first push for the CLI, and finds
+// their overlays as kplan does.
+func (r *repo) worktrees(ctx context.Context, work string) ([2]side, error) {
+	var sides [2]side
+	for i, rev := range []string{r.base, r.head1} {
+		dir := filepath.Join(work, []string{"base", "head"}[i])
+		if err := command(ctx, r.dir, "git", "worktree", "add", "-q", "--detach", dir, rev); err != nil {
+			return sides, err
+		}
+		s, err := snapshot.FromCommit(ctx, r.dir, rev)
+		if err != nil {
+			return sides, err
+		}
+		tree, err := render.Discover(s.FS, render.Filter{})
+		if err != nil {
+			return sides, err
+		}
+		sides[i] = side{dir: dir, overlays: tree.Overlays}
+	}
+	return sides, nil
+}
+
+// untar unpacks a .tar.gz whose entries sit under one top directory into
+// dir, and counts its files.
+func untar(tarball, dir string) (int, error) {
+	f, err := os.Open(tarball)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		return 0, err
+	}
+	tr := tar.NewReader(gz)
+	files := 0
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files, nil
+		}
+		if err != nil {
+			return files, err
+		}
+		_, rest, _ := strings.Cut(strings.TrimPrefix(hdr.Name, "./"), "/")
+		if rest == "" {
+			continue
+		}
+		p := filepath.Join(dir, filepath.FromSlash(rest))
+		if !strings.HasPrefix(p, filepath.Clean(dir)+string(filepath.Separator)) {
+			return files, fmt.Errorf("entry %s leaves the directory", hdr.Name)
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return files, err
+		}
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(p, 0o755)
+		case tar.TypeReg:
+			files++
+			err = writeFile(p, tr, hdr.FileInfo().Mode())
+		case tar.TypeSymlink:
+			err = os.Symlink(hdr.Linkname, p)
+		}
+		if err != nil {
+			return files, err
+		}
+	}
+}
+
+func writeFile(p string, r io.Reader, mode os.FileMode) error {
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode.Perm()|0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

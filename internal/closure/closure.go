@@ -1,0 +1,542 @@
+// Package closure computes an overlay's input closure: the repository
+// paths its kustomize build can read, found from the kustomization files
+// alone, without rendering.
+//
+// The closure follows every field that names a file or directory
+// (resources, components, patches, generator sources, replacements, crds,
+// configurations, openapi, generator/transformer/validator configs)
+// through bases and components, the way krusty's loader resolves them. It
+// also holds the names a loader looks for and may not find (all three
+// kustomization file names of every directory visited, a patch file that
+// is absent) and every parent directory of those paths: a render's result
+// depends on whether such paths exist, not only on files it reads.
+//
+// What the static reading cannot bound — a reference outside the
+// repository, an unknown field, a plugin, helm — is reported, and the
+// caller must then render the overlay every time.
+package closure
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+
+	"sigs.k8s.io/kustomize/api/konfig"
+	"sigs.k8s.io/kustomize/api/types"
+	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
+)
+
+// Kind is what a path is in a tree.
+type Kind int
+
+const (
+	Absent Kind = iota
+	File
+	Dir
+)
+
+// Source is one side's repository tree, as the closure reads it. Paths are
+// repository-relative, slash-separated, "." for the top.
+type Source interface {
+	Stat(rel string) Kind
+	// ReadFile returns a file's content; the closure reads kustomization
+	// files and the generator/transformer configs they name.
+	ReadFile(rel string) ([]byte, error)
+}
+
+// Options are the render options that change what a build reads.
+type Options struct {
+	// EnableHelm: helm runs outside the snapshot, so helmCharts cannot be
+	// bounded. Without it, krusty rejects helmCharts before reading files.
+	EnableHelm bool
+	// Memo, when set, shares kustomization parses between Builders: the
+	// two sides of a plan hold mostly the same files.
+	Memo *Memo
+}
+
+// Memo remembers parsed kustomization files by content.
+type Memo struct {
+	mu sync.Mutex
+	m  map[string]parsed
+}
+
+type parsed struct {
+	k   kustomization
+	err error
+}
+
+// NewMemo returns an empty Memo.
+func NewMemo() *Memo { return &Memo{m: map[string]parsed{}} }
+
+// parse decodes a kustomization as krusty does, then applies krusty's
+// fixes (bases into resources, env into envs, helm args into charts).
+func (m *Memo) parse(data []byte) (kustomization, error) {
+	if m != nil {
+		m.mu.Lock()
+		p, ok := m.m[string(data)]
+		m.mu.Unlock()
+		if ok {
+			return p.k, p.err
+		}
+	}
+	var k kustomization
+	err := strictYAML(data, &k)
+	if err == nil {
+		k.FixKustomization()
+	}
+	if m != nil {
+		m.mu.Lock()
+		m.m[string(data)] = parsed{k, err}
+		m.mu.Unlock()
+	}
+	return k, err
+}
+
+// Remote is a reference to something outside the repository.
+type Remote struct {
+	Ref   string // as written
+	Field string // the kustomization field naming it
+	File  string // the kustomization file
+}
+
+// Closure is what one overlay's build can read.
+type Closure struct {
+	Overlay string
+	// Paths can be read, or checked for existence, by the build; sorted.
+	Paths []string
+	// Remote references make the build read outside the repository.
+	Remote []Remote
+	// Unbounded says why the static reading cannot bound the build, if so.
+	Unbounded string
+	// OpenAPI is set when a kustomization of the build sets a custom
+	// schema, which krusty keeps in a process-wide variable.
+	OpenAPI bool
+}
+
+// Bounded reports whether the repository paths are all the build reads:
+// no remote reference and nothing unbounded.
+func (c *Closure) Bounded() bool { return c.Unbounded == "" && len(c.Remote) == 0 }
+
+// Meets reports whether any path of the closure is in changed.
+func (c *Closure) Meets(changed map[string]bool) bool {
+	if len(changed) < len(c.Paths) {
+		for p := range changed {
+			if _, ok := slices.BinarySearch(c.Paths, p); ok {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range c.Paths {
+		if changed[p] {
+			return true
+		}
+	}
+	return false
+}
+
+// Builder computes closures on one tree, sharing the work for
+// kustomizations that several overlays include.
+type Builder struct {
+	src   Source
+	opts  Options
+	nodes map[string]*node
+}
+
+// New returns a Builder reading src.
+func New(src Source, opts Options) *Builder {
+	return &Builder{src: src, opts: opts, nodes: map[string]*node{}}
+}
+
+// node is one kustomization directory's own contribution.
+type node struct {
+	paths     []string
+	subs      []string // kustomization directories it builds (bases, components)
+	remote    []Remote
+	unbounded string
+	openapi   bool
+}
+
+// Overlay returns the closure of the overlay in dir.
+func (b *Builder) Overlay(dir string) *Closure {
+	c := &Closure{Overlay: dir}
+	set := map[string]bool{}
+	seen := map[string]bool{}
+	stack := []string{clean(dir)}
+	for len(stack) > 0 {
+		d := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[d] {
+			continue // krusty reports the cycle; the paths are already in
+		}
+		seen[d] = true
+		n := b.node(d)
+		for _, p := range n.paths {
+			set[p] = true
+		}
+		c.Remote = append(c.Remote, n.remote...)
+		if n.unbounded != "" && c.Unbounded == "" {
+			c.Unbounded = n.unbounded
+		}
+		c.OpenAPI = c.OpenAPI || n.openapi
+		stack = append(stack, n.subs...)
+	}
+	// A path's parents are looked up on the way to it, and whether they
+	// exist decides what the build sees.
+	for p := range set {
+		for d := path.Dir(p); d != "." && !set[d]; d = path.Dir(d) {
+			set[d] = true
+		}
+	}
+	set["."] = true
+	c.Paths = make([]string, 0, len(set))
+	for p := range set {
+		c.Paths = append(c.Paths, p)
+	}
+	slices.Sort(c.Paths)
+	return c
+}
+
+func (b *Builder) node(dir string) *node {
+	if n, ok := b.nodes[dir]; ok {
+		return n
+	}
+	n := &node{}
+	b.nodes[dir] = n
+	b.read(n, dir)
+	return n
+}
+
+// kustomization is a kustomization file as krusty decodes it, plus the
+// inventory field kplan removes before krusty sees the file.
+type kustomization struct {
+	types.Kustomization
+	Inventory any `json:"inventory,omitempty"`
+}
+
+// read fills n from the kustomization in dir, mirroring the order and
+// path resolution of krusty's KustTarget and file loader.
+func (b *Builder) read(n *node, dir string) {
+	n.paths = append(n.paths, dir)
+	var found []string
+	for _, name := range konfig.RecognizedKustomizationFileNames() {
+		p := join(dir, name)
+		n.paths = append(n.paths, p)
+		if b.src.Stat(p) == File {
+			found = append(found, p)
+		}
+	}
+	if len(found) != 1 {
+		return // krusty fails: no kustomization, or more than one
+	}
+	file := found[0]
+	data, err := b.src.ReadFile(file)
+	if err != nil {
+		n.unbounded = fmt.Sprintf("read %s: %v", file, err)
+		return
+	}
+	k, err := b.opts.Memo.parse(data)
+	if err != nil {
+		// An unknown field may be one a newer kustomize reads files for.
+		n.unbounded = fmt.Sprintf("%s: %v", file, err)
+		return
+	}
+	r := refs{b: b, n: n, dir: dir, file: file}
+
+	if len(k.OpenAPI) > 0 {
+		n.openapi = true
+		if p, ok := k.OpenAPI["path"]; ok {
+			r.load(p, "openapi")
+		}
+	}
+	for _, p := range k.Resources {
+		r.base(p, "resources", true)
+	}
+	for _, p := range k.Components {
+		r.base(p, "components", false)
+	}
+	for _, p := range k.Crds {
+		r.load(p, "crds")
+	}
+	for _, p := range k.Configurations {
+		r.load(p, "configurations")
+	}
+	for _, g := range k.ConfigMapGenerator {
+		r.kvSources(g.KvPairSources, "configMapGenerator")
+	}
+	for _, g := range k.SecretGenerator {
+		r.kvSources(g.KvPairSources, "secretGenerator")
+	}
+	for _, p := range k.Patches {
+		if p.Path != "" {
+			r.load(p.Path, "patches")
+		}
+	}
+	for _, p := range k.PatchesJson6902 {
+		if p.Path != "" {
+			r.load(p.Path, "patchesJson6902")
+		}
+	}
+	for _, p := range k.PatchesStrategicMerge {
+		// Each entry is a file, or if no file loads, an inline patch.
+		r.load(string(p), "patchesStrategicMerge")
+	}
+	for _, p := range k.Replacements {
+		if p.Path != "" {
+			r.load(p.Path, "replacements")
+		}
+	}
+	if len(k.HelmCharts) > 0 && b.opts.EnableHelm {
+		n.unbounded = fmt.Sprintf("%s: helmCharts run helm, which reads charts outside the repository snapshot", file)
+	}
+	for _, f := range []struct {
+		name    string
+		entries []string
+	}{{"generators", k.Generators}, {"transformers", k.Transformers}, {"validators", k.Validators}} {
+		for _, e := range f.entries {
+			r.plugin(e, f.name)
+		}
+	}
+}
+
+// refs resolves one kustomization's references into its node.
+type refs struct {
+	b    *Builder
+	n    *node
+	dir  string
+	file string
+}
+
+func (r refs) remote(ref, field string) {
+	r.n.remote = append(r.n.remote, Remote{Ref: ref, Field: field, File: r.file})
+}
+
+// load is a file read through the loader (ldr.Load): an http(s) URL is
+// fetched, anything else is a path relative to the kustomization.
+func (r refs) load(ref, field string) {
+	if IsRemoteFile(ref) {
+		r.remote(ref, field)
+		return
+	}
+	r.n.paths = append(r.n.paths, resolve(r.dir, ref))
+}
+
+// base is a resources or components entry: krusty reads a file, or builds
+// a directory (or a git repository) as a kustomization.
+func (r refs) base(ref, field string, fileFirst bool) {
+	p := resolve(r.dir, ref)
+	// The loader looks at the local path before, or after failing, to
+	// fetch; it is part of the closure either way.
+	r.n.paths = append(r.n.paths, p)
+	if IsRemote(ref) || (fileFirst && IsRemoteFile(ref)) {
+		r.remote(ref, field)
+		return
+	}
+	if r.b.src.Stat(p) == Dir {
+		r.n.subs = append(r.n.subs, p)
+	}
+}
+
+// kvSources are the files of a ConfigMap or Secret generator.
+func (r refs) kvSources(s types.KvPairSources, field string) {
+	for _, p := range s.EnvSources {
+		r.load(p, field)
+	}
+	if s.EnvSource != "" {
+		r.load(s.EnvSource, field)
+	}
+	for _, src := range s.FileSources {
+		// As krusty's ParseFileSource: "path" or "key=path".
+		switch strings.Count(src, "=") {
+		case 0:
+			r.load(src, field)
+		case 1:
+			if _, p, _ := strings.Cut(src, "="); p != "" {
+				r.load(p, field)
+			}
+		}
+	}
+}
+
+// plugin is a generators/transformers/validators entry: inline YAML
+// configs, or a file of configs, or a kustomization directory whose
+// output are configs.
+func (r refs) plugin(entry, field string) {
+	r.configs([]byte(entry), field)
+	p := resolve(r.dir, entry)
+	r.n.paths = append(r.n.paths, p)
+	if IsRemote(entry) || IsRemoteFile(entry) {
+		r.remote(entry, field)
+		return
+	}
+	switch r.b.src.Stat(p) {
+	case File:
+		data, err := r.b.src.ReadFile(p)
+		if err != nil {
+			r.unbound(fmt.Sprintf("read %s: %v", p, err))
+			return
+		}
+		r.configs(data, field)
+	case Dir:
+		// The configs come out of a build, where anything may rewrite
+		// the paths they name.
+		r.unbound(fmt.Sprintf("%s: %s entry %q builds a kustomization into plugin configs", r.file, field, entry))
+	}
+}
+
+func (r refs) unbound(why string) {
+	if r.n.unbounded == "" {
+		r.n.unbounded = why
+	}
+}
+
+// pluginConfig holds the fields of builtin plugin configs that name files.
+type pluginConfig struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Path       string `json:"path"`
+	Paths      []string
+	types.KvPairSources
+	Replacements   []types.ReplacementField `json:"replacements"`
+	TargetFilePath string                   `json:"targetFilePath"`
+}
+
+// configs reads plugin configs; inline text that is not YAML objects is a
+// path, which plugin() handles.
+func (r refs) configs(data []byte, field string) {
+	docs, err := splitDocs(data)
+	if err != nil {
+		return // not configs: a path (inline), or a file krusty fails on
+	}
+	for _, doc := range docs {
+		var c pluginConfig
+		if err := sigsyaml.Unmarshal(doc, &c); err != nil {
+			continue // krusty fails to decode it
+		}
+		if c.APIVersion != konfig.BuiltinPluginApiVersion {
+			r.unbound(fmt.Sprintf("%s: %s entry is plugin %s %s, which runs outside krusty's builtins", r.file, field, c.APIVersion, c.Kind))
+			continue
+		}
+		switch c.Kind {
+		case "PatchTransformer", "PatchJson6902Transformer":
+			if c.Path != "" {
+				r.load(c.Path, field)
+			}
+		case "PatchStrategicMergeTransformer":
+			for _, p := range c.Paths {
+				r.load(p, field)
+			}
+		case "ConfigMapGenerator", "SecretGenerator":
+			r.kvSources(c.KvPairSources, field)
+		case "ReplacementTransformer":
+			for _, rep := range c.Replacements {
+				if rep.Path != "" {
+					r.load(rep.Path, field)
+				}
+			}
+		case "ValueAddTransformer":
+			if c.TargetFilePath != "" {
+				r.load(c.TargetFilePath, field)
+			}
+		case "HelmChartInflationGenerator":
+			if r.b.opts.EnableHelm {
+				r.unbound(fmt.Sprintf("%s: %s runs helm, which reads charts outside the repository snapshot", r.file, field))
+			}
+		case "AnnotationsTransformer", "HashTransformer", "IAMPolicyGenerator", "ImageTagTransformer",
+			"LabelTransformer", "NamespaceTransformer", "PrefixTransformer", "SuffixTransformer",
+			"PrefixSuffixTransformer", "ReplicaCountTransformer", "SortOrderTransformer":
+			// No files.
+		default:
+			r.unbound(fmt.Sprintf("%s: %s entry is builtin %s, which kplan does not know", r.file, field, c.Kind))
+		}
+	}
+}
+
+// splitDocs returns the YAML mapping documents of data; an error when a
+// document is not a mapping (a path string, for instance).
+func splitDocs(data []byte) ([][]byte, error) {
+	dec := kyaml.NewDecoder(bytes.NewReader(data))
+	var docs [][]byte
+	for {
+		var n kyaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(n.Content) == 0 {
+			continue
+		}
+		if n.Content[0].Kind != kyaml.MappingNode {
+			return nil, fmt.Errorf("not a mapping")
+		}
+		out, err := kyaml.Marshal(n.Content[0])
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, out)
+	}
+}
+
+// strictYAML decodes as krusty decodes a kustomization: YAML to JSON,
+// then JSON with unknown fields rejected.
+func strictYAML(data []byte, v any) error {
+	j, err := sigsyaml.YAMLToJSON(data)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// IsRemoteFile reports whether krusty's loader fetches ref over HTTP, as
+// its IsRemoteFile does.
+func IsRemoteFile(ref string) bool {
+	u, err := url.Parse(ref)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https")
+}
+
+// IsRemote reports whether krusty might take ref for a git repository. It
+// errs on the side of remote: a local path it wrongly calls remote only
+// makes its overlay render every time.
+func IsRemote(ref string) bool {
+	l := strings.ToLower(ref)
+	if strings.Contains(l, "://") || strings.HasPrefix(l, "git::") || strings.HasPrefix(l, "github.com") ||
+		strings.Contains(l, "?ref=") || strings.Contains(l, "?version=") || strings.Contains(l, "_git/") {
+		return true
+	}
+	// SCP-like: user@host:path.
+	at, colon, slash := strings.Index(ref, "@"), strings.Index(ref, ":"), strings.Index(ref, "/")
+	return at > 0 && colon > at && (slash < 0 || colon < slash)
+}
+
+// resolve is the repository-relative path krusty's loader reads for ref in
+// the kustomization directory dir. The snapshot's root is "/", so ".."
+// cannot climb above the repository.
+func resolve(dir, ref string) string {
+	if path.IsAbs(ref) {
+		return clean(ref)
+	}
+	return clean(path.Join("/", dir, ref))
+}
+
+func join(dir, name string) string { return clean(path.Join("/", dir, name)) }
+
+func clean(p string) string {
+	p = strings.TrimPrefix(path.Clean("/"+p), "/")
+	if p == "" {
+		return "."
+	}
+	return p
+}

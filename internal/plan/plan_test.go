@@ -1,0 +1,393 @@
+package plan
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/snapshot"
+)
+
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// write applies changes to dir: content, "" to delete, "->target" for a
+// symlink.
+func write(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if content == "" {
+			if err := os.RemoveAll(p); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(p)
+		var err error
+		if target, ok := strings.CutPrefix(content, "->"); ok {
+			err = os.Symlink(target, p)
+		} else {
+			err = os.WriteFile(p, []byte(content), 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func commit(t *testing.T, dir, msg string) string {
+	t.Helper()
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-q", "--allow-empty", "-m", msg)
+	return git(t, dir, "rev-parse", "HEAD")
+}
+
+func cm(name, data string) string {
+	return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\ndata:\n  " + data + "\n"
+}
+
+const deploy = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  template:
+    spec:
+      containers:
+      - name: web
+        image: web:IMAGE
+`
+
+// fixture: overlays sharing a base and a component, with patches,
+// generators, a symlinked base and a reference to a file that is absent.
+var fixture = map[string]string{
+	"base/kustomization.yaml": "resources: [deployment.yaml, cm.yaml]\n",
+	"base/deployment.yaml":    strings.ReplaceAll(deploy, "IMAGE", "1"),
+	"base/cm.yaml":            cm("base", "k: v"),
+	"components/extra/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n" +
+		"patches: [{path: patch.yaml}]\nconfigMapGenerator: [{name: conf, files: [conf.txt]}]\n",
+	"components/extra/patch.yaml":   cm("base", "patched: one"),
+	"components/extra/conf.txt":     "conf one\n",
+	"overlays/a/kustomization.yaml": "resources: [../../base]\ncomponents: [../../components/extra]\n",
+	"overlays/b/kustomization.yaml": "resources: [../../base]\npatches: [{path: p.yaml}]\n" +
+		"configMapGenerator: [{name: gen, envs: [gen.env]}]\n",
+	"overlays/b/p.yaml":             cm("base", "b: one"),
+	"overlays/b/gen.env":            "A=1\n",
+	"overlays/c/kustomization.yaml": "resources: [c.yaml]\n",
+	"overlays/c/c.yaml":             cm("c", "k: v"),
+	"overlays/d/kustomization.yaml": "resources: [../../base, extra.yaml]\n",
+	"overlays/d/extra.yaml":         cm("extra", "k: v"),
+	"overlays/f/kustomization.yaml": "resources: [later.yaml]\n",
+	"overlays/g/kustomization.yaml": "resources: [linked]\n",
+	"overlays/g/linked":             "->../../base",
+	"other/unrelated.txt":           "one\n",
+}
+
+// notFound is a resolver for which no host exists.
+type notFound struct{}
+
+func (notFound) LookupHost(_ context.Context, host string) ([]string, error) {
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+// plans computes the full plan and the changed-only plan (with a cold
+// and a warm cache) and checks they agree.
+func plans(t *testing.T, dir, base, head string) (full, changed *inventorydiff.Plan, st Stats) {
+	t.Helper()
+	ctx := context.Background()
+	opts := Options{RepoDir: dir, Base: base, Head: head, Resolver: notFound{}}
+	opts.Full = true
+	full, _, err := Execute(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Full = false
+	changed, st, err = Execute(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameChanges(t, "changed-only", full, changed)
+	opts.CacheDir = t.TempDir()
+	stored := 0
+	for _, run := range []string{"cold cache", "warm cache"} {
+		cached, cst, err := Execute(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameChanges(t, run, full, cached)
+		if run == "cold cache" {
+			stored = cst.Stored
+		} else if cst.CacheHits != stored || cst.Rendered != st.Rendered-stored {
+			t.Errorf("warm cache: %+v; want %d hits, the builds stored in the cold run", cst, stored)
+		}
+	}
+	return full, changed, st
+}
+
+// sameChanges checks that a changed-only plan says what the full plan
+// says: every overlay with its status, and for every overlay that changed
+// or failed because of the change, the same details. Overlays the change
+// cannot affect are only known to be unchanged (a failure both sides
+// share included).
+func sameChanges(t *testing.T, what string, full, got *inventorydiff.Plan) {
+	t.Helper()
+	if len(full.Overlays) != len(got.Overlays) {
+		t.Fatalf("%s: %d overlays, full plan %d", what, len(got.Overlays), len(full.Overlays))
+	}
+	for i, f := range full.Overlays {
+		g := got.Overlays[i]
+		switch {
+		case f.Path != g.Path:
+			t.Errorf("%s: overlay %d is %s, full plan %s", what, i, g.Path, f.Path)
+		case g.Status == inventorydiff.Unchanged && f.Status == inventorydiff.Unchanged:
+		case g.Status == inventorydiff.Unchanged && f.Status == inventorydiff.Failed && f.BaseErr == f.HeadErr:
+		case !reflect.DeepEqual(f, g):
+			t.Errorf("%s: %s differs from the full plan:\n got %+v\nfull %+v", what, f.Path, g, f)
+		}
+	}
+	ft, gt := full.Totals, got.Totals
+	ft.Failed, gt.Failed = 0, 0
+	if ft != gt {
+		t.Errorf("%s: totals %+v, full plan %+v", what, got.Totals, full.Totals)
+	}
+}
+
+func status(p *inventorydiff.Plan) map[string]inventorydiff.Status {
+	out := map[string]inventorydiff.Status{}
+	for _, o := range p.Overlays {
+		out[o.Path] = o.Status
+	}
+	return out
+}
+
+// Every kind of change gives the full plan, rendering only what it can
+// affect.
+func TestChangedOnlyEqualsFull(t *testing.T) {
+	cases := []struct {
+		name    string
+		change  map[string]string
+		changed []string // overlays the plan shows changed (or new, removed, failing)
+		skipped int      // overlays not rendered
+	}{
+		{"shared base file", map[string]string{"base/deployment.yaml": strings.ReplaceAll(deploy, "IMAGE", "2")},
+			[]string{"overlays/a", "overlays/b", "overlays/d", "overlays/g"}, 2},
+		{"component file", map[string]string{"components/extra/patch.yaml": cm("base", "patched: two")},
+			[]string{"overlays/a"}, 5},
+		{"generator input", map[string]string{"components/extra/conf.txt": "conf two\n", "overlays/b/gen.env": "A=2\n"},
+			[]string{"overlays/a", "overlays/b"}, 4},
+		{"patch file", map[string]string{"overlays/b/p.yaml": cm("base", "b: two")},
+			[]string{"overlays/b"}, 5},
+		{"deleted file", map[string]string{"overlays/d/extra.yaml": ""},
+			[]string{"overlays/d"}, 5},
+		{"renamed overlay", map[string]string{"overlays/c/kustomization.yaml": "", "overlays/c/c.yaml": "",
+			"overlays/c2/kustomization.yaml": "resources: [c.yaml]\n", "overlays/c2/c.yaml": cm("c", "k: v")},
+			[]string{"overlays/c", "overlays/c2"}, 5},
+		{"new overlay", map[string]string{"overlays/e/kustomization.yaml": "resources: [../../base]\n"},
+			[]string{"overlays/e"}, 6},
+		{"second kustomization file", map[string]string{"overlays/c/kustomization.yml": "resources: [c.yaml]\n"},
+			[]string{"overlays/c"}, 5},
+		{"file appears", map[string]string{"overlays/f/later.yaml": cm("later", "k: v")},
+			[]string{"overlays/f"}, 5},
+		{"through a symlink", map[string]string{"base/cm.yaml": cm("base", "k: w")},
+			[]string{"overlays/a", "overlays/b", "overlays/d", "overlays/g"}, 2},
+		{"base no longer a base", map[string]string{"overlays/a/kustomization.yaml": "resources: [../c]\n"},
+			[]string{"overlays/a", "overlays/c"}, 4},
+		{"unrelated file", map[string]string{"other/unrelated.txt": "two\n"}, nil, 6},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			git(t, dir, "init", "-q", "-b", "main")
+			write(t, dir, fixture)
+			base := commit(t, dir, "base")
+			write(t, dir, tc.change)
+			head := commit(t, dir, "head")
+			full, changed, st := plans(t, dir, base, head)
+			var got []string
+			for _, o := range full.Overlays {
+				if o.Status != inventorydiff.Unchanged && !(o.Status == inventorydiff.Failed && o.BaseErr == o.HeadErr) {
+					got = append(got, o.Path)
+				}
+			}
+			if !reflect.DeepEqual(got, tc.changed) {
+				t.Errorf("full plan changes %q, want %q (statuses %v)", got, tc.changed, status(full))
+			}
+			if st.Skipped != tc.skipped {
+				t.Errorf("skipped %d overlays, want %d (changed-only statuses %v)", st.Skipped, tc.skipped, status(changed))
+			}
+		})
+	}
+}
+
+// A head in the work tree: modified, deleted and untracked files count.
+func TestWorkingTreeHead(t *testing.T) {
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	write(t, dir, fixture)
+	base := commit(t, dir, "base")
+	write(t, dir, map[string]string{
+		"overlays/b/gen.env":            "A=3\n",                             // modified
+		"overlays/d/extra.yaml":         "",                                  // deleted
+		"overlays/h/kustomization.yaml": "resources: [../../base/cm.yaml]\n", // untracked
+	})
+	full, changed, st := plans(t, dir, base, "")
+	want := map[string]inventorydiff.Status{"overlays/b": inventorydiff.Changed, "overlays/d": inventorydiff.Failed, "overlays/h": inventorydiff.Failed}
+	for o, s := range want {
+		if status(full)[o] != s || status(changed)[o] != s {
+			t.Errorf("%s: full %s, changed-only %s; want %s", o, status(full)[o], status(changed)[o], s)
+		}
+	}
+	if st.Skipped != 4 { // a, c, f, g
+		t.Errorf("skipped %d, want 4", st.Skipped)
+	}
+}
+
+// A remote resource on a host that does not resolve fails the overlay on
+// both sides without a build, in both kinds of plan; an overlay whose
+// closure is unbounded always renders.
+func TestRemoteAndUnbounded(t *testing.T) {
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	files := map[string]string{
+		"remote/kustomization.yaml":  "resources:\n- https://kplan-test.invalid/manifests.yaml\n- local.yaml\n",
+		"remote/local.yaml":          cm("local", "k: v"),
+		"gitbase/kustomization.yaml": "resources:\n- local.yaml\n- github.com/kplan-dev/nothing//base?ref=v1\n",
+		"gitbase/local.yaml":         cm("local", "k: v"),
+		"unknown/kustomization.yaml": "resources: [x.yaml]\nfutureField: [y.yaml]\n",
+		"unknown/x.yaml":             cm("x", "k: v"),
+		"plain/kustomization.yaml":   "resources: [x.yaml]\n",
+		"plain/x.yaml":               cm("x", "k: v"),
+	}
+	write(t, dir, files)
+	base := commit(t, dir, "base")
+	write(t, dir, map[string]string{"plain/x.yaml": cm("x", "k: w")})
+	head := commit(t, dir, "head")
+	full, _, st := plans(t, dir, base, head)
+	if st.FailFast != 4 || st.Skipped != 0 || st.Rendered != 4 {
+		t.Errorf("stats %+v: want the remote overlays failed fast on both sides, the others rendered", st)
+	}
+	wantErr := map[string]string{"remote": "kplan-test.invalid does not resolve", "gitbase": "is a remote git base"}
+	for _, o := range full.Overlays {
+		if want, ok := wantErr[o.Path]; ok && (o.Status != inventorydiff.Failed || !strings.Contains(o.HeadErr, want)) {
+			t.Errorf("%s: %s %q, want an error saying %q", o.Path, o.Status, o.HeadErr, want)
+		}
+	}
+	// With a proxy, kustomize may reach the host: kplan lets it try. A git
+	// base fails whatever the network.
+	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:1")
+	_, st, err := Execute(context.Background(), Options{RepoDir: dir, Base: base, Head: head, Resolver: notFound{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.FailFast != 2 {
+		t.Errorf("with a proxy: %d builds failed fast, want the git base's 2", st.FailFast)
+	}
+}
+
+// Damaged cache entries never change a plan: they are rendered again.
+func TestCorruptCache(t *testing.T) {
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	write(t, dir, fixture)
+	base := commit(t, dir, "base")
+	write(t, dir, map[string]string{"base/deployment.yaml": strings.ReplaceAll(deploy, "IMAGE", "2")})
+	head := commit(t, dir, "head")
+	ctx := context.Background()
+	opts := Options{RepoDir: dir, Base: base, Head: head, CacheDir: t.TempDir()}
+	want, first, err := Execute(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := filepath.Glob(filepath.Join(opts.CacheDir, "*.yaml"))
+	if err != nil || len(entries) != first.Rendered {
+		t.Fatalf("%d cache entries, want %d (%v)", len(entries), first.Rendered, err)
+	}
+	// Swap the entries around (right format, wrong key) and damage one.
+	for i, e := range entries {
+		data, err := os.ReadFile(entries[(i+1)%len(entries)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			data = data[:len(data)-3]
+		}
+		if err := os.WriteFile(e, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, st, err := Execute(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.CacheHits != 0 || st.Rendered != first.Rendered {
+		t.Errorf("stats %+v after damaging the cache: want no hits", st)
+	}
+	if !reflect.DeepEqual(want, got) {
+		t.Errorf("plan changed with a damaged cache")
+	}
+	// The renders repaired the entries.
+	if _, st, err := Execute(ctx, opts); err != nil || st.CacheHits != first.Rendered {
+		t.Errorf("after repair: %+v, %v", st, err)
+	}
+}
+
+func TestNoBase(t *testing.T) {
+	if _, err := Run(context.Background(), Options{RepoDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "no base") {
+		t.Errorf("err = %v", err)
+	}
+	if _, err := Run(context.Background(), Options{RepoDir: t.TempDir(), Base: "main"}); err == nil {
+		t.Error("a directory outside git must be an error")
+	}
+}
+
+// What makes failing git bases fast safe: krusty cannot build them from
+// kplan's snapshot even when the clone works (here from a local repo).
+func TestGitBaseNeverBuilds(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // where krusty leaves its clone
+	src := t.TempDir()
+	git(t, src, "init", "-q", "-b", "main")
+	write(t, src, map[string]string{"base/kustomization.yaml": "resources: [cm.yaml]\n", "base/cm.yaml": cm("remote", "k: v")})
+	commit(t, src, "remote")
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	write(t, dir, map[string]string{"app/kustomization.yaml": "resources:\n- file://" + src + "//base\n"})
+	sha := commit(t, dir, "app")
+	s, err := snapshot.FromCommit(context.Background(), dir, sha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := render.Discover(s.FS, render.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := render.Render(context.Background(), s.FS, tree, []string{"app"}, render.Options{})
+	if err != nil || rs[0].Err == nil || !strings.Contains(rs[0].Err.Error(), "doesn't exist") {
+		t.Fatalf("krusty built a git base from the snapshot: %v %v", err, rs[0].Err)
+	}
+	p, st, err := Execute(context.Background(), Options{RepoDir: dir, Base: sha, Head: sha, Full: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.FailFast != 2 || p.Overlays[0].Status != inventorydiff.Failed {
+		t.Errorf("stats %+v, status %s: want the git base failed fast", st, p.Overlays[0].Status)
+	}
+}

@@ -1,0 +1,103 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http/httpproxy"
+
+	"github.com/kplan-dev/kplan/internal/closure"
+	"github.com/kplan-dev/kplan/internal/snapshot"
+)
+
+// Resolver looks up host names, as net.Resolver does.
+type Resolver interface {
+	LookupHost(ctx context.Context, host string) ([]string, error)
+}
+
+// hostCache remembers, for one plan, which remote hosts do not resolve.
+type hostCache struct {
+	mu   sync.Mutex
+	errs map[string]error
+}
+
+// remoteFailure returns the error a build must end with because of a
+// remote base or resource, or nil when kustomize might fetch it. kplan
+// then fails the overlay without building it: the same outcome, without
+// the time the local part of the build and the fetch take.
+//
+// Only resources and components decide the outcome this way: krusty
+// builds each of them in turn, and any failure ends the build. And only
+// when the repository has nothing at the reference's local path, where
+// krusty looks first or falls back to.
+//
+//   - A git base (a component, or a resource that is not an http(s) URL)
+//     cannot build in kplan: kustomize clones it to a directory on disk,
+//     and krusty, reading kplan's in-memory snapshot, does not find it.
+//   - An http(s) resource is fetched first as a file, which works if the
+//     host answers; kplan fails it only when the host does not resolve.
+//     A proxy in the environment may reach hosts that do not resolve
+//     here, so with one kplan always lets kustomize try.
+func (p *planner) remoteFailure(ctx context.Context, s *snapshot.Snapshot, j *job) error {
+	for _, r := range j.c.Remote {
+		if r.Field != "resources" && r.Field != "components" {
+			continue
+		}
+		local := path.Join(path.Dir(r.File), r.Ref) // as krusty's loader joins it
+		if _, file := s.Index.ID(local); file || s.Index.IsDir(local) {
+			continue
+		}
+		if r.Field == "components" || !closure.IsRemoteFile(r.Ref) {
+			return fmt.Errorf("render %s: %s entry %q of %s is a remote git base: kustomize clones it to disk, "+
+				"where kplan's build from the repository snapshot cannot read it, so kplan fails the overlay without cloning",
+				j.overlay, r.Field, r.Ref, r.File)
+		}
+		u, err := url.Parse(r.Ref)
+		if err != nil || u.Hostname() == "" {
+			continue
+		}
+		// (Read now: net/http reads the environment once per process.)
+		if proxy, err := httpproxy.FromEnvironment().ProxyFunc()(u); err != nil || proxy != nil {
+			continue
+		}
+		if err := p.lookup(ctx, u.Hostname()); err != nil {
+			return fmt.Errorf("render %s: %s entry %q of %s: %w; kustomize fails on it too, so kplan fails the overlay without fetching",
+				j.overlay, r.Field, r.Ref, r.File, err)
+		}
+	}
+	return nil
+}
+
+// lookup returns an error when host certainly does not resolve; a lookup
+// that times out or fails otherwise is not certain, and returns nil.
+func (p *planner) lookup(ctx context.Context, host string) error {
+	p.hosts.mu.Lock()
+	defer p.hosts.mu.Unlock()
+	if p.hosts.errs == nil {
+		p.hosts.errs = map[string]error{}
+	}
+	if err, ok := p.hosts.errs[host]; ok {
+		return err
+	}
+	var res Resolver = net.DefaultResolver
+	if p.opts.Resolver != nil {
+		res = p.opts.Resolver
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := res.LookupHost(lctx, host)
+	var dnsErr *net.DNSError
+	if err != nil && errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+		err = fmt.Errorf("host %s does not resolve (%v)", host, err)
+	} else {
+		err = nil
+	}
+	p.hosts.errs[host] = err
+	return err
+}

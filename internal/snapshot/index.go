@@ -1,0 +1,83 @@
+package snapshot
+
+import (
+	"path"
+	"slices"
+)
+
+// Index lists the files of a tree with their content's git blob id, and
+// the directories that hold them. Two indexes compare without reading any
+// content: a file changed exactly when its id did.
+type Index struct {
+	files map[string]string // repository-relative path -> blob id
+	dirs  map[string]bool   // every directory holding a file; "." always
+}
+
+func newIndex(files map[string]string) *Index {
+	ix := &Index{files: files, dirs: map[string]bool{".": true}}
+	for name := range files {
+		for d := path.Dir(name); !ix.dirs[d]; d = path.Dir(d) {
+			ix.dirs[d] = true
+		}
+	}
+	return ix
+}
+
+// ID returns the blob id of the file at a repository-relative path.
+func (ix *Index) ID(rel string) (string, bool) {
+	id, ok := ix.files[rel]
+	return id, ok
+}
+
+// IsDir reports whether rel is a directory of the tree (git has no empty
+// directories, so: whether some file lies below it).
+func (ix *Index) IsDir(rel string) bool { return ix.dirs[rel] }
+
+// State describes a path for comparison and cache keys: "f:<blob id>",
+// "d" for a directory, "-" for nothing.
+func (ix *Index) State(rel string) string {
+	if id, ok := ix.files[rel]; ok {
+		return "f:" + id
+	}
+	if ix.dirs[rel] {
+		return "d"
+	}
+	return "-"
+}
+
+// Paths lists every file, sorted.
+func (ix *Index) Paths() []string {
+	out := make([]string, 0, len(ix.files))
+	for p := range ix.files {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Changed returns the paths whose state differs between two trees: files
+// added, deleted or modified, and directories that appear or disappear
+// with them. A render reads paths (files, and directories it checks), so
+// it can only differ between the trees if one of its paths is here.
+func Changed(a, b *Index) map[string]bool {
+	changed := map[string]bool{}
+	mark := func(p string) {
+		changed[p] = true
+		for d := path.Dir(p); d != "." && !changed[d]; d = path.Dir(d) {
+			if a.dirs[d] != b.dirs[d] {
+				changed[d] = true
+			}
+		}
+	}
+	for p, id := range a.files {
+		if b.files[p] != id {
+			mark(p)
+		}
+	}
+	for p := range b.files {
+		if _, ok := a.files[p]; !ok {
+			mark(p)
+		}
+	}
+	return changed
+}
