@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -19,20 +18,13 @@ import (
 	"github.com/kplan-dev/kplan/internal/demo"
 	"github.com/kplan-dev/kplan/internal/prcomment"
 	"github.com/kplan-dev/kplan/test/githubapi"
+	"github.com/kplan-dev/kplan/test/gittest"
 )
 
 const fixtures = "../../shared/fixtures/github-webhooks"
 
-func git(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", "-c", "protocol.file.allow=always"}, args...)...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
+// git runs the git command line (shared with other packages' tests).
+var git = gittest.Git
 
 // pullRequestEvent copies GitHub's example payload with the test's commits.
 func pullRequestEvent(t *testing.T, name, baseSHA, headSHA string) string {

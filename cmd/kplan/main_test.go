@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/kplan-dev/kplan/internal/demo"
+	"github.com/kplan-dev/kplan/test/gittest"
 )
 
 func kplan(t *testing.T, env map[string]string, args ...string) (string, string, error) {
@@ -22,16 +22,8 @@ func kplan(t *testing.T, env map[string]string, args ...string) (string, string,
 	return stdout.String(), stderr.String(), err
 }
 
-func git(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
+// git runs the git command line (shared with other packages' tests).
+var git = gittest.Git
 
 func write(t *testing.T, dir string, files map[string]string) {
 	t.Helper()
