@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/render"
@@ -278,8 +279,12 @@ func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*depl
 		return nil, err
 	}
 	if !t.AllowRemoteBases {
-		if ref := remoteBase(s.FS, t.Overlay); ref != "" {
-			return nil, fmt.Errorf("%s uses the remote base %s; remote bases are off for target %s (set allowRemoteBases in the config)", t.Overlay, ref, t.Name)
+		// A deploy must not depend on what another server returns at that
+		// moment unless the config allows it.
+		c := closure.New(closure.SnapshotSource(ctx, s), closure.Options{}).Overlay(t.Overlay)
+		if len(c.Remote) > 0 {
+			r := c.Remote[0]
+			return nil, fmt.Errorf("%s uses the remote %s %s (in %s); remote bases are off for target %s (set allowRemoteBases in the config)", t.Overlay, r.Field, r.Ref, r.File, t.Name)
 		}
 	}
 	rs, err := render.Render(ctx, s.FS, tree, []string{t.Overlay}, render.Options{})

@@ -1,8 +1,14 @@
 package deployer
 
 import (
+	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/kplan-dev/kplan/test/gittest"
 )
 
 func TestSubmitKeepsOnlyTheNewestRequest(t *testing.T) {
@@ -37,3 +43,20 @@ func TestSubmitKeepsOnlyTheNewestRequest(t *testing.T) {
 		t.Error("an unknown target must be an error")
 	}
 }
+
+// Remote bases are refused unless the target allows them.
+func TestRemoteBasesAreOff(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "app"), 0o755)
+	os.WriteFile(filepath.Join(dir, "app/kustomization.yaml"), []byte("resources:\n- https://github.com/example/config//base?ref=v1\n"), 0o644)
+	git(t, dir, "init", "-q")
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-qm", "remote")
+	d := New(nil, nil, nil, nil, slog.New(slog.DiscardHandler))
+	_, err := d.render(context.Background(), Target{Name: "prod", Overlay: "app"}, dir, git(t, dir, "rev-parse", "HEAD"))
+	if err == nil || !strings.Contains(err.Error(), "https://github.com/example/config//base?ref=v1") || !strings.Contains(err.Error(), "allowRemoteBases") {
+		t.Errorf("render with a remote base: %v", err)
+	}
+}
+
+var git = gittest.Git

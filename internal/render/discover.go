@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -181,7 +182,7 @@ func discover(fSys filesys.FileSystem, filter Filter, parse func([]byte) (kustom
 	referenced := map[string]bool{}
 	for dir, k := range t.Kustomizations {
 		for _, r := range k.refs {
-			if isRemote(r) {
+			if closure.IsRemote(r) || closure.IsRemoteFile(r) {
 				continue
 			}
 			referenced[path.Join(dir, r)] = true
@@ -201,12 +202,4 @@ func discover(fSys filesys.FileSystem, filter Filter, parse func([]byte) (kustom
 	}
 	slices.Sort(t.Overlays)
 	return t, nil
-}
-
-// isRemote reports whether a resources entry names something outside the
-// repository (a git URL or an HTTP file), as kustomize's loader decides.
-func isRemote(r string) bool {
-	return strings.Contains(r, "://") || strings.HasPrefix(r, "git@") ||
-		strings.HasPrefix(r, "github.com/") || strings.HasPrefix(r, "gitlab.com/") ||
-		strings.Contains(r, "?ref=") || strings.Contains(r, ".git//")
 }
