@@ -230,7 +230,7 @@ func (e *hookEnv) inventory() []string {
 
 func (e *hookEnv) deployments() int { return len(e.gh.Deployments("Codertocat", "Hello-World")) }
 
-func newHookEnv(t *testing.T) *hookEnv {
+func newHookEnv(t *testing.T, resync string) *hookEnv {
 	e := &hookEnv{t: t}
 	e.cluster = testcluster.Start(t)
 	var err error
@@ -260,9 +260,9 @@ func newHookEnv(t *testing.T) *hookEnv {
             reconcileTimeout: 20s
 gitBaseURL: %s
 apiBaseURL: %s/
-resyncInterval: 2s
+resyncInterval: %s
 stateDir: %s
-`, hookRepo, gitSrv.URL, hookRepo, e.cluster.Kubeconfig, gitSrv.URL, e.gh.URL(), t.TempDir())
+`, hookRepo, gitSrv.URL, hookRepo, e.cluster.Kubeconfig, gitSrv.URL, e.gh.URL(), resync, t.TempDir())
 	os.WriteFile(e.config, []byte(cfg), 0o644)
 
 	e.bin = filepath.Join(t.TempDir(), "kplan-webhook")
@@ -273,7 +273,8 @@ stateDir: %s
 }
 
 func TestWebhookDeploysOnMerge(t *testing.T) {
-	e := newHookEnv(t)
+	// No resync during this test: every deploy comes from a delivery.
+	e := newHookEnv(t, "1h")
 	sha1 := e.commit("a", "b")
 	e.start()
 
@@ -306,9 +307,9 @@ func TestWebhookDeploysOnMerge(t *testing.T) {
 
 	// Requests that must change nothing.
 	before := e.deployments()
-	sha3 := e.commit("a", "c", "d") // on the branch, but only the resync may deploy it... so stop resync effects by checking at once
-	_ = sha3
-	git(t, e.repo, "reset", "-q", "--hard", sha2) // keep the branch at merge 2
+	// A commit that exists but is not on the branch: only the bad
+	// requests below name it.
+	sha3 := git(t, e.repo, "commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", "never merged")
 	bad := []struct {
 		name  string
 		event string
@@ -328,7 +329,7 @@ func TestWebhookDeploysOnMerge(t *testing.T) {
 			t.Errorf("%s: HTTP %d, want %d", b.name, code, b.want)
 		}
 	}
-	time.Sleep(3 * time.Second) // more than a resync
+	time.Sleep(2 * time.Second) // the webhook answers at once; give a stray deploy time to show
 	if s, _ := e.deployed(); s != sha2 || e.deployments() != before {
 		t.Errorf("bad requests changed the cluster: deployed %s, %d deployments (was %d)", s, e.deployments(), before)
 	}
@@ -372,7 +373,7 @@ func eq(t *testing.T, what string, got, want []string) {
 // the newest commit; an unreachable API server fails a deploy with a
 // reported error, and the next resync succeeds once it is back.
 func TestWebhookRecovers(t *testing.T) {
-	e := newHookEnv(t)
+	e := newHookEnv(t, "2s")
 	sha1 := e.commit("a")
 	e.start()
 	e.send("push", pushPayload(t, hookRepo, "0000000000000000000000000000000000000000", sha1), "", true)

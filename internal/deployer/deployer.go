@@ -92,6 +92,9 @@ type Deployer struct {
 
 	workers map[string]*worker
 	started chan struct{}
+
+	mu         sync.Mutex
+	lastFailed map[string]string // target -> sha and error of its last failure before applying
 }
 
 type worker struct {
@@ -104,7 +107,7 @@ type worker struct {
 // New makes a deployer for targets; names must be unique.
 func New(targets []Target, mirrors *gitmirror.Mirrors, report Reporter, engine func(Target) *deploy.Engine, logger *slog.Logger) *Deployer {
 	d := &Deployer{Mirrors: mirrors, Report: report, Engine: engine, Logger: logger, Resync: 5 * time.Minute,
-		workers: map[string]*worker{}, started: make(chan struct{})}
+		workers: map[string]*worker{}, started: make(chan struct{}), lastFailed: map[string]string{}}
 	for _, t := range targets {
 		d.workers[t.Name] = &worker{t: t, wake: make(chan struct{}, 1)}
 	}
@@ -206,16 +209,22 @@ func (d *Deployer) converge(ctx context.Context, t Target, r Request) {
 	log := d.Logger.With("target", t.Name, "repo", t.Repo, "branch", t.Branch)
 	dir, tip, err := d.Mirrors.Fetch(ctx, t.CloneURL, t.Branch, r.SHA)
 	if err != nil {
-		d.finish(ctx, log, Outcome{Target: t, SHA: r.SHA, PR: r.PR, Err: err, Started: time.Now(), Finished: time.Now()}, nil, nil)
+		d.failedEarly(ctx, log, Outcome{Target: t, SHA: r.SHA, PR: r.PR, Err: err})
 		return
 	}
 	sha := r.SHA
-	if sha == "" {
+	switch {
+	case sha == "":
 		sha = tip
+	case sha != tip && d.Mirrors.IsAncestor(ctx, dir, sha, tip):
+		// GitHub does not deliver in order: an older merge's event must
+		// not roll the target back. Converge on the branch instead.
+		log.Info("the requested commit is behind the branch; deploying the branch", "requested", sha, "tip", tip)
+		sha, r.PR = tip, 0
 	}
 	target, err := d.render(ctx, t, dir, sha)
 	if err != nil {
-		d.finish(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err, Started: time.Now(), Finished: time.Now()}, nil, nil)
+		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err})
 		return
 	}
 	eng := d.Engine(t)
@@ -227,6 +236,9 @@ func (d *Deployer) converge(ctx context.Context, t Target, r Request) {
 		log.Debug("already deployed", "sha", sha)
 		return
 	}
+	d.mu.Lock()
+	delete(d.lastFailed, t.Name)
+	d.mu.Unlock()
 	log.Info("deploying", "sha", sha, "pr", r.PR, "delivery", r.Delivery)
 	o := Outcome{Target: t, SHA: sha, PR: r.PR, Started: time.Now()}
 	d.Report.Started(ctx, t, sha, r.PR)
@@ -238,6 +250,22 @@ func (d *Deployer) converge(ctx context.Context, t Target, r Request) {
 	}
 	o.Finished = time.Now()
 	d.finish(ctx, log, o, eng, target)
+}
+
+// failedEarly reports a deploy that failed before applying (fetch,
+// render), once: a resync that fails the same way again only logs.
+func (d *Deployer) failedEarly(ctx context.Context, log *slog.Logger, o Outcome) {
+	o.Started, o.Finished = time.Now(), time.Now()
+	key := o.SHA + "\x00" + o.Err.Error()
+	d.mu.Lock()
+	repeated := d.lastFailed[o.Target.Name] == key
+	d.lastFailed[o.Target.Name] = key
+	d.mu.Unlock()
+	if repeated {
+		log.Error("deploy still failing", "sha", o.SHA, "err", o.Err)
+		return
+	}
+	d.finish(ctx, log, o, nil, nil)
 }
 
 // finish records the outcome on the inventory object and reports it. The

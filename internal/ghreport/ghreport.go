@@ -24,6 +24,9 @@ import (
 	"github.com/kplan-dev/kplan/internal/prcomment"
 )
 
+// maxSummaries bounds the pull requests whose comment is kept in memory.
+const maxSummaries = 200
+
 // Marker finds the deploy comment on a pull request.
 const Marker = "<!-- kplan:deploy -->"
 
@@ -162,6 +165,15 @@ func (r *Reporter) Finished(ctx context.Context, o deployer.Outcome) {
 	}
 	r.mu.Lock()
 	if r.summaries[pr] == nil {
+		// Keep the summaries of recent PRs only: a long-running webhook
+		// must not grow without bound.
+		if len(r.summaries) >= maxSummaries {
+			oldest := pr
+			for n := range r.summaries {
+				oldest = min(oldest, n)
+			}
+			delete(r.summaries, oldest)
+		}
 		r.summaries[pr] = map[string]deployer.Outcome{}
 	}
 	r.summaries[pr][t.Name] = o
@@ -189,13 +201,12 @@ func (r *Reporter) mergedPR(ctx context.Context, t deployer.Target, sha string) 
 	if err != nil {
 		return 0
 	}
+	// Only a merged PR: an open one that merely contains the commit did
+	// not deploy it.
 	for _, p := range prs {
 		if p.MergedAt != nil || p.GetMerged() {
 			return p.GetNumber()
 		}
-	}
-	if len(prs) > 0 {
-		return prs[0].GetNumber()
 	}
 	return 0
 }
@@ -238,7 +249,7 @@ func comment(byTarget map[string]deployer.Outcome) string {
 		o := byTarget[n]
 		res := "✅ " + counts(o.Result)
 		if o.Err != nil {
-			res = "❌ " + strings.ReplaceAll(clip(o.Err.Error(), 300), "|", `\|`)
+			res = "❌ " + cell(clip(o.Err.Error(), 300))
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", n, environment(o.Target), short(o.SHA), res)
 	}
@@ -254,7 +265,7 @@ func comment(byTarget map[string]deployer.Outcome) string {
 				line += " (" + obj.Reason + ")"
 			}
 			if obj.Error != "" {
-				line += ": " + clip(obj.Error, 200)
+				line += ": " + strings.Join(strings.Fields(clip(obj.Error, 200)), " ")
 			}
 			b.WriteString(line + "\n")
 		}
@@ -275,4 +286,9 @@ func short(sha string) string {
 		return sha[:7]
 	}
 	return sha
+}
+
+// cell makes text safe in a Markdown table cell: one line, pipes escaped.
+func cell(s string) string {
+	return strings.ReplaceAll(strings.Join(strings.Fields(s), " "), "|", `\|`)
 }

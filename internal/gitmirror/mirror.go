@@ -110,3 +110,10 @@ func (m *Mirrors) Fetch(ctx context.Context, cloneURL, branch, sha string) (dir,
 	}
 	return dir, tip, nil
 }
+
+// IsAncestor reports whether commit a is an ancestor of commit b in the
+// mirror at dir (false when either is unknown).
+func (m *Mirrors) IsAncestor(ctx context.Context, dir, a, b string) bool {
+	_, err := m.git(ctx, dir, "merge-base", "--is-ancestor", a, b)
+	return err == nil
+}

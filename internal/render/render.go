@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"regexp"
 	"runtime"
 	"sync"
 
@@ -48,6 +49,14 @@ func Render(ctx context.Context, fSys filesys.FileSystem, tree *Tree, dirs []str
 	if n <= 0 {
 		n = runtime.GOMAXPROCS(0)
 	}
+	// Whether a build sets a custom schema depends on its bases and
+	// components too; without closures at hand, any in the tree makes
+	// every build here run alone (kplan render and the webhook render a
+	// few overlays; the planner decides per build from its closure).
+	exclusive := false
+	for _, kust := range tree.Kustomizations {
+		exclusive = exclusive || kust.HasOpenAPI
+	}
 	results := make([]Result, len(dirs))
 	sem := make(chan struct{}, n)
 	var wg sync.WaitGroup
@@ -63,22 +72,24 @@ func Render(ctx context.Context, fSys filesys.FileSystem, tree *Tree, dirs []str
 		}
 		sem <- struct{}{}
 		wg.Add(1)
-		go func(r *Result, exclusive bool) {
+		go func(r *Result) {
 			defer func() { <-sem; wg.Done() }()
 			r.Objects, r.Err = k.Render(fSys, r.Path, exclusive)
-		}(&results[i], kust != nil && kust.HasOpenAPI)
+		}(&results[i])
 	}
 	wg.Wait()
 	return results, nil
 }
 
+// schemaMu guards krusty's OpenAPI schema, which kyaml keeps in package
+// variables: a build that sets a custom schema runs alone, process-wide,
+// and resets it afterwards; other builds share the default.
+var schemaMu sync.RWMutex
+
 // Kustomizer runs krusty with one set of options; it is safe for
 // concurrent use.
 type Kustomizer struct {
 	kopts *krusty.Options
-	// krusty keeps a custom OpenAPI schema in a process-wide variable, so
-	// a build that sets one runs alone and resets it afterwards.
-	schema sync.RWMutex
 }
 
 // NewKustomizer returns a Kustomizer for opts.
@@ -104,8 +115,8 @@ func NewKustomizer(opts Options) *Kustomizer {
 // the first one would otherwise parse while the others wait. Calling it
 // while a plan reads its commits takes that time off the critical path.
 func (k *Kustomizer) Warm() {
-	k.schema.RLock()
-	defer k.schema.RUnlock()
+	schemaMu.RLock()
+	defer schemaMu.RUnlock()
 	openapi.Schema()
 }
 
@@ -114,11 +125,11 @@ func (k *Kustomizer) Warm() {
 // OpenAPI schema, in any of its kustomizations.
 func (k *Kustomizer) Render(fSys filesys.FileSystem, dir string, exclusive bool) ([]*yaml.RNode, error) {
 	if exclusive {
-		k.schema.Lock()
-		defer func() { openapi.ResetOpenAPI(); k.schema.Unlock() }()
+		schemaMu.Lock()
+		defer func() { openapi.ResetOpenAPI(); schemaMu.Unlock() }()
 	} else {
-		k.schema.RLock()
-		defer k.schema.RUnlock()
+		schemaMu.RLock()
+		defer schemaMu.RUnlock()
 	}
 	return renderOne(fSys, dir, k.kopts)
 }
@@ -133,9 +144,30 @@ func renderOne(fSys filesys.FileSystem, dir string, kopts *krusty.Options) (objs
 	}()
 	m, err := krusty.MakeKustomizer(kopts).Run(fSys, snapshot.Abs(dir))
 	if err != nil {
-		return nil, fmt.Errorf("render %s: %w", dir, err)
+		return nil, fmt.Errorf("render %s: %s", dir, redact(err.Error()))
 	}
 	return m.ToRNodeSlice(), nil
+}
+
+// Some kustomize errors quote a generator's input, which may be a
+// Secret's value (an env file line, a literal). Render errors end up in
+// PR comments, commit statuses and logs, so those quotes are cut.
+var secretQuotes = []struct {
+	re   *regexp.Regexp
+	repl string
+}{
+	{regexp.MustCompile(`(has invalid utf8 bytes) : .*`), "$1 (line content hidden)"},
+	{regexp.MustCompile(`invalid literal source .*?, expected key=value`), "invalid literal source (hidden), expected key=value"},
+	{regexp.MustCompile(`literal sources \[.*?\]: `), "literal sources (hidden): "},
+	{regexp.MustCompile(`(missing (?:key name|file path) for (?:file path|key name)) "[^"]*" in source "[^"]*"`), "$1 (source hidden)"},
+	{regexp.MustCompile(`source "[^"]*" (key name or file path contains '=')`), "source (hidden) $1"},
+}
+
+func redact(msg string) string {
+	for _, q := range secretQuotes {
+		msg = q.re.ReplaceAllString(msg, q.repl)
+	}
+	return msg
 }
 
 // Prepare readies fSys for krusty: it removes the seed's inventory field

@@ -221,3 +221,25 @@ func TestInventoryDirectiveIsReadAndRemoved(t *testing.T) {
 		t.Errorf("objects = %d, want 1", len(r.Objects))
 	}
 }
+
+// Generator inputs quoted by kustomize's errors never reach a report.
+func TestRenderErrorsHideGeneratorInput(t *testing.T) {
+	s := memFS(t, map[string]string{
+		"env/kustomization.yaml": "secretGenerator:\n- name: db\n  envs: [db.env]\n",
+		"env/db.env":             "PASSWORD=caf\xe9-s3cr3t\n",
+		"lit/kustomization.yaml": "secretGenerator:\n- name: db\n  literals: [hunter2-no-equals]\n",
+	})
+	got := renderAll(t, s)
+	for _, p := range []string{"env", "lit"} {
+		err := got[p].Err
+		if err == nil {
+			t.Fatalf("%s: rendered, want an error", p)
+		}
+		if strings.Contains(err.Error(), "s3cr3t") || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: the error shows the secret: %v", p, err)
+		}
+		if !strings.Contains(err.Error(), "hidden") {
+			t.Errorf("%s: the error does not say what was hidden: %v", p, err)
+		}
+	}
+}

@@ -90,7 +90,12 @@ type Handler struct {
 	observe func(string, Outcome)
 	seen    *deliveries
 	mux     *http.ServeMux
+	reading chan struct{} // bounds the bodies being read at once
 }
+
+// MaxReading bounds the request bodies read at once (each up to
+// MaxBodyBytes).
+const MaxReading = 16
 
 // New returns a Handler, or an error when a required option is missing.
 func New(o Options) (*Handler, error) {
@@ -111,6 +116,7 @@ func New(o Options) (*Handler, error) {
 		observe: o.Observe,
 		seen:    newDeliveries(DedupSize),
 		mux:     http.NewServeMux(),
+		reading: make(chan struct{}, MaxReading),
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -190,6 +196,14 @@ func (h *Handler) receive(r *http.Request, w http.ResponseWriter, d *delivery) (
 	}
 	if r.ContentLength > MaxBodyBytes {
 		return http.StatusRequestEntityTooLarge, TooLarge, "payload over 25 MB"
+	}
+	// Bodies are read before they can be verified: bound how many are in
+	// memory at once, so unsigned requests cannot exhaust it.
+	select {
+	case h.reading <- struct{}{}:
+		defer func() { <-h.reading }()
+	case <-r.Context().Done():
+		return http.StatusServiceUnavailable, Malformed, "gave up waiting to read the body"
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
