@@ -349,6 +349,17 @@ func TestWebhookDeploysOnMerge(t *testing.T) {
 	if n := e.deployments() - before; n < 1 || n > 2 {
 		t.Errorf("three quick merges made %d deploys, want 1 or 2", n)
 	}
+
+	// GitHub does not deliver in order: a late event for an older merge
+	// must not roll the cluster back.
+	if code := e.send("pull_request", mergedPRPayload(t, 2, sha2), "late-merge-2", true); code != http.StatusAccepted {
+		t.Fatalf("late delivery: HTTP %d", code)
+	}
+	time.Sleep(2 * time.Second)
+	if s, _ := e.deployed(); s != shas[2] {
+		t.Errorf("a late delivery of merge 2 moved the cluster to %s", s)
+	}
+	eq(t, "ConfigMaps after a late delivery", e.configMaps(), []string{"a", "q3"})
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {
