@@ -331,3 +331,23 @@ func TestServerGoesAwayMidApply(t *testing.T) {
 		t.Errorf("ResourceGroup lists %d objects, want 41", len(got))
 	}
 }
+
+// config.kubernetes.io/depends-on orders the apply, whatever the render's
+// order.
+func TestDependsOnOrdersTheApply(t *testing.T) {
+	const ns = "depends"
+	first := fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: first, namespace: %s}\ndata: {v: '1'}", ns)
+	second := fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: second, namespace: %s, annotations: {config.kubernetes.io/depends-on: /namespaces/%s/ConfigMap/first}}\ndata: {v: '1'}", ns, ns)
+	var order []string
+	res, err := run(t, cluster, rg(ns, "inventory-00000007"), []string{second, first, nsObj(ns)}, Options{OnEvent: func(e event.Event) {
+		if e.Type == event.ApplyType && e.ApplyEvent.Status == event.ApplySuccessful {
+			order = append(order, e.ApplyEvent.Identifier.Name)
+		}
+	}})
+	if err != nil || res.Failed() {
+		t.Fatalf("apply: %v %+v", err, res)
+	}
+	if !slices.Equal(order, []string{ns, "first", "second"}) {
+		t.Errorf("apply order %q, want the namespace, then first, then second", order)
+	}
+}
