@@ -14,7 +14,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
-	"strings"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
@@ -150,17 +149,6 @@ func (r *renderFlags) options() (render.Options, error) {
 	return o, nil
 }
 
-// splitList splits comma- or newline-separated values.
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == '\n' }) {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 func runDiff(ctx context.Context, args []string, logger *slog.Logger, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("kplan diff", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -190,7 +178,7 @@ func runDiff(ctx context.Context, args []string, logger *slog.Logger, stdout, st
 	}
 	p, err := plan.Run(ctx, plan.Options{
 		RepoDir: *dir, Base: *base, Head: *head,
-		Filter: render.Filter{Include: splitList(*overlays), Exclude: splitList(*exclude)},
+		Filter: render.Filter{Include: render.Patterns(*overlays), Exclude: render.Patterns(*exclude)},
 		Render: ropts, Logger: logger, Full: *full, CacheDir: *cacheDir,
 	})
 	if err != nil {

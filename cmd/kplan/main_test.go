@@ -25,24 +25,7 @@ func kplan(t *testing.T, env map[string]string, args ...string) (string, string,
 // git runs the git command line (shared with other packages' tests).
 var git = gittest.Git
 
-func write(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if content == "" {
-			if err := os.Remove(p); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
+var write = gittest.Write
 
 type jsonPlan struct {
 	Overlays []struct {

@@ -46,8 +46,8 @@ type inputs struct {
 func readInputs(a *githubactions.Action) (inputs, error) {
 	in := inputs{
 		token:          a.GetInput("github-token"),
-		include:        splitList(a.GetInput("overlays")),
-		exclude:        splitList(a.GetInput("exclude")),
+		include:        render.Patterns(a.GetInput("overlays")),
+		exclude:        render.Patterns(a.GetInput("exclude")),
 		workDir:        a.GetInput("working-directory"),
 		loadRestrictor: a.GetInput("load-restrictor"),
 		cacheDir:       a.GetInput("cache-dir"),
@@ -77,16 +77,6 @@ func boolInput(v string, def bool) (bool, error) {
 		return def, nil
 	}
 	return strconv.ParseBool(v)
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == '\n' }) {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // Run is the Action's entrypoint, with the runner's environment.

@@ -18,33 +18,7 @@ import (
 // git runs the git command line (shared with other packages' tests).
 var git = gittest.Git
 
-// write applies changes to dir: content, "" to delete, "->target" for a
-// symlink.
-func write(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if content == "" {
-			if err := os.RemoveAll(p); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		os.Remove(p)
-		var err error
-		if target, ok := strings.CutPrefix(content, "->"); ok {
-			err = os.Symlink(target, p)
-		} else {
-			err = os.WriteFile(p, []byte(content), 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
+var write = gittest.Write
 
 func commit(t *testing.T, dir, msg string) string {
 	t.Helper()

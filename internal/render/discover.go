@@ -87,6 +87,18 @@ func (f Filter) match(dir string) (bool, error) {
 	return !excluded, err
 }
 
+// Patterns splits a comma- or newline-separated list of globs, as the
+// Action's inputs and the CLI's flags give them.
+func Patterns(s string) []string {
+	var out []string
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == '\n' }) {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // Tree is what discovery found in one snapshot.
 type Tree struct {
 	// Kustomizations by repository-relative directory.

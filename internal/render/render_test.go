@@ -243,3 +243,16 @@ func TestRenderErrorsHideGeneratorInput(t *testing.T) {
 		}
 	}
 }
+
+func TestPatterns(t *testing.T) {
+	for in, want := range map[string][]string{
+		"":                           nil,
+		"apps/*":                     {"apps/*"},
+		" a/**, b \n\nc/*,":          {"a/**", "b", "c/*"},
+		"clusters/prod\nclusters/qa": {"clusters/prod", "clusters/qa"},
+	} {
+		if got := Patterns(in); !slices.Equal(got, want) {
+			t.Errorf("Patterns(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
