@@ -82,6 +82,9 @@ type Totals struct {
 // Plan is the comparison of every overlay.
 type Plan struct {
 	Base, Head string
+	// BaseLabel and HeadLabel name the commits for readers ("main at
+	// def5678"); empty means Base and Head say it.
+	BaseLabel, HeadLabel string
 	Overlays   []Overlay // sorted by path
 	Totals     Totals
 }

@@ -39,6 +39,9 @@ type Options struct {
 	CacheDir string
 	// Resolver looks up the hosts of remote resources; nil is the system's.
 	Resolver Resolver
+	// BaseLabel and HeadLabel say in reports which commits were planned
+	// ("main at def5678", "head abc1234"); default: the revisions.
+	BaseLabel, HeadLabel string
 }
 
 // cacheMaxAge is how long an unused render cache entry is kept.

@@ -1,0 +1,135 @@
+// Package repoconfig reads .kplan.yaml, where a repository declares what
+// deploys: its targets, each an overlay with an environment and the
+// namespace its namespaced objects land in when they render without one.
+//
+//	# .kplan.yaml
+//	targets:
+//	  - name: prod-eu                # required, unique; commit status kplan/<name>
+//	    overlay: clusters/prod-eu    # required, a directory relative to the repository root
+//	    environment: production-eu   # default: the target name
+//	    namespace: default           # default "default"
+//
+// The Action plans exactly these overlays, grouped by target; the webhook
+// reads the file at the commit it deploys. Without the file, overlays are
+// discovered (internal/render).
+package repoconfig
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// File is the repository-relative name of the file.
+const File = ".kplan.yaml"
+
+// DefaultNamespace is where namespaced objects rendered without a
+// namespace go, as kubectl and cli-utils send them.
+const DefaultNamespace = "default"
+
+// Config is a parsed .kplan.yaml.
+type Config struct {
+	Targets []Target `yaml:"targets"`
+}
+
+// Target is one overlay that deploys.
+type Target struct {
+	Name        string `yaml:"name" json:"name"`
+	Overlay     string `yaml:"overlay" json:"overlay"`
+	Environment string `yaml:"environment,omitempty" json:"environment,omitempty"`
+	Namespace   string `yaml:"namespace,omitempty" json:"namespace,omitempty"`
+}
+
+// Parse reads and validates the file's content. Every problem is reported
+// as ".kplan.yaml: targets[i].field: what is wrong"; defaults are filled in.
+func Parse(data []byte) (*Config, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true) // a misspelt field must not fall back to a default
+	var c Config
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %w", File, err)
+	}
+	var errs []error
+	bad := func(i int, field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: targets[%d].%s: %s", File, i, field, fmt.Sprintf(format, args...)))
+	}
+	if len(c.Targets) == 0 {
+		errs = append(errs, fmt.Errorf("%s: targets: list at least one target (or delete the file to plan every overlay)", File))
+	}
+	names := map[string]int{}
+	for i := range c.Targets {
+		t := &c.Targets[i]
+		switch {
+		case t.Name == "":
+			bad(i, "name", "required")
+		case len(validation.IsDNS1123Subdomain(strings.ToLower(t.Name))) > 0:
+			bad(i, "name", "%q: use letters, digits, '-' and '.'", t.Name)
+		default:
+			if j, dup := names[strings.ToLower(t.Name)]; dup {
+				bad(i, "name", "%q is also targets[%d]", t.Name, j)
+			}
+			names[strings.ToLower(t.Name)] = i
+		}
+		o := strings.TrimSuffix(strings.TrimPrefix(t.Overlay, "./"), "/")
+		switch {
+		case o == "":
+			bad(i, "overlay", "required: the overlay's directory, relative to the repository root")
+		case path.IsAbs(o) || path.Clean(o) == ".." || strings.HasPrefix(path.Clean(o), "../"):
+			bad(i, "overlay", "%q: must be a directory inside the repository, relative to its root", t.Overlay)
+		default:
+			t.Overlay = path.Clean(o)
+		}
+		if t.Environment == "" {
+			t.Environment = t.Name
+		}
+		if t.Namespace == "" {
+			t.Namespace = DefaultNamespace
+		} else if msgs := validation.IsDNS1123Label(t.Namespace); len(msgs) > 0 {
+			bad(i, "namespace", "%q: %s", t.Namespace, strings.Join(msgs, "; "))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Overlays are the targets' overlay directories, each once, in file order.
+func (c *Config) Overlays() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range c.Targets {
+		if !seen[t.Overlay] {
+			seen[t.Overlay] = true
+			out = append(out, t.Overlay)
+		}
+	}
+	return out
+}
+
+// Target returns the target named name (case-insensitively).
+func (c *Config) Target(name string) (Target, bool) {
+	for _, t := range c.Targets {
+		if strings.EqualFold(t.Name, name) {
+			return t, true
+		}
+	}
+	return Target{}, false
+}
+
+// TargetsOf returns the targets that deploy overlay.
+func (c *Config) TargetsOf(overlay string) []Target {
+	var out []Target
+	for _, t := range c.Targets {
+		if t.Overlay == overlay {
+			out = append(out, t)
+		}
+	}
+	return out
+}
