@@ -123,7 +123,7 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	}
 	done("built")
 	slices.SortFunc(p.overlays, func(a, b inventorydiff.Overlay) int { return cmp.Compare(a.Path, b.Path) })
-	return &inventorydiff.Plan{Base: base.Rev, Head: head.Rev, Overlays: p.overlays, Totals: p.totals}, nil
+	return &inventorydiff.Plan{Base: base.Rev, Head: head.Rev, BaseLabel: p.opts.BaseLabel, HeadLabel: p.opts.HeadLabel, Overlays: p.overlays, Totals: p.totals}, nil
 }
 
 // phases returns a function that logs, at debug level, how long the
