@@ -303,3 +303,16 @@ func displayName(id inventory.ID) string {
 	}
 	return id.Namespace + "/" + id.Name
 }
+
+// IntroducedFailures are the overlays that fail to render on head and did
+// not fail on base (rendered there, or new): failures this change brings.
+// A failure on both sides already exists and is not the change's doing.
+func (p *Plan) IntroducedFailures() []string {
+	var out []string
+	for _, o := range p.Overlays {
+		if o.HeadErr != "" && o.BaseErr == "" {
+			out = append(out, o.Path)
+		}
+	}
+	return out
+}
