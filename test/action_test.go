@@ -21,7 +21,9 @@ import (
 	"github.com/kplan-dev/kplan/test/gittest"
 )
 
-const fixtures = "../../shared/fixtures/github-webhooks"
+// fixtures are GitHub's published example payloads, copied into testdata
+// (see its LICENCE.md) so that a clean clone tests on its own.
+const fixtures = "testdata/github-webhooks"
 
 // git runs the git command line (shared with other packages' tests).
 var git = gittest.Git

@@ -23,8 +23,9 @@ import (
 	"github.com/kplan-dev/kplan/internal/config"
 )
 
-// fixtures are GitHub's published example payloads, shared by the project.
-const fixtures = "../../../shared/fixtures/github-webhooks"
+// fixtures are GitHub's published example payloads, copied into testdata
+// (see its LICENCE.md) so that a clean clone tests on its own.
+const fixtures = "testdata/github-webhooks"
 
 const (
 	secret   = "It's a Secret to Everybody"
