@@ -23,6 +23,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/plan"
 	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/repoconfig"
 	"github.com/kplan-dev/kplan/internal/report"
 )
 
@@ -279,7 +280,7 @@ func inventoryConfigMap(r render.Result) (*yaml.RNode, error) {
 	if r.Inventory.Type != "" && r.Inventory.Type != "ConfigMap" {
 		return nil, fmt.Errorf("inventory type %q: only ConfigMap is supported", r.Inventory.Type)
 	}
-	inv, err := inventory.New(r.Objects)
+	inv, err := inventory.New(r.Objects, inventory.Options{Namespace: repoconfig.DefaultNamespace, Scope: render.NamespaceScoped})
 	if err != nil {
 		return nil, err
 	}

@@ -82,48 +82,158 @@ func IDOf(n *yaml.RNode) ID {
 	return ID{Group: group, Version: version, Kind: n.GetKind(), Name: n.GetName(), Namespace: n.GetNamespace()}
 }
 
+// Ref is an object's identity in the cluster: group, kind, namespace and
+// name, as the API server and cli-utils match objects. The version is not
+// part of it: autoscaling/v1 and autoscaling/v2 of one HPA are one object.
+func (id ID) Ref() string {
+	return id.Group + "|" + id.Kind + "|" + id.Namespace + "|" + id.Name
+}
+
 // Object is one rendered object with its identity.
 type Object struct {
-	ID   ID
-	Key  string
-	Node *yaml.RNode
+	ID  ID
+	Key string // the seed key, version included
+	// Node is the object as rendered; a namespace the plan gave it
+	// (Defaulted) is in ID, not in Node.
+	Node      *yaml.RNode
+	Defaulted bool // ID.Namespace is the default namespace, not rendered
 }
 
 // Inventory is the set of objects one overlay produces.
 type Inventory struct {
-	// Objects by key.
+	// Objects by identity (ID.Ref).
 	Objects map[string]*Object
-	// Keys sorted, the list the hash is computed from.
+	// Keys are the objects' seed keys, sorted: the list the hash is
+	// computed from.
 	Keys []string
-	// Referrers of each key (nil when nothing refers to it).
+	// Refs are the objects' identities, sorted.
+	Refs []string
+	// Referrers of each seed key (nil when nothing refers to it).
 	Referrers map[string][]ID
 	// Hash of Keys, as the seed's InventoryHash annotation.
 	Hash string
+	// Inventories are the inventory objects the overlay renders: what
+	// an apply records the objects in (none, one, or an error to apply).
+	Inventories []Identity
 }
 
-// New builds the inventory of rendered objects. Duplicate IDs, which
-// kustomize itself rejects, are an error here too. An inventory object the
-// overlay renders (a ResourceGroup, or a ConfigMap with the inventory-id
-// label) records the others and is not one of them, as the seed's
-// inventory ConfigMap is not in its own key list.
-func New(nodes []*yaml.RNode) (*Inventory, error) {
+// Identity names an inventory object: what cli-utils uses to decide which
+// objects an apply owns and may prune.
+type Identity struct {
+	Kind      string `json:"kind"` // ResourceGroup or ConfigMap
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// ID is the cli-utils.sigs.k8s.io/inventory-id label, default
+	// <name>-<namespace>.
+	ID string `json:"id"`
+}
+
+func (i Identity) String() string {
+	return fmt.Sprintf("%s %s/%s (inventory-id %s)", i.Kind, i.Namespace, i.Name, i.ID)
+}
+
+// IdentityOf names an inventory object; an empty namespace is namespace.
+func IdentityOf(kind, name, ns string, labels map[string]string, namespace string) Identity {
+	if ns == "" {
+		ns = namespace
+	}
+	id := Identity{Kind: kind, Namespace: ns, Name: name, ID: labels[InventoryIDLabel]}
+	if id.ID == "" {
+		id.ID = name + "-" + ns
+	}
+	return id
+}
+
+// Scope says whether a kind is namespaced; known is false for kinds it
+// does not know.
+type Scope func(apiVersion, kind string) (namespaced, known bool)
+
+// Options say how rendered objects land in the cluster.
+type Options struct {
+	// Namespace is where namespaced objects rendered without a namespace
+	// go (the target's namespace); "" keeps them as rendered.
+	Namespace string
+	// Scope knows built-in kinds; kinds defined by a CustomResourceDefinition
+	// in the same render are known from it. Unknown kinds are kept as
+	// rendered.
+	Scope Scope
+}
+
+// New builds the inventory of rendered objects. Two objects with one
+// identity, which one apply cannot hold, are an error. An inventory object
+// the overlay renders (a ResourceGroup, or a ConfigMap with the
+// inventory-id label) records the others and is not one of them, as the
+// seed's inventory ConfigMap is not in its own key list.
+func New(nodes []*yaml.RNode, opts Options) (*Inventory, error) {
 	inv := &Inventory{Objects: map[string]*Object{}, Referrers: map[string][]ID{}}
+	scope := crdScopes(nodes)
 	for _, n := range nodes {
 		if IsInventoryObject(n) {
+			inv.Inventories = append(inv.Inventories, IdentityOf(n.GetKind(), n.GetName(), n.GetNamespace(), n.GetLabels(), cmpOr(opts.Namespace, "default")))
 			continue
 		}
 		o := &Object{ID: IDOf(n), Node: n}
-		o.Key = o.ID.Key()
-		if _, dup := inv.Objects[o.Key]; dup {
-			return nil, fmt.Errorf("object %s is rendered twice", o.Key)
+		if o.ID.Namespace == "" && opts.Namespace != "" && namespaced(o.ID, n.GetApiVersion(), scope, opts.Scope) {
+			o.ID.Namespace, o.Defaulted = opts.Namespace, true
 		}
-		inv.Objects[o.Key] = o
+		o.Key = o.ID.Key()
+		ref := o.ID.Ref()
+		if prev, dup := inv.Objects[ref]; dup {
+			return nil, fmt.Errorf("object %s is rendered twice (as %s and %s): one apply can hold it once", displayID(o.ID), prev.ID.Group+"/"+prev.ID.Version, o.ID.Group+"/"+o.ID.Version)
+		}
+		inv.Objects[ref] = o
 		inv.Keys = append(inv.Keys, o.Key)
+		inv.Refs = append(inv.Refs, ref)
 	}
 	slices.Sort(inv.Keys)
+	slices.Sort(inv.Refs)
 	inv.Hash = Hash(inv.Keys)
 	inv.Referrers = referrers(inv)
 	return inv, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func displayID(id ID) string {
+	s := id.Kind + " " + id.Name
+	if id.Namespace != "" {
+		s += " (namespace " + id.Namespace + ")"
+	}
+	return s
+}
+
+// crdScopes reads the scope of the kinds defined by CRDs in a render, by
+// group and kind.
+func crdScopes(nodes []*yaml.RNode) map[string]bool {
+	out := map[string]bool{}
+	for _, n := range nodes {
+		if n.GetKind() != "CustomResourceDefinition" || !strings.HasPrefix(n.GetApiVersion(), "apiextensions.k8s.io/") {
+			continue
+		}
+		group, _ := n.GetString("spec.group")
+		kind, _ := n.GetString("spec.names.kind")
+		scope, _ := n.GetString("spec.scope")
+		if kind != "" {
+			out[group+"|"+kind] = scope != "Cluster"
+		}
+	}
+	return out
+}
+
+func namespaced(id ID, apiVersion string, crds map[string]bool, scope Scope) bool {
+	if ns, ok := crds[id.Group+"|"+id.Kind]; ok {
+		return ns
+	}
+	if scope == nil {
+		return false
+	}
+	ns, known := scope(apiVersion, id.Kind)
+	return known && ns
 }
 
 // InventoryIDLabel marks a cli-utils inventory object.
@@ -196,4 +306,27 @@ func (inv *Inventory) ConfigMap(name, namespace string) (*yaml.RNode, error) {
 		InventoryHashAnnotation: inv.Hash,
 	})
 	return cm, err
+}
+
+// Object returns the object with the seed key key, or nil.
+func (inv *Inventory) Object(key string) *Object {
+	id, err := ParseKey(key)
+	if err != nil {
+		return nil
+	}
+	o := inv.Objects[id.Ref()]
+	if o == nil || o.Key != key {
+		return nil
+	}
+	return o
+}
+
+// Identity is the one inventory the objects are recorded in; nil for
+// none, an unknown inventory (nil Inventory), or several.
+func (inv *Inventory) Identity() *Identity {
+	if inv == nil || len(inv.Inventories) != 1 {
+		return nil
+	}
+	id := inv.Inventories[0]
+	return &id
 }

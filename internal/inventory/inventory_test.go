@@ -76,7 +76,7 @@ func TestSeedMysqlExample(t *testing.T) {
 		t.Fatalf("render: %v %+v", err, results)
 	}
 	r := results[0]
-	inv, err := New(r.Objects)
+	inv, err := New(r.Objects, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestReferrers(t *testing.T) {
 	for _, o := range objs {
 		nodes = append(nodes, yaml.MustParse(o))
 	}
-	inv, err := New(nodes)
+	inv, err := New(nodes, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,11 +162,11 @@ func TestReferrers(t *testing.T) {
 	}
 	withInv, err := New(append(nodes,
 		yaml.MustParse("apiVersion: kpt.dev/v1alpha1\nkind: ResourceGroup\nmetadata: {name: inv, namespace: a}"),
-		yaml.MustParse("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: inv2, namespace: a, labels: {cli-utils.sigs.k8s.io/inventory-id: x}}")))
+		yaml.MustParse("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: inv2, namespace: a, labels: {cli-utils.sigs.k8s.io/inventory-id: x}}")), Options{})
 	if err != nil || withInv.Hash != inv.Hash || len(withInv.Keys) != len(inv.Keys) {
 		t.Errorf("inventory objects must not be listed in the inventory: %v %q", err, withInv.Keys)
 	}
-	if _, err := New(append(nodes, yaml.MustParse(objs[0]))); err == nil {
+	if _, err := New(append(nodes, yaml.MustParse(objs[0])), Options{}); err == nil {
 		t.Error("a duplicate object must be an error")
 	}
 }

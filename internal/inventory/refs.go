@@ -68,12 +68,13 @@ var clusterScoped = map[string]bool{"ClusterRole": true, "PriorityClass": true}
 func referrers(inv *Inventory) map[string][]ID {
 	type target struct{ group, kind, namespace, name string }
 	byTarget := map[target]string{}
-	for k, o := range inv.Objects {
-		byTarget[target{o.ID.Group, o.ID.Kind, o.ID.Namespace, o.ID.Name}] = k
+	for _, o := range inv.Objects {
+		byTarget[target{o.ID.Group, o.ID.Kind, o.ID.Namespace, o.ID.Name}] = o.Key
 	}
 	out := map[string][]ID{}
-	for _, k := range inv.Keys {
-		o := inv.Objects[k]
+	for _, r := range inv.Refs {
+		o := inv.Objects[r]
+		k := o.Key
 		obj, err := o.Node.Map()
 		if err != nil {
 			continue

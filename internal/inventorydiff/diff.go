@@ -33,11 +33,13 @@ const (
 	Changed   Status = "changed"
 	New       Status = "new"     // only on head
 	Removed   Status = "removed" // only on base
+	Moved     Status = "moved"   // only on head, the same as a removed overlay
 	Failed    Status = "error"   // failed to render on either side
 )
 
-// Change is one object whose content differs, or a generated object
-// whose hash-suffixed name changed (a replacement: BaseKey != Key).
+// Change is one object whose content differs: in place (BaseKey is set
+// when its apiVersion changed), or a generated object whose hash-suffixed
+// name changed (a replacement).
 type Change struct {
 	Key     string        `json:"key"`
 	BaseKey string        `json:"baseKey,omitempty"`
@@ -46,7 +48,14 @@ type Change struct {
 
 // Replaced reports whether the change swaps a generated object for a new
 // one with another name suffix.
-func (c Change) Replaced() bool { return c.BaseKey != "" && c.BaseKey != c.Key }
+func (c Change) Replaced() bool {
+	if c.BaseKey == "" || c.BaseKey == c.Key {
+		return false
+	}
+	b, err1 := inventory.ParseKey(c.BaseKey)
+	h, err2 := inventory.ParseKey(c.Key)
+	return err1 != nil || err2 != nil || b.Name != h.Name
+}
 
 // Overlay is the plan of one overlay.
 type Overlay struct {
@@ -65,6 +74,38 @@ type Overlay struct {
 	Dangerous []string
 	BaseErr   string
 	HeadErr   string
+	// Targets name the .kplan.yaml targets that deploy the overlay.
+	Targets []string
+	// MovedFrom is the removed overlay a moved one was (Status Moved).
+	MovedFrom string
+	// BaseInventory and HeadInventory are the inventory the overlay's
+	// apply records its objects in, on each side (nil: none, or not
+	// rendered).
+	BaseInventory, HeadInventory *inventory.Identity
+	// SharedWith are the other overlays that render the same inventory-id
+	// on head: applying one prunes the other's objects.
+	SharedWith []string
+	// SharedBefore says the overlays shared it on base too.
+	SharedBefore bool
+}
+
+// FailureIntroduced says the overlay fails on head and did not on base:
+// the change breaks it. A failure on both sides already exists.
+func (o *Overlay) FailureIntroduced() bool {
+	return o.HeadErr != "" && o.BaseErr == ""
+}
+
+// Problem is what makes the overlay fail on head, introduced by the
+// change or not: a render error or an inventory shared with others.
+func (o *Overlay) Problem() (msg string, introduced bool) {
+	switch {
+	case o.HeadErr != "":
+		return o.HeadErr, o.FailureIntroduced()
+	case len(o.SharedWith) > 0:
+		return fmt.Sprintf("inventory-id %s is also the inventory of %s: applying either prunes the other's objects; give each overlay its own inventory (kplan init)",
+			o.HeadInventory.ID, strings.Join(o.SharedWith, ", ")), !o.SharedBefore
+	}
+	return "", false
 }
 
 // HasChanges reports whether applying head would change the cluster.
@@ -85,8 +126,8 @@ type Plan struct {
 	// BaseLabel and HeadLabel name the commits for readers ("main at
 	// def5678"); empty means Base and Head say it.
 	BaseLabel, HeadLabel string
-	Overlays   []Overlay // sorted by path
-	Totals     Totals
+	Overlays             []Overlay // sorted by path
+	Totals               Totals
 }
 
 // Compare builds the plan from each overlay's base and head sides; an
@@ -109,27 +150,42 @@ func Compare(baseRev, headRev string, base, head map[string]Side) *Plan {
 	}) {
 		b, inBase := base[path]
 		h, inHead := head[path]
-		o := compareOverlay(path, b, inBase, h, inHead)
-		p.Overlays = append(p.Overlays, o)
-		t := &p.Totals
+		p.Overlays = append(p.Overlays, compareOverlay(path, b, inBase, h, inHead))
+	}
+	p.Totals = Sum(p.Overlays)
+	return p
+}
+
+// Sum totals the overlays' plans.
+func Sum(overlays []Overlay) Totals {
+	var t Totals
+	for i := range overlays {
+		o := &overlays[i]
 		t.Overlays++
 		t.Added += len(o.Added)
 		t.Changed += len(o.Changed)
 		t.Pruned += len(o.Pruned)
 		t.Detached += len(o.Detached)
 		t.Dangerous += len(o.Dangerous)
-		if o.Status == Failed {
+		if o.Status == Failed || len(o.SharedWith) > 0 {
 			t.Failed++
 		}
-		if o.HasChanges() || o.Status == New || o.Status == Removed {
+		if o.HasChanges() || o.Status == New || o.Status == Removed || o.Status == Moved {
 			t.ChangedOverlays++
 		}
 	}
-	return p
+	return t
+}
+
+// CompareOne compares one overlay's sides; an absent side has present
+// false.
+func CompareOne(path string, b Side, inBase bool, h Side, inHead bool) Overlay {
+	return compareOverlay(path, b, inBase, h, inHead)
 }
 
 func compareOverlay(path string, b Side, inBase bool, h Side, inHead bool) Overlay {
 	o := Overlay{Path: path}
+	o.BaseInventory, o.HeadInventory = b.Inventory.Identity(), h.Inventory.Identity()
 	if b.Err != nil {
 		o.BaseErr = b.Err.Error()
 	}
@@ -154,28 +210,35 @@ func compareOverlay(path string, b Side, inBase bool, h Side, inHead bool) Overl
 	case !inHead || hi == nil:
 		o.Status, hi = Removed, empty
 	}
+	// Objects are matched by identity (group, kind, namespace, name), as
+	// the API server matches them; lists hold seed keys.
 	var added, pruned []string
-	for _, k := range hi.Keys {
-		bo, ok := bi.Objects[k]
+	for _, r := range hi.Refs {
+		ho := hi.Objects[r]
+		bo, ok := bi.Objects[r]
 		if !ok {
-			added = append(added, k)
+			added = append(added, ho.Key)
 			continue
 		}
-		if fields := objectDiff(bo, hi.Objects[k], false); len(fields) > 0 {
-			o.Changed = append(o.Changed, Change{Key: k, Fields: fields})
+		if fields := objectDiff(bo, ho, false); len(fields) > 0 || bo.Key != ho.Key {
+			c := Change{Key: ho.Key, Fields: fields}
+			if bo.Key != ho.Key {
+				c.BaseKey = bo.Key
+			}
+			o.Changed = append(o.Changed, c)
 		} else {
 			o.Unchanged++
 		}
 	}
-	for _, k := range bi.Keys {
-		if _, ok := hi.Objects[k]; !ok {
-			pruned = append(pruned, k)
+	for _, r := range bi.Refs {
+		if _, ok := hi.Objects[r]; !ok {
+			pruned = append(pruned, bi.Objects[r].Key)
 		}
 	}
 	added, pruned = o.pairReplacements(bi, hi, added, pruned)
 	o.Added = added
 	for _, k := range pruned {
-		if kept(bi.Objects[k]) {
+		if kept(bi.Object(k)) {
 			o.Detached = append(o.Detached, k)
 		} else {
 			o.Pruned = append(o.Pruned, k)
@@ -183,6 +246,9 @@ func compareOverlay(path string, b Side, inBase bool, h Side, inHead bool) Overl
 	}
 	slices.SortFunc(o.Changed, func(a, b Change) int { return strings.Compare(a.Key, b.Key) })
 	o.Dangerous = dangers(o, len(bi.Keys), len(hi.Keys))
+	if inBase && inHead {
+		o.Dangerous = append(o.Dangerous, inventoryDanger(o.BaseInventory, o.HeadInventory, len(bi.Keys))...)
+	}
 	if o.Status == "" {
 		o.Status = Unchanged
 		if o.HasChanges() {
@@ -214,7 +280,7 @@ func (o *Overlay) pairReplacements(bi, hi *inventory.Inventory, added, pruned []
 	group := func(inv *inventory.Inventory, keys []string) map[string][]string {
 		g := map[string][]string{}
 		for _, k := range keys {
-			if s, ok := stem(inv.Objects[k]); ok {
+			if s, ok := stem(inv.Object(k)); ok {
 				g[s] = append(g[s], k)
 			}
 		}
@@ -227,7 +293,7 @@ func (o *Overlay) pairReplacements(bi, hi *inventory.Inventory, added, pruned []
 		if len(bk) != 1 || len(hk) != 1 {
 			continue // ambiguous: leave as add and prune
 		}
-		fields := objectDiff(bi.Objects[bk[0]], hi.Objects[hk[0]], true)
+		fields := objectDiff(bi.Object(bk[0]), hi.Object(hk[0]), true)
 		o.Changed = append(o.Changed, Change{Key: hk[0], BaseKey: bk[0], Fields: fields})
 		paired[bk[0]], paired[hk[0]] = true, true
 	}
@@ -243,6 +309,9 @@ func objectDiff(b, h *inventory.Object, renamed bool) []FieldChange {
 	if err1 != nil || err2 != nil {
 		return []FieldChange{{Path: "(object)", Op: "~", Old: "unreadable", New: "unreadable"}}
 	}
+	// A namespace the object gets by default is where it lands either way.
+	defaultNamespace(bm, b)
+	defaultNamespace(hm, h)
 	var hide func(string) bool
 	if isSecret(b.ID) || isSecret(h.ID) {
 		hide = secretPath
@@ -252,6 +321,15 @@ func objectDiff(b, h *inventory.Object, renamed bool) []FieldChange {
 		skip = func(p string) bool { return p == "metadata.name" }
 	}
 	return diffFields(bm, hm, hide, skip)
+}
+
+func defaultNamespace(m map[string]any, o *inventory.Object) {
+	if !o.Defaulted {
+		return
+	}
+	if md, ok := m["metadata"].(map[string]any); ok {
+		md["namespace"] = o.ID.Namespace
+	}
 }
 
 func isSecret(id inventory.ID) bool { return id.Group == "" && id.Kind == "Secret" }
@@ -297,6 +375,21 @@ func dangers(o Overlay, baseCount, headCount int) []string {
 	return out
 }
 
+// inventoryDanger explains what the next apply does when the inventory
+// an overlay records its objects in changes (cli-utils semantics).
+func inventoryDanger(b, h *inventory.Identity, objects int) []string {
+	switch {
+	case b == nil || h == nil || *b == *h || objects == 0:
+		return nil
+	case b.ID != h.ID:
+		return []string{fmt.Sprintf("inventory changes from %s to %s: the next apply finds the %d objects already owned by inventory-id %s and, by the must-match policy, skips them (neither updated nor pruned); keep the old inventory or adopt them on purpose (--inventory-policy adopt-all)",
+			b, h, objects, b.ID)}
+	default:
+		return []string{fmt.Sprintf("inventory object changes from %s to %s with the same inventory-id: the next apply starts an empty inventory, so objects removed before it are never pruned and the old inventory object stays; keep the old name",
+			b, h)}
+	}
+}
+
 func displayName(id inventory.ID) string {
 	if id.Namespace == "" {
 		return id.Name
@@ -304,14 +397,15 @@ func displayName(id inventory.ID) string {
 	return id.Namespace + "/" + id.Name
 }
 
-// IntroducedFailures are the overlays that fail to render on head and did
-// not fail on base (rendered there, or new): failures this change brings.
-// A failure on both sides already exists and is not the change's doing.
+// IntroducedFailures are the overlays this change breaks: they fail to
+// render on head and did not on base (rendered there, or new), or they
+// now share an inventory. A failure on both sides already exists and is
+// not the change's doing.
 func (p *Plan) IntroducedFailures() []string {
 	var out []string
-	for _, o := range p.Overlays {
-		if o.HeadErr != "" && o.BaseErr == "" {
-			out = append(out, o.Path)
+	for i := range p.Overlays {
+		if msg, introduced := p.Overlays[i].Problem(); msg != "" && introduced {
+			out = append(out, p.Overlays[i].Path)
 		}
 	}
 	return out

@@ -17,7 +17,7 @@ func inv(t *testing.T, docs ...string) *inventory.Inventory {
 	for _, d := range docs {
 		nodes = append(nodes, yaml.MustParse(d))
 	}
-	i, err := inventory.New(nodes)
+	i, err := inventory.New(nodes, inventory.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

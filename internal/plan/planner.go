@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"path"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -16,12 +18,15 @@ import (
 
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/rendercache"
+	"github.com/kplan-dev/kplan/internal/repoconfig"
+	"github.com/kplan-dev/kplan/internal/resourcegroup"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -38,7 +43,7 @@ type planner struct {
 
 	mu          sync.Mutex
 	overlays    []inventorydiff.Overlay
-	totals      inventorydiff.Totals
+	lonely      map[string]pair // overlays on one side only, compared last (moves)
 	cacheFailed bool
 }
 
@@ -48,6 +53,18 @@ type side struct {
 	tree     *render.Tree
 	closures *closure.Builder
 	overlays map[string]bool
+	targets  *repoconfig.Config // nil: no .kplan.yaml
+}
+
+// namespace is where the overlay's namespaced objects rendered without a
+// namespace go: its target's namespace, or "default".
+func (sd *side) namespace(overlay string) string {
+	if sd.targets != nil {
+		if ts := sd.targets.TargetsOf(overlay); len(ts) > 0 {
+			return ts[0].Namespace
+		}
+	}
+	return repoconfig.DefaultNamespace
 }
 
 // job is one overlay to build on one side.
@@ -71,21 +88,49 @@ type pair struct {
 func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inventorydiff.Plan, error) {
 	done := p.phases()
 	snaps := [2]*snapshot.Snapshot{base, head}
-	trees, err := render.DiscoverAll([]filesys.FileSystem{base.FS, head.FS}, p.opts.Filter)
+	var sides [2]*side
+	var filters []render.Filter
+	for i, s := range snaps {
+		cfg, err := readTargets(ctx, s)
+		if err != nil && i == 0 {
+			// A broken file on base must not stop the PR that mends it.
+			p.log.Warn("the base commit's targets cannot be read; planning its overlays as discovered", "err", err)
+			cfg = nil
+		} else if err != nil {
+			return nil, err
+		}
+		f := p.opts.Filter
+		if cfg != nil {
+			f.Targets = cfg.Overlays()
+		}
+		filters = append(filters, f)
+		sides[i] = &side{s: s, targets: cfg, overlays: map[string]bool{}}
+	}
+	trees, err := render.DiscoverAll([]filesys.FileSystem{base.FS, head.FS}, filters)
 	if err != nil {
 		return nil, fmt.Errorf("discover overlays of %s and %s: %w", base.Rev, head.Rev, err)
 	}
 	copts := closure.Options{EnableHelm: p.opts.Render.EnableHelm, Memo: closure.NewMemo()}
-	var sides [2]*side
-	for i, s := range snaps {
-		if err := render.Prepare(s.FS, trees[i]); err != nil {
-			return nil, fmt.Errorf("%s: %w", s.Rev, err)
+	for i, sd := range sides {
+		if err := render.Prepare(sd.s.FS, trees[i]); err != nil {
+			return nil, fmt.Errorf("%s: %w", sd.s.Rev, err)
 		}
-		sd := &side{s: s, tree: trees[i], overlays: map[string]bool{}, closures: closure.New(closure.SnapshotSource(ctx, s), copts)}
+		sd.tree = trees[i]
+		sd.closures = closure.New(closure.SnapshotSource(ctx, sd.s), copts)
 		for _, o := range trees[i].Overlays {
 			sd.overlays[o] = true
 		}
-		sides[i] = sd
+	}
+	// An overlay planned on one side is planned on the other while its
+	// kustomization is there: a new reference to it, or a target added,
+	// does not make it look removed or new.
+	for i, sd := range sides {
+		other := sides[1-i]
+		for o := range sd.overlays {
+			if !other.overlays[o] && other.tree.Renderable(o) {
+				other.overlays[o] = true
+			}
+		}
 	}
 	done("discovered")
 	var changed map[string]bool
@@ -102,8 +147,32 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 
 	jobs := p.jobs(sides, changed)
 	done("closures")
+	if err := p.runJobs(ctx, sides, jobs); err != nil {
+		return nil, err
+	}
+	p.compareLonely(sides)
+	if err := p.checkSharedInventories(ctx, sides); err != nil {
+		return nil, err
+	}
+	done("built")
+	slices.SortFunc(p.overlays, func(a, b inventorydiff.Overlay) int { return cmp.Compare(a.Path, b.Path) })
+	for i := range p.overlays {
+		o := &p.overlays[i]
+		for _, sd := range []*side{sides[1], sides[0]} {
+			if sd.targets != nil && len(o.Targets) == 0 {
+				for _, t := range sd.targets.TargetsOf(o.Path) {
+					o.Targets = append(o.Targets, t.Name)
+				}
+			}
+		}
+	}
+	return &inventorydiff.Plan{Base: base.Rev, Head: head.Rev, BaseLabel: p.opts.BaseLabel, HeadLabel: p.opts.HeadLabel,
+		Overlays: p.overlays, Totals: inventorydiff.Sum(p.overlays)}, nil
+}
+
+// runJobs settles, loads and builds jobs, delivering each side.
+func (p *planner) runJobs(ctx context.Context, sides [2]*side, jobs []*job) error {
 	p.settle(ctx, sides, jobs)
-	done("settled")
 	var todo []*job
 	for _, j := range jobs {
 		if j.done != nil {
@@ -114,16 +183,26 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 		}
 	}
 	if err := p.load(ctx, sides, todo); err != nil {
-		return nil, err
+		return err
 	}
-	done("loaded")
 	slices.SortStableFunc(todo, func(a, b *job) int { return cmp.Compare(b.cost, a.cost) })
-	if err := p.build(ctx, sides, todo); err != nil {
+	return p.build(ctx, sides, todo)
+}
+
+// readTargets reads the snapshot's .kplan.yaml; nil when it has none.
+func readTargets(ctx context.Context, s *snapshot.Snapshot) (*repoconfig.Config, error) {
+	if _, ok := s.Index.ID(repoconfig.File); !ok {
+		return nil, nil
+	}
+	data, err := s.ReadFile(ctx, repoconfig.File)
+	if err != nil {
 		return nil, err
 	}
-	done("built")
-	slices.SortFunc(p.overlays, func(a, b inventorydiff.Overlay) int { return cmp.Compare(a.Path, b.Path) })
-	return &inventorydiff.Plan{Base: base.Rev, Head: head.Rev, BaseLabel: p.opts.BaseLabel, HeadLabel: p.opts.HeadLabel, Overlays: p.overlays, Totals: p.totals}, nil
+	cfg, err := repoconfig.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("at %s: %w", s.Rev, err)
+	}
+	return cfg, nil
 }
 
 // phases returns a function that logs, at debug level, how long the
@@ -152,7 +231,7 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
 	var wg sync.WaitGroup
 	for i, sd := range sides {
 		closures[i] = map[string]*closure.Closure{}
-		overlays := slices.Clone(sd.tree.Overlays)
+		overlays := slices.Sorted(maps.Keys(sd.overlays))
 		if i == 1 {
 			slices.Reverse(overlays)
 		}
@@ -176,7 +255,18 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
 				cs[i] = closures[i][o]
 			}
 		}
-		if !p.opts.Full && pr.present[0] && pr.present[1] && unaffected(cs[0], changed) && unaffected(cs[1], changed) {
+		if sides[0].tree.Errors[o] != nil || sides[1].tree.Errors[o] != nil {
+			for i, sd := range sides {
+				pr.sides[i] = unrendered()
+				if err := sd.tree.Errors[o]; err != nil {
+					pr.sides[i] = inventorydiff.Side{Err: err}
+				}
+			}
+			p.compare(o, *pr)
+			continue
+		}
+		if !p.opts.Full && pr.present[0] && pr.present[1] && unaffected(cs[0], changed) && unaffected(cs[1], changed) &&
+			!changed[path.Join(o, resourcegroup.DefaultFile)] && sides[0].namespace(o) == sides[1].namespace(o) {
 			p.stats.Skipped++
 			p.compare(o, pair{present: pr.present, sides: [2]inventorydiff.Side{unrendered(), unrendered()}})
 			continue
@@ -232,7 +322,7 @@ func (p *planner) settle(ctx context.Context, sides [2]*side, jobs []*job) {
 		if !ok {
 			return
 		}
-		sd := toSide(j.overlay, e.Objects, e.Err)
+		sd := p.toSide(sides[j.side], j.overlay, e.Objects, e.Err)
 		j.done = &sd
 	})
 	for _, j := range hits {
@@ -304,7 +394,7 @@ func (p *planner) build(ctx context.Context, sides [2]*side, todo []*job) error 
 			}
 			p.mu.Unlock()
 		}
-		p.deliver(j, toSide(j.overlay, objs, err))
+		p.deliver(j, p.toSide(sd, j.overlay, objs, err))
 	})
 	p.stats.Rendered = len(todo)
 	return ctx.Err()
@@ -333,40 +423,120 @@ func (p *planner) deliver(j *job, sd inventorydiff.Side) {
 }
 
 func (p *planner) compare(overlay string, pr pair) {
-	if pr.present[0] && pr.present[1] {
-		thin(pr.sides[0].Inventory, pr.sides[1].Inventory)
-	}
-	var maps [2]map[string]inventorydiff.Side
-	for i := range maps {
-		maps[i] = map[string]inventorydiff.Side{}
-		if pr.present[i] {
-			maps[i][overlay] = pr.sides[i]
+	if pr.present[0] != pr.present[1] {
+		// New or removed: it may be the other half of a move.
+		p.mu.Lock()
+		if p.lonely == nil {
+			p.lonely = map[string]pair{}
 		}
+		p.lonely[overlay] = pr
+		p.mu.Unlock()
+		return
 	}
-	one := inventorydiff.Compare("", "", maps[0], maps[1])
+	thin(pr.sides[0].Inventory, pr.sides[1].Inventory)
+	o := inventorydiff.CompareOne(overlay, pr.sides[0], true, pr.sides[1], true)
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.overlays = append(p.overlays, one.Overlays...)
-	t, o := &p.totals, one.Totals
-	t.Added += o.Added
-	t.Changed += o.Changed
-	t.Pruned += o.Pruned
-	t.Detached += o.Detached
-	t.Overlays += o.Overlays
-	t.ChangedOverlays += o.ChangedOverlays
-	t.Failed += o.Failed
-	t.Dangerous += o.Dangerous
+	p.overlays = append(p.overlays, o)
+	p.mu.Unlock()
 }
 
-func toSide(overlay string, objs []*yaml.RNode, err error) inventorydiff.Side {
+// compareLonely compares the overlays present on one side only. A removed
+// overlay and a new one with the same inventory-id, or with no inventory
+// and the same objects, are one overlay moved: compared with each other,
+// so that only what really changes is planned.
+func (p *planner) compareLonely(sides [2]*side) {
+	var removed, added []string
+	for _, o := range slices.Sorted(maps.Keys(p.lonely)) {
+		if p.lonely[o].present[0] {
+			removed = append(removed, o)
+		} else {
+			added = append(added, o)
+		}
+	}
+	same := func(b, h *inventory.Inventory) bool {
+		if b == nil || h == nil || len(b.Refs) == 0 {
+			return false
+		}
+		bi, hi := b.Identity(), h.Identity()
+		if bi != nil || hi != nil {
+			return bi != nil && hi != nil && bi.ID == hi.ID
+		}
+		return len(b.Inventories) == 0 && len(h.Inventories) == 0 && slices.Equal(b.Refs, h.Refs)
+	}
+	for _, r := range removed {
+		b := p.lonely[r].sides[0]
+		for i, a := range added {
+			h := p.lonely[a].sides[1]
+			if a == "" || b.Err != nil || h.Err != nil || !same(b.Inventory, h.Inventory) {
+				continue
+			}
+			thin(b.Inventory, h.Inventory)
+			o := inventorydiff.CompareOne(a, b, true, h, true)
+			o.Status, o.MovedFrom = inventorydiff.Moved, r
+			p.overlays = append(p.overlays, o)
+			delete(p.lonely, r)
+			delete(p.lonely, a)
+			added[i] = ""
+			break
+		}
+	}
+	for _, o := range slices.Sorted(maps.Keys(p.lonely)) {
+		pr := p.lonely[o]
+		p.overlays = append(p.overlays, inventorydiff.CompareOne(o, pr.sides[0], pr.present[0], pr.sides[1], pr.present[1]))
+	}
+	p.lonely = nil
+}
+
+func (p *planner) toSide(sd *side, overlay string, objs []*yaml.RNode, err error) inventorydiff.Side {
 	if err != nil {
 		return inventorydiff.Side{Err: err}
 	}
-	inv, err := inventory.New(objs)
+	ns := sd.namespace(overlay)
+	inv, err := inventory.New(objs, inventory.Options{Namespace: ns, Scope: render.NamespaceScoped})
 	if err != nil {
-		err = fmt.Errorf("inventory of %s: %w", overlay, err)
+		return inventorydiff.Side{Err: fmt.Errorf("inventory of %s: %w", overlay, err)}
 	}
-	return inventorydiff.Side{Inventory: inv, Err: err}
+	if len(inv.Inventories) == 0 {
+		inv.Inventories = sd.declaredInventory(overlay, ns)
+	}
+	if len(inv.Inventories) > 1 {
+		return inventorydiff.Side{Inventory: inv, Err: fmt.Errorf("%s renders %d inventory objects (%s): an apply records its objects in exactly one; remove all but one",
+			overlay, len(inv.Inventories), joinIdentities(inv.Inventories))}
+	}
+	return inventorydiff.Side{Inventory: inv}
+}
+
+// declaredInventory is the inventory an overlay that renders none is
+// applied with: its seed inventory directive, else its resourcegroup.yaml.
+func (sd *side) declaredInventory(overlay, ns string) []inventory.Identity {
+	if k := sd.tree.Kustomizations[overlay]; k != nil && k.Inventory != nil {
+		cm := k.Inventory.ConfigMap
+		return []inventory.Identity{inventory.IdentityOf("ConfigMap", cm.Name, cm.Namespace, nil, ns)}
+	}
+	data, err := sd.s.ReadFile(context.Background(), path.Join(overlay, resourcegroup.DefaultFile))
+	if err != nil {
+		return nil
+	}
+	var rg struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name      string            `json:"name"`
+			Namespace string            `json:"namespace"`
+			Labels    map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if sigsyaml.Unmarshal(data, &rg) != nil || rg.Kind != "ResourceGroup" || rg.Metadata.Name == "" {
+		return nil
+	}
+	return []inventory.Identity{inventory.IdentityOf(rg.Kind, rg.Metadata.Name, rg.Metadata.Namespace, rg.Metadata.Labels, ns)}
+}
+
+func joinIdentities(ids []inventory.Identity) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = id.String()
+	}
+	return strings.Join(s, "; ")
 }
 
 // cacheKey names a build by everything it depends on: kplan's and
@@ -443,4 +613,104 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 			}
 		}
 	}
+}
+
+// checkSharedInventories flags overlays that render the same inventory-id
+// on head: applying one prunes what the other applied. Only a change of
+// some overlay's inventory can make such a pair, so overlays the change
+// did not affect are rendered (head only) just when one changed.
+func (p *planner) checkSharedInventories(ctx context.Context, sides [2]*side) error {
+	changedID := func(o *inventorydiff.Overlay) bool {
+		if o.HeadInventory == nil {
+			return false
+		}
+		return o.BaseInventory == nil || o.BaseInventory.ID != o.HeadInventory.ID || o.Status == inventorydiff.New || o.Status == inventorydiff.Moved
+	}
+	var unknown []string
+	anyChanged := false
+	for i := range p.overlays {
+		o := &p.overlays[i]
+		anyChanged = anyChanged || changedID(o)
+		if o.HeadInventory == nil && o.HeadErr == "" && o.Status == inventorydiff.Unchanged && o.HeadHash == "" {
+			unknown = append(unknown, o.Path) // not rendered
+		}
+	}
+	if !anyChanged {
+		return nil
+	}
+	head := sides[1]
+	ids, err := p.identities(ctx, head, unknown)
+	if err != nil {
+		return err
+	}
+	byID := map[string][]int{}
+	for i := range p.overlays {
+		o := &p.overlays[i]
+		id := o.HeadInventory
+		if id == nil {
+			id = ids[o.Path]
+		}
+		if id != nil {
+			byID[id.ID] = append(byID[id.ID], i)
+		}
+	}
+	for _, group := range byID {
+		if len(group) < 2 {
+			continue
+		}
+		before := true
+		for _, i := range group {
+			before = before && !changedID(&p.overlays[i])
+		}
+		for _, i := range group {
+			o := &p.overlays[i]
+			if o.HeadInventory == nil {
+				o.HeadInventory = ids[o.Path]
+			}
+			for _, j := range group {
+				if j != i {
+					o.SharedWith = append(o.SharedWith, p.overlays[j].Path)
+				}
+			}
+			slices.Sort(o.SharedWith)
+			o.SharedBefore = before
+		}
+	}
+	return nil
+}
+
+// identities renders overlays on one side for their inventory alone.
+func (p *planner) identities(ctx context.Context, sd *side, overlays []string) (map[string]*inventory.Identity, error) {
+	if len(overlays) == 0 {
+		return nil, nil
+	}
+	var paths []string
+	all := false
+	cs := map[string]*closure.Closure{}
+	for _, o := range overlays {
+		c := sd.closures.Overlay(o)
+		cs[o] = c
+		all = all || c.Unbounded != ""
+		paths = append(paths, c.Paths...)
+	}
+	var err error
+	if all {
+		err = sd.s.LoadAll(ctx)
+	} else {
+		err = sd.s.Load(ctx, paths)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*inventory.Identity, len(overlays))
+	var mu sync.Mutex
+	parallel(ctx, p.workers(), overlays, func(o string) {
+		objs, err := p.kust.Render(sd.s.FS, o, cs[o].OpenAPI)
+		side := p.toSide(sd, o, objs, err)
+		mu.Lock()
+		out[o] = side.Inventory.Identity()
+		mu.Unlock()
+	})
+	p.stats.Rendered += len(overlays)
+	return out, ctx.Err()
 }

@@ -20,7 +20,7 @@ func inv(t *testing.T, docs ...string) *inventory.Inventory {
 		}
 		nodes = append(nodes, n)
 	}
-	i, err := inventory.New(nodes)
+	i, err := inventory.New(nodes, inventory.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

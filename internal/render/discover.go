@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -57,10 +58,14 @@ type Kustomization struct {
 
 // Filter selects overlays by their repository-relative directory.
 // Patterns are doublestar globs ("apps/**/overlays/*"). An empty Include
-// selects every overlay.
+// selects every overlay; a kustomization Include matches is planned even
+// when another kustomization lists it (prod built on staging).
 type Filter struct {
 	Include []string
 	Exclude []string
+	// Targets, when not nil, are the overlays a repository declares
+	// (.kplan.yaml): they replace discovery.
+	Targets []string
 }
 
 func (f Filter) match(dir string) (bool, error) {
@@ -105,6 +110,9 @@ type Tree struct {
 	Kustomizations map[string]*Kustomization
 	// Overlays are the directories to render, sorted.
 	Overlays []string
+	// Errors are overlays that cannot render, by directory: a target
+	// with no kustomization, kustomizations that list each other.
+	Errors map[string]error
 
 	stripped bool // inventory directives removed from the FS
 }
@@ -113,7 +121,7 @@ type Tree struct {
 // file whose kind is not Component and that no other kustomization lists
 // under resources (or the deprecated bases).
 func Discover(fSys filesys.FileSystem, filter Filter) (*Tree, error) {
-	trees, err := DiscoverAll([]filesys.FileSystem{fSys}, filter)
+	trees, err := DiscoverAll([]filesys.FileSystem{fSys}, []Filter{filter})
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +130,7 @@ func Discover(fSys filesys.FileSystem, filter Filter) (*Tree, error) {
 
 // DiscoverAll discovers each of several trees (the sides of a plan) at
 // once, parsing a kustomization file they share once.
-func DiscoverAll(fSyss []filesys.FileSystem, filter Filter) ([]*Tree, error) {
+func DiscoverAll(fSyss []filesys.FileSystem, filters []Filter) ([]*Tree, error) {
 	type parsed struct {
 		kf  kustomizationFile
 		err error
@@ -150,7 +158,7 @@ func DiscoverAll(fSyss []filesys.FileSystem, filter Filter) ([]*Tree, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			trees[i], errs[i] = discover(fSys, filter, parse)
+			trees[i], errs[i] = discover(fSys, filters[i], parse)
 		}()
 	}
 	wg.Wait()
@@ -191,6 +199,7 @@ func discover(fSys filesys.FileSystem, filter Filter, parse func([]byte) (kustom
 	if err != nil {
 		return nil, fmt.Errorf("discover overlays: %w", err)
 	}
+	t.Errors = map[string]error{}
 	referenced := map[string]bool{}
 	for dir, k := range t.Kustomizations {
 		for _, r := range k.refs {
@@ -200,18 +209,101 @@ func discover(fSys filesys.FileSystem, filter Filter, parse func([]byte) (kustom
 			referenced[path.Join(dir, r)] = true
 		}
 	}
-	for dir, k := range t.Kustomizations {
-		if k.Kind == "Component" || referenced[dir] {
-			continue
-		}
-		ok, err := filter.match(dir)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
+	for dir, cycle := range cycles(t.Kustomizations) {
+		t.Errors[dir] = fmt.Errorf("kustomizations list each other in a cycle (%s): kustomize cannot build them; remove one of the references", strings.Join(cycle, " → "))
+	}
+	if filter.Targets != nil {
+		for _, dir := range filter.Targets {
+			if ok, err := filter.match(dir); err != nil || !ok {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
 			t.Overlays = append(t.Overlays, dir)
+			if k := t.Kustomizations[dir]; k == nil {
+				t.Errors[dir] = fmt.Errorf("target overlay %s has no kustomization.yaml: fix its overlay in .kplan.yaml", dir)
+			} else if k.Kind == "Component" {
+				t.Errors[dir] = fmt.Errorf("target overlay %s is a kustomize Component, which cannot be built on its own: fix its overlay in .kplan.yaml", dir)
+			}
+		}
+	} else {
+		for dir, k := range t.Kustomizations {
+			if k.Kind == "Component" {
+				continue
+			}
+			// A listed kustomization is planned when Include names it; a
+			// cycle is reported once, on its first directory.
+			if referenced[dir] && len(filter.Include) == 0 && t.Errors[dir] == nil {
+				continue
+			}
+			ok, err := filter.match(dir)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				t.Overlays = append(t.Overlays, dir)
+			}
 		}
 	}
 	slices.Sort(t.Overlays)
+	t.Overlays = slices.Compact(t.Overlays)
 	return t, nil
+}
+
+// Renderable says whether dir holds a kustomization that builds on its
+// own (not a Component), referenced by others or not.
+func (t *Tree) Renderable(dir string) bool {
+	k := t.Kustomizations[dir]
+	return k != nil && k.Kind != "Component"
+}
+
+// cycles finds kustomizations that list each other in a cycle, keyed by
+// the cycle's first directory in sorted order, with the cycle's path.
+func cycles(kusts map[string]*Kustomization) map[string][]string {
+	const (
+		unseen = iota
+		active
+		done
+	)
+	state := map[string]int{}
+	out := map[string][]string{}
+	var stack []string
+	var visit func(dir string)
+	visit = func(dir string) {
+		state[dir] = active
+		stack = append(stack, dir)
+		k := kusts[dir]
+		for _, r := range k.refs {
+			if closure.IsRemote(r) || closure.IsRemoteFile(r) {
+				continue
+			}
+			next := path.Join(dir, r)
+			if kusts[next] == nil {
+				continue
+			}
+			switch state[next] {
+			case unseen:
+				visit(next)
+			case active:
+				i := slices.Index(stack, next)
+				cycle := slices.Clone(stack[i:])
+				first := slices.Min(cycle)
+				if _, seen := out[first]; !seen {
+					// Start the path at the first directory, for one answer.
+					j := slices.Index(cycle, first)
+					cycle = append(cycle[j:], cycle[:j]...)
+					out[first] = append(cycle, first)
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		state[dir] = done
+	}
+	for _, dir := range slices.Sorted(maps.Keys(kusts)) {
+		if state[dir] == unseen {
+			visit(dir)
+		}
+	}
+	return out
 }

@@ -46,7 +46,9 @@ func TestDiscover(t *testing.T) {
 		want   []string
 	}{
 		{"all", Filter{}, []string{"apps/web/envs/dev", "broken", "overlays/legacy", "overlays/prod"}},
-		{"include", Filter{Include: []string{"overlays/*"}}, []string{"overlays/legacy", "overlays/prod"}},
+		// A kustomization the include names is planned though legacy lists it.
+		{"include", Filter{Include: []string{"overlays/*"}}, []string{"overlays/legacy", "overlays/prod", "overlays/staging"}},
+		{"targets", Filter{Targets: []string{"overlays/staging", "base", "components/x", "missing"}, Exclude: []string{"base"}}, []string{"components/x", "missing", "overlays/staging"}},
 		{"include doublestar", Filter{Include: []string{"apps/**"}}, []string{"apps/web/envs/dev"}},
 		{"exclude", Filter{Exclude: []string{"broken", "overlays/legacy/"}}, []string{"apps/web/envs/dev", "overlays/prod"}},
 	}
@@ -253,6 +255,43 @@ func TestPatterns(t *testing.T) {
 	} {
 		if got := Patterns(in); !slices.Equal(got, want) {
 			t.Errorf("Patterns(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestDiscoverReportsCycles(t *testing.T) {
+	s := memFS(t, map[string]string{
+		"a/kustomization.yaml":   "resources: [../b]\n",
+		"b/kustomization.yaml":   "resources: [../c]\n",
+		"c/kustomization.yaml":   "resources: [../a]\n",
+		"app/kustomization.yaml": "resources: [cm.yaml]\n",
+		"app/cm.yaml":            strings.ReplaceAll(cm, "%s", "a"),
+	})
+	for range 5 { // one answer, whatever the map order
+		tree, err := Discover(s.FS, Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(tree.Overlays, []string{"a", "app"}) {
+			t.Fatalf("overlays = %q, want the cycle reported once, on a", tree.Overlays)
+		}
+		if err := tree.Errors["a"]; err == nil || !strings.Contains(err.Error(), "a → b → c → a") {
+			t.Fatalf("error of a = %v, want the cycle a → b → c → a", err)
+		}
+	}
+}
+
+func TestDiscoverTargetErrors(t *testing.T) {
+	s := memFS(t, map[string]string{
+		"comp/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n",
+	})
+	tree, err := Discover(s.FS, Filter{Targets: []string{"comp", "gone"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]string{"comp": "is a kustomize Component", "gone": "has no kustomization.yaml"} {
+		if err := tree.Errors[dir]; err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), ".kplan.yaml") {
+			t.Errorf("error of %s = %v, want %q naming .kplan.yaml", dir, err, want)
 		}
 	}
 }

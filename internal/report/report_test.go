@@ -19,7 +19,7 @@ func side(t *testing.T, docs ...string) inventorydiff.Side {
 	for _, d := range docs {
 		nodes = append(nodes, yaml.MustParse(d))
 	}
-	inv, err := inventory.New(nodes)
+	inv, err := inventory.New(nodes, inventory.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
