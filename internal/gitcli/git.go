@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 )
 
@@ -26,14 +27,28 @@ func (r Repo) Run(ctx context.Context, args ...string) ([]byte, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = err.Error()
-		}
-		return stdout.Bytes(), fmt.Errorf("git %s: %s", strings.Join(args, " "), msg)
+		return stdout.Bytes(), &Error{Args: args, Stderr: strings.TrimSpace(stderr.String()), Err: err}
 	}
 	return stdout.Bytes(), nil
 }
+
+// Error is a git command that failed: its message is git's own, and it
+// unwraps to the *exec.ExitError, whose code some commands give meaning.
+type Error struct {
+	Args   []string
+	Stderr string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	msg := e.Stderr
+	if msg == "" {
+		msg = e.Err.Error()
+	}
+	return "git " + strings.Join(e.Args, " ") + ": " + msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
 
 // TopLevel returns the root of the work tree that holds r.Dir.
 func (r Repo) TopLevel(ctx context.Context) (string, error) {
@@ -66,11 +81,114 @@ func (r Repo) EnsureCommit(ctx context.Context, remote, sha string) error {
 	if r.HasCommit(ctx, sha) {
 		return nil
 	}
-	if _, err := r.Run(ctx, "fetch", "--no-tags", "--depth=1", remote, sha); err != nil {
-		return fmt.Errorf("fetch base commit %s from %s: %w", sha, remote, err)
+	if err := r.Fetch(ctx, remote, 1, sha); err != nil {
+		return fmt.Errorf("fetch commit %s: %w", sha, err)
 	}
 	if !r.HasCommit(ctx, sha) {
 		return errors.New("fetched " + sha + " but git still cannot find it")
 	}
 	return nil
+}
+
+// Fetch fetches srcs (commit SHAs or remote refs) from remote into the
+// object database only: no tags, no local refs, no FETCH_HEAD, and never
+// the work tree or the index. depth > 0 limits history to depth commits
+// from each src (deepening a shallow clone when it is deeper than what is
+// there); depth 0 fetches without a limit; depth < 0 unshallows.
+func (r Repo) Fetch(ctx context.Context, remote string, depth int, srcs ...string) error {
+	args := []string{"fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules"}
+	switch {
+	case depth > 0:
+		args = append(args, "--depth="+strconv.Itoa(depth))
+	case depth < 0 && r.IsShallow(ctx):
+		args = append(args, "--unshallow")
+	}
+	args = append(args, "--end-of-options", remote)
+	if _, err := r.Run(ctx, append(args, srcs...)...); err != nil {
+		return fmt.Errorf("fetch %s from %s (the checkout's credentials must be able to read it): %w", strings.Join(srcs, " "), remote, err)
+	}
+	return nil
+}
+
+// IsShallow reports whether the repository is a shallow clone.
+func (r Repo) IsShallow(ctx context.Context) bool {
+	out, err := r.Run(ctx, "rev-parse", "--is-shallow-repository")
+	return err == nil && strings.TrimSpace(string(out)) == "true"
+}
+
+// RemoteRef returns the commit a ref (refs/heads/main) points at on
+// remote, without fetching anything.
+func (r Repo) RemoteRef(ctx context.Context, remote, ref string) (string, error) {
+	out, err := r.Run(ctx, "ls-remote", "--end-of-options", remote, ref)
+	if err != nil {
+		return "", fmt.Errorf("look up %s on %s: %w", ref, remote, err)
+	}
+	// ls-remote matches patterns against the tail of ref names: keep the
+	// exact one.
+	for _, line := range strings.Split(string(out), "\n") {
+		sha, name, ok := strings.Cut(strings.TrimSpace(line), "\t")
+		if ok && name == ref {
+			return sha, nil
+		}
+	}
+	return "", fmt.Errorf("%s has no %s (was the branch deleted or renamed?)", remote, ref)
+}
+
+// Parents returns the parents of a commit as the commit object records
+// them. Unlike rev-parse sha^2, this works on the boundary commit of a
+// shallow clone, whose parents git hides because it does not have them.
+func (r Repo) Parents(ctx context.Context, sha string) ([]string, error) {
+	out, err := r.Run(ctx, "cat-file", "commit", sha)
+	if err != nil {
+		return nil, fmt.Errorf("read commit %s: %w", sha, err)
+	}
+	var parents []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if line == "" { // the headers end at the first empty line
+			break
+		}
+		if p, ok := strings.CutPrefix(line, "parent "); ok {
+			parents = append(parents, p)
+		}
+	}
+	return parents, nil
+}
+
+// MergeBase returns the best common ancestor of commits a and b, both
+// present. In a shallow clone whose history does not reach it, it fetches
+// more history of srcs (what to ask remote for: the SHAs a and b when srcs
+// is empty, or refs that point at them), deeper each time, and at last all
+// of it. Deepening works on SHAs, so it serves a fork's head that no
+// branch of remote names; most pull requests branch off within the first
+// depth, one round trip.
+func (r Repo) MergeBase(ctx context.Context, remote, a, b string, srcs ...string) (string, error) {
+	if len(srcs) == 0 {
+		srcs = []string{a, b}
+	}
+	depths := []int{64, 512, 4096, -1}
+	for i := 0; ; i++ {
+		if base, ok, err := r.mergeBase(ctx, a, b); err != nil || ok {
+			return base, err
+		}
+		if i == len(depths) || !r.IsShallow(ctx) {
+			return "", fmt.Errorf("commits %s and %s have no common ancestor (unrelated histories?)", a, b)
+		}
+		if err := r.Fetch(ctx, remote, depths[i], srcs...); err != nil {
+			return "", fmt.Errorf("fetch history to find the merge base of %s and %s: %w", a, b, err)
+		}
+	}
+}
+
+// mergeBase runs git merge-base: ok is false when the history present has
+// no common ancestor.
+func (r Repo) mergeBase(ctx context.Context, a, b string) (string, bool, error) {
+	out, err := r.Run(ctx, "merge-base", "--end-of-options", a, b)
+	if err == nil {
+		return strings.TrimSpace(string(out)), true, nil
+	}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == 1 {
+		return "", false, nil
+	}
+	return "", false, fmt.Errorf("merge base of %s and %s: %w", a, b, err)
 }
