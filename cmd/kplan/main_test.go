@@ -66,10 +66,10 @@ func TestDiffComponentsStory(t *testing.T) {
 		byPath[o.Path] = i
 	}
 	dev := p.Overlays[byPath["overlays/dev"]]
-	if len(dev.Added) != 1 || !strings.HasPrefix(dev.Added[0], "~G_v1_Secret||ldappass-") {
+	if len(dev.Added) != 1 || !strings.HasPrefix(dev.Added[0], "~G_v1_Secret|default|ldappass-") {
 		t.Errorf("dev adds %q, want the ldappass Secret", dev.Added)
 	}
-	if !slices.Equal(dev.Changed, []string{"apps_v1_Deployment||example"}) || len(dev.Replaced) != 2 || len(dev.Pruned) != 0 {
+	if !slices.Equal(dev.Changed, []string{"apps_v1_Deployment|default|example"}) || len(dev.Replaced) != 2 || len(dev.Pruned) != 0 {
 		t.Errorf("dev: changed %q replaced %+v pruned %q", dev.Changed, dev.Replaced, dev.Pruned)
 	}
 	ent := p.Overlays[byPath["overlays/enterprise"]]
@@ -77,7 +77,7 @@ func TestDiffComponentsStory(t *testing.T) {
 		t.Errorf("enterprise: %s, pruned %q", ent.Status, ent.Pruned)
 	}
 	com := p.Overlays[byPath["overlays/community"]]
-	if len(com.Replaced) != 1 || !strings.HasPrefix(com.Replaced[0].Base, "~G_v1_Secret||recaptcha-") {
+	if len(com.Replaced) != 1 || !strings.HasPrefix(com.Replaced[0].Base, "~G_v1_Secret|default|recaptcha-") {
 		t.Errorf("community: replaced %+v", com.Replaced)
 	}
 	if p.Totals.Overlays != 3 || p.Totals.ChangedOverlays != 3 {
@@ -90,7 +90,7 @@ func TestDiffComponentsStory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"overlays/enterprise (overlay removed)", "+ ~G_v1_Secret||ldappass-", "data.secret_key.txt (value hidden)", "Plan: 1 to add, 5 to change, 4 to prune in 3 of 3 overlays."} {
+	for _, want := range []string{"overlays/enterprise (overlay removed)", "+ ~G_v1_Secret|default|ldappass-", "data.secret_key.txt (value hidden)", "Plan: 1 to add, 5 to change, 4 to prune in 3 of 3 overlays."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text plan lacks %q:\n%s", want, out)
 		}
@@ -128,7 +128,7 @@ func TestDiffWorkingTreeBrokenOverlayAndDetach(t *testing.T) {
 		got[o.Path] = o.Status
 		switch o.Path {
 		case "a":
-			if len(o.Pruned) != 0 || !slices.Equal(o.Detached, []string{"~G_v1_ConfigMap||two"}) {
+			if len(o.Pruned) != 0 || !slices.Equal(o.Detached, []string{"~G_v1_ConfigMap|default|two"}) {
 				t.Errorf("a: pruned %q, left in cluster %q", o.Pruned, o.Detached)
 			}
 		case "b":
