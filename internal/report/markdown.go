@@ -50,12 +50,12 @@ func markdown(p *inventorydiff.Plan, d detail, maxOverlays int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "### kplan: %s\n\n", Summary(p))
 	unchanged := 0
-	for _, o := range p.Overlays {
-		if o.Status == inventorydiff.Unchanged {
+	for i := range p.Overlays {
+		if !reported(&p.Overlays[i]) {
 			unchanged++
 		}
 	}
-	fmt.Fprintf(&b, "Base `%s` → head `%s`. %d %s unchanged.", shortRev(p.Base), shortRev(p.Head), unchanged, plural(unchanged, "overlay", "overlays"))
+	fmt.Fprintf(&b, "Planned %s. %d %s unchanged.", commits(p), unchanged, plural(unchanged, "overlay", "overlays"))
 	if p.Totals.Dangerous > 0 {
 		fmt.Fprintf(&b, " ⚠️ **%d dangerous %s**.", p.Totals.Dangerous, plural(p.Totals.Dangerous, "prune", "prunes"))
 	}
@@ -70,7 +70,7 @@ func markdown(p *inventorydiff.Plan, d detail, maxOverlays int) string {
 	shown, listed := 0, 0
 	for i := range p.Overlays {
 		o := &p.Overlays[i]
-		if o.Status == inventorydiff.Unchanged {
+		if !reported(o) {
 			continue
 		}
 		listed++
@@ -80,10 +80,13 @@ func markdown(p *inventorydiff.Plan, d detail, maxOverlays int) string {
 		shown++
 		if d == countsOnly {
 			status := string(o.Status)
+			if msg, introduced := o.Problem(); msg != "" && introduced {
+				status += " ❌"
+			}
 			if len(o.Dangerous) > 0 {
 				status += " ⚠️"
 			}
-			fmt.Fprintf(&b, "| `%s` | %d | %d | %d | %s |\n", cell(o.Path), len(o.Added), len(o.Changed), len(o.Pruned), status)
+			fmt.Fprintf(&b, "| `%s` | %d | %d | %d | %s |\n", cell(title(o)), len(o.Added), len(o.Changed), len(o.Pruned), status)
 			continue
 		}
 		writeOverlay(&b, o, d)
@@ -95,10 +98,14 @@ func markdown(p *inventorydiff.Plan, d detail, maxOverlays int) string {
 }
 
 func writeOverlay(b *strings.Builder, o *inventorydiff.Overlay, d detail) {
-	fmt.Fprintf(b, "#### `%s` — ", o.Path)
+	fmt.Fprintf(b, "#### `%s` — ", title(o))
 	switch o.Status {
 	case inventorydiff.Failed:
-		b.WriteString("❌ failed to render\n\n")
+		if _, introduced := o.Problem(); introduced {
+			b.WriteString("❌ failed to render: introduced by this change\n\n")
+		} else {
+			b.WriteString("failed to render, already on base (not caused by this change)\n\n")
+		}
 		for _, e := range []struct{ side, err string }{{"base", o.BaseErr}, {"head", o.HeadErr}} {
 			if e.err != "" {
 				fmt.Fprintf(b, "On %s:\n```\n%s\n```\n", e.side, strings.ReplaceAll(e.err, "```", "'''"))
@@ -110,8 +117,16 @@ func writeOverlay(b *strings.Builder, o *inventorydiff.Overlay, d detail) {
 		b.WriteString("new overlay, ")
 	case inventorydiff.Removed:
 		b.WriteString("overlay removed, ")
+	case inventorydiff.Moved:
+		b.WriteString("moved, ")
 	}
 	fmt.Fprintf(b, "%s\n\n", overlayCounts(o))
+	if msg, _ := o.Problem(); msg != "" {
+		fmt.Fprintf(b, "> ❌ **Cannot be applied safely** (%s): %s\n\n", failureLine(o), msg)
+	}
+	if inv := o.HeadInventory; inv != nil {
+		fmt.Fprintf(b, "Inventory: %s. ", inv)
+	}
 	fmt.Fprintf(b, "Inventory hash `%s` → `%s`", orNone(o.BaseHash), orNone(o.HeadHash))
 	if o.Unchanged > 0 {
 		fmt.Fprintf(b, ", %d unchanged", o.Unchanged)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 )
 
@@ -20,9 +21,58 @@ func Summary(p *inventorydiff.Plan) string {
 		s += fmt.Sprintf(", %d left in the cluster", t.Detached)
 	}
 	if t.Failed > 0 {
-		s += fmt.Sprintf("; %d %s failed to render", t.Failed, plural(t.Failed, "overlay", "overlays"))
+		s += fmt.Sprintf("; %d %s failed", t.Failed, plural(t.Failed, "overlay", "overlays"))
+		if n := len(p.IntroducedFailures()); n < t.Failed {
+			s += fmt.Sprintf(" (%d already failing on base)", t.Failed-n)
+		}
 	}
 	return s
+}
+
+// commits says which commits were planned, e.g. "head abc1234 against
+// main at def5678".
+func commits(p *inventorydiff.Plan) string {
+	return fmt.Sprintf("%s against %s", orRev(p.HeadLabel, "head "+shortRev(p.Head)), orRev(p.BaseLabel, "base "+shortRev(p.Base)))
+}
+
+func orRev(label, rev string) string {
+	if label != "" {
+		return label
+	}
+	return rev
+}
+
+// title names an overlay for a reader: its path, the targets that deploy
+// it and where it moved from.
+func title(o *inventorydiff.Overlay) string {
+	s := o.Path
+	if len(o.Targets) > 0 {
+		s = plural(len(o.Targets), "target ", "targets ") + strings.Join(o.Targets, ", ") + " (" + o.Path + ")"
+	}
+	if o.MovedFrom != "" {
+		s += " (moved from " + o.MovedFrom + ")"
+	}
+	return s
+}
+
+// reported says whether a report lists the overlay: anything but an
+// unchanged overlay with no problem.
+func reported(o *inventorydiff.Overlay) bool {
+	msg, _ := o.Problem()
+	return o.Status != inventorydiff.Unchanged || msg != ""
+}
+
+// failureLine says whether the change brings an overlay's failure.
+func failureLine(o *inventorydiff.Overlay) string {
+	msg, introduced := o.Problem()
+	switch {
+	case msg == "":
+		return ""
+	case introduced:
+		return "introduced by this change"
+	default:
+		return "already failing on base; not caused by this change"
+	}
 }
 
 func plural(n int, one, many string) string {
@@ -54,8 +104,8 @@ func overlayError(o *inventorydiff.Overlay) string {
 	if o.BaseErr != "" {
 		parts = append(parts, "base: "+o.BaseErr)
 	}
-	if o.HeadErr != "" {
-		parts = append(parts, "head: "+o.HeadErr)
+	if msg, _ := o.Problem(); msg != "" {
+		parts = append(parts, "head: "+msg)
 	}
 	return strings.Join(parts, "; ")
 }
@@ -75,11 +125,18 @@ type jsonOverlay struct {
 	Dangerous []string                               `json:"dangerous"`
 	Fields    map[string][]inventorydiff.FieldChange `json:"fields,omitempty"`
 	Error     string                                 `json:"error,omitempty"`
+	// Failure is "introduced" (the change breaks the overlay) or
+	// "existing" (it failed on base too).
+	Failure    string   `json:"failure,omitempty"`
+	Targets    []string `json:"targets,omitempty"`
+	MovedFrom  string   `json:"movedFrom,omitempty"`
+	SharedWith []string `json:"sharedInventoryWith,omitempty"`
 }
 
 type jsonSide struct {
-	Hash  string `json:"hash"`
-	Error string `json:"error,omitempty"`
+	Hash      string              `json:"hash"`
+	Error     string              `json:"error,omitempty"`
+	Inventory *inventory.Identity `json:"inventory,omitempty"`
 }
 
 type jsonReplacement struct {
@@ -103,6 +160,7 @@ type jsonTotals struct {
 	Overlays        int `json:"overlays"`
 	ChangedOverlays int `json:"changedOverlays"`
 	Failed          int `json:"failed"`
+	Introduced      int `json:"introducedFailures"`
 	Dangerous       int `json:"dangerous"`
 }
 
@@ -113,17 +171,24 @@ type jsonTotals struct {
 func JSON(p *inventorydiff.Plan) ([]byte, error) {
 	out := jsonPlan{Base: p.Base, Head: p.Head, Summary: Summary(p), Overlays: []jsonOverlay{}}
 	t := p.Totals
-	out.Totals = jsonTotals{t.Added, t.Changed, t.Pruned, t.Detached, t.Overlays, t.ChangedOverlays, t.Failed, t.Dangerous}
+	out.Totals = jsonTotals{t.Added, t.Changed, t.Pruned, t.Detached, t.Overlays, t.ChangedOverlays, t.Failed, len(p.IntroducedFailures()), t.Dangerous}
 	for i := range p.Overlays {
 		o := &p.Overlays[i]
 		j := jsonOverlay{
 			Path: o.Path, Status: o.Status,
-			Base:  jsonSide{Hash: o.BaseHash, Error: o.BaseErr},
-			Head:  jsonSide{Hash: o.HeadHash, Error: o.HeadErr},
+			Base:    jsonSide{Hash: o.BaseHash, Error: o.BaseErr, Inventory: o.BaseInventory},
+			Head:    jsonSide{Hash: o.HeadHash, Error: o.HeadErr, Inventory: o.HeadInventory},
+			Targets: o.Targets, MovedFrom: o.MovedFrom, SharedWith: o.SharedWith,
 			Added: nonNil(o.Added), Pruned: nonNil(o.Pruned), Detached: nonNil(o.Detached),
 			Changed: []string{}, Replaced: []jsonReplacement{},
 			Unchanged: o.Unchanged, Dangerous: nonNil(o.Dangerous),
 			Error: overlayError(o),
+		}
+		if msg, introduced := o.Problem(); msg != "" {
+			j.Failure = "existing"
+			if introduced {
+				j.Failure = "introduced"
+			}
 		}
 		for _, c := range o.Changed {
 			if c.Replaced() {

@@ -83,7 +83,7 @@ func TestMarkdown(t *testing.T) {
 	md := Markdown(samplePlan(t), "<!-- marker -->\n", MaxCommentSize)
 	for _, want := range []string{
 		"<!-- marker -->\n### kplan: 1 to add, 2 to change, 1 to prune in 1 of 2 overlays",
-		"Base `aaaaaaa` → head `bbbbbbb`. 1 overlay unchanged.",
+		"Planned head bbbbbbb against base aaaaaaa. 1 overlay unchanged.",
 		"#### `apps/a`",
 		"| + | `~G_v1_ConfigMap\\|a\\|new` | add |",
 		"| - | `~G_v1_Namespace\\|\\|a` | prune |",

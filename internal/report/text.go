@@ -10,14 +10,14 @@ import (
 // Text writes the plan for a terminal, like a Terraform plan.
 func Text(w io.Writer, p *inventorydiff.Plan) error {
 	ew := &errWriter{w: w}
-	ew.printf("kplan: base %s → head %s\n\n", shortRev(p.Base), shortRev(p.Head))
+	ew.printf("kplan: %s\n\n", commits(p))
 	for i := range p.Overlays {
 		o := &p.Overlays[i]
-		switch o.Status {
-		case inventorydiff.Unchanged:
+		if !reported(o) {
 			continue
-		case inventorydiff.Failed:
-			ew.printf("%s: failed to render\n", o.Path)
+		}
+		if o.Status == inventorydiff.Failed {
+			ew.printf("%s: failed to render (%s)\n", title(o), failureLine(o))
 			if o.BaseErr != "" {
 				ew.printf("  base: %s\n", o.BaseErr)
 			}
@@ -27,6 +27,13 @@ func Text(w io.Writer, p *inventorydiff.Plan) error {
 			ew.printf("\n")
 			continue
 		}
+		if msg, _ := o.Problem(); msg != "" {
+			ew.printf("%s: cannot be applied safely (%s)\n  %s\n", title(o), failureLine(o), msg)
+			if o.Status == inventorydiff.Unchanged {
+				ew.printf("\n")
+				continue
+			}
+		}
 		label := ""
 		switch o.Status {
 		case inventorydiff.New:
@@ -34,7 +41,7 @@ func Text(w io.Writer, p *inventorydiff.Plan) error {
 		case inventorydiff.Removed:
 			label = " (overlay removed)"
 		}
-		ew.printf("%s%s: %s (inventory %s → %s)\n", o.Path, label, overlayCounts(o), orNone(o.BaseHash), orNone(o.HeadHash))
+		ew.printf("%s%s: %s (inventory %s → %s)\n", title(o), label, overlayCounts(o), orNone(o.BaseHash), orNone(o.HeadHash))
 		for _, why := range o.Dangerous {
 			ew.printf("  ! DANGEROUS: %s\n", why)
 		}
