@@ -54,6 +54,12 @@ type Options struct {
 	AllowEmpty bool
 	// NoPrune applies without deleting anything.
 	NoPrune bool
+	// Namespace receives the namespaced objects (and the inventory)
+	// rendered without a namespace; "" is DefaultNamespace.
+	Namespace string
+	// AllowReplaceInventory permits an apply that prunes every object the
+	// inventory held while it adds others (see ReplaceInventoryError).
+	AllowReplaceInventory bool
 	// OnEvent, if set, sees every cli-utils event as it happens.
 	OnEvent func(event.Event)
 }
@@ -87,6 +93,9 @@ type Result struct {
 	Inventory Inventory      `json:"inventory"`
 	DryRun    bool           `json:"dryRun"`
 	Objects   []ObjectResult `json:"objects"`
+	// Warnings explain what the objects alone do not, such as objects
+	// another inventory owns after this overlay's inventory was renamed.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Keys lists the objects that met an action, sorted.
@@ -132,7 +141,20 @@ func New(getter genericclioptions.RESTClientGetter) *Engine {
 
 // Apply applies objs and prunes what the inventory object invObj recorded
 // before and objs no longer hold.
+//
+// Namespaced objects in objs rendered without a namespace are given
+// opts.Namespace in place. Before anything is applied, the inventory's
+// object list in the cluster is read and an apply that would prune all of
+// it while adding others is refused (ReplaceInventoryError) unless
+// opts.AllowReplaceInventory; a dry run reports the refusal too.
 func (e *Engine) Apply(ctx context.Context, invObj *unstructured.Unstructured, objs []*unstructured.Unstructured, opts Options) (*Result, error) {
+	ns := opts.Namespace
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	if invObj.GetNamespace() == "" {
+		invObj.SetNamespace(ns)
+	}
 	inv := inventoryOf(invObj)
 	res := &Result{Inventory: inv, DryRun: opts.DryRun, Objects: []ObjectResult{}}
 	if len(objs) == 0 && !opts.AllowEmpty {
@@ -174,11 +196,23 @@ func (e *Engine) Apply(ctx context.Context, invObj *unstructured.Unstructured, o
 		return res, fmt.Errorf("inventory client for %s: %w", inv, err)
 	}
 
+	if err := defaultNamespaces(mapper, objs, ns); err != nil {
+		return res, err
+	}
+	prev, isNew, err := previousObjects(ctx, invClient, inv)
+	if err != nil {
+		return res, err
+	}
+	if !opts.NoPrune && !opts.AllowReplaceInventory {
+		if err := checkReplace(inv, prev, objs); err != nil {
+			return res, err
+		}
+	}
 	before, err := existingVersions(ctx, dyn, mapper, objs)
 	if err != nil {
 		return res, err
 	}
-	if err := e.protectInventoryNamespace(ctx, invClient, dyn, inv, objs, opts.DryRun, res); err != nil {
+	if err := e.protectInventoryNamespace(ctx, dyn, inv, prev, objs, opts.DryRun); err != nil {
 		return res, err
 	}
 
@@ -283,6 +317,11 @@ func (e *Engine) Apply(ctx context.Context, invObj *unstructured.Unstructured, o
 		}
 	}
 	slices.SortFunc(res.Objects, func(a, b ObjectResult) int { return strings.Compare(a.Key, b.Key) })
+	owners := map[string]string{}
+	for id, ex := range before {
+		owners[key(id, nil)] = ex.owner
+	}
+	res.Warnings = foreignWarnings(ctx, dyn, inv, isNew, res, owners)
 	if len(fatal) > 0 {
 		return res, fmt.Errorf("apply with %s: %w", inv, errors.Join(fatal...))
 	}
@@ -345,7 +384,7 @@ func parsePropagation(s string) (metav1.DeletionPropagation, error) {
 // existingVersions records the resourceVersion of every object about to be
 // applied that already exists, with one metadata LIST per kind and
 // namespace, so the result can tell created, configured and unchanged.
-func existingVersions(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, objs []*unstructured.Unstructured) (map[object.ObjMetadata]string, error) {
+func existingVersions(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, objs []*unstructured.Unstructured) (map[object.ObjMetadata]existing, error) {
 	type scope struct {
 		gvk schema.GroupVersionKind
 		ns  string
@@ -354,7 +393,7 @@ func existingVersions(ctx context.Context, dyn dynamic.Interface, mapper meta.RE
 	for _, o := range objs {
 		scopes[scope{o.GroupVersionKind(), o.GetNamespace()}] = true
 	}
-	out := map[object.ObjMetadata]string{}
+	out := map[object.ObjMetadata]existing{}
 	for s := range scopes {
 		m, err := mapper.RESTMapping(s.gvk.GroupKind(), s.gvk.Version)
 		if err != nil {
@@ -373,14 +412,22 @@ func existingVersions(ctx context.Context, dyn dynamic.Interface, mapper meta.RE
 			return nil, fmt.Errorf("list %s in the cluster: %w", m.Resource.Resource, err)
 		}
 		for i := range list.Items {
-			out[object.UnstructuredToObjMetadata(&list.Items[i])] = list.Items[i].GetResourceVersion()
+			it := &list.Items[i]
+			out[object.UnstructuredToObjMetadata(it)] = existing{rv: it.GetResourceVersion(), owner: it.GetAnnotations()[inventory.OwningInventoryKey]}
 		}
 	}
 	return out, nil
 }
 
-func applied(id object.ObjMetadata, after *unstructured.Unstructured, before map[object.ObjMetadata]string, dryRun bool) Action {
-	rv, existed := before[id]
+// existing is what an object in the cluster was before the apply.
+type existing struct {
+	rv    string // resourceVersion
+	owner string // the inventory-id that owns it, "" for none
+}
+
+func applied(id object.ObjMetadata, after *unstructured.Unstructured, before map[object.ObjMetadata]existing, dryRun bool) Action {
+	ex, existed := before[id]
+	rv := ex.rv
 	switch {
 	case !existed:
 		return Created
@@ -446,30 +493,37 @@ func established(crd *unstructured.Unstructured) bool {
 // protectInventoryNamespace keeps the Namespace that holds the inventory
 // from being pruned: deleting it would delete the inventory itself. The
 // live Namespace is annotated to be kept, which cli-utils honours.
-func (e *Engine) protectInventoryNamespace(ctx context.Context, invClient inventory.Client, dyn dynamic.Interface, inv Inventory, objs []*unstructured.Unstructured, dryRun bool, res *Result) error {
+func (e *Engine) protectInventoryNamespace(ctx context.Context, dyn dynamic.Interface, inv Inventory, prev []object.ObjMetadata, objs []*unstructured.Unstructured, dryRun bool) error {
 	nsID := object.ObjMetadata{GroupKind: schema.GroupKind{Kind: "Namespace"}, Name: inv.Namespace}
 	for _, o := range objs {
 		if object.UnstructuredToObjMetadata(o) == nsID {
 			return nil // still rendered: not a prune
 		}
 	}
-	prev, err := invClient.Get(ctx, inv.info(), inventory.GetOptions{})
-	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read %s: %w", inv, err)
-	}
-	if !slices.Contains(prev.GetObjectRefs(), nsID) || dryRun {
+	if !slices.Contains(prev, nsID) || dryRun {
 		return nil
 	}
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, common.OnRemoveAnnotation, common.OnRemoveKeep)
 	nsGVR := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	_, err = dyn.Resource(nsGVR).Patch(ctx, inv.Namespace, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: FieldManager})
+	_, err := dyn.Resource(nsGVR).Patch(ctx, inv.Namespace, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: FieldManager})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("protect namespace %s, which holds %s: %w", inv.Namespace, inv, err)
 	}
 	return nil
+}
+
+// previousObjects reads, through cli-utils' inventory client, the object
+// list the inventory holds in the cluster; isNew says the inventory object
+// does not exist yet (or its kind is not installed).
+func previousObjects(ctx context.Context, invClient inventory.Client, inv Inventory) (prev []object.ObjMetadata, isNew bool, err error) {
+	got, err := invClient.Get(ctx, inv.info(), inventory.GetOptions{})
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read %s in the cluster: %w", inv, err)
+	}
+	return got.GetObjectRefs(), false, nil
 }
 
 // tolerantDynamic works around cli-utils at the pinned master commit:

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -30,6 +31,9 @@ type Source struct {
 	RGFileExplicit bool
 	// HasKptfile says the overlay's Kptfile has an inventory to migrate.
 	HasKptfile bool
+	// Namespace is the target's namespace: an inventory rendered without
+	// one goes there, like every namespaced object ("" is "default").
+	Namespace string
 }
 
 // TargetOf picks the inventory of a rendered overlay: the one inventory
@@ -88,7 +92,7 @@ func targetOf(r render.Result, src Source, override *unstructured.Unstructured) 
 		if d.Type != "" && d.Type != "ConfigMap" {
 			return nil, fmt.Errorf("%s: inventory type %q: only ConfigMap is supported", r.Path, d.Type)
 		}
-		inv = ConfigMapInventory(d.ConfigMap.Name, d.ConfigMap.Namespace, "")
+		inv = ConfigMapInventory(d.ConfigMap.Name, cmp.Or(d.ConfigMap.Namespace, src.Namespace), "")
 		err = nil
 	}
 	if errors.As(err, &none) {
@@ -98,7 +102,7 @@ func targetOf(r render.Result, src Source, override *unstructured.Unstructured) 
 		return nil, err
 	}
 	if inv.GetNamespace() == "" {
-		inv.SetNamespace("default")
+		inv.SetNamespace(cmp.Or(src.Namespace, DefaultNamespace))
 	}
 	return &Target{Inventory: inv, Objects: rest}, nil
 }
