@@ -28,7 +28,8 @@ const fixtures = "testdata/github-webhooks"
 // git runs the git command line (shared with other packages' tests).
 var git = gittest.Git
 
-// pullRequestEvent copies GitHub's example payload with the test's commits.
+// pullRequestEvent copies GitHub's example payload with the test's commits;
+// the base branch is main, as in the test repositories.
 func pullRequestEvent(t *testing.T, name, baseSHA, headSHA string) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(fixtures, "pull_request", name))
@@ -41,6 +42,7 @@ func pullRequestEvent(t *testing.T, name, baseSHA, headSHA string) string {
 	}
 	pr := ev["pull_request"].(map[string]any)
 	pr["base"].(map[string]any)["sha"] = baseSHA
+	pr["base"].(map[string]any)["ref"] = "main"
 	pr["head"].(map[string]any)["sha"] = headSHA
 	out, _ := json.Marshal(ev)
 	p := filepath.Join(t.TempDir(), "event.json")
@@ -54,7 +56,7 @@ func pullRequestEvent(t *testing.T, name, baseSHA, headSHA string) string {
 type runner struct {
 	env             map[string]string
 	output, summary string
-	stdout          bytes.Buffer
+	stdout, stderr  bytes.Buffer // stderr: the log
 }
 
 func newRunner(t *testing.T, workspace, eventPath, apiURL, token string) *runner {
@@ -89,10 +91,10 @@ func newRunner(t *testing.T, workspace, eventPath, apiURL, token string) *runner
 func (r *runner) run(t *testing.T) error {
 	t.Helper()
 	r.stdout.Reset()
-	var stderr bytes.Buffer
-	err := action.Run(context.Background(), nil, func(k string) string { return r.env[k] }, &r.stdout, &stderr)
+	r.stderr.Reset()
+	err := action.Run(context.Background(), nil, func(k string) string { return r.env[k] }, &r.stdout, &r.stderr)
 	if err != nil {
-		t.Logf("stdout:\n%s\nstderr:\n%s", r.stdout.String(), stderr.String())
+		t.Logf("stdout:\n%s\nstderr:\n%s", r.stdout.String(), r.stderr.String())
 	}
 	return err
 }
@@ -120,15 +122,24 @@ func checkout(t *testing.T, upstream, branch string) string {
 	return ws
 }
 
-func TestActionCommentsAndEditsInPlace(t *testing.T) {
-	ctx := context.Background()
-	upstream := t.TempDir()
-	repo, err := demo.NewRepo(ctx, upstream)
+// demoPR makes the demo repository a pull request on GitHub: main at the
+// base commit, branch changes at the head, checked out.
+func demoPR(t *testing.T, upstream string) *demo.Repo {
+	t.Helper()
+	repo, err := demo.NewRepo(context.Background(), upstream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	git(t, upstream, "branch", "changes", repo.Head)
-	git(t, upstream, "config", "uploadpack.allowAnySHA1InWant", "true")
+	git(t, upstream, "checkout", "-qb", "changes")
+	git(t, upstream, "branch", "-f", "main", repo.Base)
+	// As GitHub does: any commit reachable from a ref can be fetched by SHA.
+	git(t, upstream, "config", "uploadpack.allowReachableSHA1InWant", "true")
+	return repo
+}
+
+func TestActionCommentsAndEditsInPlace(t *testing.T) {
+	upstream := t.TempDir()
+	repo := demoPR(t, upstream)
 
 	gh := githubapi.New()
 	defer gh.Close()
@@ -205,12 +216,8 @@ func ids(cs []githubapi.Comment) []int64 {
 // A fork's token cannot comment: the plan goes to the summary and the step
 // succeeds with a warning. A broken head overlay fails the step.
 func TestActionForkAndBrokenOverlay(t *testing.T) {
-	ctx := context.Background()
 	upstream := t.TempDir()
-	repo, err := demo.NewRepo(ctx, upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo := demoPR(t, upstream)
 	gh := githubapi.New()
 	defer gh.Close()
 	gh.AddToken("ghs_fork", githubapi.Identity{Login: "github-actions[bot]", ReadOnly: true})
@@ -235,7 +242,7 @@ func TestActionForkAndBrokenOverlay(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, "overlays/dev/kustomization.yaml"), []byte("resources: [../../nothere]\n"), 0o644)
 	git(t, ws, "commit", "-qam", "break dev")
 	r.env["GITHUB_EVENT_PATH"] = pullRequestEvent(t, "synchronize.payload.json", repo.Base, git(t, ws, "rev-parse", "HEAD"))
-	err = r.run(t)
+	err := r.run(t)
 	if err == nil || !strings.Contains(err.Error(), "overlays/dev") {
 		t.Errorf("broken overlay: err %v, want it named", err)
 	}

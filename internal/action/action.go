@@ -1,6 +1,6 @@
-// Package action is the GitHub Action: on a pull request it plans the
-// change (base = the PR's base commit, head = the checked-out commit),
-// posts or edits one PR comment, and writes the job summary and outputs.
+// Package action is the GitHub Action: on a pull request it plans what
+// merging it will do (see commits.go for which two commits), posts or
+// edits one PR comment, and writes the job summary and outputs.
 package action
 
 import (
@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -101,7 +102,6 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	pr := ev.GetPullRequest()
 	owner, repo := ev.GetRepo().GetOwner().GetLogin(), ev.GetRepo().GetName()
-	baseSHA := pr.GetBase().GetSHA()
 
 	dir := gctx.Workspace
 	if dir == "" {
@@ -110,13 +110,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if in.workDir != "" && in.workDir != "." {
 		dir = filepath.Join(dir, in.workDir)
 	}
-	// The checkout is usually one commit deep: fetch the base commit into
-	// the object database only, leaving the work tree and index alone.
-	g := gitcli.Repo{Dir: dir}
-	if err := g.EnsureCommit(ctx, "origin", baseSHA); err != nil {
-		return err
-	}
-	headSHA, err := g.ResolveCommit(ctx, "HEAD")
+	c, err := planCommits(ctx, gitcli.Repo{Dir: dir}, gctx.EventName, pr, log)
 	if err != nil {
 		return err
 	}
@@ -128,7 +122,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	a.Group("kplan: render and compare the overlays the change can affect")
 	p, err := plan.Run(ctx, plan.Options{
-		RepoDir: dir, Base: baseSHA, Head: headSHA,
+		RepoDir: dir, Base: c.base, Head: c.head, BaseLabel: c.baseLabel, HeadLabel: c.headLabel,
 		Filter: render.Filter{Include: in.include, Exclude: in.exclude},
 		Render: ropts, Logger: log, CacheDir: cacheDir,
 	})
@@ -150,18 +144,36 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 	}
-	if in.failOnError {
-		var failed []string
-		for _, o := range p.Overlays {
-			if o.HeadErr != "" {
-				failed = append(failed, o.Path)
-			}
-		}
-		if len(failed) > 0 {
-			return fmt.Errorf("%d overlays failed to render on the head commit: %s (see the plan comment; set fail-on-error: false to only report)", len(failed), strings.Join(failed, ", "))
-		}
+	// Only what this change breaks fails the step: an overlay that fails
+	// on base too would turn every pull request red until someone fixes it.
+	introduced := p.IntroducedFailures()
+	if existing := preexistingFailures(p, introduced); len(existing) > 0 {
+		log.Warn("overlays that already fail on the base commit: reported in the plan, not failing the step", "overlays", strings.Join(existing, ", "))
+	}
+	if in.failOnError && len(introduced) > 0 {
+		return fmt.Errorf("this change breaks %d %s: %s (see the plan comment; set fail-on-error: false to only report)",
+			len(introduced), plural(len(introduced), "overlay", "overlays"), strings.Join(introduced, ", "))
 	}
 	return nil
+}
+
+// preexistingFailures are the overlays that fail on head but not because
+// of this change.
+func preexistingFailures(p *inventorydiff.Plan, introduced []string) []string {
+	var out []string
+	for _, o := range p.Overlays {
+		if o.HeadErr != "" && !slices.Contains(introduced, o.Path) {
+			out = append(out, o.Path)
+		}
+	}
+	return out
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // pullRequestEvent reads the event that triggered the workflow.
@@ -179,8 +191,9 @@ func pullRequestEvent(gctx *githubactions.GitHubContext) (*github.PullRequestEve
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return nil, fmt.Errorf("parse the event payload %s: %w", gctx.EventPath, err)
 	}
-	if ev.GetPullRequest().GetBase().GetSHA() == "" || ev.GetPullRequest().GetNumber() == 0 {
-		return nil, fmt.Errorf("the event payload %s has no pull_request.base.sha or number", gctx.EventPath)
+	pr := ev.GetPullRequest()
+	if pr.GetBase().GetRef() == "" || pr.GetHead().GetSHA() == "" || pr.GetNumber() == 0 {
+		return nil, fmt.Errorf("the event payload %s has no pull_request.base.ref, head.sha or number: is it a pull request event?", gctx.EventPath)
 	}
 	return &ev, nil
 }
