@@ -32,7 +32,12 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		noPrune     = fset.Bool("no-prune", false, "apply without deleting anything")
 		rgFile      = fset.String("rg-file", resourcegroup.DefaultFile, "ResourceGroup file in the overlay, used when the render has no inventory")
 		format      = fset.String("format", "text", "text or json")
+		replace     = fset.Bool("allow-replace-inventory", false, "apply even when it would prune every object the inventory holds while adding others (an overlay copied with its inventory)")
+		namespace   string
 	)
+	const nsUsage = "namespace of the namespaced objects (and the inventory) rendered without one"
+	fset.StringVar(&namespace, "namespace", deploy.DefaultNamespace, nsUsage)
+	fset.StringVar(&namespace, "n", deploy.DefaultNamespace, nsUsage+" (shorthand)")
 	rf.register(fset)
 	if err := fset.Parse(args); err != nil {
 		return exitError(2)
@@ -63,13 +68,14 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	_, hasKptfile, _ := resourcegroup.KptfileInventory(dir)
 	explicit := false
 	fset.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "rg-file" })
-	target, err := deploy.TargetOf(r, deploy.Source{RGFile: rg, RGFileExplicit: explicit, HasKptfile: hasKptfile})
+	target, err := deploy.TargetOf(r, deploy.Source{RGFile: rg, RGFileExplicit: explicit, HasKptfile: hasKptfile, Namespace: namespace})
 	if err != nil {
 		return err
 	}
 	res, err := deploy.New(deploy.NewGetter(*kubeconfig, *kubecontext)).Apply(ctx, target.Inventory, target.Objects, deploy.Options{
 		DryRun: *dryRun, InventoryPolicy: *policy, PrunePropagation: *propagation,
 		ReconcileTimeout: *timeout, AllowEmpty: *allowEmpty, NoPrune: *noPrune,
+		Namespace: namespace, AllowReplaceInventory: *replace,
 	})
 	if res != nil {
 		if perr := printApply(stdout, res, *format); perr != nil {
@@ -117,6 +123,11 @@ func printApply(w io.Writer, res *deploy.Result, format string) error {
 	_, err := fmt.Fprintf(w, "%d created, %d configured, %d unchanged, %d pruned, %d left in the cluster, %d skipped, %d failed.\n",
 		counts[deploy.Created], counts[deploy.Configured], counts[deploy.Unchanged], counts[deploy.Pruned],
 		counts[deploy.Kept], counts[deploy.Skipped], counts[deploy.Failed])
+	for _, warn := range res.Warnings {
+		if _, err := fmt.Fprintf(w, "warning: %s\n", warn); err != nil {
+			return err
+		}
+	}
 	return err
 }
 
