@@ -24,10 +24,27 @@
 //	            reconcileTimeout: 5m    # Go duration, default 5m; 0s waits without a limit
 //	            inventoryPolicy: must-match # must-match (default) | adopt-if-no-inventory | adopt-all
 //	            allowRemoteBases: false # default false
+//	            namespace: default      # where namespaced objects rendered without one go; default "default"
+//	            allowReplaceInventory: false # default false: refuse a deploy that prunes every object
+//	                                    # its inventory held while adding others (a copied inventory)
+//	      - name: release               # a branch whose targets the repository declares
+//	        targetsFrom: .kplan.yaml    # read at each deployed commit (internal/repoconfig)
+//	        environments:               # required with targetsFrom: environment name → cluster
+//	          production:               # kubeconfig, context, prune, reconcileTimeout, inventoryPolicy,
+//	            kubeconfig: prod.kubeconfig #  allowRemoteBases, allowReplaceInventory, as a target's
+//	          staging:                  # empty: in-cluster config, all defaults
+//	        targets: []                 # optional with targetsFrom
 //	gitBaseURL: https://github.com      # default; clone URLs derive from it
 //	apiBaseURL: https://api.github.com/ # default; for go-github, always ends in "/"
 //	resyncInterval: 5m                  # default 5m, must be positive
 //	stateDir: /var/lib/kplan            # default; where git mirrors are cached
+//
+// A repository target (from targetsFrom) whose environment is not listed
+// under environments is reported on its commit and not deployed. Two
+// targets of one cluster (same kubeconfig and context) must not share an
+// inventory: explicit inventories, and one overlay of one branch deployed
+// twice to a cluster and namespace, are errors here; inventories the
+// overlays render are checked by the deployer.
 //
 // Relative kubeconfig and stateDir paths are relative to the directory of
 // the configuration file. Unknown fields are errors, so a misspelt field
@@ -39,6 +56,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -51,6 +69,7 @@ const (
 	DefaultStateDir         = "/var/lib/kplan"
 	DefaultReconcileTimeout = 5 * time.Minute
 	DefaultInventoryPolicy  = "must-match"
+	DefaultNamespace        = "default"
 )
 
 // Config is a parsed and validated configuration file.
@@ -71,25 +90,70 @@ type Repository struct {
 	Branches []Branch
 }
 
-// Branch lists the targets a branch deploys to.
+// Branch lists the targets a branch deploys to: those of the file, and,
+// with TargetsFrom, those the repository declares at the deployed commit.
 type Branch struct {
 	Name    string
 	Targets []Target
+	// TargetsFrom is the repository file (.kplan.yaml) whose targets the
+	// branch deploys, read at each deployed commit; "" for none.
+	TargetsFrom string
+	// Environments map the environments the repository's targets name to
+	// clusters and settings; a target whose environment is not here is
+	// reported and not deployed.
+	Environments []Environment
 }
 
-// Target is one overlay deployed to one cluster.
-type Target struct {
-	Name             string
-	Overlay          string // clean, slash-separated, relative to the repository root ("." for the root)
-	Environment      string // never empty: defaults to Name
+// Settings say how a target deploys to its cluster.
+type Settings struct {
 	Kubeconfig       string // empty: in-cluster config
 	Context          string
-	Inventory        *Inventory // nil: the inventory the overlay renders
 	Prune            bool
 	ReconcileTimeout time.Duration
 	InventoryPolicy  string // must-match, adopt-if-no-inventory or adopt-all
 	AllowRemoteBases bool
+	// AllowReplaceInventory lets a deploy prune every object its inventory
+	// held while it adds others (the signature of a copied inventory).
+	AllowReplaceInventory bool
 }
+
+// Cluster identifies the cluster the settings point at, for the check
+// that no two targets share an inventory there.
+func (s Settings) Cluster() string { return s.Kubeconfig + "\x00" + s.Context }
+
+// Target is one overlay deployed to one cluster.
+type Target struct {
+	Name        string
+	Overlay     string // clean, slash-separated, relative to the repository root ("." for the root)
+	Environment string // never empty: defaults to Name
+	// Namespace receives namespaced objects rendered without a namespace;
+	// never empty: defaults to "default".
+	Namespace string
+	Inventory *Inventory // nil: the inventory the overlay renders
+	Settings
+	// FromFile is set only on the stand-in target Config.Targets returns
+	// for a branch with TargetsFrom: it names the file whose targets deploy.
+	FromFile string
+}
+
+// Environment maps an environment name of .kplan.yaml to a cluster.
+type Environment struct {
+	Name string
+	Settings
+}
+
+// Source is a branch whose targets come from a repository file.
+type Source struct {
+	Name         string // SourceName(Repo, Branch): the stand-in target's name
+	Repo         string // as written in the file
+	Branch       string
+	CloneURL     string
+	File         string
+	Environments []Environment
+}
+
+// SourceName names the stand-in target of a branch's repository targets.
+func SourceName(repo, branch string) string { return repo + "@" + branch }
 
 // Inventory overrides the inventory object an overlay renders.
 type Inventory struct {
@@ -129,7 +193,10 @@ func (c *Config) Repository(repo string) *Repository {
 
 // Targets returns the targets that branch of repo deploys to, nil when
 // the repository or branch is not configured. Branch names are exact: git
-// branch names are case-sensitive.
+// branch names are case-sensitive. A branch that takes its targets from a
+// repository file adds one stand-in target (FromFile set, named
+// SourceName), since which targets the file lists is known only at the
+// commit.
 func (c *Config) Targets(repo, branch string) []Target {
 	r := c.Repository(repo)
 	if r == nil {
@@ -137,10 +204,38 @@ func (c *Config) Targets(repo, branch string) []Target {
 	}
 	for _, b := range r.Branches {
 		if b.Name == branch {
-			return b.Targets
+			if b.TargetsFrom == "" {
+				return b.Targets
+			}
+			return append(slices.Clone(b.Targets), Target{Name: SourceName(r.Name, b.Name), FromFile: b.TargetsFrom})
 		}
 	}
 	return nil
+}
+
+// Sources lists every branch that takes its targets from a repository
+// file, in file order.
+func (c *Config) Sources() []Source {
+	var out []Source
+	for _, r := range c.Repositories {
+		for _, b := range r.Branches {
+			if b.TargetsFrom != "" {
+				out = append(out, Source{Name: SourceName(r.Name, b.Name), Repo: r.Name, Branch: b.Name,
+					CloneURL: c.CloneURL(r.Name), File: b.TargetsFrom, Environments: b.Environments})
+			}
+		}
+	}
+	return out
+}
+
+// Environment returns the settings of the environment named name.
+func (s Source) Environment(name string) (Environment, bool) {
+	for _, e := range s.Environments {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return Environment{}, false
 }
 
 // AllTargets lists every target of the file, in file order.

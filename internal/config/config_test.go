@@ -10,6 +10,8 @@ import (
 	"time"
 )
 
+var defaults = Settings{Prune: true, ReconcileTimeout: 5 * time.Minute, InventoryPolicy: "must-match"}
+
 func TestLoadExample(t *testing.T) {
 	cfg, err := Load("example.yaml")
 	if err != nil {
@@ -25,18 +27,24 @@ func TestLoadExample(t *testing.T) {
 			Name: "octo-org/deploy-config",
 			Branches: []Branch{
 				{Name: "main", Targets: []Target{
-					{Name: "prod-eu", Overlay: "overlays/prod-eu", Environment: "production-eu",
-						Kubeconfig: "/etc/kplan/prod-eu.kubeconfig", Context: "prod-eu", Prune: true,
-						ReconcileTimeout: 5 * time.Minute, InventoryPolicy: "must-match"},
-					{Name: "prod-us", Overlay: "overlays/prod-us", Environment: "prod-us",
+					{Name: "prod-eu", Overlay: "overlays/prod-eu", Environment: "production-eu", Namespace: "shop",
+						Settings: Settings{Kubeconfig: "/etc/kplan/prod-eu.kubeconfig", Context: "prod-eu", Prune: true,
+							ReconcileTimeout: 5 * time.Minute, InventoryPolicy: "must-match"}},
+					{Name: "prod-us", Overlay: "overlays/prod-us", Environment: "prod-us", Namespace: "default",
 						Inventory: &Inventory{Kind: "ResourceGroup", Name: "inventory-prod-us", Namespace: "kplan"},
-						Prune:     true, ReconcileTimeout: 5 * time.Minute, InventoryPolicy: "must-match"},
+						Settings:  defaults},
 				}},
 				{Name: "staging", Targets: []Target{
-					{Name: "staging", Overlay: "overlays/staging", Environment: "staging", Prune: true,
-						ReconcileTimeout: 5 * time.Minute, InventoryPolicy: "must-match"},
+					{Name: "staging", Overlay: "overlays/staging", Environment: "staging", Namespace: "default", Settings: defaults},
 				}},
 			},
+		}, {
+			Name: "octo-org/apps",
+			Branches: []Branch{{Name: "main", TargetsFrom: ".kplan.yaml", Environments: []Environment{
+				{Name: "production", Settings: Settings{Kubeconfig: "/etc/kplan/prod-eu.kubeconfig", Context: "prod-eu", Prune: true,
+					ReconcileTimeout: 10 * time.Minute, InventoryPolicy: "must-match"}},
+				{Name: "staging", Settings: defaults},
+			}}},
 		}},
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -63,7 +71,7 @@ stateDir: state
 		t.Fatal(err)
 	}
 	tg := cfg.Repositories[0].Branches[0].Targets[0]
-	want := Target{Name: "a", Overlay: "overlays/a", Environment: "a", Prune: true, ReconcileTimeout: 5 * time.Minute, InventoryPolicy: "must-match"}
+	want := Target{Name: "a", Overlay: "overlays/a", Environment: "a", Namespace: "default", Settings: defaults}
 	if !reflect.DeepEqual(tg, want) {
 		t.Errorf("target = %+v, want %+v", tg, want)
 	}
@@ -214,7 +222,27 @@ func TestErrors(t *testing.T) {
 		{"backslash overlay", target("name: a\noverlay: 'overlays\\a'"), []string{fmt.Sprintf(tg+`overlay: "overlays\\a" must use / as the separator`, 7)}},
 		{"empty overlay", target("name: a\noverlay: \"\""), []string{fmt.Sprintf(tg+`overlay: must not be empty`, 7)}},
 		{"bad target name", target("name: prod eu\noverlay: a"), []string{fmt.Sprintf(tg+`name: "prod eu" must be 1 to 63 letters`, 6)}},
-		{"unknown target field", target("name: a\noverlay: a\nnamespace: x"), []string{fmt.Sprintf(tg+"namespace: unknown field (known: allowRemoteBases, context, environment, inventory, inventoryPolicy, kubeconfig, name, overlay, prune, reconcileTimeout)", 8)}},
+		{"unknown target field", target("name: a\noverlay: a\nnamespaces: x"), []string{fmt.Sprintf(tg+"namespaces: unknown field (known: allowRemoteBases, allowReplaceInventory, context, environment, inventory, inventoryPolicy, kubeconfig, name, namespace, overlay, prune, reconcileTimeout)", 8)}},
+		{"bad namespace", target("name: a\noverlay: a\nnamespace: Apps"), []string{fmt.Sprintf(tg+`namespace: "Apps" is not a valid namespace`, 8)}},
+		{"same explicit inventory", "repositories:\n  - name: o/r\n    branches:\n      - name: main\n        targets:\n" +
+			"          - {name: eu, overlay: a, kubeconfig: /k, inventory: {name: inv, namespace: kplan}}\n" +
+			"          - {name: us, overlay: b, kubeconfig: /k, inventory: {name: inv, namespace: kplan, id: other}}\n",
+			[]string{`w.yaml:7: targets "eu" (line 6) and "us" use the same inventory (ResourceGroup kplan/inv) in the same cluster (kubeconfig "/k", context ""): applying one would prune the other's objects`}},
+		{"same inventory-id", "repositories:\n  - name: o/r\n    branches:\n      - name: main\n        targets:\n" +
+			"          - {name: eu, overlay: a, inventory: {name: inv, namespace: kplan}}\n" +
+			"          - {name: us, overlay: b, inventory: {kind: ConfigMap, name: other, namespace: kplan, id: inv-kplan}}\n",
+			[]string{`w.yaml:7: targets "eu" (line 6) and "us" use the same inventory (inventory-id inv-kplan) in the same cluster`}},
+		{"same overlay twice", "repositories:\n  - name: o/r\n    branches:\n      - name: main\n        targets:\n" +
+			"          - {name: eu, overlay: a}\n          - {name: us, overlay: a/}\n",
+			[]string{`w.yaml:7: targets "eu" (line 6) and "us" deploy overlay a of o/r@main to the same cluster and namespace`}},
+		{"targetsFrom without environments", "repositories:\n  - name: o/r\n    branches:\n      - {name: main, targetsFrom: .kplan.yaml}\n",
+			[]string{"w.yaml:4: repositories[0].branches[0].environments: required"}},
+		{"environments without targetsFrom", "repositories:\n  - name: o/r\n    branches:\n      - {name: main, targets: [{name: a, overlay: a}], environments: {prod: {}}}\n",
+			[]string{"w.yaml:4: repositories[0].branches[0].environments: only used with targetsFrom"}},
+		{"bad environment", "repositories:\n  - name: o/r\n    branches:\n      - name: main\n        targetsFrom: ../x\n        environments:\n          prod: {prune: maybe, overlay: a}\n",
+			[]string{`w.yaml:5: repositories[0].branches[0].targetsFrom: "../x" must name a file in the repository`,
+				`w.yaml:7: repositories[0].branches[0].environments.prod.prune: want true or false, got "maybe"`,
+				`w.yaml:7: repositories[0].branches[0].environments.prod.overlay: unknown field`}},
 		{"inventory", target("name: a\noverlay: a\ninventory: {kind: Secret, name: Bad_Name, id: \"no spaces\"}"), []string{
 			fmt.Sprintf(tg+`inventory.kind: "Secret" is not ResourceGroup or ConfigMap`, 8),
 			fmt.Sprintf(tg+`inventory.name: "Bad_Name" is not a valid object name`, 8),
@@ -348,5 +376,46 @@ func TestSecrets(t *testing.T) {
 				t.Errorf("absent token = %q, want nil", token)
 			}
 		})
+	}
+}
+
+// A branch with targetsFrom gives the webhook one stand-in target, and
+// the deployer a source with the environments.
+func TestTargetsFrom(t *testing.T) {
+	cfg, err := Parse("w.yaml", []byte(`
+repositories:
+  - name: o/r
+    branches:
+      - name: main
+        targetsFrom: ./.kplan.yaml
+        environments:
+          production: {kubeconfig: prod.kubeconfig, prune: false}
+          staging:
+        targets:
+          - {name: static, overlay: s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := cfg.Targets("O/R", "main")
+	if len(ts) != 2 || ts[0].Name != "static" || ts[1].Name != "o/r@main" || ts[1].FromFile != ".kplan.yaml" {
+		t.Errorf("Targets = %+v", ts)
+	}
+	if refs := cfg.AllTargets(); len(refs) != 1 || refs[0].Target.Name != "static" {
+		t.Errorf("AllTargets = %+v", refs)
+	}
+	src := cfg.Sources()
+	if len(src) != 1 || src[0].Name != "o/r@main" || src[0].File != ".kplan.yaml" || src[0].CloneURL != "https://github.com/o/r.git" {
+		t.Fatalf("Sources = %+v", src)
+	}
+	prod, ok := src[0].Environment("production")
+	if !ok || prod.Kubeconfig != "prod.kubeconfig" || prod.Prune || prod.ReconcileTimeout != 5*time.Minute {
+		t.Errorf("production = %+v", prod)
+	}
+	if st, ok := src[0].Environment("staging"); !ok || !reflect.DeepEqual(st.Settings, defaults) {
+		t.Errorf("staging = %+v", st)
+	}
+	if _, ok := src[0].Environment("dev"); ok {
+		t.Error("dev is not mapped")
 	}
 }

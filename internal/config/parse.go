@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -134,7 +136,52 @@ func (p *parser) config(root *yaml.Node) *Config {
 	if seen != nil {
 		p.required(root, "", seen, "repositories")
 	}
+	p.sharedInventories(cfg)
 	return cfg
+}
+
+// sharedInventories refuses two targets that would apply through the same
+// inventory in the same cluster: each apply would prune the other's
+// objects. What the file alone decides is checked here: explicit
+// inventory overrides, and the same overlay of the same branch deployed
+// twice to one cluster and namespace. Inventories the overlays render are
+// checked by the deployer when it renders them.
+func (p *parser) sharedInventories(cfg *Config) {
+	type seen struct {
+		name string
+		line int
+	}
+	byInventory := map[string]seen{}
+	byOverlay := map[string]seen{}
+	for _, ref := range cfg.AllTargets() {
+		t := ref.Target
+		line := p.targets[strings.ToLower(t.Name)]
+		keys := map[string]string{}
+		if i := t.Inventory; i != nil {
+			id := i.ID
+			if id == "" {
+				id = i.Name + "-" + i.Namespace
+			}
+			keys[t.Cluster()+"\x00object\x00"+i.Kind+"\x00"+i.Namespace+"\x00"+i.Name] = fmt.Sprintf("%s %s/%s", i.Kind, i.Namespace, i.Name)
+			keys[t.Cluster()+"\x00id\x00"+id] = "inventory-id " + id
+		} else {
+			k := t.Cluster() + "\x00" + strings.ToLower(ref.Repo) + "\x00" + ref.Branch + "\x00" + t.Overlay + "\x00" + t.Namespace
+			if first, dup := byOverlay[k]; dup {
+				p.errs = append(p.errs, fmt.Errorf("%s:%d: targets %q (line %d) and %q deploy overlay %s of %s@%s to the same cluster and namespace, so both apply through the inventory it renders and each would prune the other's objects: give one its own inventory (inventory: in this file, or kplan init in a copy of the overlay)",
+					p.file, line, first.name, first.line, t.Name, t.Overlay, ref.Repo, ref.Branch))
+			} else {
+				byOverlay[k] = seen{t.Name, line}
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(keys)) {
+			if first, dup := byInventory[k]; dup {
+				p.errs = append(p.errs, fmt.Errorf("%s:%d: targets %q (line %d) and %q use the same inventory (%s) in the same cluster (kubeconfig %q, context %q): applying one would prune the other's objects; give each target its own inventory",
+					p.file, line, first.name, first.line, t.Name, keys[k], t.Kubeconfig, t.Context))
+				break
+			}
+			byInventory[k] = seen{t.Name, line}
+		}
+	}
 }
 
 func (p *parser) repository(n *yaml.Node, at string) (Repository, bool) {
@@ -182,6 +229,18 @@ func (p *parser) repository(n *yaml.Node, at string) (Repository, bool) {
 func (p *parser) branch(n *yaml.Node, at string) (Branch, bool) {
 	var b Branch
 	seen := p.fields(n, at, map[string]func(*yaml.Node, string){
+		"targetsFrom": func(v *yaml.Node, field string) {
+			if s, ok := p.nonEmpty(v, field); ok {
+				if clean, msg := checkOverlay(s); msg != "" || clean == "." {
+					p.errorf(v, field, "%q must name a file in the repository, such as .kplan.yaml", s)
+				} else {
+					b.TargetsFrom = clean
+				}
+			}
+		},
+		"environments": func(v *yaml.Node, field string) {
+			b.Environments = p.environments(v, field)
+		},
 		"name": func(v *yaml.Node, field string) {
 			if s, ok := p.nonEmpty(v, field); ok {
 				if msg := checkBranchName(s); msg != "" {
@@ -202,17 +261,109 @@ func (p *parser) branch(n *yaml.Node, at string) (Branch, bool) {
 	if seen == nil {
 		return b, false
 	}
-	p.required(n, at, seen, "name", "targets")
+	if seen["targetsFrom"] {
+		p.required(n, at, seen, "name", "environments")
+	} else {
+		p.required(n, at, seen, "name", "targets")
+		if seen["environments"] {
+			p.errorf(deref(n), join(at, "environments"), "only used with targetsFrom (the environments of the repository's targets)")
+		}
+	}
 	return b, b.Name != ""
 }
 
-func (p *parser) target(n *yaml.Node, at string) (Target, bool) {
-	t := Target{
-		Prune:            true,
-		ReconcileTimeout: DefaultReconcileTimeout,
-		InventoryPolicy:  DefaultInventoryPolicy,
+// environments reads a mapping of environment name to cluster settings.
+func (p *parser) environments(n *yaml.Node, at string) []Environment {
+	n = deref(n)
+	if n.Kind != yaml.MappingNode || len(n.Content) == 0 {
+		p.errorf(n, at, "want a mapping of environment names to clusters (kubeconfig, context, prune, …), got %s", describe(n))
+		return nil
 	}
-	seen := p.fields(n, at, map[string]func(*yaml.Node, string){
+	var out []Environment
+	lines := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		field := join(at, k.Value)
+		if k.Kind != yaml.ScalarNode || k.Value == "" {
+			p.errorf(k, at, "an environment name must be a non-empty string")
+			continue
+		}
+		if line, dup := lines[k.Value]; dup {
+			p.errorf(k, field, "set twice (first at line %d)", line)
+			continue
+		}
+		lines[k.Value] = k.Line
+		e := Environment{Name: k.Value, Settings: defaultSettings()}
+		if deref(v).Tag == "!!null" {
+			out = append(out, e) // all defaults: the in-cluster config
+			continue
+		}
+		if p.fields(v, field, p.settings(&e.Settings)) != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func defaultSettings() Settings {
+	return Settings{Prune: true, ReconcileTimeout: DefaultReconcileTimeout, InventoryPolicy: DefaultInventoryPolicy}
+}
+
+// settings are the handlers of the fields a target and an environment
+// share: how to reach the cluster and how to apply there.
+func (p *parser) settings(s *Settings) map[string]func(*yaml.Node, string) {
+	return map[string]func(*yaml.Node, string){
+		"kubeconfig": func(v *yaml.Node, field string) {
+			if str, ok := p.str(v, field); ok && str != "" {
+				s.Kubeconfig = p.localPath(str)
+			}
+		},
+		"context": func(v *yaml.Node, field string) {
+			if str, ok := p.str(v, field); ok {
+				s.Context = str
+			}
+		},
+		"prune": func(v *yaml.Node, field string) {
+			if b, ok := p.bool(v, field); ok {
+				s.Prune = b
+			}
+		},
+		"reconcileTimeout": func(v *yaml.Node, field string) {
+			if d, ok := p.duration(v, field); ok {
+				if d < 0 {
+					p.errorf(v, field, "must not be negative")
+				} else {
+					s.ReconcileTimeout = d
+				}
+			}
+		},
+		"inventoryPolicy": func(v *yaml.Node, field string) {
+			if str, ok := p.str(v, field); ok {
+				switch str {
+				case "must-match", "adopt-if-no-inventory", "adopt-all":
+					s.InventoryPolicy = str
+				default:
+					p.errorf(v, field, "%q is not one of must-match, adopt-if-no-inventory, adopt-all", str)
+				}
+			}
+		},
+		"allowRemoteBases": func(v *yaml.Node, field string) {
+			if b, ok := p.bool(v, field); ok {
+				s.AllowRemoteBases = b
+			}
+		},
+		"allowReplaceInventory": func(v *yaml.Node, field string) {
+			if b, ok := p.bool(v, field); ok {
+				s.AllowReplaceInventory = b
+			}
+		},
+	}
+}
+
+func (p *parser) target(n *yaml.Node, at string) (Target, bool) {
+	t := Target{Settings: defaultSettings()}
+	handlers := p.settings(&t.Settings)
+	maps.Copy(handlers, map[string]func(*yaml.Node, string){
 		"name": func(v *yaml.Node, field string) {
 			s, ok := p.nonEmpty(v, field)
 			if !ok {
@@ -243,58 +394,32 @@ func (p *parser) target(n *yaml.Node, at string) (Target, bool) {
 				t.Environment = s
 			}
 		},
-		"kubeconfig": func(v *yaml.Node, field string) {
-			if s, ok := p.str(v, field); ok && s != "" {
-				t.Kubeconfig = p.localPath(s)
-			}
-		},
-		"context": func(v *yaml.Node, field string) {
-			if s, ok := p.str(v, field); ok {
-				t.Context = s
-			}
-		},
 		"inventory": func(v *yaml.Node, field string) {
 			if v.Tag == "!!null" {
 				return
 			}
 			t.Inventory = p.inventory(v, field)
 		},
-		"prune": func(v *yaml.Node, field string) {
-			if b, ok := p.bool(v, field); ok {
-				t.Prune = b
-			}
-		},
-		"reconcileTimeout": func(v *yaml.Node, field string) {
-			if d, ok := p.duration(v, field); ok {
-				if d < 0 {
-					p.errorf(v, field, "must not be negative")
+		"namespace": func(v *yaml.Node, field string) {
+			if s, ok := p.nonEmpty(v, field); ok {
+				if msgs := validation.IsDNS1123Label(s); len(msgs) > 0 {
+					p.errorf(v, field, "%q is not a valid namespace: %s", s, strings.Join(msgs, "; "))
 				} else {
-					t.ReconcileTimeout = d
+					t.Namespace = s
 				}
-			}
-		},
-		"inventoryPolicy": func(v *yaml.Node, field string) {
-			if s, ok := p.str(v, field); ok {
-				switch s {
-				case "must-match", "adopt-if-no-inventory", "adopt-all":
-					t.InventoryPolicy = s
-				default:
-					p.errorf(v, field, "%q is not one of must-match, adopt-if-no-inventory, adopt-all", s)
-				}
-			}
-		},
-		"allowRemoteBases": func(v *yaml.Node, field string) {
-			if b, ok := p.bool(v, field); ok {
-				t.AllowRemoteBases = b
 			}
 		},
 	})
+	seen := p.fields(n, at, handlers)
 	if seen == nil {
 		return t, false
 	}
 	p.required(n, at, seen, "name", "overlay")
 	if t.Environment == "" {
 		t.Environment = t.Name
+	}
+	if t.Namespace == "" {
+		t.Namespace = DefaultNamespace
 	}
 	return t, t.Name != "" && t.Overlay != ""
 }
