@@ -161,7 +161,7 @@ func runDiff(ctx context.Context, args []string, logger *slog.Logger, stdout, st
 		format      = fs.String("format", "text", "text, markdown or json")
 		overlays    = fs.String("overlays", "", "comma-separated globs of overlay directories to include (default all)")
 		exclude     = fs.String("exclude", "", "comma-separated globs of overlay directories to skip")
-		failOnError = fs.Bool("fail-on-error", true, "exit 1 when an overlay fails to render on the head side")
+		failOnError = fs.Bool("fail-on-error", true, "exit 1 when the change breaks an overlay (fails on head, not on base, or now shares an inventory)")
 		exitCode    = fs.Bool("exit-code", false, "exit 2 when the plan has changes")
 		full        = fs.Bool("full", false, "render every overlay on both sides, not only those the change can affect")
 		cacheDir    = fs.String("cache-dir", "", "keep renders in this directory between runs (ignored with --full)")
@@ -188,23 +188,13 @@ func runDiff(ctx context.Context, args []string, logger *slog.Logger, stdout, st
 	if err := writeReport(stdout, p, *format); err != nil {
 		return err
 	}
-	if *failOnError && headFailed(p) {
+	if *failOnError && len(p.IntroducedFailures()) > 0 {
 		return exitError(1)
 	}
 	if *exitCode && p.Totals.ChangedOverlays > 0 {
 		return exitError(2)
 	}
 	return nil
-}
-
-// headFailed reports whether an overlay failed to render on the head side.
-func headFailed(p *inventorydiff.Plan) bool {
-	for _, o := range p.Overlays {
-		if o.HeadErr != "" {
-			return true
-		}
-	}
-	return false
 }
 
 func writeReport(w io.Writer, p *inventorydiff.Plan, format string) error {

@@ -28,17 +28,42 @@ var git = gittest.Git
 var write = gittest.Write
 
 type jsonPlan struct {
-	Overlays []struct {
-		Path     string
-		Status   string
-		Added    []string
-		Pruned   []string
-		Changed  []string
-		Detached []string
-		Replaced []struct{ Base, Head string }
-		Error    string
+	Overlays []jsonOverlay
+	Totals   struct{ Added, Changed, Pruned, ChangedOverlays, Overlays, Failed, IntroducedFailures, Dangerous int }
+}
+
+// overlay returns the plan of the overlay at path.
+func (p jsonPlan) overlay(t *testing.T, path string) jsonOverlay {
+	t.Helper()
+	for _, o := range p.Overlays {
+		if o.Path == path {
+			return o
+		}
 	}
-	Totals struct{ Added, Changed, Pruned, ChangedOverlays, Overlays int }
+	t.Fatalf("the plan has no overlay %s: %+v", path, p.Overlays)
+	return jsonOverlay{}
+}
+
+type jsonOverlay = struct {
+	Path     string
+	Status   string
+	Added    []string
+	Pruned   []string
+	Changed  []string
+	Detached []string
+	Replaced []struct{ Base, Head string }
+	Error    string
+	// The plan's truth about the merge (truth_test.go).
+	Fields              map[string][]struct{ Path, Op, Old, New string }
+	Dangerous           []string
+	Failure             string
+	Targets             []string
+	MovedFrom           string
+	SharedInventoryWith []string
+	Base, Head          struct {
+		Hash      string
+		Inventory *struct{ Kind, Namespace, Name, ID string }
+	}
 }
 
 func diffJSON(t *testing.T, args ...string) jsonPlan {
