@@ -102,8 +102,9 @@ func Execute(ctx context.Context, opts Options) (*inventorydiff.Plan, Stats, err
 	return plan, p.stats, nil
 }
 
-// open reads both sides: commits lazily (only the files the plan needs
-// are read later), sharing the contents they have in common.
+// open reads both sides lazily (only the files the plan needs are read
+// later), sharing the contents they have in common; a work tree head
+// takes the files git sees unmodified from the index.
 func open(ctx context.Context, opts Options) (base, head *snapshot.Snapshot, err error) {
 	blobs := snapshot.NewBlobs(opts.RepoDir)
 	var wg sync.WaitGroup
@@ -112,7 +113,7 @@ func open(ctx context.Context, opts Options) (base, head *snapshot.Snapshot, err
 	go func() {
 		defer wg.Done()
 		if opts.Head == "" {
-			head, herr = snapshot.FromWorkingTree(ctx, opts.RepoDir)
+			head, herr = snapshot.OpenWorkingTree(ctx, opts.RepoDir, blobs)
 		} else {
 			head, herr = snapshot.Open(ctx, opts.RepoDir, opts.Head, blobs)
 		}
@@ -129,8 +130,10 @@ func open(ctx context.Context, opts Options) (base, head *snapshot.Snapshot, err
 }
 
 // RenderWorkingTree renders overlays (paths relative to dir) as they are
-// on disk. The whole repository holding dir is loaded, so overlays can
-// use bases elsewhere in it; outside git, dir is the root.
+// on disk, ignored files included (a local secret.env a generator reads),
+// as `kustomize build` would. Overlays can use bases anywhere in the
+// repository holding dir, and nothing outside it; outside git, dir is
+// the root.
 func RenderWorkingTree(ctx context.Context, dir string, overlays []string, opts render.Options) ([]render.Result, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
@@ -148,13 +151,13 @@ func RenderWorkingTree(ctx context.Context, dir string, overlays []string, opts 
 		}
 		rel[i] = filepath.ToSlash(r)
 	}
-	s, err := snapshot.FromWorkingTree(ctx, root)
+	fSys, err := snapshot.OpenDisk(ctx, root)
 	if err != nil {
 		return nil, err
 	}
-	tree, err := render.Discover(s.FS, render.Filter{})
+	tree, err := render.Discover(fSys, render.Filter{})
 	if err != nil {
 		return nil, err
 	}
-	return render.Render(ctx, s.FS, tree, rel, opts)
+	return render.Render(ctx, fSys, tree, rel, opts)
 }

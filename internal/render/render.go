@@ -146,7 +146,59 @@ func renderOne(fSys filesys.FileSystem, dir string, kopts *krusty.Options) (objs
 	if err != nil {
 		return nil, fmt.Errorf("render %s: %s", dir, redact(err.Error()))
 	}
-	return m.ToRNodeSlice(), nil
+	objs = m.ToRNodeSlice()
+	for _, o := range objs {
+		if err := duplicateKeys(o); err != nil {
+			return nil, fmt.Errorf("render %s: %s %s: %w", dir, o.GetKind(), o.GetName(), err)
+		}
+	}
+	return objs, nil
+}
+
+// duplicateKeys fails an object in which a mapping repeats a key. krusty
+// builds such an object, but `kustomize build` fails writing it out, with
+// the YAML decoder's message that this returns.
+func duplicateKeys(o *yaml.RNode) error {
+	if !hasDuplicateKey(o.YNode()) {
+		return nil // the common case, without decoding the object
+	}
+	var m map[string]any
+	if err := o.YNode().Decode(&m); err != nil {
+		return err
+	}
+	return nil
+}
+
+func hasDuplicateKey(n *yaml.Node) bool {
+	if n == nil {
+		return false
+	}
+	if n.Kind == yaml.MappingNode && len(n.Content) > 32 {
+		seen := make(map[string]bool, len(n.Content)/2)
+		for i := 0; i < len(n.Content); i += 2 {
+			if k := n.Content[i]; k.Kind == yaml.ScalarNode {
+				if seen[k.Value] {
+					return true
+				}
+				seen[k.Value] = true
+			}
+		}
+	} else if n.Kind == yaml.MappingNode {
+		// Most mappings are small: comparing pairs beats a map.
+		for i := 0; i < len(n.Content); i += 2 {
+			for j := i + 2; j < len(n.Content); j += 2 {
+				if n.Content[i].Kind == yaml.ScalarNode && n.Content[j].Kind == yaml.ScalarNode && n.Content[i].Value == n.Content[j].Value {
+					return true
+				}
+			}
+		}
+	}
+	for _, c := range n.Content {
+		if hasDuplicateKey(c) {
+			return true
+		}
+	}
+	return false
 }
 
 // Some kustomize errors quote a generator's input, which may be a
@@ -170,14 +222,23 @@ func redact(msg string) string {
 	return msg
 }
 
+// overrider is a read-only FS that lets kplan's own rewrites sit above
+// the files it serves (snapshot.FS).
+type overrider interface {
+	Override(path string, data []byte) error
+}
+
 // Prepare readies fSys for krusty: it removes the seed's inventory field
 // from every kustomization that has one, since krusty rejects the field.
-// It runs once per tree, before any render.
+// The rewritten file overrides the original in fSys, which must allow it;
+// the tree's index keeps what was committed. It runs once per tree,
+// before any render.
 func Prepare(fSys filesys.FileSystem, tree *Tree) error {
 	if tree.stripped {
 		return nil
 	}
 	tree.stripped = true
+	over, ok := fSys.(overrider)
 	for _, k := range tree.Kustomizations {
 		if k.Inventory == nil {
 			continue
@@ -198,8 +259,11 @@ func Prepare(fSys filesys.FileSystem, tree *Tree) error {
 		if err != nil {
 			return fmt.Errorf("write %s: %w", k.File, err)
 		}
-		if err := fSys.WriteFile(p, []byte(out)); err != nil {
-			return fmt.Errorf("write %s: %w", k.File, err)
+		if !ok {
+			return fmt.Errorf("remove inventory field from %s: the file system cannot hold kplan's rewrite (%T)", k.File, fSys)
+		}
+		if err := over.Override(p, []byte(out)); err != nil {
+			return fmt.Errorf("remove inventory field from %s: %w", k.File, err)
 		}
 	}
 	return nil

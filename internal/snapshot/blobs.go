@@ -19,38 +19,42 @@ type Blobs struct {
 	repoDir string // where to read missing blobs; "" when all are in memory
 	mu      sync.Mutex
 	data    map[string][]byte
+	// pinned holds content git does not have (files read from a work
+	// tree): Drop keeps it.
+	pinned map[string][]byte
 }
 
 // NewBlobs reads blobs from the git repository at repoDir.
 func NewBlobs(repoDir string) *Blobs {
-	return &Blobs{repoDir: repoDir, data: map[string][]byte{}}
+	return &Blobs{repoDir: repoDir, data: map[string][]byte{}, pinned: map[string][]byte{}}
 }
 
-func newMemBlobs() *Blobs { return &Blobs{data: map[string][]byte{}} }
+func newMemBlobs() *Blobs { return NewBlobs("") }
 
 // put stores content read elsewhere (a work tree) and returns its id.
 func (b *Blobs) put(data []byte) string {
 	id := blobID(data)
 	b.mu.Lock()
-	b.data[id] = data
+	b.pinned[id] = data
 	b.mu.Unlock()
 	return id
 }
 
-// Drop forgets every content read so far, once the snapshots that share
-// b have loaded all they need: their FS keep their own copies. Later reads
-// go to git again.
+// Drop forgets the contents read from git so far, once the snapshots that
+// share b have loaded all they need: they keep what they loaded. Later
+// reads go to git again.
 func (b *Blobs) Drop() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.repoDir != "" { // in-memory blobs cannot be read again
-		b.data = map[string][]byte{}
-	}
+	b.data = map[string][]byte{}
 }
 
 func (b *Blobs) size(id string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if data, ok := b.pinned[id]; ok {
+		return len(data)
+	}
 	return len(b.data[id])
 }
 
@@ -62,7 +66,9 @@ func (b *Blobs) get(ctx context.Context, ids []string) (map[string][]byte, error
 	out := make(map[string][]byte, len(ids))
 	var missing []string
 	for _, id := range ids {
-		if data, ok := b.data[id]; ok {
+		if data, ok := b.pinned[id]; ok {
+			out[id] = data
+		} else if data, ok := b.data[id]; ok {
 			out[id] = data
 		} else if _, dup := out[id]; !dup {
 			out[id] = nil

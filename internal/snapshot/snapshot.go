@@ -1,71 +1,135 @@
-// Package snapshot loads one side of a plan — a git commit or a working
-// tree — into an in-memory, read-only file system that krusty renders from.
+// Package snapshot serves one side of a plan — a git commit or a working
+// tree — to krusty through kplan's own read-only file system (FS).
 //
 // Reading a commit this way lets kplan compare any two commits without
 // checking either out, and it bounds what a render can read to the
 // repository: a symlink or a "../../.." path cannot reach the rest of the
-// machine.
+// machine. Any name git stores is a valid name, and symlinks resolve as
+// the OS resolves them.
 //
 // Every snapshot has an Index naming each file's content by its git blob
 // id, so that two sides can be compared, and a render's inputs named,
 // without reading file contents. A commit can be opened lazily (Open):
-// only the files a plan needs are read from git and put into the FS.
+// only the files a plan needs are read from git, in one batch.
 package snapshot
 
 import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
+	"maps"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
 	"sigs.k8s.io/kustomize/api/konfig"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/kplan-dev/kplan/internal/gitcli"
 )
 
 // Root is where the repository's top level sits inside a snapshot's FS.
-const Root = "/"
+// It is not "/" so that a path climbing above the top stays above it
+// (krusty cleans paths lexically, and "/.." is "/"): such paths do not
+// exist, as kustomize finds nothing there in a checkout.
+const Root = "/repo"
 
 // WorkingTree is the Rev of a snapshot of files on disk.
 const WorkingTree = "working tree"
 
 // Snapshot is a repository tree at one revision.
 type Snapshot struct {
-	// FS holds the files of the tree under Root: every file, or for a
-	// snapshot from Open, the kustomization files and what Load added.
-	FS filesys.FileSystem
+	// FS serves the tree under Root: for a snapshot from Open, the
+	// kustomization files and what Load added; other files are absent.
+	FS *FS
 	// Rev names the revision: a commit SHA, or "working tree".
 	Rev string
-	// Files counts the regular files of the tree (loaded or not).
+	// Files counts the files of the tree (loaded or not), those reached
+	// through symlinks included.
 	Files int
 	// Index names every file of the tree and its content.
 	Index *Index
 
 	blobs *Blobs
-	// mu guards loaded and writes to FS; renders only read FS, after Load.
-	mu     sync.Mutex
-	loaded map[string]bool // repository-relative paths written to FS
+	tree  *tree
+	// mu guards loaded and content: Load writes them, renders read them.
+	mu      sync.RWMutex
+	loaded  map[string]bool   // real paths of files read and directories shown
+	content map[string][]byte // blob id -> content, for loaded files
 }
 
-// tree collects files before they go into the FS, so that symlinks can be
-// resolved against the whole tree first.
+// tree is a revision's entries as git stores them: symlinks are kept as
+// links and resolved when a path is looked up.
 type tree struct {
-	files    map[string]string // repo-relative slash path -> blob id
-	symlinks map[string]string // repo-relative slash path -> link target
+	files map[string]string   // repo-relative slash path -> blob id
+	links map[string]string   // repo-relative slash path -> link target
+	dirs  map[string][]string // directory -> the names in it, sorted
 }
 
 func newTree() *tree {
-	return &tree{files: map[string]string{}, symlinks: map[string]string{}}
+	return &tree{files: map[string]string{}, links: map[string]string{}}
+}
+
+func (t *tree) lstat(rel string) (kind, string) {
+	if _, ok := t.files[rel]; ok {
+		return regular, ""
+	}
+	if target, ok := t.links[rel]; ok {
+		return symlink, target
+	}
+	if _, ok := t.dirs[rel]; ok {
+		return directory, ""
+	}
+	return absent, ""
+}
+
+func (t *tree) children(rel string) []string { return t.dirs[rel] }
+
+// index lists the directories of the entries, then names every file the
+// tree shows, through symlinks too, the way FS.Walk finds them.
+func (t *tree) index() *Index {
+	names := map[string]map[string]bool{".": {}}
+	add := func(p string) {
+		for p != "." {
+			d := path.Dir(p)
+			if names[d] == nil {
+				names[d] = map[string]bool{}
+			}
+			names[d][path.Base(p)] = true
+			p = d
+		}
+	}
+	for p := range t.files {
+		add(p)
+	}
+	for p := range t.links {
+		add(p)
+	}
+	t.dirs = make(map[string][]string, len(names))
+	for d, ns := range names {
+		t.dirs[d] = slices.Sorted(maps.Keys(ns))
+	}
+	if len(t.links) == 0 {
+		return newIndex(t, t.files)
+	}
+	files := make(map[string]string, len(t.files))
+	walkLinks(t, ".", ".", directory, nil, func(p, real string, k kind) error {
+		if k == regular {
+			files[p] = t.files[real]
+		}
+		return nil
+	})
+	for link, target := range t.links {
+		if _, _, err := resolve(t.lstat, link, true); err != nil {
+			slog.Debug("symlink leads nowhere in the repository", "link", link, "target", target, "err", err)
+		}
+	}
+	return newIndex(t, files)
 }
 
 // FromCommit loads the whole tree of rev from the repository at repoDir.
@@ -96,7 +160,7 @@ func Open(ctx context.Context, repoDir, rev string, blobs *Blobs) (*Snapshot, er
 		return nil, fmt.Errorf("read commit %s: %w", sha, err)
 	}
 	t := newTree()
-	var links []string // symlink path, blob id pairs
+	links := map[string]string{} // symlink path -> blob id of its target
 	for _, rec := range strings.Split(string(out), "\x00") {
 		if rec == "" {
 			continue
@@ -110,68 +174,30 @@ func Open(ctx context.Context, repoDir, rev string, blobs *Blobs) (*Snapshot, er
 		case f[1] != "blob":
 			// Submodules (commits) are not part of the tree's content.
 		case f[0] == "120000":
-			links = append(links, name, f[2])
+			links[name] = f[2]
 		default:
 			t.files[name] = f[2]
 		}
 	}
-	if len(links) > 0 {
-		ids := make([]string, 0, len(links)/2)
-		for i := 1; i < len(links); i += 2 {
-			ids = append(ids, links[i])
-		}
-		targets, err := blobs.get(ctx, ids)
-		if err != nil {
-			return nil, fmt.Errorf("read symlinks of %s: %w", sha, err)
-		}
-		for i := 0; i < len(links); i += 2 {
-			t.symlinks[links[i]] = string(targets[links[i+1]])
-		}
+	if err := t.readLinks(ctx, blobs, links); err != nil {
+		return nil, fmt.Errorf("read symlinks of %s: %w", sha, err)
 	}
 	return t.open(ctx, sha, blobs)
 }
 
-// FromWorkingTree loads the files under dir as they are on disk. In a git
-// work tree it loads what git would track (tracked and untracked files,
-// minus ignored ones), so build outputs and .git never enter a plan.
-func FromWorkingTree(ctx context.Context, dir string) (*Snapshot, error) {
-	abs, err := filepath.Abs(dir)
+// readLinks reads the targets of symlinks, stored by git as blobs.
+func (t *tree) readLinks(ctx context.Context, blobs *Blobs, links map[string]string) error {
+	if len(links) == 0 {
+		return nil
+	}
+	targets, err := blobs.get(ctx, slices.Collect(maps.Values(links)))
 	if err != nil {
-		return nil, fmt.Errorf("working tree %s: %w", dir, err)
+		return err
 	}
-	names, err := gitListFiles(ctx, abs)
-	if err != nil {
-		names, err = walkFiles(abs)
-		if err != nil {
-			return nil, fmt.Errorf("list files in %s: %w", abs, err)
-		}
+	for name, id := range links {
+		t.links[name] = string(targets[id])
 	}
-	t, blobs := newTree(), newMemBlobs()
-	for _, name := range names {
-		p := filepath.Join(abs, filepath.FromSlash(name))
-		fi, err := os.Lstat(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // tracked but deleted in the work tree
-		}
-		if err != nil {
-			return nil, fmt.Errorf("stat %s: %w", p, err)
-		}
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return nil, fmt.Errorf("read link %s: %w", p, err)
-			}
-			t.symlinks[name] = target
-		case fi.Mode().IsRegular():
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return nil, fmt.Errorf("read %s: %w", p, err)
-			}
-			t.files[name] = blobs.put(data)
-		}
-	}
-	return t.openAll(ctx, WorkingTree, blobs)
+	return nil
 }
 
 // FromFS loads every regular file of fsys, for trees that are not on disk
@@ -202,15 +228,13 @@ func (t *tree) openAll(ctx context.Context, rev string, blobs *Blobs) (*Snapshot
 
 // open makes a snapshot holding the kustomization files; Load adds more.
 func (t *tree) open(ctx context.Context, rev string, blobs *Blobs) (*Snapshot, error) {
-	t.resolveLinks()
-	fSys := filesys.MakeFsInMemory()
-	if err := fSys.MkdirAll(Root); err != nil {
-		return nil, err
-	}
-	s := &Snapshot{FS: fSys, Rev: rev, Files: len(t.files), Index: newIndex(t.files), blobs: blobs, loaded: map[string]bool{}}
+	ix := t.index()
+	s := &Snapshot{Rev: rev, Files: len(ix.files), Index: ix, blobs: blobs, tree: t,
+		loaded: map[string]bool{".": true}, content: map[string][]byte{}}
+	s.FS = newFS(s)
 	// Discovery reads every kustomization file, so load them all now.
 	var kusts []string
-	for name := range t.files {
+	for name := range ix.files {
 		if IsKustomizationFile(name) {
 			kusts = append(kusts, name)
 		}
@@ -232,18 +256,58 @@ func IsKustomizationFile(p string) bool {
 	return false
 }
 
-// Load puts the named repository-relative paths into FS: files with their
-// content, directories as (possibly empty) directories. Paths the tree
-// does not have are skipped, so that they stay absent, as on disk.
+// Load makes the named repository-relative paths present in FS: files
+// with their content, read from git in one batch, directories as
+// directories (without what they hold), and the directories and links on
+// the way. Paths the tree does not have stay absent, as on disk.
 func (s *Snapshot) Load(ctx context.Context, paths []string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var need []string
+	files := map[string]string{} // real path -> blob id, to read
 	for _, p := range paths {
-		if s.loaded[p] {
-			continue
+		var seen []string
+		real, k, err := resolve(func(r string) (kind, string) {
+			seen = append(seen, r)
+			return s.tree.lstat(r)
+		}, p, true)
+		for _, r := range seen {
+			if k, _ := s.tree.lstat(r); k == directory {
+				s.loaded[r] = true
+			}
 		}
-		if id, ok := s.Index.ID(p); ok {
+		switch {
+		case err != nil:
+		case k == regular && !s.loaded[real]:
+			files[real] = s.tree.files[real]
+		case k == directory:
+			s.loaded[real] = true
+		}
+	}
+	return s.fetch(ctx, files)
+}
+
+// LoadAll makes every file of the tree present in FS.
+func (s *Snapshot) LoadAll(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for d := range s.tree.dirs {
+		s.loaded[d] = true
+	}
+	files := map[string]string{}
+	for p, id := range s.tree.files {
+		if !s.loaded[p] {
+			files[p] = id
+		}
+	}
+	return s.fetch(ctx, files)
+}
+
+// fetch reads files (real path -> blob id) and marks them loaded; s.mu
+// is held.
+func (s *Snapshot) fetch(ctx context.Context, files map[string]string) error {
+	var need []string
+	for _, id := range files {
+		if _, ok := s.content[id]; !ok {
 			need = append(need, id)
 		}
 	}
@@ -251,41 +315,65 @@ func (s *Snapshot) Load(ctx context.Context, paths []string) error {
 	if err != nil {
 		return fmt.Errorf("read files of %s: %w", s.Rev, err)
 	}
-	for _, p := range paths {
-		if s.loaded[p] {
-			continue
-		}
-		if id, ok := s.Index.ID(p); ok {
-			if err := s.FS.WriteFile(Abs(p), data[id]); err != nil {
-				return fmt.Errorf("load %s at %s: %w", p, s.Rev, err)
-			}
-		} else if s.Index.IsDir(p) {
-			if err := s.FS.MkdirAll(Abs(p)); err != nil {
-				return fmt.Errorf("load directory %s at %s: %w", p, s.Rev, err)
-			}
-		}
+	maps.Copy(s.content, data)
+	for p := range files {
 		s.loaded[p] = true
 	}
 	return nil
 }
 
-// LoadAll puts every file of the tree into FS.
-func (s *Snapshot) LoadAll(ctx context.Context) error {
-	return s.Load(ctx, s.Index.Paths())
+// lstat, children and read serve FS: what Load made present.
+func (s *Snapshot) lstat(rel string) (kind, string) {
+	k, target := s.tree.lstat(rel)
+	if k == regular || k == directory {
+		s.mu.RLock()
+		ok := s.loaded[rel]
+		s.mu.RUnlock()
+		if !ok {
+			return absent, ""
+		}
+	}
+	return k, target
+}
+
+func (s *Snapshot) children(rel string) []string {
+	var out []string
+	for _, name := range s.tree.children(rel) {
+		if k, _ := s.lstat(path.Join(rel, name)); k != absent {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func (s *Snapshot) read(rel string) ([]byte, error) {
+	s.mu.RLock()
+	data, ok := s.content[s.tree.files[rel]]
+	s.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("%s at %s is not loaded", rel, s.Rev)
+	}
+	return data, nil
 }
 
 // ReadFile returns a file's content as committed, whether or not it was
-// loaded into FS (where kplan may have rewritten it for krusty).
+// loaded into FS (where kplan may have overridden it for krusty).
 func (s *Snapshot) ReadFile(ctx context.Context, rel string) ([]byte, error) {
 	id, ok := s.Index.ID(rel)
 	if !ok {
 		return nil, fmt.Errorf("%s at %s: %w", rel, s.Rev, fs.ErrNotExist)
 	}
-	data, err := s.blobs.get(ctx, []string{id})
+	s.mu.RLock()
+	data, ok := s.content[id]
+	s.mu.RUnlock()
+	if ok {
+		return data, nil
+	}
+	got, err := s.blobs.get(ctx, []string{id})
 	if err != nil {
 		return nil, fmt.Errorf("read %s at %s: %w", rel, s.Rev, err)
 	}
-	return data[id], nil
+	return got[id], nil
 }
 
 // Blobs is where the snapshot's contents come from.
@@ -297,125 +385,26 @@ func (s *Snapshot) Size(rel string) int {
 	if !ok {
 		return 0
 	}
+	s.mu.RLock()
+	data, ok := s.content[id]
+	s.mu.RUnlock()
+	if ok {
+		return len(data)
+	}
 	return s.blobs.size(id)
-}
-
-func gitListFiles(ctx context.Context, dir string) ([]string, error) {
-	repo := gitcli.Repo{Dir: dir}
-	top, err := repo.TopLevel(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if filepath.Clean(top) != filepath.Clean(dir) {
-		if real, err := filepath.EvalSymlinks(dir); err != nil || filepath.Clean(real) != filepath.Clean(top) {
-			return nil, fmt.Errorf("%s is not the top of its git work tree (%s)", dir, top)
-		}
-	}
-	out, err := repo.Run(ctx, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	seen := map[string]bool{}
-	for _, n := range strings.Split(string(out), "\x00") {
-		if n != "" && !seen[n] {
-			seen[n] = true
-			names = append(names, n)
-		}
-	}
-	return names, nil
-}
-
-func walkFiles(root string) ([]string, error) {
-	var names []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && d.Name() == ".git" {
-			return filepath.SkipDir
-		}
-		if d.IsDir() {
-			return nil // WalkDir does not descend into symlinked dirs
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			return err
-		}
-		names = append(names, filepath.ToSlash(rel))
-		return nil
-	})
-	return names, err
-}
-
-// resolveLinks turns symlinks that stay inside the tree into copies of
-// their targets. Links that leave the tree, dangle or loop are dropped:
-// a render must not read files outside the repository.
-func (t *tree) resolveLinks() {
-	// Each round resolves links whose target is already known; chains of
-	// links resolve over several rounds, loops never do.
-	for round := 0; round < 16 && len(t.symlinks) > 0; round++ {
-		progress := false
-		for link, target := range t.symlinks {
-			if path.IsAbs(target) {
-				slog.Debug("ignoring symlink to an absolute path", "link", link, "target", target)
-				delete(t.symlinks, link)
-				continue
-			}
-			dst := path.Join(path.Dir(link), target)
-			if dst == ".." || strings.HasPrefix(dst, "../") {
-				slog.Debug("ignoring symlink out of the repository", "link", link, "target", target)
-				delete(t.symlinks, link)
-				continue
-			}
-			if id, ok := t.files[dst]; ok {
-				t.files[link] = id
-				delete(t.symlinks, link)
-				progress = true
-				continue
-			}
-			if _, pending := t.symlinks[dst]; pending {
-				continue
-			}
-			// A directory link: copy the files below the target.
-			prefix := dst + "/"
-			if dst == "." {
-				prefix = ""
-			}
-			copies := map[string]string{}
-			for name, id := range t.files {
-				if strings.HasPrefix(name, prefix) && !strings.HasPrefix(name, link+"/") {
-					copies[link+"/"+strings.TrimPrefix(name, prefix)] = id
-				}
-			}
-			for name, id := range copies {
-				t.files[name] = id
-			}
-			if len(copies) == 0 {
-				slog.Debug("ignoring dangling symlink", "link", link, "target", target)
-			}
-			delete(t.symlinks, link)
-			progress = true
-		}
-		if !progress {
-			break
-		}
-	}
-	for link := range t.symlinks {
-		slog.Debug("ignoring unresolvable symlink", "link", link)
-	}
 }
 
 // Abs is the path of a repository-relative path inside the snapshot.
 func Abs(rel string) string { return path.Join(Root, filepath.ToSlash(rel)) }
 
-// Rel is the repository-relative form of an absolute snapshot path.
+// Rel is the repository-relative form of an absolute snapshot path; a
+// path above the top starts with "..".
 func Rel(abs string) string {
-	r := strings.TrimPrefix(path.Clean(abs), Root)
-	if r == "" {
-		return "."
+	r, err := filepath.Rel(Root, path.Clean(filepath.ToSlash(abs)))
+	if err != nil {
+		return abs
 	}
-	return r
+	return filepath.ToSlash(r)
 }
 
 // blobID is git's name for content: the SHA-1 of "blob <size>\0<content>",

@@ -116,8 +116,8 @@ func TestWorkingTreeWithoutGit(t *testing.T) {
 }
 
 func TestChanged(t *testing.T) {
-	a := newIndex(map[string]string{"k/kustomization.yaml": "1", "k/cm.yaml": "2", "gone/x.yaml": "3", "same/y": "4"})
-	b := newIndex(map[string]string{"k/kustomization.yaml": "1", "k/cm.yaml": "5", "new/dir/z.yaml": "6", "same/y": "4", "gone": "7"})
+	a := newIndex(nil, map[string]string{"k/kustomization.yaml": "1", "k/cm.yaml": "2", "gone/x.yaml": "3", "same/y": "4"})
+	b := newIndex(nil, map[string]string{"k/kustomization.yaml": "1", "k/cm.yaml": "5", "new/dir/z.yaml": "6", "same/y": "4", "gone": "7"})
 	got := Changed(a, b)
 	want := map[string]bool{
 		"k/cm.yaml":      true,                               // modified
