@@ -255,3 +255,244 @@ func TestActionForkAndBrokenOverlay(t *testing.T) {
 		t.Errorf("push event: %v", err)
 	}
 }
+
+// prStory is a pull request on a base branch that moved after it was
+// opened: main at fork, the PR's one commit pr on top of fork (it adds the
+// ConfigMap pr-change to overlays/a), then main gets moved (it adds
+// moved-in to overlays/b), and GitHub's merge of pr into main, merge, is
+// refs/pull/2/merge. The PR head is refs/pull/2/head only, as a fork's is.
+type prStory struct {
+	upstream               string
+	fork, pr, moved, merge string
+}
+
+func configMap(name string) string {
+	return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\ndata:\n  k: v\n"
+}
+
+func newPRStory(t *testing.T) *prStory {
+	t.Helper()
+	s := &prStory{upstream: t.TempDir()}
+	up := s.upstream
+	commit := func(files map[string]string, msg string) string {
+		gittest.Write(t, up, files)
+		git(t, up, "add", "-A")
+		git(t, up, "commit", "-qm", msg)
+		return git(t, up, "rev-parse", "HEAD")
+	}
+	git(t, up, "init", "-q", "-b", "main")
+	s.fork = commit(map[string]string{
+		"overlays/a/kustomization.yaml": "resources: [app.yaml]\n",
+		"overlays/a/app.yaml":           configMap("app-a"),
+		"overlays/b/kustomization.yaml": "resources: [app.yaml]\n",
+		"overlays/b/app.yaml":           configMap("app-b"),
+	}, "two overlays")
+	git(t, up, "checkout", "-qb", "feature")
+	s.pr = commit(map[string]string{
+		"overlays/a/kustomization.yaml": "resources: [app.yaml, pr-change.yaml]\n",
+		"overlays/a/pr-change.yaml":     configMap("pr-change"),
+	}, "the pull request's change")
+	git(t, up, "checkout", "-q", "main")
+	s.moved = commit(map[string]string{
+		"overlays/b/kustomization.yaml": "resources: [app.yaml, moved-in.yaml]\n",
+		"overlays/b/moved-in.yaml":      configMap("moved-in"),
+	}, "merged into main after the PR was opened")
+	git(t, up, "checkout", "-q", "--detach")
+	git(t, up, "merge", "-q", "--no-ff", "-m", "Merge "+s.pr+" into "+s.moved, "feature")
+	s.merge = git(t, up, "rev-parse", "HEAD")
+	git(t, up, "update-ref", "refs/pull/2/merge", s.merge)
+	git(t, up, "update-ref", "refs/pull/2/head", s.pr)
+	git(t, up, "checkout", "-q", "main")
+	git(t, up, "branch", "-D", "feature")
+	git(t, up, "config", "uploadpack.allowReachableSHA1InWant", "true")
+	return s
+}
+
+// checkoutRef checks out a ref one commit deep, detached, as
+// actions/checkout does for refs/pull/N/merge.
+func checkoutRef(t *testing.T, upstream, ref string) string {
+	ws := filepath.Join(t.TempDir(), "workspace")
+	git(t, t.TempDir(), "init", "-q", ws)
+	git(t, ws, "remote", "add", "origin", "file://"+upstream)
+	git(t, ws, "fetch", "-q", "--no-tags", "--depth=1", "origin", "+"+ref+":refs/remotes/checkout")
+	git(t, ws, "checkout", "-q", "--force", "refs/remotes/checkout")
+	return ws
+}
+
+func short(sha string) string { return sha[:7] }
+
+// planComment runs the action and returns the plan comment it posted on
+// PR 2, checking that the work tree, index, HEAD and refs are as the
+// checkout left them: what kplan fetches goes to the object database only.
+func planComment(t *testing.T, r *runner, gh *githubapi.Server, ws string) string {
+	t.Helper()
+	head, refs := git(t, ws, "rev-parse", "HEAD"), git(t, ws, "for-each-ref")
+	if err := r.run(t); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if now := git(t, ws, "for-each-ref"); now != refs {
+		t.Errorf("the action changed refs:\n%s\nwas:\n%s", now, refs)
+	}
+	if st := git(t, ws, "status", "--porcelain", "--ignored"); st != "" {
+		t.Errorf("the action changed the work tree or index: %q", st)
+	}
+	if now := git(t, ws, "rev-parse", "HEAD"); now != head {
+		t.Errorf("the action moved HEAD from %s to %s", head, now)
+	}
+	comments := gh.Comments("Codertocat", "Hello-World", 2)
+	if len(comments) != 1 {
+		t.Fatalf("%d comments, want kplan's", len(comments))
+	}
+	return comments[0].Body
+}
+
+// On pull_request the checkout is GitHub's merge commit: its first parent
+// is the base, so what reached main after the event's base.sha is not
+// part of the plan, and the PR's change is.
+func TestActionPullRequestMergeCommit(t *testing.T) {
+	s := newPRStory(t)
+	gh := githubapi.New()
+	defer gh.Close()
+	gh.AddToken("ghs_test", githubapi.Identity{Login: "github-actions[bot]"})
+
+	ws := checkoutRef(t, s.upstream, "refs/pull/2/merge")
+	if git(t, ws, "rev-parse", "--is-shallow-repository") != "true" {
+		t.Fatal("the checkout should be shallow")
+	}
+	// The event was sent before main moved: its base.sha is the fork point.
+	r := newRunner(t, ws, pullRequestEvent(t, "opened.payload.json", s.fork, s.pr), gh.URL(), "ghs_test")
+	body := planComment(t, r, gh, ws)
+	for _, want := range []string{
+		"merge of " + short(s.pr) + " into main against main at " + short(s.moved),
+		"1 to add, 0 to change, 0 to prune in 1 of 2 overlays",
+		"pr-change",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("comment lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "moved-in") || strings.Contains(body, "overlays/b") {
+		t.Errorf("the comment shows main's later change as the PR's:\n%s", body)
+	}
+	if log := r.stderr.String(); !strings.Contains(log, "base="+s.moved) || !strings.Contains(log, "head="+s.merge) {
+		t.Errorf("the log does not name the commits planned:\n%s", log)
+	}
+}
+
+// On pull_request with the PR head checked out (no merge commit), the
+// base is the merge base with main's tip: neither main's later change
+// (the event's base.sha, sent after main moved) nor main's tip, which
+// would show that change as pruned.
+func TestActionPullRequestHeadCheckout(t *testing.T) {
+	s := newPRStory(t)
+	gh := githubapi.New()
+	defer gh.Close()
+	gh.AddToken("ghs_test", githubapi.Identity{Login: "github-actions[bot]"})
+
+	ws := checkoutRef(t, s.upstream, "refs/pull/2/head")
+	r := newRunner(t, ws, pullRequestEvent(t, "synchronize.payload.json", s.moved, s.pr), gh.URL(), "ghs_test")
+	body := planComment(t, r, gh, ws)
+	for _, want := range []string{
+		"head " + short(s.pr) + " against main at " + short(s.fork) + " (merge base)",
+		"1 to add, 0 to change, 0 to prune in 1 of 2 overlays",
+		"pr-change",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("comment lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "moved-in") || strings.Contains(body, "overlays/b") {
+		t.Errorf("the comment shows main's later change:\n%s", body)
+	}
+}
+
+// On pull_request_target the checkout is main's tip and the PR head is in
+// the base repository only as refs/pull/2/head, as a fork's is: kplan
+// fetches it by SHA, plans it against the merge base, and never checks it
+// out.
+func TestActionPullRequestTarget(t *testing.T) {
+	s := newPRStory(t)
+	gh := githubapi.New()
+	defer gh.Close()
+	gh.AddToken("ghs_test", githubapi.Identity{Login: "github-actions[bot]"})
+
+	ws := checkout(t, s.upstream, "main")
+	r := newRunner(t, ws, pullRequestEvent(t, "opened.payload.json", s.fork, s.pr), gh.URL(), "ghs_test")
+	r.env["GITHUB_EVENT_NAME"] = "pull_request_target"
+	body := planComment(t, r, gh, ws)
+	for _, want := range []string{
+		"head " + short(s.pr) + " against main at " + short(s.fork) + " (merge base)",
+		"1 to add, 0 to change, 0 to prune in 1 of 2 overlays",
+		"pr-change",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("comment lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "moved-in") || strings.Contains(body, "overlays/b") {
+		t.Errorf("the comment shows main's later change:\n%s", body)
+	}
+	if git(t, ws, "rev-parse", "HEAD") != s.moved {
+		t.Error("HEAD is not main's tip")
+	}
+	if _, err := os.Stat(filepath.Join(ws, "overlays/a/pr-change.yaml")); !os.IsNotExist(err) {
+		t.Errorf("the PR's file is in the work tree: %v", err)
+	}
+}
+
+// An overlay already broken on main does not fail the step, even when the
+// PR touches it; an overlay the PR breaks does.
+func TestActionPreexistingFailure(t *testing.T) {
+	up := t.TempDir()
+	commit := func(files map[string]string, msg string) string {
+		gittest.Write(t, up, files)
+		git(t, up, "add", "-A")
+		git(t, up, "commit", "-qm", msg)
+		return git(t, up, "rev-parse", "HEAD")
+	}
+	git(t, up, "init", "-q", "-b", "main")
+	base := commit(map[string]string{
+		"overlays/a/kustomization.yaml":      "resources: [app.yaml]\n",
+		"overlays/a/app.yaml":                configMap("app-a"),
+		"overlays/broken/kustomization.yaml": "resources: [app.yaml, missing.yaml]\n",
+		"overlays/broken/app.yaml":           configMap("app-broken"),
+	}, "main, with a broken overlay")
+	git(t, up, "checkout", "-qb", "feature")
+	head := commit(map[string]string{
+		"overlays/a/app.yaml":      configMap("app-a2"),
+		"overlays/broken/app.yaml": configMap("app-broken2"), // still broken
+	}, "touch both")
+	git(t, up, "config", "uploadpack.allowReachableSHA1InWant", "true")
+
+	gh := githubapi.New()
+	defer gh.Close()
+	gh.AddToken("ghs_test", githubapi.Identity{Login: "github-actions[bot]"})
+	ws := checkout(t, up, "feature")
+	r := newRunner(t, ws, pullRequestEvent(t, "opened.payload.json", base, head), gh.URL(), "ghs_test")
+	body := planComment(t, r, gh, ws)
+	for _, want := range []string{"`overlays/broken` — failed to render, already on base", "missing.yaml", "app-a2"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("comment lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "introduced by this change") {
+		t.Errorf("the comment blames the PR for the existing failure:\n%s", body)
+	}
+	if !strings.Contains(r.stderr.String(), "overlays/broken") {
+		t.Errorf("the log does not mention the existing failure:\n%s", r.stderr.String())
+	}
+
+	// The next push breaks overlays/a: that fails the step.
+	git(t, up, "checkout", "-q", "feature")
+	head2 := commit(map[string]string{"overlays/a/kustomization.yaml": "resources: [app.yaml, gone.yaml]\n"}, "break a")
+	ws2 := checkout(t, up, "feature")
+	r2 := newRunner(t, ws2, pullRequestEvent(t, "synchronize.payload.json", base, head2), gh.URL(), "ghs_test")
+	err := r2.run(t)
+	if err == nil || !strings.Contains(err.Error(), "overlays/a") || strings.Contains(err.Error(), "overlays/broken") {
+		t.Fatalf("err = %v, want the step failed for overlays/a only", err)
+	}
+	comments := gh.Comments("Codertocat", "Hello-World", 2)
+	if len(comments) != 1 || !strings.Contains(comments[0].Body, "`overlays/a` — ❌ failed to render: introduced by this change") {
+		t.Errorf("comment after the breaking push:\n%v", comments)
+	}
+}
