@@ -196,6 +196,16 @@ func TestPlanTargetsFromKplanYAML(t *testing.T) {
 	if err != nil || !strings.Contains(out, "target staging (overlays/staging)") {
 		t.Errorf("text plan does not name the target (%v):\n%s", err, out)
 	}
+	// A new target is deployed for the first time: everything is added. A
+	// target taken out is no longer deployed: nothing is pruned.
+	change(t, dir, map[string]string{".kplan.yaml": "targets:\n  - name: prod\n    overlay: overlays/prod\n  - name: scratch\n    overlay: scratch\n"})
+	p = bothModes(t, dir)
+	if o := p.overlay(t, "scratch"); o.Status != "new" || !slices.Equal(o.Added, []string{"~G_v1_ConfigMap|default|app"}) {
+		t.Errorf("a new target: %+v, want new with its ConfigMap added", o)
+	}
+	if o := p.overlay(t, "overlays/staging"); o.Status != "removed" || len(o.Pruned) != 0 || !slices.Equal(o.Detached, []string{"~G_v1_ConfigMap|apps|app"}) || len(o.Dangerous) != 0 {
+		t.Errorf("a target taken out: %+v, want its objects left in the cluster, nothing pruned", o)
+	}
 	// A broken file is an error naming it.
 	change(t, dir, map[string]string{".kplan.yaml": "targets:\n  - name: x\n    overlays: typo\n"})
 	if _, _, err := kplan(t, nil, "diff", "-C", dir, "--base", "main~1", "--head", "main"); err == nil || !strings.Contains(err.Error(), ".kplan.yaml") {

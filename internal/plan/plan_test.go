@@ -166,7 +166,7 @@ func TestChangedOnlyEqualsFull(t *testing.T) {
 			[]string{"overlays/d"}, 5},
 		{"renamed overlay", map[string]string{"overlays/c/kustomization.yaml": "", "overlays/c/c.yaml": "",
 			"overlays/c2/kustomization.yaml": "resources: [c.yaml]\n", "overlays/c2/c.yaml": cm("c", "k: v")},
-			[]string{"overlays/c", "overlays/c2"}, 5},
+			[]string{"overlays/c2"}, 5}, // moved from overlays/c: one overlay
 		{"new overlay", map[string]string{"overlays/e/kustomization.yaml": "resources: [../../base]\n"},
 			[]string{"overlays/e"}, 6},
 		{"second kustomization file", map[string]string{"overlays/c/kustomization.yml": "resources: [c.yaml]\n"},
@@ -175,8 +175,9 @@ func TestChangedOnlyEqualsFull(t *testing.T) {
 			[]string{"overlays/f"}, 5},
 		{"through a symlink", map[string]string{"base/cm.yaml": cm("base", "k: w")},
 			[]string{"overlays/a", "overlays/b", "overlays/d", "overlays/g"}, 2},
-		{"base no longer a base", map[string]string{"overlays/a/kustomization.yaml": "resources: [../c]\n"},
-			[]string{"overlays/a", "overlays/c"}, 4},
+		// c, now listed by a, is still planned (and unaffected), not removed.
+		{"overlay becomes a base", map[string]string{"overlays/a/kustomization.yaml": "resources: [../c]\n"},
+			[]string{"overlays/a"}, 5},
 		{"unrelated file", map[string]string{"other/unrelated.txt": "two\n"}, nil, 6},
 	}
 	for _, tc := range cases {

@@ -121,13 +121,14 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 			sd.overlays[o] = true
 		}
 	}
-	// An overlay planned on one side is planned on the other while its
-	// kustomization is there: a new reference to it, or a target added,
-	// does not make it look removed or new.
+	// Without .kplan.yaml, an overlay discovered on one side is planned on
+	// the other while its kustomization is there: a new reference to it
+	// does not make it look removed or new. With the file, a side deploys
+	// exactly its targets.
 	for i, sd := range sides {
 		other := sides[1-i]
 		for o := range sd.overlays {
-			if !other.overlays[o] && other.tree.Renderable(o) {
+			if other.targets == nil && !other.overlays[o] && other.tree.Renderable(o) {
 				other.overlays[o] = true
 			}
 		}
@@ -482,7 +483,13 @@ func (p *planner) compareLonely(sides [2]*side) {
 	}
 	for _, o := range slices.Sorted(maps.Keys(p.lonely)) {
 		pr := p.lonely[o]
-		p.overlays = append(p.overlays, inventorydiff.CompareOne(o, pr.sides[0], pr.present[0], pr.sides[1], pr.present[1]))
+		ov := inventorydiff.CompareOne(o, pr.sides[0], pr.present[0], pr.sides[1], pr.present[1])
+		if pr.present[0] && sides[0].targets != nil {
+			// A target taken out of .kplan.yaml is no longer deployed;
+			// nothing prunes what it applied.
+			ov.Detached, ov.Pruned, ov.Dangerous = append(ov.Detached, ov.Pruned...), nil, nil
+		}
+		p.overlays = append(p.overlays, ov)
 	}
 	p.lonely = nil
 }

@@ -116,9 +116,13 @@ func writeOverlay(b *strings.Builder, o *inventorydiff.Overlay, d detail) {
 	case inventorydiff.New:
 		b.WriteString("new overlay, ")
 	case inventorydiff.Removed:
-		b.WriteString("overlay removed, ")
+		if len(o.Targets) > 0 {
+			b.WriteString("no longer a target (its objects stay in the cluster), ")
+		} else {
+			b.WriteString("overlay removed, ")
+		}
 	case inventorydiff.Moved:
-		b.WriteString("moved, ")
+		fmt.Fprintf(b, "moved from `%s`, ", o.MovedFrom)
 	}
 	fmt.Fprintf(b, "%s\n\n", overlayCounts(o))
 	if msg, _ := o.Problem(); msg != "" {

@@ -49,9 +49,6 @@ func title(o *inventorydiff.Overlay) string {
 	if len(o.Targets) > 0 {
 		s = plural(len(o.Targets), "target ", "targets ") + strings.Join(o.Targets, ", ") + " (" + o.Path + ")"
 	}
-	if o.MovedFrom != "" {
-		s += " (moved from " + o.MovedFrom + ")"
-	}
 	return s
 }
 

@@ -40,6 +40,11 @@ func Text(w io.Writer, p *inventorydiff.Plan) error {
 			label = " (new overlay)"
 		case inventorydiff.Removed:
 			label = " (overlay removed)"
+			if len(o.Targets) > 0 {
+				label = " (no longer a target: its objects stay in the cluster)"
+			}
+		case inventorydiff.Moved:
+			label = " (moved from " + o.MovedFrom + ")"
 		}
 		ew.printf("%s%s: %s (inventory %s → %s)\n", title(o), label, overlayCounts(o), orNone(o.BaseHash), orNone(o.HeadHash))
 		for _, why := range o.Dangerous {
