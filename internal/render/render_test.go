@@ -2,7 +2,9 @@ package render
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/demo"
 	"github.com/kplan-dev/kplan/internal/snapshot"
+	"github.com/kplan-dev/kplan/test/gittest"
 )
 
 func memFS(t *testing.T, files map[string]string) *snapshot.Snapshot {
@@ -293,5 +296,94 @@ func TestDiscoverTargetErrors(t *testing.T) {
 		if err := tree.Errors[dir]; err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), ".kplan.yaml") {
 			t.Errorf("error of %s = %v, want %q naming .kplan.yaml", dir, err, want)
 		}
+	}
+}
+
+// gitSnapshot commits files (gittest.Write's format, "->target" for a
+// symlink) and returns the commit's snapshot and the checkout.
+func gitSnapshot(t *testing.T, files map[string]string) (*snapshot.Snapshot, string) {
+	t.Helper()
+	dir := t.TempDir()
+	gittest.Git(t, dir, "init", "-q")
+	gittest.Write(t, dir, files)
+	gittest.Git(t, dir, "add", "-A")
+	gittest.Git(t, dir, "commit", "-qm", "files")
+	s, err := snapshot.FromCommit(context.Background(), dir, "HEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, dir
+}
+
+// What `kustomize build` refuses fails that overlay, with kustomize's
+// reason; the other overlays render. kubectl kustomize, when present,
+// agrees on which overlays fail.
+func TestRenderRefusesWhatKustomizeRefuses(t *testing.T) {
+	files := map[string]string{
+		"shared/cm.yaml":                     strings.ReplaceAll(cm, "%s", "shared"),
+		"ok/kustomization.yaml":              "resources: [../shared]\n",
+		"shared/kustomization.yaml":          "resources: [cm.yaml]\n",
+		"linkout/kustomization.yaml":         "resources: [cm.yaml]\n",
+		"linkout/cm.yaml":                    "->../shared/cm.yaml",
+		"dotdot/kustomization.yaml":          "resources: [../shared/cm.yaml]\n",
+		"linkin/kustomization.yaml":          "resources: [cm.yaml]\n",
+		"linkin/cm.yaml":                     "->sub/cm.yaml",
+		"linkin/sub/cm.yaml":                 strings.ReplaceAll(cm, "%s", "linkin"),
+		"dirlink/kustomization.yaml":         "resources: [base]\n",
+		"dirlink/base":                       "->../shared",
+		"above/kustomization.yaml":           "resources: [../../outside.yaml]\n",
+		"deep/above/kustomization.yaml":      "resources: [../../../../shared/cm.yaml]\n",
+		"dup/kustomization.yaml":             "resources: [cm.yaml]\n",
+		"dup/cm.yaml":                        strings.ReplaceAll(cm, "%s", "dup") + "data:\n  k: v\n  k: w\n",
+		"names/a@b (c)+é/kustomization.yaml": "resources: [\"x y+z@(1)é.yaml\"]\n",
+		"names/a@b (c)+é/x y+z@(1)é.yaml":    strings.ReplaceAll(cm, "%s", "names"),
+	}
+	s, dir := gitSnapshot(t, files)
+	// Outside the repository, where a checkout's ".." can reach.
+	os.WriteFile(filepath.Join(filepath.Dir(dir), "outside.yaml"), []byte(strings.ReplaceAll(cm, "%s", "outside")), 0o644)
+	tree, err := Discover(s.FS, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlays := []string{"ok", "linkout", "dotdot", "linkin", "dirlink", "above", "deep/above", "dup", "names/a@b (c)+é"}
+	rootOnly := map[string]string{ // overlay -> kustomize's reason; "" renders
+		"linkout":    "security; file '/repo/linkout/cm.yaml' is not in or below '/repo/linkout'",
+		"dotdot":     "security; file '/repo/shared/cm.yaml' is not in or below '/repo/dotdot'",
+		"above":      "'/outside.yaml' doesn't exist",
+		"deep/above": "'/shared/cm.yaml' doesn't exist",
+		"dup":        `line 7: mapping key "k" already defined at line 6`,
+	}
+	none := map[string]string{"above": rootOnly["above"], "deep/above": rootOnly["deep/above"], "dup": rootOnly["dup"]}
+	kubectl, _ := exec.LookPath("kubectl")
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want map[string]string
+	}{{"root only", Options{}, rootOnly}, {"none", Options{LoadRestrictorNone: true}, none}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs, err := Render(context.Background(), s.FS, tree, overlays, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rs {
+				want := tc.want[r.Path]
+				switch {
+				case want == "" && (r.Err != nil || len(r.Objects) != 1):
+					t.Errorf("%s: %v, %d objects; want one", r.Path, r.Err, len(r.Objects))
+				case want != "" && (r.Err == nil || !strings.Contains(r.Err.Error(), want)):
+					t.Errorf("%s: %v; want an error with %q", r.Path, r.Err, want)
+				}
+				if kubectl == "" || r.Path == "above" { // the checkout's ".." is not the snapshot's
+					continue
+				}
+				args := []string{"kustomize", filepath.Join(dir, r.Path)}
+				if tc.opts.LoadRestrictorNone {
+					args = append(args, "--load-restrictor", "LoadRestrictionsNone")
+				}
+				if _, kerr := exec.Command(kubectl, args...).Output(); (kerr == nil) != (r.Err == nil) {
+					t.Errorf("%s: kplan says %v, kubectl kustomize %v", r.Path, r.Err, kerr)
+				}
+			}
+		})
 	}
 }
