@@ -14,6 +14,9 @@ import (
 // credentials (persisted by actions/checkout) fetch what the plan needs.
 const remote = "origin"
 
+// fetchHint ends errors of fetches: what a workflow needs for them.
+const fetchHint = " (kplan fetches with the credentials actions/checkout leaves in the repository: keep its persist-credentials input at the default, true)"
+
 // commits are the two commits a run plans and how the plan names them.
 type commits struct {
 	base, head           string
@@ -67,7 +70,7 @@ func pullRequestCommits(ctx context.Context, g gitcli.Repo, branch, prHead strin
 	}
 	if len(parents) == 2 && parents[1] == prHead {
 		if err := g.EnsureCommit(ctx, remote, parents[0]); err != nil {
-			return commits{}, fmt.Errorf("fetch the first parent of the merge commit %s: %w", head, err)
+			return commits{}, fmt.Errorf("fetch the first parent of the merge commit %s: %w"+fetchHint, head, err)
 		}
 		return commits{
 			base: parents[0], head: head,
@@ -88,7 +91,7 @@ func targetCommits(ctx context.Context, g gitcli.Repo, branch, prHead string, nu
 		if err := g.Fetch(ctx, remote, 1, prHead); err != nil {
 			src = fmt.Sprintf("refs/pull/%d/head", number)
 			if err2 := g.Fetch(ctx, remote, 1, src); err2 != nil {
-				return commits{}, fmt.Errorf("fetch the pull request head %s: by SHA: %w; by %s: %w", prHead, err, src, err2)
+				return commits{}, fmt.Errorf("fetch the pull request head %s: by SHA: %w; by %s: %w"+fetchHint, prHead, err, src, err2)
 			}
 			if !g.HasCommit(ctx, prHead) {
 				return commits{}, fmt.Errorf("fetch the pull request head %s: %s no longer points at it (pushed to since? the run for that push plans it)", prHead, src)
@@ -104,10 +107,10 @@ func targetCommits(ctx context.Context, g gitcli.Repo, branch, prHead string, nu
 func againstMergeBase(ctx context.Context, g gitcli.Repo, branch, head, src string) (commits, error) {
 	tip, err := g.RemoteRef(ctx, remote, "refs/heads/"+branch)
 	if err != nil {
-		return commits{}, fmt.Errorf("find the tip of the base branch %s: %w", branch, err)
+		return commits{}, fmt.Errorf("find the tip of the base branch %s: %w"+fetchHint, branch, err)
 	}
 	if err := g.EnsureCommit(ctx, remote, tip); err != nil {
-		return commits{}, fmt.Errorf("fetch the tip of the base branch %s: %w", branch, err)
+		return commits{}, fmt.Errorf("fetch the tip of the base branch %s: %w"+fetchHint, branch, err)
 	}
 	base, err := g.MergeBase(ctx, remote, tip, head, tip, src)
 	if err != nil {

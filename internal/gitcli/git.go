@@ -105,7 +105,7 @@ func (r Repo) Fetch(ctx context.Context, remote string, depth int, srcs ...strin
 	}
 	args = append(args, "--end-of-options", remote)
 	if _, err := r.Run(ctx, append(args, srcs...)...); err != nil {
-		return fmt.Errorf("fetch %s from %s (the checkout's credentials must be able to read it): %w", strings.Join(srcs, " "), remote, err)
+		return fmt.Errorf("fetch %s from %s: %w", strings.Join(srcs, " "), remote, err)
 	}
 	return nil
 }

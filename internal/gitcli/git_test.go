@@ -32,8 +32,8 @@ func upstream(t *testing.T) (dir, main, pr, fork string) {
 	}
 	pr = git("rev-parse", "HEAD")
 	git("checkout", "-q", "main")
-	for i := range 70 {
-		commit("f", fmt.Sprint("main ", i))
+	for i := range 70 { // empty: the history's depth is what matters
+		git("commit", "-q", "--allow-empty", "-m", fmt.Sprint("main ", i))
 	}
 	main = git("rev-parse", "HEAD")
 	return dir, main, pr, fork
