@@ -102,3 +102,7 @@ func SplitInventory(objs []*unstructured.Unstructured) (*unstructured.Unstructur
 		return nil, nil, e
 	}
 }
+
+// InventoryOf reads an inventory object's identity: kind, namespace, name
+// and inventory-id.
+func InventoryOf(obj *unstructured.Unstructured) Inventory { return inventoryOf(obj) }

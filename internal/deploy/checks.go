@@ -1,0 +1,185 @@
+package deploy
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/cli-utils/pkg/common"
+	"sigs.k8s.io/cli-utils/pkg/object"
+
+	"github.com/kplan-dev/kplan/internal/resourcegroup"
+)
+
+// DefaultNamespace is where namespaced objects rendered without a
+// namespace go when the target names none, as kubectl sends them.
+const DefaultNamespace = "default"
+
+// defaultNamespaces puts every namespaced object rendered without a
+// namespace into ns. The scope comes from the API server's RESTMapper,
+// else from a CRD in the same render; a kind neither knows is left as
+// rendered (the apply then fails on it with the server's reason), and
+// cluster-scoped objects are left alone. This is the plan's identity
+// rule: an object is its group, kind, namespace and name.
+func defaultNamespaces(mapper meta.RESTMapper, objs []*unstructured.Unstructured, ns string) error {
+	var crds []*unstructured.Unstructured
+	for _, o := range objs {
+		if object.IsCRD(o) {
+			crds = append(crds, o)
+		}
+	}
+	for _, o := range objs {
+		if o.GetNamespace() != "" {
+			continue
+		}
+		scope, err := object.LookupResourceScope(o, crds, mapper)
+		if err != nil {
+			if _, unknown := err.(*object.UnknownTypeError); unknown || meta.IsNoMatchError(err) {
+				continue
+			}
+			return fmt.Errorf("look up whether %s %s is namespaced: %w", o.GetKind(), o.GetName(), err)
+		}
+		if scope.Name() == meta.RESTScopeNameNamespace {
+			o.SetNamespace(ns)
+		}
+	}
+	return nil
+}
+
+// ReplaceInventoryError refuses an apply with the signature of a copied
+// inventory: it would prune every object the inventory held while it
+// adds others. That is what applying `cp -r staging prod` with staging's
+// resourcegroup.yaml does — it deletes all of staging.
+type ReplaceInventoryError struct {
+	Inventory Inventory
+	// Pruned lists what the apply would have pruned ("Kind namespace/name"),
+	// cluster-scoped objects first; Added counts the objects the inventory does not hold yet.
+	Pruned []string
+	Added  int
+}
+
+// maxListed bounds the objects an error names; the count says the rest.
+const maxListed = 20
+
+func (e *ReplaceInventoryError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "refusing to apply: %s holds %d objects in the cluster and this render has none of them (it adds %d others), so the apply would prune every one of them — the signature of an overlay copied with its inventory (cp -r staging prod). It would have pruned:",
+		e.Inventory, len(e.Pruned), e.Added)
+	for i, k := range e.Pruned {
+		if i == maxListed {
+			fmt.Fprintf(&b, "\n  … and %d more", len(e.Pruned)-maxListed)
+			break
+		}
+		b.WriteString("\n  " + k)
+	}
+	b.WriteString("\nGive this overlay its own inventory (delete its resourcegroup.yaml and run `kplan init <overlay>`), or, if it really replaces everything that inventory holds, allow it: `kplan apply --allow-replace-inventory`, or `allowReplaceInventory: true` on the webhook target")
+	return b.String()
+}
+
+// checkReplace returns a ReplaceInventoryError when prev (the inventory's
+// object list in the cluster) is not empty, the render shares none of it
+// and adds objects.
+func checkReplace(inv Inventory, prev []object.ObjMetadata, objs []*unstructured.Unstructured) error {
+	if len(prev) == 0 {
+		return nil
+	}
+	rendered := map[object.ObjMetadata]bool{}
+	for _, o := range objs {
+		rendered[object.UnstructuredToObjMetadata(o)] = true
+	}
+	added := len(rendered)
+	for _, id := range prev {
+		if rendered[id] {
+			return nil // the render keeps something of the inventory: an ordinary change
+		}
+	}
+	if added == 0 {
+		return nil
+	}
+	e := &ReplaceInventoryError{Inventory: inv, Added: added}
+	// Cluster-scoped objects (Namespaces, CRDs) first: their prune takes
+	// everything in them along.
+	ids := slices.Clone(prev)
+	slices.SortFunc(ids, func(a, b object.ObjMetadata) int {
+		if (a.Namespace == "") != (b.Namespace == "") {
+			return cmp.Compare(a.Namespace, b.Namespace)
+		}
+		return strings.Compare(describeID(a), describeID(b))
+	})
+	for _, id := range ids {
+		e.Pruned = append(e.Pruned, describeID(id))
+	}
+	return e
+}
+
+// describeID is "Kind namespace/name", "Kind name" when cluster-scoped,
+// with ".group" after the kind outside the core group, as kubectl writes.
+func describeID(id object.ObjMetadata) string {
+	k := id.GroupKind.Kind
+	if id.GroupKind.Group != "" {
+		k += "." + id.GroupKind.Group
+	}
+	if id.Namespace == "" {
+		return k + " " + id.Name
+	}
+	return k + " " + id.Namespace + "/" + id.Name
+}
+
+// foreignWarnings explains objects the inventory policy kept this apply
+// from touching because another inventory owns them. When this inventory
+// is new in the cluster, the likeliest cause is a renamed inventory (or a
+// changed inventory-id): the cluster's objects still belong to the old one.
+func foreignWarnings(ctx context.Context, dyn dynamic.Interface, inv Inventory, isNew bool, res *Result, owners map[string]string) []string {
+	byOwner := map[string][]string{}
+	for _, o := range res.Objects {
+		if o.Action != Skipped || !strings.Contains(o.Reason, "inventory policy") {
+			continue
+		}
+		if id := owners[o.Key]; id != "" && id != inv.ID {
+			byOwner[id] = append(byOwner[id], o.Key)
+		}
+	}
+	var out []string
+	for _, id := range slices.Sorted(maps.Keys(byOwner)) {
+		keys := byOwner[id]
+		where := ""
+		if holder := findInventory(ctx, dyn, id); holder != "" {
+			where = " (" + holder + ")"
+		}
+		msg := fmt.Sprintf("%d objects this overlay renders belong to another inventory, inventory-id %s%s, and were not applied", len(keys), id, where)
+		if isNew {
+			msg += fmt.Sprintf(". %s did not exist in the cluster before this apply: if you renamed the overlay's inventory or changed its inventory-id, the objects still belong to the old one — restore its name and namespace, or label the new one %s: %s, and apply again", inv, common.InventoryLabel, id)
+		} else {
+			msg += ". Two overlays render the same objects, or the objects moved between overlays"
+		}
+		msg += fmt.Sprintf("; to hand them over, apply with --inventory-policy adopt-all (webhook: inventoryPolicy: adopt-all), then delete the old inventory object%s, which does not delete its objects", where)
+		out = append(out, msg)
+	}
+	return out
+}
+
+var resourceGroupsGVR = schema.GroupVersionResource{Group: resourcegroup.GVK.Group, Version: resourcegroup.GVK.Version, Resource: "resourcegroups"}
+
+// findInventory names the inventory object labelled with inventory-id id,
+// or "" when none is found (or the lookup fails: it only helps a message).
+func findInventory(ctx context.Context, dyn dynamic.Interface, id string) string {
+	sel := metav1.ListOptions{LabelSelector: common.InventoryLabel + "=" + id}
+	for _, r := range []struct {
+		gvr  schema.GroupVersionResource
+		kind string
+	}{{resourceGroupsGVR, "ResourceGroup"}, {schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, "ConfigMap"}} {
+		l, err := dyn.Resource(r.gvr).List(ctx, sel)
+		if err == nil && len(l.Items) > 0 {
+			return fmt.Sprintf("%s %s/%s", r.kind, l.Items[0].GetNamespace(), l.Items[0].GetName())
+		}
+	}
+	return ""
+}
