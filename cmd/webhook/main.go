@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -75,8 +76,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	for _, ref := range cfg.AllTargets() {
 		targets = append(targets, targetOf(ref))
 	}
+	var sources []deployer.Source
+	for _, s := range cfg.Sources() {
+		sources = append(sources, sourceOf(cfg, s))
+	}
 	mirrors := &gitmirror.Mirrors{Dir: filepath.Join(cfg.StateDir, "mirrors"), Token: token, Logger: log}
-	dep := deployer.New(targets, mirrors, ghreport.New(gh, log), engines(), log)
+	dep := deployer.New(targets, mirrors, ghreport.New(gh, log), engines(), log, sources...)
 	dep.Resync = cfg.ResyncInterval
 
 	h, err := webhook.New(webhook.Options{
@@ -96,7 +101,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
 	}
-	fmt.Fprintf(stdout, "kplan-webhook listening on http://%s with %d targets\n", ln.Addr(), len(targets))
+	fmt.Fprintf(stdout, "kplan-webhook listening on http://%s with %d targets and %d branches that take theirs from the repository\n", ln.Addr(), len(targets), len(sources))
 	// The body is read at the client's pace: bound it.
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
 
@@ -131,12 +136,31 @@ func targetOf(ref config.TargetRef) deployer.Target {
 		Name: t.Name, Repo: ref.Repo, Branch: ref.Branch, CloneURL: ref.CloneURL,
 		Overlay: t.Overlay, Environment: t.Environment, Kubeconfig: t.Kubeconfig, Context: t.Context,
 		Prune: t.Prune, ReconcileTimeout: t.ReconcileTimeout, InventoryPolicy: t.InventoryPolicy,
-		AllowRemoteBases: t.AllowRemoteBases,
+		AllowRemoteBases: t.AllowRemoteBases, AllowReplaceInventory: t.AllowReplaceInventory, Namespace: t.Namespace,
 	}
 	if i := t.Inventory; i != nil {
 		dt.Inventory = &deployer.Inventory{Kind: i.Kind, Name: i.Name, Namespace: i.Namespace, ID: i.ID}
 	}
 	return dt
+}
+
+// sourceOf maps a branch that takes its targets from the repository; the
+// configuration's own targets of that repository reserve their names.
+func sourceOf(cfg *config.Config, s config.Source) deployer.Source {
+	ds := deployer.Source{Name: s.Name, Repo: s.Repo, Branch: s.Branch, CloneURL: s.CloneURL, File: s.File,
+		Environments: map[string]deployer.Settings{}}
+	for _, e := range s.Environments {
+		ds.Environments[e.Name] = deployer.Settings{
+			Kubeconfig: e.Kubeconfig, Context: e.Context, Prune: e.Prune, ReconcileTimeout: e.ReconcileTimeout,
+			InventoryPolicy: e.InventoryPolicy, AllowRemoteBases: e.AllowRemoteBases, AllowReplaceInventory: e.AllowReplaceInventory,
+		}
+	}
+	for _, ref := range cfg.AllTargets() {
+		if strings.EqualFold(ref.Repo, s.Repo) {
+			ds.Reserved = append(ds.Reserved, ref.Target.Name)
+		}
+	}
+	return ds
 }
 
 // engines makes a fresh engine per deploy: its discovery cache then sees

@@ -4,6 +4,12 @@
 // commit. What was last deployed lives on the target's inventory object in
 // the cluster, so a restarted deployer resyncs every target whose branch
 // moved while it was down — including one it was killed in the middle of.
+//
+// A branch may take its targets from the repository (.kplan.yaml at the
+// deployed commit): its source worker reads the file and hands the commit
+// to one worker per target it lists, created and retired as the file
+// changes. No two targets of one cluster may apply through the same
+// inventory: each would prune the other's objects, so both are refused.
 package deployer
 
 import (
@@ -12,6 +18,8 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +27,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/repoconfig"
 	"github.com/kplan-dev/kplan/internal/resourcegroup"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
@@ -29,6 +38,10 @@ const (
 	AnnotationOutcome = "kplan.dev/outcome"
 	AnnotationMessage = "kplan.dev/message"
 	AnnotationTime    = "kplan.dev/deployed-at"
+	// AnnotationTarget names the target that last deployed through the
+	// inventory, so a second target rendering the same inventory is
+	// refused even before the first one renders again.
+	AnnotationTarget = "kplan.dev/target"
 )
 
 // Target is one overlay deployed to one cluster from one branch.
@@ -45,8 +58,58 @@ type Target struct {
 	ReconcileTimeout time.Duration
 	InventoryPolicy  string
 	AllowRemoteBases bool
+	// AllowReplaceInventory lets a deploy prune every object its inventory
+	// held while it adds others (deploy.ReplaceInventoryError).
+	AllowReplaceInventory bool
+	// Namespace receives namespaced objects rendered without one ("" is
+	// "default").
+	Namespace string
 	// Inventory, if set, replaces the inventory the overlay renders.
 	Inventory *Inventory
+	// Source is the name of the Source that declared the target; "" for a
+	// target of the webhook's configuration.
+	Source string
+}
+
+// Key is the target's worker name: its Name for a configured target,
+// "<source>/<name>" for one a repository declares (names are unique only
+// within each).
+func (t Target) Key() string {
+	if t.Source == "" {
+		return t.Name
+	}
+	return t.Source + "/" + t.Name
+}
+
+// cluster identifies the target's cluster: the kubeconfig and context.
+func (t Target) cluster() string { return t.Kubeconfig + "\x00" + t.Context }
+
+// Settings say how the targets of an environment deploy to its cluster.
+type Settings struct {
+	Kubeconfig            string
+	Context               string
+	Prune                 bool
+	ReconcileTimeout      time.Duration
+	InventoryPolicy       string
+	AllowRemoteBases      bool
+	AllowReplaceInventory bool
+}
+
+// Source is a branch whose targets a file of the repository declares
+// (.kplan.yaml, internal/repoconfig), read at every deployed commit.
+type Source struct {
+	Name     string // unique among targets and sources; Submit takes it
+	Repo     string
+	Branch   string
+	CloneURL string
+	File     string // repository-relative
+	// Environments map the environments the file names to clusters; a
+	// target whose environment is missing is reported and not deployed.
+	Environments map[string]Settings
+	// Reserved are target names the webhook's configuration already uses
+	// for this repository: a repository target of the same name would
+	// report on the same commit status.
+	Reserved []string
 }
 
 // Inventory names an inventory object: kind ResourceGroup or ConfigMap.
@@ -90,34 +153,76 @@ type Deployer struct {
 	// Resync is how often every target is checked against its branch.
 	Resync time.Duration
 
-	workers map[string]*worker
 	started chan struct{}
 
 	mu         sync.Mutex
-	lastFailed map[string]string // target -> sha and error of its last failure before applying
+	workers    map[string]*worker
+	runCtx     context.Context // set by Run: workers added later run under it
+	wg         sync.WaitGroup
+	lastFailed map[string]string // target key -> sha and error of its last failure before applying
+	rendered   map[string]deploy.Inventory
+	conflicts  map[string]string // target key -> the conflict last reported for it
+	invLocks   map[string]*sync.Mutex
+	// initial counts the configured targets whose first render is still
+	// to come; firstRenders closes when none is: no target applies before
+	// every configured target has rendered once, so two of them sharing
+	// an inventory are both refused before either applies.
+	initial      sync.WaitGroup
+	firstRenders chan struct{}
 }
 
 type worker struct {
-	t    Target
-	mu   sync.Mutex
-	next *Request // the newest request not yet taken
+	src  *Source // set for a source's worker, which deploys no overlay itself
+	quit chan struct{}
 	wake chan struct{}
+	// first marks the first render of a configured target (initial).
+	first func()
+
+	mu   sync.Mutex
+	t    Target
+	next *Request // the newest request not yet taken
 }
 
-// New makes a deployer for targets; names must be unique.
-func New(targets []Target, mirrors *gitmirror.Mirrors, report Reporter, engine func(Target) *deploy.Engine, logger *slog.Logger) *Deployer {
+// New makes a deployer for targets and sources; their names must be
+// unique.
+func New(targets []Target, mirrors *gitmirror.Mirrors, report Reporter, engine func(Target) *deploy.Engine, logger *slog.Logger, sources ...Source) *Deployer {
 	d := &Deployer{Mirrors: mirrors, Report: report, Engine: engine, Logger: logger, Resync: 5 * time.Minute,
-		workers: map[string]*worker{}, started: make(chan struct{}), lastFailed: map[string]string{}}
+		workers: map[string]*worker{}, started: make(chan struct{}), lastFailed: map[string]string{},
+		rendered: map[string]deploy.Inventory{}, conflicts: map[string]string{}, invLocks: map[string]*sync.Mutex{},
+		firstRenders: make(chan struct{})}
 	for _, t := range targets {
-		d.workers[t.Name] = &worker{t: t, wake: make(chan struct{}, 1)}
+		w := newWorker(t, nil)
+		d.initial.Add(1)
+		w.first = sync.OnceFunc(d.initial.Done)
+		d.workers[t.Key()] = w
+	}
+	go func() {
+		d.initial.Wait()
+		close(d.firstRenders)
+	}()
+	for _, s := range sources {
+		d.workers[s.Name] = newWorker(Target{Name: s.Name, Repo: s.Repo, Branch: s.Branch, CloneURL: s.CloneURL}, &s)
 	}
 	return d
 }
 
-// Submit asks a target to converge; it never blocks. A newer request
-// replaces one still waiting, so a burst of merges deploys only the last.
+func newWorker(t Target, src *Source) *worker {
+	return &worker{t: t, src: src, quit: make(chan struct{}), wake: make(chan struct{}, 1), first: func() {}}
+}
+
+func (w *worker) target() Target {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.t
+}
+
+// Submit asks a target (or a source) to converge; it never blocks. A
+// newer request replaces one still waiting, so a burst of merges deploys
+// only the last.
 func (d *Deployer) Submit(target string, r Request) error {
+	d.mu.Lock()
 	w, ok := d.workers[target]
+	d.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("unknown target %q", target)
 	}
@@ -162,14 +267,12 @@ func (d *Deployer) Ready() error {
 // Run runs the workers and the resync loop until ctx ends. It resyncs
 // every target at once on start.
 func (d *Deployer) Run(ctx context.Context) {
-	var wg sync.WaitGroup
+	d.mu.Lock()
+	d.runCtx = ctx
 	for _, w := range d.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d.work(ctx, w)
-		}()
+		d.start(w)
 	}
+	d.mu.Unlock()
 	close(d.started)
 	d.resyncAll()
 	tick := time.NewTicker(d.Resync)
@@ -177,7 +280,7 @@ func (d *Deployer) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			wg.Wait()
+			d.wg.Wait()
 			return
 		case <-tick.C:
 			d.resyncAll()
@@ -185,8 +288,23 @@ func (d *Deployer) Run(ctx context.Context) {
 	}
 }
 
+// start runs a worker's goroutine; d.mu is held.
+func (d *Deployer) start(w *worker) {
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.work(d.runCtx, w)
+	}()
+}
+
 func (d *Deployer) resyncAll() {
+	d.mu.Lock()
+	names := make([]string, 0, len(d.workers))
 	for name := range d.workers {
+		names = append(names, name)
+	}
+	d.mu.Unlock()
+	for _, name := range names {
 		d.Submit(name, Request{})
 	}
 }
@@ -196,34 +314,72 @@ func (d *Deployer) work(ctx context.Context, w *worker) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-w.quit:
+			return
 		case <-w.wake:
 		}
 		for r := w.take(); r != nil; r = w.take() {
-			d.converge(ctx, w.t, *r)
+			if w.src != nil {
+				d.expand(ctx, *w.src, *r)
+			} else {
+				d.converge(ctx, w, *r)
+			}
 		}
 	}
 }
 
-// converge deploys r to t unless t already runs that commit successfully.
-func (d *Deployer) converge(ctx context.Context, t Target, r Request) {
-	log := d.Logger.With("target", t.Name, "repo", t.Repo, "branch", t.Branch)
+// resolve fetches the commit a request names (the branch tip for a
+// resync). A request for a commit the branch has moved past becomes one
+// for the tip: GitHub does not deliver in order, and an older merge's
+// event must not roll a target back.
+func (d *Deployer) resolve(ctx context.Context, log *slog.Logger, t Target, r *Request) (dir string, err error) {
 	dir, tip, err := d.Mirrors.Fetch(ctx, t.CloneURL, t.Branch, r.SHA)
 	if err != nil {
-		d.failedEarly(ctx, log, Outcome{Target: t, SHA: r.SHA, PR: r.PR, Err: err})
+		return "", err
+	}
+	switch {
+	case r.SHA == "":
+		r.SHA = tip
+	case r.SHA != tip && d.Mirrors.IsAncestor(ctx, dir, r.SHA, tip):
+		log.Info("the requested commit is behind the branch; deploying the branch", "requested", r.SHA, "tip", tip)
+		r.SHA, r.PR = tip, 0
+	}
+	return dir, nil
+}
+
+// converge deploys r to w's target unless it already runs that commit
+// successfully.
+func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
+	t := w.target()
+	log := d.Logger.With("target", t.Key(), "repo", t.Repo, "branch", t.Branch)
+	dir, err := d.resolve(ctx, log, t, &r)
+	var target *deploy.Target
+	if err == nil {
+		target, err = d.render(ctx, t, dir, r.SHA)
+	}
+	if err == nil {
+		// Recorded before the first renders are awaited, so that the other
+		// targets see it.
+		d.record(t, deploy.InventoryOf(target.Inventory))
+	}
+	w.first()
+	sha := r.SHA
+	if err != nil {
+		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err})
 		return
 	}
-	sha := r.SHA
-	switch {
-	case sha == "":
-		sha = tip
-	case sha != tip && d.Mirrors.IsAncestor(ctx, dir, sha, tip):
-		// GitHub does not deliver in order: an older merge's event must
-		// not roll the target back. Converge on the branch instead.
-		log.Info("the requested commit is behind the branch; deploying the branch", "requested", sha, "tip", tip)
-		sha, r.PR = tip, 0
+	select {
+	case <-d.firstRenders:
+	case <-ctx.Done():
+		return
 	}
-	target, err := d.render(ctx, t, dir, sha)
-	if err != nil {
+	inv := deploy.InventoryOf(target.Inventory)
+	// One deploy at a time per inventory of a cluster: the check below and
+	// the record finish leaves on the inventory must not interleave with
+	// another target's.
+	unlock := d.lockInventory(t, inv)
+	defer unlock()
+	if err := d.claim(t, inv); err != nil {
 		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err})
 		return
 	}
@@ -232,21 +388,35 @@ func (d *Deployer) converge(ctx context.Context, t Target, r Request) {
 	if err != nil {
 		log.Warn("cannot read the deployed state; deploying", "err", err)
 	}
-	if ann[AnnotationSHA] == sha && ann[AnnotationOutcome] == "success" {
+	if err := d.lastDeployedBy(t, inv, ann[AnnotationTarget]); err != nil {
+		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err})
+		return
+	}
+	d.mu.Lock()
+	_, failedBefore := d.lastFailed[t.Key()]
+	d.mu.Unlock()
+	// A target whose last attempt failed before applying deploys again even
+	// at the same commit, so its reported failure is replaced.
+	if ann[AnnotationSHA] == sha && ann[AnnotationOutcome] == "success" && ann[AnnotationTarget] == t.Key() && !failedBefore {
 		log.Debug("already deployed", "sha", sha)
 		return
 	}
 	d.mu.Lock()
-	delete(d.lastFailed, t.Name)
+	delete(d.lastFailed, t.Key())
 	d.mu.Unlock()
 	log.Info("deploying", "sha", sha, "pr", r.PR, "delivery", r.Delivery)
 	o := Outcome{Target: t, SHA: sha, PR: r.PR, Started: time.Now()}
 	d.Report.Started(ctx, t, sha, r.PR)
 	o.Result, o.Err = eng.Apply(ctx, target.Inventory, target.Objects, deploy.Options{
 		InventoryPolicy: t.InventoryPolicy, ReconcileTimeout: t.ReconcileTimeout, NoPrune: !t.Prune,
+		Namespace: t.Namespace, AllowReplaceInventory: t.AllowReplaceInventory,
 	})
 	if o.Err == nil && o.Result.Failed() {
-		o.Err = errors.New("some objects failed, were skipped or did not reconcile")
+		msg := "some objects failed, were skipped or did not reconcile"
+		for _, w := range o.Result.Warnings {
+			msg += "; " + w
+		}
+		o.Err = errors.New(msg)
 	}
 	o.Finished = time.Now()
 	d.finish(ctx, log, o, eng, target)
@@ -258,8 +428,8 @@ func (d *Deployer) failedEarly(ctx context.Context, log *slog.Logger, o Outcome)
 	o.Started, o.Finished = time.Now(), time.Now()
 	key := o.SHA + "\x00" + o.Err.Error()
 	d.mu.Lock()
-	repeated := d.lastFailed[o.Target.Name] == key
-	d.lastFailed[o.Target.Name] = key
+	repeated := d.lastFailed[o.Target.Key()] == key
+	d.lastFailed[o.Target.Key()] = key
 	d.mu.Unlock()
 	if repeated {
 		log.Error("deploy still failing", "sha", o.SHA, "err", o.Err)
@@ -282,6 +452,7 @@ func (d *Deployer) finish(ctx context.Context, log *slog.Logger, o Outcome, eng 
 		ann := map[string]string{AnnotationOutcome: outcome, AnnotationMessage: truncate(msg, 1000),
 			AnnotationTime: o.Finished.UTC().Format(time.RFC3339)}
 		ann[AnnotationSHA] = o.SHA
+		ann[AnnotationTarget] = o.Target.Key()
 		if err := eng.Annotate(ctx, target.Inventory, ann); err != nil {
 			log.Error("cannot record the deploy on the inventory", "err", err)
 		}
@@ -329,5 +500,235 @@ func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*depl
 	if err != nil {
 		rg = nil // no file: the render must carry the inventory
 	}
-	return deploy.TargetOf(rs[0], deploy.Source{RGFile: rg})
+	return deploy.TargetOf(rs[0], deploy.Source{RGFile: rg, Namespace: t.Namespace})
+}
+
+// inventoryKey identifies an inventory in a cluster. Two targets clash
+// when they share either the inventory object or its inventory-id: the
+// object holds the list that prunes, the id owns the objects.
+func inventoryKeys(t Target, inv deploy.Inventory) [2]string {
+	return [2]string{t.cluster() + "\x00object\x00" + inv.Kind + "\x00" + inv.Namespace + "\x00" + inv.Name, t.cluster() + "\x00id\x00" + inv.ID}
+}
+
+// lockInventory serializes the deploys through one inventory of a cluster.
+func (d *Deployer) lockInventory(t Target, inv deploy.Inventory) func() {
+	k := inventoryKeys(t, inv)[1]
+	d.mu.Lock()
+	m := d.invLocks[k]
+	if m == nil {
+		m = &sync.Mutex{}
+		d.invLocks[k] = m
+	}
+	d.mu.Unlock()
+	m.Lock()
+	return m.Unlock
+}
+
+// ConflictError refuses targets of one cluster that apply through the
+// same inventory: each apply would prune the other's objects.
+type ConflictError struct {
+	Targets   []string // every target involved, sorted
+	Inventory deploy.Inventory
+}
+
+func (e *ConflictError) Error() string {
+	// The consequence first: a commit status shows 140 characters.
+	return fmt.Sprintf("targets %s share an inventory in one cluster, so applying one would prune the other's objects: none is deployed. The inventory: %s. Give each overlay its own (delete the copied resourcegroup.yaml and run kplan init in the overlay)",
+		strings.Join(e.Targets, " and "), e.Inventory)
+}
+
+// claim records the inventory t rendered and refuses it when another
+// target of the same cluster last rendered the same one. A conflict
+// found for the first time wakes the other targets, so that they are
+// refused and reported too; targets refused earlier because of t are
+// woken when t's inventory changes, so they deploy again.
+func (d *Deployer) claim(t Target, inv deploy.Inventory) error {
+	mine := inventoryKeys(t, inv)
+	d.mu.Lock()
+	var others []string
+	for k, other := range d.rendered {
+		if k == t.Key() {
+			continue
+		}
+		w := d.workers[k]
+		if w == nil {
+			continue
+		}
+		theirs := inventoryKeys(w.target(), other)
+		if theirs[0] == mine[0] || theirs[1] == mine[1] {
+			others = append(others, k)
+		}
+	}
+	var wake []string
+	var err error
+	if len(others) > 0 {
+		all := append(slices.Clone(others), t.Key())
+		slices.Sort(all)
+		sig := "\x00" + strings.Join(all, "\x00") + "\x00"
+		if d.conflicts[t.Key()] != sig {
+			wake = append(wake, others...)
+		}
+		for _, k := range all {
+			d.conflicts[k] = sig
+		}
+		err = &ConflictError{Targets: all, Inventory: inv}
+	} else {
+		delete(d.conflicts, t.Key())
+	}
+	d.mu.Unlock()
+	for _, k := range wake {
+		d.Submit(k, Request{})
+	}
+	return err
+}
+
+// record notes the inventory t rendered. When t moved to another
+// inventory, whoever was refused because of the old one is woken: it may
+// deploy now.
+func (d *Deployer) record(t Target, inv deploy.Inventory) {
+	d.mu.Lock()
+	prev, had := d.rendered[t.Key()]
+	d.rendered[t.Key()] = inv
+	var wake []string
+	if had && prev != inv {
+		for k, c := range d.conflicts {
+			if k != t.Key() && strings.Contains(c, "\x00"+t.Key()+"\x00") {
+				wake = append(wake, k)
+			}
+		}
+	}
+	d.mu.Unlock()
+	for _, k := range wake {
+		d.Submit(k, Request{})
+	}
+}
+
+// lastDeployedBy refuses t when the inventory says another configured
+// target of the same cluster deployed through it last and that target
+// has not rendered another inventory since: after a restart the other
+// may not have rendered yet, and t's apply would prune its objects.
+func (d *Deployer) lastDeployedBy(t Target, inv deploy.Inventory, by string) error {
+	if by == "" || by == t.Key() {
+		return nil
+	}
+	d.mu.Lock()
+	w := d.workers[by]
+	other, rendered := d.rendered[by]
+	d.mu.Unlock()
+	if w == nil || w.src != nil || w.target().cluster() != t.cluster() {
+		return nil // not a target of this cluster any more: the inventory is handed over
+	}
+	if rendered && inventoryKeys(w.target(), other) != inventoryKeys(t, inv) {
+		return nil // it moved to its own inventory
+	}
+	all := []string{by, t.Key()}
+	slices.Sort(all)
+	d.mu.Lock()
+	d.conflicts[t.Key()] = "\x00" + strings.Join(all, "\x00") + "\x00"
+	d.mu.Unlock()
+	if !rendered {
+		d.Submit(by, Request{}) // its render settles whether t may deploy
+	}
+	return &ConflictError{Targets: all, Inventory: inv}
+}
+
+// expand reads the targets a source's file declares at the requested
+// commit, makes sure each has a worker with the environment's settings,
+// retires the workers of targets the file no longer lists, and hands the
+// commit to every target. A target whose environment is not mapped is
+// reported and not deployed.
+func (d *Deployer) expand(ctx context.Context, s Source, r Request) {
+	st := Target{Name: s.Name, Repo: s.Repo, Branch: s.Branch, CloneURL: s.CloneURL, Overlay: s.File, Environment: s.File}
+	log := d.Logger.With("source", s.Name, "repo", s.Repo, "branch", s.Branch)
+	dir, err := d.resolve(ctx, log, st, &r)
+	if err != nil {
+		d.failedEarly(ctx, log, Outcome{Target: st, SHA: r.SHA, PR: r.PR, Err: err})
+		return
+	}
+	declared, err := readTargets(ctx, dir, r.SHA, s.File)
+	if err != nil {
+		d.failedEarly(ctx, log, Outcome{Target: st, SHA: r.SHA, PR: r.PR, Err: err})
+		return
+	}
+	d.mu.Lock()
+	delete(d.lastFailed, st.Key())
+	d.mu.Unlock()
+	keep := map[string]bool{}
+	for _, rt := range declared {
+		t := Target{Name: rt.Name, Repo: s.Repo, Branch: s.Branch, CloneURL: s.CloneURL, Overlay: rt.Overlay,
+			Environment: rt.Environment, Namespace: rt.Namespace, Source: s.Name}
+		tlog := log.With("target", t.Key())
+		if slices.ContainsFunc(s.Reserved, func(n string) bool { return strings.EqualFold(n, rt.Name) }) {
+			d.failedEarly(ctx, tlog, Outcome{Target: t, SHA: r.SHA, PR: r.PR, Err: fmt.Errorf(
+				"%s declares target %s, but the webhook's configuration has a target of that name for %s; rename one (both would report as kplan/%s)", s.File, rt.Name, s.Repo, rt.Name)})
+			continue
+		}
+		env, ok := s.Environments[rt.Environment]
+		if !ok {
+			d.failedEarly(ctx, tlog, Outcome{Target: t, SHA: r.SHA, PR: r.PR, Err: fmt.Errorf(
+				"%s declares target %s with environment %q, which the webhook's configuration does not map to a cluster (branch %s of %s: environments); not deployed",
+				s.File, rt.Name, rt.Environment, s.Branch, s.Repo)})
+			continue
+		}
+		t.Kubeconfig, t.Context, t.Prune, t.ReconcileTimeout = env.Kubeconfig, env.Context, env.Prune, env.ReconcileTimeout
+		t.InventoryPolicy, t.AllowRemoteBases, t.AllowReplaceInventory = env.InventoryPolicy, env.AllowRemoteBases, env.AllowReplaceInventory
+		keep[t.Key()] = true
+		d.mu.Lock()
+		w := d.workers[t.Key()]
+		if w == nil {
+			w = newWorker(t, nil)
+			d.workers[t.Key()] = w
+			if d.runCtx != nil {
+				d.start(w)
+			}
+			tlog.Info("target declared", "file", s.File, "sha", r.SHA)
+		} else {
+			w.mu.Lock()
+			w.t = t
+			w.mu.Unlock()
+		}
+		d.mu.Unlock()
+	}
+	// Every worker exists before any is asked to deploy, so that each
+	// sees its siblings when it checks for a shared inventory.
+	for k := range keep {
+		d.Submit(k, Request{SHA: r.SHA, PR: r.PR, Delivery: r.Delivery})
+	}
+	// Targets the file no longer lists are no longer deployed. Nothing is
+	// pruned for them: their objects stay until someone removes them.
+	d.mu.Lock()
+	for k, w := range d.workers {
+		if w.src == nil && w.target().Source == s.Name && !keep[k] {
+			close(w.quit)
+			delete(d.workers, k)
+			delete(d.rendered, k)
+			delete(d.conflicts, k)
+			log.Info("target no longer declared", "target", k, "file", s.File, "sha", r.SHA)
+		}
+	}
+	d.mu.Unlock()
+}
+
+// readTargets reads the targets a repository file declares at sha.
+func readTargets(ctx context.Context, dir, sha, file string) ([]repoconfig.Target, error) {
+	s, err := snapshot.FromCommit(ctx, dir, sha)
+	if err != nil {
+		return nil, err
+	}
+	data, err := s.FS.ReadFile(snapshot.Abs(file))
+	if err != nil {
+		return nil, fmt.Errorf("the branch deploys the targets of %s, but commit %s has no %s: add it, or list targets in the webhook's configuration", file, short(sha), file)
+	}
+	c, err := repoconfig.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("at %s: %w", short(sha), err)
+	}
+	return c.Targets, nil
+}
+
+func short(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
 }
