@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -249,6 +250,26 @@ func TestPlanCopiedInventoryIsFlaggedOnBoth(t *testing.T) {
 	}
 	if len(p.overlay(t, "other").SharedInventoryWith) != 0 {
 		t.Error("other has no inventory to share")
+	}
+	// Targets in different environments (clusters) may share one; the
+	// environment defaults to the target's name.
+	for i, tc := range []struct {
+		env  string
+		want []string
+	}{{", environment: staging", []string{"staging"}}, {"", nil}} {
+		first := git(t, dir, "rev-parse", "main~1")
+		git(t, dir, "checkout", "-qb", fmt.Sprint("targets", i), first)
+		change(t, dir, map[string]string{
+			".kplan.yaml":             "targets:\n  - {name: staging, overlay: staging}\n  - {name: prod, overlay: prod" + tc.env + "}\n",
+			"prod/kustomization.yaml": "resources: [cm.yaml]\n", "prod/resourcegroup.yaml": rg("inventory-staging", ""), "prod/cm.yaml": strings.Replace(cm, "%s", "b", 1),
+		})
+		for _, full := range []string{"--full=false", "--full"} {
+			o := diffJSON(t, "-C", dir, "--base", first, "--head", "HEAD", full).overlay(t, "prod")
+			if !slices.Equal(o.SharedInventoryWith, tc.want) {
+				t.Errorf("targets %q %s: prod shares its inventory with %q, want %q", tc.env, full, o.SharedInventoryWith, tc.want)
+			}
+		}
+		git(t, dir, "checkout", "-q", "main")
 	}
 	_, _, err := kplan(t, nil, "diff", "-C", dir, "--base", "main~1", "--head", "main")
 	if !errors.Is(err, exitError(1)) {

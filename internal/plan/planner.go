@@ -662,28 +662,42 @@ func (p *planner) checkSharedInventories(ctx context.Context, sides [2]*side) er
 		}
 	}
 	for _, group := range byID {
-		if len(group) < 2 {
-			continue
-		}
-		before := true
-		for _, i := range group {
-			before = before && !changedID(&p.overlays[i])
-		}
 		for _, i := range group {
 			o := &p.overlays[i]
-			if o.HeadInventory == nil {
-				o.HeadInventory = ids[o.Path]
-			}
+			before := !changedID(o)
 			for _, j := range group {
-				if j != i {
+				if j != i && sameCluster(head, o.Path, p.overlays[j].Path) {
 					o.SharedWith = append(o.SharedWith, p.overlays[j].Path)
+					before = before && !changedID(&p.overlays[j])
 				}
 			}
-			slices.Sort(o.SharedWith)
-			o.SharedBefore = before
+			if len(o.SharedWith) > 0 {
+				slices.Sort(o.SharedWith)
+				o.SharedBefore = before
+				if o.HeadInventory == nil {
+					o.HeadInventory = ids[o.Path]
+				}
+			}
 		}
 	}
 	return nil
+}
+
+// sameCluster says whether two overlays may deploy to one cluster: with
+// .kplan.yaml, when their targets share an environment (the webhook maps
+// environments to clusters); without it, kplan cannot tell, so yes.
+func sameCluster(sd *side, a, b string) bool {
+	if sd.targets == nil {
+		return true
+	}
+	for _, ta := range sd.targets.TargetsOf(a) {
+		for _, tb := range sd.targets.TargetsOf(b) {
+			if ta.Environment == tb.Environment {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // identities renders overlays on one side for their inventory alone.
