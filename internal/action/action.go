@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -147,7 +146,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// Only what this change breaks fails the step: an overlay that fails
 	// on base too would turn every pull request red until someone fixes it.
 	introduced := p.IntroducedFailures()
-	if existing := preexistingFailures(p, introduced); len(existing) > 0 {
+	if existing := preexistingFailures(p); len(existing) > 0 {
 		log.Warn("overlays that already fail on the base commit: reported in the plan, not failing the step", "overlays", strings.Join(existing, ", "))
 	}
 	if in.failOnError && len(introduced) > 0 {
@@ -157,13 +156,14 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return nil
 }
 
-// preexistingFailures are the overlays that fail on head but not because
-// of this change.
-func preexistingFailures(p *inventorydiff.Plan, introduced []string) []string {
+// preexistingFailures are the overlays that fail on head (a render error,
+// an inventory shared with another) as they already did on base: the
+// complement of IntroducedFailures.
+func preexistingFailures(p *inventorydiff.Plan) []string {
 	var out []string
-	for _, o := range p.Overlays {
-		if o.HeadErr != "" && !slices.Contains(introduced, o.Path) {
-			out = append(out, o.Path)
+	for i := range p.Overlays {
+		if msg, introduced := p.Overlays[i].Problem(); msg != "" && !introduced {
+			out = append(out, p.Overlays[i].Path)
 		}
 	}
 	return out
