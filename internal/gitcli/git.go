@@ -82,7 +82,7 @@ func (r Repo) EnsureCommit(ctx context.Context, remote, sha string) error {
 		return nil
 	}
 	if err := r.Fetch(ctx, remote, 1, sha); err != nil {
-		return fmt.Errorf("fetch commit %s: %w", sha, err)
+		return err
 	}
 	if !r.HasCommit(ctx, sha) {
 		return errors.New("fetched " + sha + " but git still cannot find it")
@@ -159,8 +159,9 @@ func (r Repo) Parents(ctx context.Context, sha string) ([]string, error) {
 // more history of srcs (what to ask remote for: the SHAs a and b when srcs
 // is empty, or refs that point at them), deeper each time, and at last all
 // of it. Deepening works on SHAs, so it serves a fork's head that no
-// branch of remote names; most pull requests branch off within the first
-// depth, one round trip.
+// branch of remote names (--shallow-exclude takes only refs, and stops
+// short of the merge base itself); most pull requests branch off within
+// the first depth, one round trip.
 func (r Repo) MergeBase(ctx context.Context, remote, a, b string, srcs ...string) (string, error) {
 	if len(srcs) == 0 {
 		srcs = []string{a, b}
