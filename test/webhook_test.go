@@ -231,6 +231,19 @@ func (e *hookEnv) inventory() []string {
 func (e *hookEnv) deployments() int { return len(e.gh.Deployments("Codertocat", "Hello-World")) }
 
 func newHookEnv(t *testing.T, resync string) *hookEnv {
+	return newHookEnvBranch(t, resync, `
+        targets:
+          - name: prod
+            overlay: app
+            environment: production
+            kubeconfig: KUBECONFIG
+            reconcileTimeout: 20s`)
+}
+
+// newHookEnvBranch configures branch main of the repository with branch,
+// YAML indented for the branch's fields, where KUBECONFIG stands for the
+// test cluster's kubeconfig.
+func newHookEnvBranch(t *testing.T, resync, branch string) *hookEnv {
 	e := &hookEnv{t: t}
 	e.cluster = testcluster.Start(t)
 	var err error
@@ -251,25 +264,25 @@ func newHookEnv(t *testing.T, resync string) *hookEnv {
   - name: %s
     cloneURL: %s/%s.git
     branches:
-      - name: main
-        targets:
-          - name: prod
-            overlay: app
-            environment: production
-            kubeconfig: %s
-            reconcileTimeout: 20s
+      - name: main%s
 gitBaseURL: %s
 apiBaseURL: %s/
 resyncInterval: %s
 stateDir: %s
-`, hookRepo, gitSrv.URL, hookRepo, e.cluster.Kubeconfig, gitSrv.URL, e.gh.URL(), resync, t.TempDir())
+`, hookRepo, gitSrv.URL, hookRepo, strings.ReplaceAll(branch, "KUBECONFIG", e.cluster.Kubeconfig), gitSrv.URL, e.gh.URL(), resync, t.TempDir())
 	os.WriteFile(e.config, []byte(cfg), 0o644)
 
-	e.bin = filepath.Join(t.TempDir(), "kplan-webhook")
-	if out, err := exec.Command("go", "build", "-o", e.bin, "../cmd/webhook").CombinedOutput(); err != nil {
+	e.bin = buildWebhook(t)
+	return e
+}
+
+func buildWebhook(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "kplan-webhook")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/webhook").CombinedOutput(); err != nil {
 		t.Fatalf("build the webhook: %v\n%s", err, out)
 	}
-	return e
+	return bin
 }
 
 func TestWebhookDeploysOnMerge(t *testing.T) {
@@ -442,4 +455,176 @@ func TestWebhookRecovers(t *testing.T) {
 	if st[len(st)-1].State != "success" {
 		t.Errorf("last status of %s: %+v", sha4[:7], st[len(st)-1])
 	}
+}
+
+// write replaces the repository's files (content "" deletes one) and
+// commits them.
+func (e *hookEnv) write(msg string, files map[string]string) string {
+	e.t.Helper()
+	for name, content := range files {
+		p := filepath.Join(e.repo, name)
+		if content == "" {
+			os.Remove(p)
+			continue
+		}
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(content), 0o644)
+	}
+	git(e.t, e.repo, "add", "-A")
+	git(e.t, e.repo, "commit", "-qm", msg)
+	return git(e.t, e.repo, "rev-parse", "HEAD")
+}
+
+// overlay is an overlay of one ConfigMap in namespace ns (rendered without
+// a namespace when ns is ""), with inventory rg beside it.
+func overlay(dir, ns, cm, rg string) map[string]string {
+	k := "resources: [cm.yaml]\n"
+	if ns != "" {
+		k = "namespace: " + ns + "\n" + k
+	}
+	return map[string]string{
+		dir + "/kustomization.yaml": k,
+		dir + "/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + cm + "}\ndata: {v: " + cm + "}\n",
+		dir + "/resourcegroup.yaml": "apiVersion: kpt.dev/v1alpha1\nkind: ResourceGroup\nmetadata: {name: " + rg + ", namespace: default}\n",
+	}
+}
+
+func merge(maps ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range maps {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// status waits for the last commit status of context on sha to be want
+// and returns it; on a timeout it fails with the statuses seen.
+func (e *hookEnv) status(sha, context, want string) githubapi.Status {
+	e.t.Helper()
+	var last githubapi.Status
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		for _, s := range e.gh.Statuses("Codertocat", "Hello-World", sha) {
+			if s.Context == context {
+				last = s
+			}
+		}
+		if last.State == want {
+			return last
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.t.Fatalf("status %s on %s is %+v, want %s", context, sha[:7], last, want)
+	return last
+}
+
+func (e *hookEnv) configMap(ns, name string) bool {
+	e.t.Helper()
+	_, err := e.dyn.Resource(cmGVR).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		e.t.Fatal(err)
+	}
+	return err == nil
+}
+
+// Two targets of one cluster with the same explicit inventory: the
+// webhook does not start, and says which targets.
+func TestWebhookRefusesSharedInventoryAtStart(t *testing.T) {
+	bin := buildWebhook(t)
+	cfg := filepath.Join(t.TempDir(), "webhook.yaml")
+	os.WriteFile(cfg, []byte(`repositories:
+  - name: o/r
+    branches:
+      - name: main
+        targets:
+          - {name: staging, overlay: staging, kubeconfig: /k, inventory: {name: inventory-1, namespace: default}}
+          - {name: prod, overlay: prod, kubeconfig: /k, inventory: {name: inventory-1, namespace: default}}
+`), 0o644)
+	cmd := exec.Command(bin, "--config", cfg, "--listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "KPLAN_WEBHOOK_SECRET="+hookSecret, "KPLAN_GITHUB_TOKEN="+hookToken)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the webhook started:\n%s", out)
+	}
+	for _, want := range []string{`webhook.yaml:7: targets "staging" (line 6) and "prod" use the same inventory (ResourceGroup default/inventory-1)`, "would prune the other's objects"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the error lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// Two targets whose overlays render the same inventory (prod copied from
+// staging with its resourcegroup.yaml): neither is applied, and both
+// commit statuses say which targets and why.
+func TestWebhookRefusesTargetsRenderingOneInventory(t *testing.T) {
+	e := newHookEnvBranch(t, "1h", `
+        targets:
+          - {name: staging, overlay: staging, kubeconfig: KUBECONFIG, reconcileTimeout: 20s}
+          - {name: prod, overlay: prod, kubeconfig: KUBECONFIG, reconcileTimeout: 20s}`)
+	sha := e.write("prod copied from staging", merge(overlay("staging", "default", "staging-cm", "inventory-shared"), overlay("prod", "default", "prod-cm", "inventory-shared")))
+	e.start() // the resync at start renders both
+	for _, target := range []string{"staging", "prod"} {
+		st := e.status(sha, "kplan/"+target, "failure")
+		if !strings.Contains(st.Description, "targets prod and staging share an inventory in one cluster, so applying one would prune the other's objects") {
+			t.Errorf("status of %s: %+v", target, st)
+		}
+	}
+	if e.configMap("default", "staging-cm") || e.configMap("default", "prod-cm") {
+		t.Error("a target sharing an inventory was applied")
+	}
+	// prod gets its own inventory: both deploy (the refusal of staging is
+	// lifted when prod's inventory changes).
+	sha2 := e.write("prod gets its own inventory", overlay("prod", "default", "prod-cm", "inventory-prod"))
+	e.send("push", pushPayload(t, hookRepo, sha, sha2), "", true)
+	for _, target := range []string{"staging", "prod"} {
+		e.status(sha2, "kplan/"+target, "success")
+	}
+	if !e.configMap("default", "staging-cm") || !e.configMap("default", "prod-cm") {
+		t.Error("the targets were not deployed after the fix")
+	}
+}
+
+// A branch that takes its targets from .kplan.yaml: a merged PR that adds
+// a target deploys it, into the namespace it names; a target whose
+// environment the webhook does not map is reported and not deployed.
+func TestWebhookTargetsFromRepository(t *testing.T) {
+	e := newHookEnvBranch(t, "1h", `
+        targetsFrom: .kplan.yaml
+        environments:
+          staging: {kubeconfig: KUBECONFIG, reconcileTimeout: 20s}
+          production: {kubeconfig: KUBECONFIG, reconcileTimeout: 20s}`)
+	kplanYAML := "targets:\n  - {name: staging, overlay: staging, environment: staging}\n  - {name: dev, overlay: dev, environment: development}\n"
+	sha1 := e.write("staging", merge(overlay("staging", "default", "staging-cm", "inventory-staging"), overlay("dev", "default", "dev-cm", "inventory-dev"),
+		map[string]string{".kplan.yaml": kplanYAML}))
+	e.start()
+	if code := e.send("push", pushPayload(t, hookRepo, "0000000000000000000000000000000000000000", sha1), "", true); code != http.StatusAccepted {
+		t.Fatalf("push: HTTP %d", code)
+	}
+	e.status(sha1, "kplan/staging", "success")
+	if st := e.status(sha1, "kplan/dev", "failure"); !strings.Contains(st.Description, `environment "development", which the webhook's configuration does not map`) {
+		t.Errorf("dev: %+v", st)
+	}
+	if !e.configMap("default", "staging-cm") || e.configMap("default", "dev-cm") {
+		t.Error("staging must be deployed and dev not")
+	}
+
+	// PR 7 adds prod, whose objects render without a namespace and go to
+	// the namespace .kplan.yaml gives it.
+	prod := overlay("prod", "", "prod-cm", "inventory-prod")
+	prod["prod/ns.yaml"] = "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n"
+	prod["prod/kustomization.yaml"] = "resources: [ns.yaml, cm.yaml]\n"
+	sha2 := e.write("add prod", merge(prod, map[string]string{".kplan.yaml": kplanYAML + "  - {name: prod, overlay: prod, environment: production, namespace: shop}\n"}))
+	if code := e.send("pull_request", mergedPRPayload(t, 7, sha2), "", true); code != http.StatusAccepted {
+		t.Fatalf("merged PR: HTTP %d", code)
+	}
+	e.status(sha2, "kplan/prod", "success")
+	if !e.configMap("shop", "prod-cm") {
+		t.Error("prod's ConfigMap is not in namespace shop")
+	}
+	waitFor(t, "the comment on PR 7", func() bool {
+		cs := e.gh.Comments("Codertocat", "Hello-World", 7)
+		return len(cs) == 1 && strings.Contains(cs[0].Body, "`prod`") && strings.Contains(cs[0].Body, "production")
+	})
 }

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -156,14 +155,16 @@ func (p *parser) sharedInventories(cfg *Config) {
 	for _, ref := range cfg.AllTargets() {
 		t := ref.Target
 		line := p.targets[strings.ToLower(t.Name)]
-		keys := map[string]string{}
+		var keys [][2]string // key, what it is; the object before the id
 		if i := t.Inventory; i != nil {
 			id := i.ID
 			if id == "" {
 				id = i.Name + "-" + i.Namespace
 			}
-			keys[t.Cluster()+"\x00object\x00"+i.Kind+"\x00"+i.Namespace+"\x00"+i.Name] = fmt.Sprintf("%s %s/%s", i.Kind, i.Namespace, i.Name)
-			keys[t.Cluster()+"\x00id\x00"+id] = "inventory-id " + id
+			keys = [][2]string{
+				{t.Cluster() + "\x00object\x00" + i.Kind + "\x00" + i.Namespace + "\x00" + i.Name, fmt.Sprintf("%s %s/%s", i.Kind, i.Namespace, i.Name)},
+				{t.Cluster() + "\x00id\x00" + id, "inventory-id " + id},
+			}
 		} else {
 			k := t.Cluster() + "\x00" + strings.ToLower(ref.Repo) + "\x00" + ref.Branch + "\x00" + t.Overlay + "\x00" + t.Namespace
 			if first, dup := byOverlay[k]; dup {
@@ -173,13 +174,17 @@ func (p *parser) sharedInventories(cfg *Config) {
 				byOverlay[k] = seen{t.Name, line}
 			}
 		}
-		for _, k := range slices.Sorted(maps.Keys(keys)) {
-			if first, dup := byInventory[k]; dup {
+		for _, k := range keys {
+			if first, dup := byInventory[k[0]]; dup {
 				p.errs = append(p.errs, fmt.Errorf("%s:%d: targets %q (line %d) and %q use the same inventory (%s) in the same cluster (kubeconfig %q, context %q): applying one would prune the other's objects; give each target its own inventory",
-					p.file, line, first.name, first.line, t.Name, keys[k], t.Kubeconfig, t.Context))
+					p.file, line, first.name, first.line, t.Name, k[1], t.Kubeconfig, t.Context))
 				break
 			}
-			byInventory[k] = seen{t.Name, line}
+		}
+		for _, k := range keys {
+			if _, dup := byInventory[k[0]]; !dup {
+				byInventory[k[0]] = seen{t.Name, line}
+			}
 		}
 	}
 }
