@@ -15,6 +15,7 @@ demo-deploy: cluster
 test: vet build lint cluster unit
 
 vet:
+	$(GO) mod tidy -diff
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo 'gofmt: files above need formatting'; exit 1; }
 	$(GO) vet ./...
 
@@ -36,5 +37,10 @@ bench: cluster
 	$(GO) test -run '^$$' -bench Deliveries ./internal/webhook
 	$(GO) run ./bench -corpus ../shared/corpus/kubeflow-manifests.tar.gz -runs 3
 
+# Every test with the race detector, then the corpus checks (closure
+# soundness, changed-only equals full on kubeflow/manifests) without it,
+# which would make their hundreds of renders take many minutes. The corpus
+# is KPLAN_CORPUS, default ../shared/corpus/kubeflow-manifests.tar.gz.
 unit:
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -run Corpus -timeout 20m ./internal/closure ./internal/plan
