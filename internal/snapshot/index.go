@@ -55,7 +55,7 @@ func (ix *Index) resolve(rel string) (string, kind) {
 	if ix.tree == nil || len(ix.tree.links) == 0 {
 		return "", absent
 	}
-	real, k, err := resolve(ix.tree.lstat, rel, true)
+	real, k, err := resolve(ix.tree.lstat, rel)
 	if err != nil {
 		return "", absent
 	}

@@ -125,7 +125,7 @@ func (t *tree) index() *Index {
 		return nil
 	})
 	for link, target := range t.links {
-		if _, _, err := resolve(t.lstat, link, true); err != nil {
+		if _, _, err := resolve(t.lstat, link); err != nil {
 			slog.Debug("symlink leads nowhere in the repository", "link", link, "target", target, "err", err)
 		}
 	}
@@ -269,7 +269,7 @@ func (s *Snapshot) Load(ctx context.Context, paths []string) error {
 		real, k, err := resolve(func(r string) (kind, string) {
 			seen = append(seen, r)
 			return s.tree.lstat(r)
-		}, p, true)
+		}, p)
 		for _, r := range seen {
 			if k, _ := s.tree.lstat(r); k == directory {
 				s.loaded[r] = true
