@@ -627,4 +627,21 @@ func TestWebhookTargetsFromRepository(t *testing.T) {
 		cs := e.gh.Comments("Codertocat", "Hello-World", 7)
 		return len(cs) == 1 && strings.Contains(cs[0].Body, "`prod`") && strings.Contains(cs[0].Body, "production")
 	})
+
+	// PR 8 makes prod render none of what its inventory holds while adding
+	// other objects — what a copied inventory looks like: refused, nothing
+	// pruned.
+	sha3 := e.write("prod replaced", map[string]string{"prod/kustomization.yaml": "resources: [other.yaml]\n",
+		"prod/other.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: shop}\n"})
+	e.send("pull_request", mergedPRPayload(t, 8, sha3), "", true)
+	if st := e.status(sha3, "kplan/prod", "failure"); !strings.Contains(st.Description, "refusing to apply: it would prune all 2 objects ResourceGroup default/inventory-prod") {
+		t.Errorf("prod replaced: %+v", st)
+	}
+	waitFor(t, "the comment on PR 8", func() bool {
+		cs := e.gh.Comments("Codertocat", "Hello-World", 8)
+		return len(cs) == 1 && strings.Contains(cs[0].Body, "copied with its inventory")
+	})
+	if !e.configMap("shop", "prod-cm") || e.configMap("shop", "other") {
+		t.Error("the refused deploy changed the cluster")
+	}
 }

@@ -102,7 +102,7 @@ func TestApplyCopiedAndRenamedInventory(t *testing.T) {
 		if err == nil {
 			t.Fatalf("apply %v was not refused:\n%s", args, out)
 		}
-		for _, want := range []string{"refusing to apply", "would prune every one of them", "ConfigMap default/staging-settings", "Role.rbac.authorization.k8s.io default/staging-reader", "kplan init", "--allow-replace-inventory"} {
+		for _, want := range []string{"refusing to apply", "would prune all 2 objects ResourceGroup default/inventory-", "ConfigMap default/staging-settings", "Role.rbac.authorization.k8s.io default/staging-reader", "kplan init", "--allow-replace-inventory"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("apply %v: the refusal lacks %q:\n%v", args, want, err)
 			}

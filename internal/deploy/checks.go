@@ -71,8 +71,9 @@ const maxListed = 20
 
 func (e *ReplaceInventoryError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "refusing to apply: %s holds %d objects in the cluster and this render has none of them (it adds %d others), so the apply would prune every one of them — the signature of an overlay copied with its inventory (cp -r staging prod). It would have pruned:",
-		e.Inventory, len(e.Pruned), e.Added)
+	// The consequence first: a commit status shows 140 characters.
+	fmt.Fprintf(&b, "refusing to apply: it would prune all %d objects %s holds in the cluster (this render has none of them) and add %d others — the signature of an overlay copied with its inventory (cp -r staging prod). It would have pruned:",
+		len(e.Pruned), e.Inventory, e.Added)
 	for i, k := range e.Pruned {
 		if i == maxListed {
 			fmt.Fprintf(&b, "\n  … and %d more", len(e.Pruned)-maxListed)
