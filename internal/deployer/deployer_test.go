@@ -2,12 +2,15 @@ package deployer
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/test/gittest"
 )
 
@@ -60,3 +63,47 @@ func TestRemoteBasesAreOff(t *testing.T) {
 }
 
 var git = gittest.Git
+
+// Two targets of one cluster rendering one inventory are both refused;
+// once one renders another inventory, the other is woken and may deploy.
+// Another cluster's target with the same inventory is no conflict.
+func TestSharedInventoryRefusesBoth(t *testing.T) {
+	d := New([]Target{{Name: "staging"}, {Name: "prod"}, {Name: "elsewhere", Context: "other"}}, nil, nil, nil, slog.New(slog.DiscardHandler))
+	inv := deploy.Inventory{Kind: "ResourceGroup", Namespace: "default", Name: "inventory-1", ID: "inventory-1-default"}
+	for _, name := range []string{"staging", "prod", "elsewhere"} {
+		d.record(d.workers[name].target(), inv)
+	}
+	for _, w := range d.workers {
+		w.take() // the wake-ups of the conflict found first
+	}
+	var ce *ConflictError
+	err := d.claim(d.workers["staging"].target(), inv)
+	if !errors.As(err, &ce) || !slices.Equal(ce.Targets, []string{"prod", "staging"}) || !strings.Contains(err.Error(), "would prune the other's objects") {
+		t.Fatalf("staging: %v", err)
+	}
+	if r := d.workers["prod"].take(); r == nil {
+		t.Error("prod was not woken to be refused too")
+	}
+	if err := d.claim(d.workers["prod"].target(), inv); !errors.As(err, &ce) {
+		t.Errorf("prod: %v", err)
+	}
+	if err := d.claim(d.workers["elsewhere"].target(), inv); err != nil {
+		t.Errorf("another cluster: %v", err)
+	}
+	// prod gets its own inventory: staging is woken and deploys.
+	d.record(d.workers["prod"].target(), deploy.Inventory{Kind: "ResourceGroup", Namespace: "default", Name: "inventory-2", ID: "inventory-2-default"})
+	if r := d.workers["staging"].take(); r == nil {
+		t.Error("staging was not woken")
+	}
+	if err := d.claim(d.workers["staging"].target(), inv); err != nil {
+		t.Errorf("staging after the fix: %v", err)
+	}
+	// The inventory says prod deployed last and prod has not moved: refused.
+	d2 := New([]Target{{Name: "staging"}, {Name: "prod"}}, nil, nil, nil, slog.New(slog.DiscardHandler))
+	if err := d2.lastDeployedBy(d2.workers["staging"].target(), inv, "prod"); !errors.As(err, &ce) {
+		t.Errorf("inventory last deployed by prod: %v", err)
+	}
+	if err := d2.lastDeployedBy(d2.workers["staging"].target(), inv, "retired"); err != nil {
+		t.Errorf("inventory last deployed by a target no longer configured: %v", err)
+	}
+}
