@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -12,83 +11,114 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/rest"
+
 	"github.com/kplan-dev/kplan/internal/deploy"
-	"github.com/kplan-dev/kplan/internal/plan"
 	"github.com/kplan-dev/kplan/internal/resourcegroup"
 )
 
-func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fset := flag.NewFlagSet("kplan apply", flag.ContinueOnError)
-	fset.SetOutput(stderr)
+func applyCmd() *cobra.Command {
 	var (
-		rf          renderFlags
-		kubeconfig  = fset.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
-		kubecontext = fset.String("context", "", "kubeconfig context")
-		dryRun      = fset.Bool("dry-run", false, "server-side dry run: show what would happen, change nothing")
-		policy      = fset.String("inventory-policy", "must-match", "must-match, adopt-if-no-inventory or adopt-all")
-		propagation = fset.String("prune-propagation", "Background", "Background, Foreground or Orphan")
-		timeout     = fset.Duration("timeout", 5*time.Minute, "how long to wait for applied objects to reconcile (0: no limit)")
-		allowEmpty  = fset.Bool("allow-empty", false, "apply an overlay that renders no objects, pruning everything")
-		noPrune     = fset.Bool("no-prune", false, "apply without deleting anything")
-		rgFile      = fset.String("rg-file", resourcegroup.DefaultFile, "ResourceGroup file in the overlay, used when the render has no inventory")
-		format      = fset.String("format", "text", "text or json")
-		replace     = fset.Bool("allow-replace-inventory", false, "apply even when it would prune every object the inventory holds while adding others (an overlay copied with its inventory)")
-		namespace   string
+		rf                          renderFlags
+		kubeconfig, kubecontext     string
+		namespace, policy           string
+		propagation, rgFile         string
+		timeout                     time.Duration
+		dryRun, allowEmpty, noPrune bool
+		replace                     bool
 	)
-	const nsUsage = "namespace of the namespaced objects (and the inventory) rendered without one"
-	fset.StringVar(&namespace, "namespace", deploy.DefaultNamespace, nsUsage)
-	fset.StringVar(&namespace, "n", deploy.DefaultNamespace, nsUsage+" (shorthand)")
-	rf.register(fset)
-	if err := fset.Parse(args); err != nil {
-		return exitError(2)
+	cmd := &cobra.Command{
+		Use:   "apply DIR",
+		Short: "Apply an overlay and prune what left it, through its inventory",
+		Long: "Apply an overlay from the disk with server-side apply, prune what the previous apply of the\n" +
+			"same inventory created and this render no longer has, and wait for reconciliation.\n" +
+			"DIR is absolute or relative to the current directory.",
+		Args: cobra.ExactArgs(1),
 	}
-	if fset.NArg() != 1 {
-		return errors.New("apply: name one overlay directory, e.g. kplan apply overlays/prod")
-	}
-	dir := fset.Arg(0)
-	ropts, err := rf.options()
-	if err != nil {
-		return err
-	}
-	results, err := plan.RenderWorkingTree(ctx, ".", []string{dir}, ropts)
-	if err != nil {
-		return err
-	}
-	r := results[0]
-	if r.Err != nil {
-		return r.Err
-	}
-	rg, err := os.ReadFile(filepath.Join(dir, *rgFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		rg, err = nil, nil
-	}
-	if err != nil {
-		return err
-	}
-	_, hasKptfile, _ := resourcegroup.KptfileInventory(dir)
-	explicit := false
-	fset.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "rg-file" })
-	target, err := deploy.TargetOf(r, deploy.Source{RGFile: rg, RGFileExplicit: explicit, HasKptfile: hasKptfile, Namespace: namespace})
-	if err != nil {
-		return err
-	}
-	res, err := deploy.New(deploy.NewGetter(*kubeconfig, *kubecontext)).Apply(ctx, target.Inventory, target.Objects, deploy.Options{
-		DryRun: *dryRun, InventoryPolicy: *policy, PrunePropagation: *propagation,
-		ReconcileTimeout: *timeout, AllowEmpty: *allowEmpty, NoPrune: *noPrune,
-		Namespace: namespace, AllowReplaceInventory: *replace,
-	})
-	if res != nil {
-		if perr := printApply(stdout, res, *format); perr != nil {
-			return perr
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	f.StringVar(&kubecontext, "context", "", "kubeconfig context (default: its current context)")
+	f.StringVarP(&namespace, "namespace", "n", "", "namespace of the namespaced objects (and the inventory) rendered without one (default: the context's namespace, else default)")
+	f.BoolVar(&dryRun, "dry-run", false, "server-side dry run: show what would happen, change nothing")
+	f.StringVar(&policy, "inventory-policy", "must-match", "must-match, adopt-if-no-inventory or adopt-all")
+	f.StringVar(&propagation, "prune-propagation", "Background", "Background, Foreground or Orphan")
+	f.DurationVar(&timeout, "timeout", 5*time.Minute, "bound on the whole apply, reconciliation included (0: no limit)")
+	f.BoolVar(&allowEmpty, "allow-empty", false, "apply an overlay that renders no objects, pruning everything")
+	f.BoolVar(&noPrune, "no-prune", false, "apply without deleting anything")
+	f.StringVar(&rgFile, "rg-file", resourcegroup.DefaultFile, "ResourceGroup file in the overlay, used when the render has no inventory")
+	f.BoolVar(&replace, "allow-replace-inventory", false, "apply even when it would prune every object the inventory holds while adding others (an overlay copied with its inventory)")
+	format := outputFlag(cmd, "text", "text or json")
+	rf.register(f)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		dir := args[0]
+		if err := checkFormat(*format, "text", "json"); err != nil {
+			return err
 		}
+		ropts, err := rf.options()
+		if err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		getter := deploy.NewGetter(kubeconfig, kubecontext)
+		if err := haveCluster(getter); err != nil {
+			return err
+		}
+		if namespace == "" {
+			// As kubectl: the context's namespace, else default.
+			namespace, _, err = getter.ToRawKubeConfigLoader().Namespace()
+			if err != nil || namespace == "" {
+				namespace = deploy.DefaultNamespace
+			}
+		}
+		r, err := renderDir(ctx, dir, ropts)
+		if err != nil {
+			return err
+		}
+		if r.Err != nil {
+			return r.Err
+		}
+		rg, err := os.ReadFile(filepath.Join(dir, rgFile))
+		if errors.Is(err, fs.ErrNotExist) {
+			rg, err = nil, nil
+		}
+		if err != nil {
+			return err
+		}
+		_, hasKptfile, _ := resourcegroup.KptfileInventory(dir)
+		target, err := deploy.TargetOf(r, deploy.Source{RGFile: rg, RGFileExplicit: cmd.Flags().Changed("rg-file"), HasKptfile: hasKptfile, Namespace: namespace})
+		if err != nil {
+			return err
+		}
+		res, err := deploy.New(getter).Apply(ctx, target.Inventory, target.Objects, deploy.Options{
+			DryRun: dryRun, InventoryPolicy: policy, PrunePropagation: propagation,
+			ReconcileTimeout: timeout, AllowEmpty: allowEmpty, NoPrune: noPrune,
+			Namespace: namespace, AllowReplaceInventory: replace,
+		})
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && err != nil {
+			err = fmt.Errorf("apply: not done within --timeout %s: %w", timeout, err)
+		}
+		// A summary of counts before a failure would read as "0 failed".
+		if res != nil && (err == nil || len(res.Objects) > 0) {
+			if perr := printApply(cmd.OutOrStdout(), res, *format); perr != nil {
+				return perr
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if res.Failed() {
+			return errors.New("apply: some objects failed or did not reconcile (see above)")
+		}
+		return nil
 	}
-	if err != nil {
-		return err
-	}
-	if res.Failed() {
-		return errors.New("apply: some objects failed or did not reconcile (see above)")
-	}
-	return nil
+	return cmd
 }
 
 func printApply(w io.Writer, res *deploy.Result, format string) error {
@@ -131,44 +161,74 @@ func printApply(w io.Writer, res *deploy.Result, format string) error {
 	return err
 }
 
-func runInit(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("kplan init", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var s resourcegroup.Spec
-	fs.StringVar(&s.Name, "name", "", "ResourceGroup name (default inventory-<8 digits>)")
-	fs.StringVar(&s.Namespace, "namespace", "default", "ResourceGroup namespace")
-	fs.StringVar(&s.InventoryID, "inventory-id", "", "inventory-id label, to take over an existing inventory (default: <name>-<namespace> at apply)")
-	rgFile := fs.String("rg-file", resourcegroup.DefaultFile, "file to write")
-	if err := fs.Parse(args); err != nil {
-		return exitError(2)
+func initCmd() *cobra.Command {
+	var (
+		s      resourcegroup.Spec
+		rgFile string
+	)
+	cmd := &cobra.Command{
+		Use:   "init [DIR]",
+		Short: "Write the overlay's ResourceGroup file (its inventory)",
+		Args:  cobra.MaximumNArgs(1),
 	}
-	dir := "."
-	if fs.NArg() > 0 {
-		dir = fs.Arg(0)
+	f := cmd.Flags()
+	f.StringVar(&s.Name, "name", "", "ResourceGroup name (default inventory-<8 digits>)")
+	f.StringVar(&s.Namespace, "namespace", "default", "ResourceGroup namespace")
+	f.StringVar(&s.InventoryID, "inventory-id", "", "inventory-id label, to take over an existing inventory (default: <name>-<namespace> at apply)")
+	f.StringVar(&rgFile, "rg-file", resourcegroup.DefaultFile, "file to write")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		p, err := resourcegroup.Init(dirArg(args), rgFile, s)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", p)
+		return nil
 	}
-	p, err := resourcegroup.Init(dir, *rgFile, s)
+	return cmd
+}
+
+func migrateCmd() *cobra.Command {
+	var rgFile string
+	cmd := &cobra.Command{
+		Use:   "migrate [DIR]",
+		Short: "Turn a Kptfile inventory into a ResourceGroup file",
+		Args:  cobra.MaximumNArgs(1),
+	}
+	cmd.Flags().StringVar(&rgFile, "rg-file", resourcegroup.DefaultFile, "file to write")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		dir := dirArg(args)
+		p, err := resourcegroup.Migrate(dir, rgFile)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "wrote %s and removed the inventory from %s\n", p, filepath.Join(dir, "Kptfile"))
+		return nil
+	}
+	return cmd
+}
+
+// haveCluster refuses to go on without a cluster to talk to: client-go
+// would otherwise fall back to http://localhost:8080 in silence.
+func haveCluster(getter genericclioptions.RESTClientGetter) error {
+	raw, err := getter.ToRawKubeConfigLoader().RawConfig()
 	if err != nil {
-		return err
+		return fmt.Errorf("apply: read the kubeconfig: %w", err)
 	}
-	fmt.Fprintf(stdout, "wrote %s\n", p)
+	if len(raw.Clusters) == 0 {
+		if _, err := rest.InClusterConfig(); err != nil {
+			return errors.New("apply: no cluster to apply to: no kubeconfig ($KUBECONFIG, or ~/.kube/config) and not running in a cluster; pass --kubeconfig")
+		}
+	}
+	if _, err := getter.ToRESTConfig(); err != nil {
+		return fmt.Errorf("apply: kubeconfig: %w", err)
+	}
 	return nil
 }
 
-func runMigrate(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("kplan migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	rgFile := fs.String("rg-file", resourcegroup.DefaultFile, "file to write")
-	if err := fs.Parse(args); err != nil {
-		return exitError(2)
+// dirArg is the one optional directory argument, default ".".
+func dirArg(args []string) string {
+	if len(args) > 0 {
+		return args[0]
 	}
-	dir := "."
-	if fs.NArg() > 0 {
-		dir = fs.Arg(0)
-	}
-	p, err := resourcegroup.Migrate(dir, *rgFile)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "wrote %s and removed the inventory from %s\n", p, filepath.Join(dir, "Kptfile"))
-	return nil
+	return "."
 }

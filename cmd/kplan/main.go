@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -14,6 +13,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
@@ -25,6 +29,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
 	"github.com/kplan-dev/kplan/internal/report"
+	"github.com/kplan-dev/kplan/internal/version"
 )
 
 func main() {
@@ -71,25 +76,14 @@ type exitError int
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
-const usage = `kplan shows what merging a change to kustomize overlays would do to a cluster.
-
-Usage:
-  kplan diff --base REV [--head REV] [flags]   plan of head against base (head: the working tree)
-  kplan render [flags] DIR...                  render overlays as kustomize build does
-  kplan apply [flags] DIR                      apply an overlay and prune through its inventory
-  kplan init [DIR] [--name --namespace --inventory-id --rg-file]
-                                               write the overlay's ResourceGroup file
-  kplan migrate [DIR] [--rg-file]              turn a Kptfile inventory into a ResourceGroup file
-  kplan demo [--format text|markdown|json]     plan the components user story in a throwaway repo
-
-Run 'kplan COMMAND -h' for a command's flags.
-`
+// exitCodes is the part of every command's help that says how it ends
+// (terraform's -detailed-exitcode convention).
+const exitCodes = `Exit codes:
+  0  success
+  1  any error, usage errors included (and for diff, an overlay the change breaks)
+  2  diff --exit-code only: the plan has changes`
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return exitError(2)
-	}
 	level := slog.LevelWarn
 	if getenv("KPLAN_DEBUG") != "" {
 		level = slog.LevelDebug
@@ -102,26 +96,52 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if level == slog.LevelDebug {
 		log.SetOutput(stderr)
 	}
-	cmd, args := args[0], args[1:]
-	switch cmd {
-	case "diff":
-		return runDiff(ctx, args, logger, stdout, stderr)
-	case "render":
-		return runRender(ctx, args, stdout, stderr)
-	case "demo":
-		return runDemo(ctx, args, logger, stdout, stderr)
-	case "apply":
-		return runApply(ctx, args, stdout, stderr)
-	case "init":
-		return runInit(args, stdout, stderr)
-	case "migrate":
-		return runMigrate(args, stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	default:
-		fmt.Fprintf(stderr, "kplan: unknown command %q\n\n%s", cmd, usage)
-		return exitError(2)
+	root := &cobra.Command{
+		Use:   "kplan",
+		Short: "kplan shows what merging a change to kustomize overlays would do to a cluster",
+		Long: "kplan shows what merging a change to kustomize overlays would do to a cluster,\n" +
+			"and applies overlays through an inventory, as its GitHub Action and webhook do.",
+		Version:       version.String(),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE:          func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetContext(ctx)
+	root.SetUsageTemplate(root.UsageTemplate() + "\n" + exitCodes + "\n")
+	root.SetVersionTemplate("kplan {{.Version}}\n")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return fmt.Errorf("%w\nRun '%s --help' for usage", err, cmd.CommandPath())
+	})
+	root.AddCommand(diffCmd(logger), renderCmd(), applyCmd(), initCmd(), migrateCmd(), demoCmd(logger), versionCmd())
+	return root.ExecuteContext(ctx)
+}
+
+// outputFlag registers -o/--output, kubectl's name, with --format, the
+// name kplan had first, as an alias.
+func outputFlag(cmd *cobra.Command, def, values string) *string {
+	out := cmd.Flags().StringP("output", "o", def, values)
+	cmd.Flags().SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if name == "format" {
+			name = "output"
+		}
+		return pflag.NormalizedName(name)
+	})
+	return out
+}
+
+func versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version, commit and build date",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "kplan %s\n", version.String())
+			return err
+		},
 	}
 }
 
@@ -132,7 +152,7 @@ type renderFlags struct {
 	helmCommand    string
 }
 
-func (r *renderFlags) register(fs *flag.FlagSet) {
+func (r *renderFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&r.loadRestrictor, "load-restrictor", "LoadRestrictionsRootOnly", "LoadRestrictionsRootOnly or LoadRestrictionsNone, as kustomize's flag")
 	fs.BoolVar(&r.enableHelm, "enable-helm", false, "inflate helmCharts with the helm command")
 	fs.StringVar(&r.helmCommand, "helm-command", "helm", "helm binary for --enable-helm")
@@ -150,51 +170,74 @@ func (r *renderFlags) options() (render.Options, error) {
 	return o, nil
 }
 
-func runDiff(ctx context.Context, args []string, logger *slog.Logger, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("kplan diff", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func diffCmd(logger *slog.Logger) *cobra.Command {
 	var (
-		rf          renderFlags
-		dir         = fs.String("C", ".", "the repository's directory")
-		base        = fs.String("base", "", "base revision (branch, tag or commit), required")
-		head        = fs.String("head", "", "head revision; empty compares the working tree as it is on disk")
-		format      = fs.String("format", "text", "text, markdown or json")
-		overlays    = fs.String("overlays", "", "comma-separated globs of overlay directories to include (default all)")
-		exclude     = fs.String("exclude", "", "comma-separated globs of overlay directories to skip")
-		failOnError = fs.Bool("fail-on-error", true, "exit 1 when the change breaks an overlay (fails on head, not on base, or now shares an inventory)")
-		exitCode    = fs.Bool("exit-code", false, "exit 2 when the plan has changes")
-		full        = fs.Bool("full", false, "render every overlay on both sides, not only those the change can affect")
-		cacheDir    = fs.String("cache-dir", "", "keep renders in this directory between runs (ignored with --full)")
+		rf                    renderFlags
+		dir, base, head       string
+		overlays, exclude     string
+		failOnError, exitCode bool
+		full                  bool
+		cacheDir              string
 	)
-	rf.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return exitError(2)
+	cmd := &cobra.Command{
+		Use:   "diff --base REV [--head REV] [OVERLAY...]",
+		Short: "Plan of head against base: what merging would add, change and prune",
+		Long: "Plan of head against base: per overlay, the objects merging would add, change and prune.\n" +
+			"OVERLAY arguments are globs of overlay directories to plan, as --overlays.\n" +
+			"Head defaults to the working tree as it is on disk.",
+		Example: "  kplan diff --base main\n  kplan diff --base main --head feature -o json\n  kplan diff --base main overlays/prod --exit-code",
 	}
-	if *base == "" {
-		return errors.New("diff: --base is required (e.g. --base main)")
+	f := cmd.Flags()
+	f.StringVarP(&dir, "dir", "C", ".", "the repository's directory")
+	f.StringVar(&base, "base", "", "base revision (branch, tag or commit), required")
+	f.StringVar(&head, "head", "", "head revision; empty compares the working tree as it is on disk")
+	format := outputFlag(cmd, "text", "text, markdown or json")
+	f.StringVar(&overlays, "overlays", "", "comma-separated globs of overlay directories to plan (default all); a kustomization they match is planned even if another lists it")
+	f.StringVar(&exclude, "exclude", "", "comma-separated globs of overlay directories to skip")
+	f.BoolVar(&failOnError, "fail-on-error", true, "exit 1 when the change breaks an overlay (fails on head, not on base, or now shares an inventory)")
+	f.BoolVar(&exitCode, "exit-code", false, "exit 2 when the plan has changes")
+	f.BoolVar(&full, "full", false, "render every overlay on both sides, not only those the change can affect")
+	f.StringVar(&cacheDir, "cache-dir", "", "keep renders in this directory between runs (ignored with --full)")
+	rf.register(f)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if base == "" {
+			return errors.New("diff: --base is required (e.g. --base main)")
+		}
+		ropts, err := rf.options()
+		if err != nil {
+			return err
+		}
+		if err := checkFormat(*format, "text", "markdown", "md", "json"); err != nil {
+			return err
+		}
+		p, err := plan.Run(cmd.Context(), plan.Options{
+			RepoDir: dir, Base: base, Head: head,
+			Filter: render.Filter{Include: append(render.Patterns(overlays), args...), Exclude: render.Patterns(exclude)},
+			Render: ropts, Logger: logger, Full: full, CacheDir: cacheDir,
+		})
+		if err != nil {
+			return err
+		}
+		if err := writeReport(cmd.OutOrStdout(), p, *format); err != nil {
+			return err
+		}
+		if failOnError && len(p.IntroducedFailures()) > 0 {
+			return exitError(1)
+		}
+		if exitCode && p.Totals.ChangedOverlays > 0 {
+			return exitError(2)
+		}
+		return nil
 	}
-	ropts, err := rf.options()
-	if err != nil {
-		return err
+	return cmd
+}
+
+// checkFormat refuses an output format before any work is done.
+func checkFormat(got string, want ...string) error {
+	if slices.Contains(want, got) {
+		return nil
 	}
-	p, err := plan.Run(ctx, plan.Options{
-		RepoDir: *dir, Base: *base, Head: *head,
-		Filter: render.Filter{Include: render.Patterns(*overlays), Exclude: render.Patterns(*exclude)},
-		Render: ropts, Logger: logger, Full: *full, CacheDir: *cacheDir,
-	})
-	if err != nil {
-		return err
-	}
-	if err := writeReport(stdout, p, *format); err != nil {
-		return err
-	}
-	if *failOnError && len(p.IntroducedFailures()) > 0 {
-		return exitError(1)
-	}
-	if *exitCode && p.Totals.ChangedOverlays > 0 {
-		return exitError(2)
-	}
-	return nil
+	return fmt.Errorf("--output %q: want %s", got, strings.Join(want, ", "))
 }
 
 func writeReport(w io.Writer, p *inventorydiff.Plan, format string) error {
@@ -212,56 +255,81 @@ func writeReport(w io.Writer, p *inventorydiff.Plan, format string) error {
 		_, err = w.Write(append(data, '\n'))
 		return err
 	default:
-		return fmt.Errorf("--format %q: want text, markdown or json", format)
+		return fmt.Errorf("--output %q: want text, markdown or json", format)
 	}
 }
 
-func runRender(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("kplan render", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func renderCmd() *cobra.Command {
 	var rf renderFlags
-	rf.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return exitError(2)
+	cmd := &cobra.Command{
+		Use:   "render [DIR...]",
+		Short: "Render overlays as kustomize build does, plus the seed inventory ConfigMap",
+		Long: "Render overlays as kustomize build does, from the disk (ignored files included).\n" +
+			"DIR is absolute or relative to the current directory; inside a git repository\n" +
+			"its bases elsewhere in the repository are found, outside one the disk is read.",
 	}
-	dirs := fs.Args()
-	if len(dirs) == 0 {
-		dirs = []string{"."}
-	}
-	ropts, err := rf.options()
-	if err != nil {
-		return err
-	}
-	results, err := plan.RenderWorkingTree(ctx, ".", dirs, ropts)
-	if err != nil {
-		return err
-	}
-	var failed []error
-	for i, r := range results {
-		if r.Err != nil {
-			failed = append(failed, r.Err)
-			continue
+	rf.register(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, dirs []string) error {
+		if len(dirs) == 0 {
+			dirs = []string{"."}
 		}
-		objs := r.Objects
-		if d := r.Inventory; d != nil {
-			cm, err := inventoryConfigMap(r)
-			if err != nil {
-				return fmt.Errorf("inventory of %s: %w", dirs[i], err)
-			}
-			objs = append(objs, cm)
-		}
-		out, err := render.YAML(objs)
+		ropts, err := rf.options()
 		if err != nil {
-			return fmt.Errorf("print %s: %w", dirs[i], err)
-		}
-		if i > 0 {
-			fmt.Fprintln(stdout, "---")
-		}
-		if _, err := stdout.Write(out); err != nil {
 			return err
 		}
+		stdout := cmd.OutOrStdout()
+		var failed []error
+		for i, dir := range dirs {
+			r, err := renderDir(cmd.Context(), dir, ropts)
+			if err != nil {
+				return err
+			}
+			if r.Err != nil {
+				failed = append(failed, r.Err)
+				continue
+			}
+			objs := r.Objects
+			if d := r.Inventory; d != nil {
+				cm, err := inventoryConfigMap(r)
+				if err != nil {
+					return fmt.Errorf("inventory of %s: %w", dir, err)
+				}
+				objs = append(objs, cm)
+			}
+			out, err := render.YAML(objs)
+			if err != nil {
+				return fmt.Errorf("print %s: %w", dir, err)
+			}
+			if i > 0 {
+				fmt.Fprintln(stdout, "---")
+			}
+			if _, err := stdout.Write(out); err != nil {
+				return err
+			}
+		}
+		return errors.Join(failed...)
 	}
-	return errors.Join(failed...)
+	return cmd
+}
+
+// renderDir renders one overlay directory given as the user typed it,
+// absolute or relative, from wherever kplan runs: the repository that
+// holds it is found from the directory itself.
+func renderDir(ctx context.Context, dir string, opts render.Options) (render.Result, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return render.Result{}, err
+	}
+	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+		return render.Result{}, fmt.Errorf("%s is not a directory: name an overlay's directory", dir)
+	}
+	results, err := plan.RenderWorkingTree(ctx, abs, []string{"."}, opts)
+	if err != nil {
+		return render.Result{}, err
+	}
+	r := results[0]
+	r.Path = dir
+	return r, nil
 }
 
 // inventoryConfigMap is the ConfigMap the seed's inventory directive asks
@@ -277,31 +345,38 @@ func inventoryConfigMap(r render.Result) (*yaml.RNode, error) {
 	return inv.ConfigMap(r.Inventory.ConfigMap.Name, r.Inventory.ConfigMap.Namespace)
 }
 
-func runDemo(ctx context.Context, args []string, logger *slog.Logger, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("kplan demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	format := fs.String("format", "text", "text, markdown or json")
-	keep := fs.Bool("keep", false, "keep the demo repository and print its path")
-	if err := fs.Parse(args); err != nil {
-		return exitError(2)
+func demoCmd(logger *slog.Logger) *cobra.Command {
+	var keep bool
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Plan the kustomize components user story in a throwaway repository",
+		Args:  cobra.NoArgs,
 	}
-	dir, err := os.MkdirTemp("", "kplan-demo-")
-	if err != nil {
-		return err
+	format := outputFlag(cmd, "text", "text, markdown or json")
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the demo repository and print its path")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := checkFormat(*format, "text", "markdown", "md", "json"); err != nil {
+			return err
+		}
+		dir, err := os.MkdirTemp("", "kplan-demo-")
+		if err != nil {
+			return err
+		}
+		if !keep {
+			defer os.RemoveAll(dir)
+		}
+		repo, err := demo.NewRepo(cmd.Context(), filepath.Join(dir, "repo"))
+		if err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		if keep {
+			fmt.Fprintf(cmd.ErrOrStderr(), "demo repository: %s (base %s, head %s)\n", repo.Dir, repo.Base[:7], repo.Head[:7])
+		}
+		p, err := plan.Run(cmd.Context(), plan.Options{RepoDir: repo.Dir, Base: repo.Base, Head: repo.Head, Logger: logger})
+		if err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		return writeReport(cmd.OutOrStdout(), p, *format)
 	}
-	if !*keep {
-		defer os.RemoveAll(dir)
-	}
-	repo, err := demo.NewRepo(ctx, filepath.Join(dir, "repo"))
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	if *keep {
-		fmt.Fprintf(stderr, "demo repository: %s (base %s, head %s)\n", repo.Dir, repo.Base[:7], repo.Head[:7])
-	}
-	p, err := plan.Run(ctx, plan.Options{RepoDir: repo.Dir, Base: repo.Base, Head: repo.Head, Logger: logger})
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	return writeReport(stdout, p, *format)
+	return cmd
 }
