@@ -28,6 +28,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/deployer"
 	"github.com/kplan-dev/kplan/internal/ghreport"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
+	"github.com/kplan-dev/kplan/internal/version"
 	"github.com/kplan-dev/kplan/internal/webhook"
 )
 
@@ -47,7 +48,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	configPath := fs.String("config", "/etc/kplan/webhook.yaml", "configuration file")
 	listen := fs.String("listen", ":8080", "address to serve /webhook, /healthz and /readyz on")
 	debug := fs.Bool("debug", false, "log at debug level")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if *showVersion {
+		_, err := fmt.Fprintf(stdout, "kplan-webhook %s\n", version.String())
 		return err
 	}
 	level := slog.LevelInfo
