@@ -70,19 +70,10 @@ func newRunner(t *testing.T, workspace, eventPath, apiURL, token string) *runner
 		"GITHUB_WORKSPACE": workspace, "GITHUB_OUTPUT": r.output, "GITHUB_STEP_SUMMARY": r.summary,
 		"GITHUB_API_URL": apiURL, "GITHUB_REPOSITORY": "Codertocat/Hello-World", "RUNNER_TEMP": tmp,
 	}
-	// The runner passes every input of action.yml, with its defaults.
-	data, err := os.ReadFile("../action.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var meta struct {
-		Inputs map[string]struct{ Default string }
-	}
-	if err := sigsyaml.Unmarshal(data, &meta); err != nil {
-		t.Fatalf("action.yml: %v", err)
-	}
-	for name, in := range meta.Inputs {
-		r.env["INPUT_"+strings.ToUpper(name)] = in.Default
+	// The runner passes every input of action.yml, with its defaults, as
+	// the composite action's run step does (see actionInputEnv).
+	for k, v := range actionInputEnv(t) {
+		r.env[k] = v
 	}
 	r.env["INPUT_GITHUB-TOKEN"] = token
 	return r
@@ -495,4 +486,76 @@ func TestActionPreexistingFailure(t *testing.T) {
 	if len(comments) != 1 || !strings.Contains(comments[0].Body, "`overlays/a` — ❌ failed to render: introduced by this change") {
 		t.Errorf("comment after the breaking push:\n%v", comments)
 	}
+}
+
+// actionInputEnv reads action.yml, a composite action, and returns the
+// environment its step "kplan" gives kplan-action when the workflow sets no
+// input: every INPUT_* variable of that step with the input's default.
+// It fails the test unless every input reaches the program under the name
+// go-githubactions reads (INPUT_ and the name upper-cased) and every output
+// is the same-named output of that step.
+func actionInputEnv(t *testing.T) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile("../action.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Inputs  map[string]struct{ Default string }
+		Outputs map[string]struct{ Value string }
+		Runs    struct {
+			Using string
+			Steps []struct {
+				ID  string
+				Env map[string]string
+				Run string
+			}
+		}
+	}
+	if err := sigsyaml.Unmarshal(data, &meta); err != nil {
+		t.Fatalf("action.yml: %v", err)
+	}
+	if meta.Runs.Using != "composite" {
+		t.Fatalf("action.yml runs using %q, want composite", meta.Runs.Using)
+	}
+	var stepEnv map[string]string
+	for _, s := range meta.Runs.Steps {
+		if s.ID == "kplan" {
+			stepEnv = s.Env
+		}
+	}
+	if stepEnv == nil {
+		t.Fatal("action.yml has no step with id kplan and an env")
+	}
+	env := map[string]string{}
+	ref := regexp.MustCompile(`^\$\{\{ inputs\.([\w-]+) \}\}$`)
+	for k, v := range stepEnv {
+		if !strings.HasPrefix(k, "INPUT_") {
+			continue
+		}
+		m := ref.FindStringSubmatch(v)
+		if m == nil {
+			t.Errorf("action.yml: %s: %q is not ${{ inputs.<name> }}", k, v)
+			continue
+		}
+		in, ok := meta.Inputs[m[1]]
+		if !ok {
+			t.Errorf("action.yml: %s names no input %q", k, m[1])
+		}
+		if want := "INPUT_" + strings.ToUpper(m[1]); k != want {
+			t.Errorf("action.yml: input %s is passed as %s, go-githubactions reads %s", m[1], k, want)
+		}
+		env[k] = in.Default
+	}
+	for name := range meta.Inputs {
+		if _, ok := env["INPUT_"+strings.ToUpper(name)]; !ok {
+			t.Errorf("action.yml: input %s does not reach kplan-action", name)
+		}
+	}
+	for name, o := range meta.Outputs {
+		if want := "${{ steps.kplan.outputs." + name + " }}"; o.Value != want {
+			t.Errorf("action.yml: output %s is %q, want %q", name, o.Value, want)
+		}
+	}
+	return env
 }
