@@ -5,6 +5,7 @@ package action
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -109,7 +110,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if in.workDir != "" && in.workDir != "." {
 		dir = filepath.Join(dir, in.workDir)
 	}
-	c, err := planCommits(ctx, gitcli.Repo{Dir: dir}, gctx.EventName, pr, log)
+	g := gitcli.Repo{Dir: dir, Env: fetchAuth(ctx, dir, gctx.ServerURL, in.token)}
+	c, err := planCommits(ctx, g, gctx.EventName, pr, log)
 	if err != nil {
 		return err
 	}
@@ -174,6 +176,27 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// fetchAuth lets git fetch the commits to plan with the Action's token, so
+// that a checkout with persist-credentials: false, or of a private
+// repository, works. A checkout that kept its credentials already sends
+// them (a second Authorization header would be refused), so then nothing
+// is added.
+func fetchAuth(ctx context.Context, dir, serverURL, token string) []string {
+	if token == "" {
+		return nil
+	}
+	if out, err := (gitcli.Repo{Dir: dir}).Run(ctx, "config", "--get-regexp", `^http\..*\.extraheader$`); err == nil && len(out) > 0 {
+		return nil
+	}
+	if serverURL == "" {
+		serverURL = "https://github.com"
+	}
+	basic := base64.StdEncoding.EncodeToString([]byte("x-access-token:" + token))
+	return []string{"GIT_CONFIG_COUNT=1",
+		"GIT_CONFIG_KEY_0=http." + strings.TrimSuffix(serverURL, "/") + "/.extraheader",
+		"GIT_CONFIG_VALUE_0=Authorization: Basic " + basic}
 }
 
 // pullRequestEvent reads the event that triggered the workflow.

@@ -16,6 +16,10 @@ import (
 // Repo is a git repository on disk (any directory inside its work tree).
 type Repo struct {
 	Dir string
+	// Env is added to git's environment: the Action passes its token's
+	// authorization header this way (GIT_CONFIG_*), never on a command
+	// line where other processes could read it.
+	Env []string
 }
 
 // Run runs git with args in the repository and returns its standard output.
@@ -23,7 +27,7 @@ func (r Repo) Run(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Dir = r.Dir
 	// A user's pager, editor or locale must not change what we parse.
-	cmd.Env = append(cmd.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "GIT_PAGER=cat")
+	cmd.Env = append(append(cmd.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "GIT_PAGER=cat"), r.Env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
