@@ -17,6 +17,8 @@ import (
 
 func main() {
 	start := time.Now()
+	// Say it before the silence: the first build takes minutes.
+	fmt.Fprintln(os.Stderr, "prebuild: etcd and kube-apiserver for the tests, from tools/cluster/go.mod (first time on a machine: about 4 minutes on 2 cores; then cached in ~/.cache/kplan)")
 	dir, err := testcluster.Binaries(context.Background())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "prebuild:", err)
