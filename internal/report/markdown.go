@@ -67,11 +67,26 @@ func markdown(p *inventorydiff.Plan, d detail, maxOverlays int) string {
 		b.WriteString("_Per-object details omitted to fit GitHub's comment size limit; run `kplan diff` locally or read the JSON report._\n\n")
 		b.WriteString("| Overlay | Add | Change | Prune | Status |\n|---|---:|---:|---:|---|\n")
 	}
-	shown, listed := 0, 0
+	// What the change does comes first; overlays that only fail as they
+	// already did on base go last, folded: they are not this change's.
+	var order, existing []*inventorydiff.Overlay
 	for i := range p.Overlays {
 		o := &p.Overlays[i]
-		if !reported(o) {
-			continue
+		switch msg, introduced := o.Problem(); {
+		case !reported(o):
+		case msg != "" && !introduced && o.Status == inventorydiff.Failed:
+			existing = append(existing, o)
+		default:
+			order = append(order, o)
+		}
+	}
+	shown, listed := 0, 0
+	folded := false
+	for i, o := range append(order, existing...) {
+		if i == len(order) && d != countsOnly && (maxOverlays < 0 || shown < maxOverlays) {
+			fmt.Fprintf(&b, "<details><summary>%d %s already failing on base (not caused by this change)</summary>\n\n",
+				len(existing), plural(len(existing), "overlay", "overlays"))
+			folded = true
 		}
 		listed++
 		if maxOverlays >= 0 && shown >= maxOverlays {
@@ -90,6 +105,9 @@ func markdown(p *inventorydiff.Plan, d detail, maxOverlays int) string {
 			continue
 		}
 		writeOverlay(&b, o, d)
+	}
+	if folded {
+		b.WriteString("</details>\n\n")
 	}
 	if listed > shown {
 		fmt.Fprintf(&b, "\n…and %d more changed overlays not shown (size limit).\n", listed-shown)

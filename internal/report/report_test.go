@@ -160,3 +160,21 @@ func TestOversizedReport(t *testing.T) {
 		t.Error("field diffs must be the first thing dropped")
 	}
 }
+
+// Failures already on base come after what the change does, folded.
+func TestMarkdownFoldsExistingFailures(t *testing.T) {
+	p := &inventorydiff.Plan{Base: "a", Head: "b", Overlays: []inventorydiff.Overlay{
+		{Path: "aaa-broken", Status: inventorydiff.Failed, BaseErr: "render aaa-broken: missing.yaml", HeadErr: "render aaa-broken: missing.yaml"},
+		{Path: "zzz-app", Status: inventorydiff.Changed, Changed: []inventorydiff.Change{{Key: "~G_v1_ConfigMap|default|a"}}},
+	}}
+	p.Totals = inventorydiff.Sum(p.Overlays)
+	md := Markdown(p, "", MaxCommentSize)
+	app, broken := strings.Index(md, "zzz-app"), strings.Index(md, "aaa-broken")
+	fold := strings.Index(md, "<details><summary>1 overlay already failing on base (not caused by this change)</summary>")
+	if app < 0 || fold < app || broken < fold || !strings.Contains(md[broken:], "</details>") {
+		t.Errorf("the existing failure is not folded after the change:\n%s", md)
+	}
+	if !strings.Contains(md, "1 overlay failed (1 already failing on base)") {
+		t.Errorf("the headline does not say the failure is not the change's:\n%s", md)
+	}
+}
