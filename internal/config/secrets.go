@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -14,7 +15,72 @@ const (
 	EnvWebhookSecretFile = "KPLAN_WEBHOOK_SECRET_FILE"
 	EnvGitHubToken       = "KPLAN_GITHUB_TOKEN"
 	EnvGitHubTokenFile   = "KPLAN_GITHUB_TOKEN_FILE"
+
+	// A GitHub App instead of a token: its ID, its private key (PEM) or
+	// the key's file, and optionally the installation to act as (otherwise
+	// looked up per repository).
+	EnvGitHubAppID             = "KPLAN_GITHUB_APP_ID"
+	EnvGitHubAppPrivateKey     = "KPLAN_GITHUB_APP_PRIVATE_KEY"
+	EnvGitHubAppPrivateKeyFile = "KPLAN_GITHUB_APP_PRIVATE_KEY_FILE"
+	EnvGitHubAppInstallationID = "KPLAN_GITHUB_APP_INSTALLATION_ID"
 )
+
+// GitHubAuth says how the webhook authenticates to GitHub: with at most
+// one of a token, a token file (re-read when it changes) or a GitHub App.
+// All empty is anonymous.
+type GitHubAuth struct {
+	Token     []byte // KPLAN_GITHUB_TOKEN
+	TokenFile string // KPLAN_GITHUB_TOKEN_FILE, checked to be readable and not empty
+
+	AppID             int64
+	AppPrivateKey     []byte // PEM, from the variable or the file
+	AppInstallationID int64  // 0: looked up per repository
+}
+
+// GitHubAuthFrom reads the GitHub credentials from the environment that
+// getenv reads. Errors name variables and files, never a secret.
+func GitHubAuthFrom(getenv func(string) string) (*GitHubAuth, error) {
+	a := &GitHubAuth{}
+	var err error
+	if a.Token, err = secret(getenv, EnvGitHubToken, ""); err != nil {
+		return nil, err
+	}
+	if path := getenv(EnvGitHubTokenFile); path != "" {
+		if a.Token != nil {
+			return nil, fmt.Errorf("both %s and %s are set: set one", EnvGitHubToken, EnvGitHubTokenFile)
+		}
+		if _, err := secret(getenv, "", EnvGitHubTokenFile); err != nil {
+			return nil, err
+		}
+		a.TokenFile = path
+	}
+	id, key, keyFile := getenv(EnvGitHubAppID), getenv(EnvGitHubAppPrivateKey), getenv(EnvGitHubAppPrivateKeyFile)
+	installation := getenv(EnvGitHubAppInstallationID)
+	if id == "" {
+		if key != "" || keyFile != "" || installation != "" {
+			return nil, fmt.Errorf("a GitHub App private key or installation is set without %s: set the App's ID too", EnvGitHubAppID)
+		}
+		return a, nil
+	}
+	if a.Token != nil || a.TokenFile != "" {
+		return nil, fmt.Errorf("both a GitHub token (%s or %s) and a GitHub App (%s) are set: set one", EnvGitHubToken, EnvGitHubTokenFile, EnvGitHubAppID)
+	}
+	if a.AppID, err = strconv.ParseInt(strings.TrimSpace(id), 10, 64); err != nil || a.AppID <= 0 {
+		return nil, fmt.Errorf("%s is not a GitHub App ID (a positive number)", EnvGitHubAppID)
+	}
+	if a.AppPrivateKey, err = secret(getenv, EnvGitHubAppPrivateKey, EnvGitHubAppPrivateKeyFile); err != nil {
+		return nil, err
+	}
+	if a.AppPrivateKey == nil {
+		return nil, fmt.Errorf("%s is set without the App's private key: set %s, or %s to the .pem file GitHub generated", EnvGitHubAppID, EnvGitHubAppPrivateKey, EnvGitHubAppPrivateKeyFile)
+	}
+	if installation != "" {
+		if a.AppInstallationID, err = strconv.ParseInt(strings.TrimSpace(installation), 10, 64); err != nil || a.AppInstallationID <= 0 {
+			return nil, fmt.Errorf("%s is not an installation ID (a positive number)", EnvGitHubAppInstallationID)
+		}
+	}
+	return a, nil
+}
 
 // Secrets reads the webhook secret, which is required, and the GitHub
 // token, which may be absent (nil), from the environment that getenv
@@ -36,9 +102,15 @@ func Secrets(getenv func(string) string) (webhookSecret, githubToken []byte, err
 }
 
 // secret reads one secret from env var direct or from the file named by
-// env var file; nil when neither is set.
+// env var file; nil when neither is set. An empty name is never set.
 func secret(getenv func(string) string, direct, file string) ([]byte, error) {
-	value, path := getenv(direct), getenv(file)
+	var value, path string
+	if direct != "" {
+		value = getenv(direct)
+	}
+	if file != "" {
+		path = getenv(file)
+	}
 	switch {
 	case value != "" && path != "":
 		return nil, fmt.Errorf("both %s and %s are set: set one", direct, file)

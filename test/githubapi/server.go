@@ -74,6 +74,7 @@ type Server struct {
 	deploys   map[repoKey][]*Deployment
 	depStatus map[int64][]*DeploymentStatus
 	prs       map[shaKey][]*PullRequest
+	app       *appState // see app.go
 }
 
 type repoKey struct{ owner, repo string }
@@ -208,6 +209,9 @@ func (s *Server) handler() http.Handler {
 			return
 		}
 
+		if s.serveApp(rec, r) { // a GitHub App's JWT endpoints (app.go)
+			return
+		}
 		id, ok := s.authenticate(r)
 		if !ok {
 			writeError(rec, http.StatusUnauthorized, "Bad credentials")

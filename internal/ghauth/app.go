@@ -1,0 +1,212 @@
+package ghauth
+
+import (
+	"context"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bradleyfalzon/ghinstallation/v2"
+)
+
+// App mints installation tokens of a GitHub App. With an installation ID
+// it acts as that installation for every repository; without one it looks
+// up each repository's installation (GET /repos/{owner}/{repo}/installation,
+// authenticated as the App with a JWT) and remembers it. Each
+// installation's token is reused until a minute before it expires, then
+// minted again (ghinstallation does this).
+type App struct {
+	appID          int64
+	key            *rsa.PrivateKey
+	installationID int64
+	baseURL        string // without a trailing slash: https://api.github.com, https://ghe.example.com/api/v3
+	client         *http.Client
+
+	mu            sync.Mutex
+	installations map[string]int64 // lower-case owner/name -> installation ID
+	transports    map[int64]*ghinstallation.Transport
+}
+
+// Timeout bounds each request the App makes to look up an installation
+// or mint a token.
+const Timeout = 30 * time.Second
+
+// NewApp makes an App source. privateKeyPEM is the key GitHub generated
+// for the App (PKCS#1 or PKCS#8); installationID 0 looks installations up
+// per repository. apiBaseURL is the REST API's base URL (GitHub Enterprise:
+// https://HOST/api/v3/). tr carries the requests (nil: http.DefaultTransport).
+func NewApp(appID int64, privateKeyPEM []byte, installationID int64, apiBaseURL string, tr http.RoundTripper) (*App, error) {
+	key, err := parseKey(privateKeyPEM)
+	if err != nil {
+		return nil, err
+	}
+	if tr == nil {
+		tr = http.DefaultTransport
+	}
+	if _, err := url.Parse(apiBaseURL); err != nil {
+		return nil, fmt.Errorf("GitHub API base URL: %w", err)
+	}
+	return &App{appID: appID, key: key, installationID: installationID,
+		baseURL: strings.TrimRight(apiBaseURL, "/"), client: &http.Client{Transport: tr, Timeout: Timeout},
+		installations: map[string]int64{}, transports: map[int64]*ghinstallation.Transport{}}, nil
+}
+
+// parseKey reads an RSA private key; errors never show the key.
+func parseKey(data []byte) (*rsa.PrivateKey, error) {
+	block, _ := pem.Decode(trimNewline(data))
+	if block == nil {
+		return nil, errors.New("GitHub App private key: not PEM (want the .pem file GitHub generated for the App)")
+	}
+	if k, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
+		return k, nil
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("GitHub App private key: not an RSA private key (%s block)", block.Type)
+	}
+	rk, ok := k.(*rsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("GitHub App private key: %T, not RSA", k)
+	}
+	return rk, nil
+}
+
+// Token returns an installation token for repo, minting one when there is
+// none or it expires within a minute.
+func (a *App) Token(ctx context.Context, repo string) (string, error) {
+	id, looked, err := a.installation(ctx, repo)
+	if err != nil {
+		return "", err
+	}
+	token, err := a.transport(id).Token(ctx)
+	if err != nil {
+		if looked {
+			// The App may have been uninstalled and installed again: look
+			// the installation up anew next time.
+			a.mu.Lock()
+			delete(a.installations, strings.ToLower(repo))
+			a.mu.Unlock()
+		}
+		return "", fmt.Errorf("GitHub App %d: mint a token for installation %d: %w", a.appID, id, mintError(err))
+	}
+	return token, nil
+}
+
+// mintError says why GitHub refused a token, with its message, without
+// the request's URL.
+func mintError(err error) error {
+	var he *ghinstallation.HTTPError
+	if !errors.As(err, &he) {
+		return err
+	}
+	if he.Response == nil {
+		if he.RootCause != nil {
+			return he.RootCause
+		}
+		return err
+	}
+	defer he.Response.Body.Close()
+	return fmt.Errorf("HTTP %d%s", he.Response.StatusCode, messageOf(he.Response.Body))
+}
+
+// installation returns the installation to act as for repo, and whether
+// it was looked up.
+func (a *App) installation(ctx context.Context, repo string) (int64, bool, error) {
+	if a.installationID != 0 {
+		return a.installationID, false, nil
+	}
+	if repo == "" {
+		return 0, false, errNoRepo
+	}
+	key := strings.ToLower(repo)
+	a.mu.Lock()
+	id, ok := a.installations[key]
+	a.mu.Unlock()
+	if ok {
+		return id, true, nil
+	}
+	id, err := a.lookup(ctx, repo)
+	if err != nil {
+		return 0, false, err
+	}
+	a.mu.Lock()
+	a.installations[key] = id
+	a.mu.Unlock()
+	return id, true, nil
+}
+
+// lookup asks GitHub which installation of the App covers repo.
+func (a *App) lookup(ctx context.Context, repo string) (int64, error) {
+	owner, name, ok := strings.Cut(repo, "/")
+	if !ok || owner == "" || name == "" {
+		return 0, fmt.Errorf("GitHub App: %q is not owner/name", repo)
+	}
+	u := a.baseURL + "/repos/" + url.PathEscape(owner) + "/" + url.PathEscape(name) + "/installation"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Accept", "application/vnd.github+json")
+	jwt := ghinstallation.NewAppsTransportFromPrivateKey(a.client.Transport, a.appID, a.key)
+	c := &http.Client{Transport: jwt, Timeout: a.client.Timeout}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("GitHub App %d: look up the installation for %s: %w", a.appID, repo, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return 0, fmt.Errorf("GitHub App %d is not installed on %s (GET /repos/%s/installation: 404): install it on the repository, or set KPLAN_GITHUB_APP_INSTALLATION_ID", a.appID, repo, repo)
+	case resp.StatusCode/100 != 2:
+		return 0, fmt.Errorf("GitHub App %d: look up the installation for %s: HTTP %d%s", a.appID, repo, resp.StatusCode, messageOf(resp.Body))
+	}
+	var inst struct {
+		ID int64 `json:"id"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&inst); err != nil || inst.ID <= 0 {
+		return 0, fmt.Errorf("GitHub App %d: look up the installation for %s: no installation ID in the answer", a.appID, repo)
+	}
+	return inst.ID, nil
+}
+
+// messageOf reads GitHub's error message, if the body has one.
+func messageOf(r io.Reader) string {
+	var e struct {
+		Message string `json:"message"`
+	}
+	if json.NewDecoder(io.LimitReader(r, 64<<10)).Decode(&e) != nil || e.Message == "" {
+		return ""
+	}
+	m := e.Message
+	if len(m) > 200 {
+		m = m[:200] + "…"
+	}
+	return " (" + m + ")"
+}
+
+// transport returns the installation's token minter, one per installation
+// for the life of the App (each holds its current token).
+func (a *App) transport(id int64) *ghinstallation.Transport {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t, ok := a.transports[id]
+	if !ok {
+		// One AppsTransport each: ghinstallation sets its BaseURL and
+		// Client on every refresh, so sharing one would race.
+		atr := ghinstallation.NewAppsTransportFromPrivateKey(a.client.Transport, a.appID, a.key)
+		t = ghinstallation.NewFromAppsTransport(atr, id)
+		t.BaseURL = a.baseURL
+		t.Client = a.client
+		a.transports[id] = t
+	}
+	return t
+}
