@@ -22,10 +22,14 @@ import (
 	"time"
 
 	"github.com/google/go-github/v60/github"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
+	"github.com/kplan-dev/kplan/internal/ghauth"
 	"github.com/kplan-dev/kplan/internal/ghreport"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/version"
@@ -46,7 +50,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs := flag.NewFlagSet("kplan-webhook", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "/etc/kplan/webhook.yaml", "configuration file")
-	listen := fs.String("listen", ":8080", "address to serve /webhook, /healthz and /readyz on")
+	listen := fs.String("listen", ":8080", "address to serve /webhook, /healthz, /readyz and /metrics on")
 	debug := fs.Bool("debug", false, "log at debug level")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -69,16 +73,31 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	secret, token, err := config.Secrets(getenv)
+	secret, _, err := config.Secrets(getenv)
 	if err != nil {
 		return err
 	}
-	gh := github.NewClient(&http.Client{Timeout: 30 * time.Second})
-	if len(token) > 0 {
-		gh = gh.WithAuthToken(string(token))
+	// One source of GitHub tokens for the API client and the git mirror:
+	// a token, a token file re-read when it changes, or a GitHub App whose
+	// installation tokens are minted and refreshed (internal/ghauth).
+	auth, err := config.GitHubAuthFrom(getenv)
+	if err != nil {
+		return err
 	}
+	tokens, err := ghauth.New(auth, cfg.APIBaseURL, nil)
+	if err != nil {
+		return err
+	}
+	gh := github.NewClient(&http.Client{Timeout: 30 * time.Second, Transport: ghauth.Transport(tokens, nil)})
 	if gh.BaseURL, err = url.Parse(cfg.APIBaseURL); err != nil {
 		return fmt.Errorf("%s: apiBaseURL: %w", cfg.File, err)
+	}
+	// Metrics on /metrics: a registry of this process, no globals.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	hookMetrics, err := webhook.NewMetrics(reg)
+	if err != nil {
+		return err
 	}
 
 	var targets []deployer.Target
@@ -89,12 +108,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	for _, s := range cfg.Sources() {
 		sources = append(sources, sourceOf(cfg, s))
 	}
-	mirrors := &gitmirror.Mirrors{Dir: filepath.Join(cfg.StateDir, "mirrors"), Token: token, Logger: log}
+	repos := map[string]string{}
+	for _, r := range cfg.Repositories {
+		repos[cfg.CloneURL(r.Name)] = r.Name
+	}
+	mirrors := &gitmirror.Mirrors{Dir: filepath.Join(cfg.StateDir, "mirrors"), Tokens: tokens, Repos: repos, Logger: log}
 	dep := deployer.New(targets, mirrors, ghreport.New(gh, log), engines(), log, sources...)
 	dep.Resync = cfg.ResyncInterval
+	var names []string
+	for _, t := range targets {
+		names = append(names, t.Key())
+	}
+	if dep.Metrics, err = deployer.NewPrometheus(reg, names...); err != nil {
+		return err
+	}
 
 	h, err := webhook.New(webhook.Options{
-		Secret: secret, Config: cfg, Ready: dep.Ready, Logger: log,
+		Secret: secret, Config: cfg, Ready: dep.Ready, Logger: log, Observe: hookMetrics.Observe,
 		Enqueue: func(i webhook.Intent) {
 			for _, t := range i.Targets {
 				if err := dep.Submit(t.Name, deployer.Request{SHA: i.SHA, PR: i.PR, Delivery: i.DeliveryID}); err != nil {
@@ -110,9 +140,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
 	}
+	log.Info("GitHub credentials", "kind", ghauth.Describe(tokens))
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/", h)
 	fmt.Fprintf(stdout, "kplan-webhook listening on http://%s with %d targets and %d branches that take theirs from the repository\n", ln.Addr(), len(targets), len(sources))
 	// The body is read at the client's pace: bound it.
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -152,6 +152,8 @@ type Deployer struct {
 	Logger *slog.Logger
 	// Resync is how often every target is checked against its branch.
 	Resync time.Duration
+	// Metrics, if set, records every deploy attempt (metrics.go).
+	Metrics Metrics
 
 	started chan struct{}
 
@@ -419,6 +421,7 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 		o.Err = errors.New(msg)
 	}
 	o.Finished = time.Now()
+	d.observe(o, true)
 	d.finish(ctx, log, o, eng, target)
 }
 
@@ -426,6 +429,7 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 // render), once: a resync that fails the same way again only logs.
 func (d *Deployer) failedEarly(ctx context.Context, log *slog.Logger, o Outcome) {
 	o.Started, o.Finished = time.Now(), time.Now()
+	d.observe(o, false)
 	key := o.SHA + "\x00" + o.Err.Error()
 	d.mu.Lock()
 	repeated := d.lastFailed[o.Target.Key()] == key

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,10 +19,22 @@ import (
 	"sync"
 )
 
+// TokenSource gives the token to fetch repo ("owner/name") with; "" is
+// anonymous. It is asked before every fetch, so a GitHub App's
+// installation token (which expires after an hour) is always fresh.
+type TokenSource interface {
+	Token(ctx context.Context, repo string) (string, error)
+}
+
 // Mirrors is a directory of bare mirrors.
 type Mirrors struct {
-	Dir    string
-	Token  []byte // GitHub token for HTTPS; may be empty for public repos
+	Dir   string
+	Token []byte // GitHub token for HTTPS; may be empty for public repos
+	// Tokens, if set, replaces Token: it is asked for a token per fetch.
+	Tokens TokenSource
+	// Repos maps clone URLs to the repositories ("owner/name") Tokens is
+	// asked about; a URL not in it is named by its last two path segments.
+	Repos  map[string]string
 	Logger *slog.Logger
 
 	mu    sync.Mutex
@@ -49,26 +62,61 @@ func (m *Mirrors) dirFor(cloneURL string) string {
 	return filepath.Join(m.Dir, hex.EncodeToString(sum[:8])+".git")
 }
 
-// git runs git with the token passed through the environment (never on a
-// command line, where other users' ps could read it).
+// git runs a local git command.
 func (m *Mirrors) git(ctx context.Context, dir string, args ...string) (string, error) {
+	return m.gitWith(ctx, dir, "", args...)
+}
+
+// gitWith runs git with token passed through the environment (never on a
+// command line, where other users' ps could read it).
+func (m *Mirrors) gitWith(ctx context.Context, dir, token string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
-	if len(m.Token) > 0 {
-		auth := base64.StdEncoding.EncodeToString([]byte("x-access-token:" + string(m.Token)))
+	if token != "" {
+		auth := base64.StdEncoding.EncodeToString([]byte("x-access-token:" + token))
 		cmd.Env = append(cmd.Env, "GIT_CONFIG_COUNT=1",
 			"GIT_CONFIG_KEY_0=http.extraHeader", "GIT_CONFIG_VALUE_0=Authorization: Basic "+auth)
 	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		msg := strings.TrimSpace(string(out))
-		if len(m.Token) > 0 {
-			msg = strings.ReplaceAll(msg, string(m.Token), "***")
+		if token != "" {
+			msg = strings.ReplaceAll(msg, token, "***")
 		}
 		return "", fmt.Errorf("git %s: %s", args[0], msg)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// token returns the token to fetch cloneURL with, fresh for this fetch.
+func (m *Mirrors) token(ctx context.Context, cloneURL string) (string, error) {
+	if m.Tokens == nil {
+		return string(m.Token), nil
+	}
+	repo, ok := m.Repos[cloneURL]
+	if !ok {
+		repo = repoOf(cloneURL)
+	}
+	t, err := m.Tokens.Token(ctx, repo)
+	if err != nil {
+		return "", fmt.Errorf("a token to fetch %s: %w", repo, err)
+	}
+	return t, nil
+}
+
+// repoOf names a clone URL's repository by its last two path segments,
+// without .git.
+func repoOf(cloneURL string) string {
+	p := cloneURL
+	if u, err := url.Parse(cloneURL); err == nil {
+		p = u.Path
+	}
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	if len(parts) < 2 {
+		return ""
+	}
+	return parts[len(parts)-2] + "/" + strings.TrimSuffix(parts[len(parts)-1], ".git")
 }
 
 // Fetch updates the mirror of cloneURL with branch and makes sure it holds
@@ -92,14 +140,18 @@ func (m *Mirrors) Fetch(ctx context.Context, cloneURL, branch, sha string) (dir,
 			}
 		}
 	}
+	token, err := m.token(ctx, cloneURL)
+	if err != nil {
+		return "", "", err
+	}
 	ref := "+refs/heads/" + branch + ":refs/heads/" + branch
-	if _, err := m.git(ctx, dir, "fetch", "-q", "--no-tags", "--prune", cloneURL, ref); err != nil {
+	if _, err := m.gitWith(ctx, dir, token, "fetch", "-q", "--no-tags", "--prune", cloneURL, ref); err != nil {
 		return "", "", fmt.Errorf("fetch %s from %s: %w", branch, cloneURL, err)
 	}
 	if sha != "" {
 		if _, err := m.git(ctx, dir, "cat-file", "-e", sha+"^{commit}"); err != nil {
 			// Not on the branch (yet): fetch the commit itself.
-			if _, err := m.git(ctx, dir, "fetch", "-q", "--no-tags", cloneURL, sha); err != nil {
+			if _, err := m.gitWith(ctx, dir, token, "fetch", "-q", "--no-tags", cloneURL, sha); err != nil {
 				return "", "", fmt.Errorf("fetch commit %s from %s: %w", sha, cloneURL, err)
 			}
 		}

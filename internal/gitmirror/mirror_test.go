@@ -2,9 +2,11 @@ package gitmirror
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/kplan-dev/kplan/test/githttp"
@@ -54,5 +56,67 @@ func TestFetchOnlyWhatIsNew(t *testing.T) {
 	_, _, err = bad.Fetch(ctx, url, "main", "")
 	if err == nil || strings.Contains(err.Error(), "wrong-token") {
 		t.Errorf("bad token: %v", err)
+	}
+}
+
+// tokens hands out tokens in turn and records what it was asked.
+type tokens struct {
+	mu    sync.Mutex
+	next  []string
+	asked []string
+	err   error
+}
+
+func (s *tokens) Token(_ context.Context, repo string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.asked = append(s.asked, repo)
+	if s.err != nil {
+		return "", s.err
+	}
+	t := s.next[0]
+	if len(s.next) > 1 {
+		s.next = s.next[1:]
+	}
+	return t, nil
+}
+
+// With a TokenSource every fetch asks for a token (an App's expires), and
+// only a fetch that goes to the network does.
+func TestTokenPerFetch(t *testing.T) {
+	root := t.TempDir()
+	repo := filepath.Join(root, "octo", "config.git")
+	os.MkdirAll(repo, 0o755)
+	git(t, repo, "init", "-q", "-b", "main")
+	first := commit(t, repo, "a.yaml", "a: 1\n")
+	srv := githttp.Serve(t, root, "current-token")
+	url := srv.URL + "/octo/config.git"
+	ctx := context.Background()
+
+	// The first token has expired: that fetch fails without showing it;
+	// the next asks again and gets the current one.
+	src := &tokens{next: []string{"expired-token", "current-token"}}
+	m := &Mirrors{Dir: t.TempDir(), Tokens: src}
+	if _, _, err := m.Fetch(ctx, url, "main", first); err == nil || strings.Contains(err.Error(), "expired-token") {
+		t.Fatalf("fetch with an expired token: %v", err)
+	}
+	if _, tip, err := m.Fetch(ctx, url, "main", first); err != nil || tip != first {
+		t.Fatalf("fetch with a fresh token: %v", err)
+	}
+	if _, _, err := m.Fetch(ctx, url, "main", first); err != nil {
+		t.Fatal(err)
+	}
+	if len(src.asked) != 2 || src.asked[0] != "octo/config" {
+		t.Errorf("asked %q, want octo/config twice (not for a commit already there)", src.asked)
+	}
+	// Repos names the repository of a URL; a failing source fails the
+	// fetch with its error.
+	src = &tokens{err: errors.New("App not installed")}
+	m = &Mirrors{Dir: t.TempDir(), Tokens: src, Repos: map[string]string{url: "Octo-Org/Config"}}
+	if _, _, err := m.Fetch(ctx, url, "main", ""); err == nil || !strings.Contains(err.Error(), "App not installed") {
+		t.Errorf("failing source: %v", err)
+	}
+	if len(src.asked) != 1 || src.asked[0] != "Octo-Org/Config" {
+		t.Errorf("asked %q", src.asked)
 	}
 }
