@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/cli-utils/pkg/common"
 	"sigs.k8s.io/cli-utils/pkg/inventory"
 
 	kinv "github.com/kplan-dev/kplan/internal/inventory"
@@ -33,15 +32,9 @@ func (i Inventory) info() *inventory.SingleObjectInfo {
 
 // inventoryOf reads an inventory object's identity.
 func inventoryOf(obj *unstructured.Unstructured) Inventory {
-	inv := Inventory{Kind: obj.GetKind(), Name: obj.GetName(), Namespace: obj.GetNamespace()}
-	if inv.Namespace == "" {
-		inv.Namespace = "default"
-	}
-	inv.ID = obj.GetLabels()[common.InventoryLabel]
-	if inv.ID == "" {
-		inv.ID = inv.Name + "-" + inv.Namespace
-	}
-	return inv
+	// One rule for plan and apply: the plan names inventories the same way.
+	id := kinv.IdentityOf(obj.GetKind(), obj.GetName(), obj.GetNamespace(), obj.GetLabels(), "default")
+	return Inventory{Kind: id.Kind, Name: id.Name, Namespace: id.Namespace, ID: id.ID}
 }
 
 // isInventoryObject reports whether a rendered object is an inventory:
