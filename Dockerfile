@@ -1,7 +1,10 @@
 # kplan's image: the GitHub Action's entry point (the default), the kplan
 # CLI, and the webhook (deploy/ runs /usr/local/bin/kplan-webhook).
 
-FROM golang:1.26-bookworm AS build
+# Base images are pinned by digest (multi-arch index digests, as
+# `docker buildx imagetools inspect` prints them); Dependabot's docker
+# ecosystem proposes new digests weekly. The tag stays for readers.
+FROM golang:1.26.8-bookworm@sha256:a688600ca24f8a4d3ca77f95b0dd40704a9fc787c826660eb7ba0b641b8b175d AS build
 WORKDIR /src
 # Modules first, so a source-only change reuses the download layer.
 COPY go.mod go.sum ./
@@ -13,7 +16,7 @@ RUN go build -trimpath -ldflags='-s -w' -o /out/kplan-action ./cmd/action \
  && go build -trimpath -ldflags='-s -w' -o /out/kplan ./cmd/kplan \
  && go build -trimpath -ldflags='-s -w' -o /out/kplan-webhook ./cmd/webhook
 
-FROM debian:bookworm-slim
+FROM debian:bookworm-slim@sha256:d5d3f9c23164ea16f31852f95bd5959aad1c5e854332fe00f7b3a20fcc9f635c
 # kplan shells out to git to read the base and head commits. The mounted
 # workspace belongs to the runner's uid, and git refuses such repositories
 # unless they are marked safe.
