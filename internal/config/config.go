@@ -54,6 +54,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/kplan-dev/kplan/internal/inventory"
 	"net/url"
 	"os"
 	"slices"
@@ -155,13 +156,9 @@ type Source struct {
 // SourceName names the stand-in target of a branch's repository targets.
 func SourceName(repo, branch string) string { return repo + "@" + branch }
 
-// Inventory overrides the inventory object an overlay renders.
-type Inventory struct {
-	Kind      string // ResourceGroup or ConfigMap
-	Name      string
-	Namespace string
-	ID        string // empty: <name>-<namespace>
-}
+// Inventory overrides the inventory object an overlay renders; its ID
+// is never empty once parsed (default <name>-<namespace>).
+type Inventory = inventory.Identity
 
 // TargetRef is a target with the repository and branch it deploys from.
 type TargetRef struct {

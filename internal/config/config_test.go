@@ -31,7 +31,7 @@ func TestLoadExample(t *testing.T) {
 						Settings: Settings{Kubeconfig: "/etc/kplan/prod-eu.kubeconfig", Context: "prod-eu", Prune: true,
 							ReconcileTimeout: 5 * time.Minute, InventoryPolicy: "must-match"}},
 					{Name: "prod-us", Overlay: "overlays/prod-us", Environment: "prod-us", Namespace: "default",
-						Inventory: &Inventory{Kind: "ResourceGroup", Name: "inventory-prod-us", Namespace: "kplan"},
+						Inventory: &Inventory{Kind: "ResourceGroup", Name: "inventory-prod-us", Namespace: "kplan", ID: "inventory-prod-us-kplan"},
 						Settings:  defaults},
 				}},
 				{Name: "staging", Targets: []Target{

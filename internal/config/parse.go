@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/kplan-dev/kplan/internal/inventory"
 	"io"
 	"maps"
 	"path/filepath"
@@ -158,9 +159,6 @@ func (p *parser) sharedInventories(cfg *Config) {
 		var keys [][2]string // key, what it is; the object before the id
 		if i := t.Inventory; i != nil {
 			id := i.ID
-			if id == "" {
-				id = i.Name + "-" + i.Namespace
-			}
 			keys = [][2]string{
 				{t.Cluster() + "\x00object\x00" + i.Kind + "\x00" + i.Namespace + "\x00" + i.Name, fmt.Sprintf("%s %s/%s", i.Kind, i.Namespace, i.Name)},
 				{t.Cluster() + "\x00id\x00" + id, "inventory-id " + id},
@@ -430,16 +428,14 @@ func (p *parser) target(n *yaml.Node, at string) (Target, bool) {
 }
 
 func (p *parser) inventory(n *yaml.Node, at string) *Inventory {
-	inv := &Inventory{Kind: "ResourceGroup"}
+	inv := &Inventory{Kind: inventory.DefaultBackend}
 	seen := p.fields(n, at, map[string]func(*yaml.Node, string){
 		"kind": func(v *yaml.Node, field string) {
 			if s, ok := p.str(v, field); ok {
-				switch s {
-				case "ResourceGroup", "ConfigMap":
+				if _, ok := inventory.BackendOf(s); !ok {
+					p.errorf(v, field, "%q is not %s", s, inventory.BackendKinds())
+				} else if s != "" {
 					inv.Kind = s
-				case "":
-				default:
-					p.errorf(v, field, "%q is not ResourceGroup or ConfigMap", s)
 				}
 			}
 		},
@@ -475,5 +471,7 @@ func (p *parser) inventory(n *yaml.Node, at string) *Inventory {
 		return nil
 	}
 	p.required(n, at, seen, "name", "namespace")
-	return inv
+	// One naming rule with the plan and the apply (inventory.IdentityOf).
+	id := inventory.IdentityOf(inv.Kind, inv.Name, inv.Namespace, map[string]string{inventory.InventoryIDLabel: inv.ID}, "")
+	return &id
 }

@@ -247,16 +247,6 @@ func IsInventoryObject(n *yaml.RNode) bool {
 	return IsInventory(id.Group, id.Kind, n.GetLabels())
 }
 
-// IsInventory is IsInventoryObject on an object's group, kind and labels.
-func IsInventory(group, kind string, labels map[string]string) bool {
-	switch {
-	case group == "kpt.dev" && kind == "ResourceGroup":
-		return true
-	case group == "" && kind == "ConfigMap":
-		return labels[InventoryIDLabel] != ""
-	}
-	return false
-}
 
 // Hash is the seed's InventoryHash of a key list: kustomize's
 // SortArrayAndComputeHash, so that kplan and the seed agree.
