@@ -393,3 +393,57 @@ func validDescription(w http.ResponseWriter, resource, desc string) bool {
 	}
 	return true
 }
+
+// newestFirst returns copies of items in reverse order, as GitHub's list
+// endpoints order statuses and deployments.
+func newestFirst[T any](items []*T) []T {
+	out := copyAll(items)
+	slices.Reverse(out)
+	return out
+}
+
+// listStatuses lists a commit's statuses, newest first. The ref must be
+// the full SHA: the server has no branches to resolve.
+func (s *Server) listStatuses(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	all := newestFirst(s.statuses[shaKey{repoOf(r), r.PathValue("ref")}])
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, page(w, r, all))
+}
+
+// listDeployments lists a repository's deployments, newest first,
+// filtered by the sha, ref, task and environment query parameters as
+// GitHub filters them.
+func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	s.mu.Lock()
+	all := newestFirst(s.deploys[repoOf(r)])
+	s.mu.Unlock()
+	out := []Deployment{}
+	for _, d := range all {
+		if (q.Has("sha") && d.SHA != q.Get("sha")) || (q.Has("ref") && d.Ref != q.Get("ref")) ||
+			(q.Has("task") && d.Task != q.Get("task")) || (q.Has("environment") && d.Environment != q.Get("environment")) {
+			continue
+		}
+		out = append(out, d)
+	}
+	writeJSON(w, http.StatusOK, page(w, r, out))
+}
+
+// listDeploymentStatuses lists a deployment's statuses, newest first.
+func (s *Server) listDeploymentStatuses(w http.ResponseWriter, r *http.Request) {
+	did, ok := pathInt(w, r, "id")
+	if !ok {
+		return
+	}
+	rk := repoOf(r)
+	s.mu.Lock()
+	found := slices.ContainsFunc(s.deploys[rk], func(d *Deployment) bool { return d.ID == did })
+	all := newestFirst(s.depStatus[did])
+	s.mu.Unlock()
+	if !found {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	writeJSON(w, http.StatusOK, page(w, r, all))
+}

@@ -52,6 +52,8 @@ type Request struct {
 	Query string
 	// Status is the HTTP status the server answered with.
 	Status int
+	// RateLimited is set when SecondaryRateLimitNext refused the request.
+	RateLimited bool
 }
 
 // Server is the fake GitHub API. Create it with New and stop it with Close.
@@ -69,6 +71,7 @@ type Server struct {
 	nextID    int64
 	failLeft  int
 	failCode  int
+	limit     rateLimit // see limits.go
 	comments  map[issueKey][]*Comment
 	statuses  map[shaKey][]*Status
 	deploys   map[repoKey][]*Deployment
@@ -173,8 +176,11 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("POST /repos/{owner}/{repo}/issues/{number}/comments", s.createComment)
 	mux.HandleFunc("PATCH /repos/{owner}/{repo}/issues/comments/{id}", s.editComment)
 	mux.HandleFunc("POST /repos/{owner}/{repo}/statuses/{sha}", s.createStatus)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/commits/{ref}/statuses", s.listStatuses)
 	mux.HandleFunc("POST /repos/{owner}/{repo}/deployments", s.createDeployment)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/deployments", s.listDeployments)
 	mux.HandleFunc("POST /repos/{owner}/{repo}/deployments/{id}/statuses", s.createDeploymentStatus)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/deployments/{id}/statuses", s.listDeploymentStatuses)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/commits/{sha}/pulls", s.listPullsForCommit)
 	// A catch-all keeps ServeMux from answering 405 for known paths with
 	// another method; GitHub answers 404 there.
@@ -190,10 +196,11 @@ func (s *Server) handler() http.Handler {
 		// The entry is logged when the status is written, before the client
 		// can see the response, so a test reading the log after a call
 		// always finds that call in it.
-		rec := &statusRecorder{ResponseWriter: w, log: func(status int) {
+		var rec *statusRecorder
+		rec = &statusRecorder{ResponseWriter: w, log: func(status int) {
 			s.logMu.Lock()
 			defer s.logMu.Unlock()
-			s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: status})
+			s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: status, RateLimited: rec.rateLimited})
 		}}
 		defer rec.WriteHeader(http.StatusOK) // no-op unless the handler wrote nothing
 
@@ -206,6 +213,9 @@ func (s *Server) handler() http.Handler {
 		s.mu.Unlock()
 		if fail != 0 {
 			writeError(rec, fail, "Server Error")
+			return
+		}
+		if s.limited(rec) { // a secondary rate limit (limits.go)
 			return
 		}
 
@@ -254,8 +264,9 @@ func writable(w http.ResponseWriter, r *http.Request) (Identity, bool) {
 // statusRecorder logs a response's status once, when it is written.
 type statusRecorder struct {
 	http.ResponseWriter
-	log   func(status int)
-	wrote bool
+	log         func(status int)
+	wrote       bool
+	rateLimited bool
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
