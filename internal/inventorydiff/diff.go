@@ -44,6 +44,9 @@ type Change struct {
 	Key     string        `json:"key"`
 	BaseKey string        `json:"baseKey,omitempty"`
 	Fields  []FieldChange `json:"fields,omitempty"`
+	// Unified is the object's YAML as kustomize build prints it, base
+	// against head, as a unified diff (Secret values masked).
+	Unified string `json:"unified,omitempty"`
 }
 
 // Replaced reports whether the change swaps a generated object for a new
@@ -65,6 +68,10 @@ type Overlay struct {
 	HeadHash string
 	Added    []string
 	Pruned   []string
+	// AddedYAML and PrunedYAML are those objects' YAML by key, as
+	// kustomize build prints them, in the namespace they land in, Secret
+	// values masked.
+	AddedYAML, PrunedYAML map[string]string
 	// Detached are objects that leave the inventory but stay in the
 	// cluster because of a keep/detach annotation.
 	Detached  []string
@@ -220,8 +227,8 @@ func compareOverlay(path string, b Side, inBase bool, h Side, inHead bool) Overl
 			added = append(added, ho.Key)
 			continue
 		}
-		if fields := objectDiff(bo, ho, false); len(fields) > 0 || bo.Key != ho.Key {
-			c := Change{Key: ho.Key, Fields: fields}
+		if fields, unified := objectDiff(bo, ho, false); len(fields) > 0 || bo.Key != ho.Key {
+			c := Change{Key: ho.Key, Fields: fields, Unified: unified}
 			if bo.Key != ho.Key {
 				c.BaseKey = bo.Key
 			}
@@ -237,6 +244,8 @@ func compareOverlay(path string, b Side, inBase bool, h Side, inHead bool) Overl
 	}
 	added, pruned = o.pairReplacements(bi, hi, added, pruned)
 	o.Added = added
+	o.AddedYAML = objectsYAML(hi, added)
+	o.PrunedYAML = objectsYAML(bi, pruned)
 	for _, k := range pruned {
 		if kept(bi.Object(k)) {
 			o.Detached = append(o.Detached, k)
@@ -293,8 +302,8 @@ func (o *Overlay) pairReplacements(bi, hi *inventory.Inventory, added, pruned []
 		if len(bk) != 1 || len(hk) != 1 {
 			continue // ambiguous: leave as add and prune
 		}
-		fields := objectDiff(bi.Object(bk[0]), hi.Object(hk[0]), true)
-		o.Changed = append(o.Changed, Change{Key: hk[0], BaseKey: bk[0], Fields: fields})
+		fields, unified := objectDiff(bi.Object(bk[0]), hi.Object(hk[0]), true)
+		o.Changed = append(o.Changed, Change{Key: hk[0], BaseKey: bk[0], Fields: fields, Unified: unified})
 		paired[bk[0]], paired[hk[0]] = true, true
 	}
 	drop := func(keys []string) []string {
@@ -303,24 +312,37 @@ func (o *Overlay) pairReplacements(bi, hi *inventory.Inventory, added, pruned []
 	return drop(added), drop(pruned)
 }
 
-func objectDiff(b, h *inventory.Object, renamed bool) []FieldChange {
+// objectDiff compares one object's two sides: field by field, and as a
+// unified diff of its YAML.
+func objectDiff(b, h *inventory.Object, renamed bool) ([]FieldChange, string) {
 	bm, err1 := b.Node.Map()
 	hm, err2 := h.Node.Map()
 	if err1 != nil || err2 != nil {
-		return []FieldChange{{Path: "(object)", Op: "~", Old: "unreadable", New: "unreadable"}}
+		return []FieldChange{{Path: "(object)", Op: "~", Old: "unreadable", New: "unreadable"}}, ""
 	}
 	// A namespace the object gets by default is where it lands either way.
 	defaultNamespace(bm, b)
 	defaultNamespace(hm, h)
+	secret := isSecret(b.ID) || isSecret(h.ID)
 	var hide func(string) bool
-	if isSecret(b.ID) || isSecret(h.ID) {
+	if secret {
 		hide = secretPath
 	}
 	var skip func(string) bool
 	if renamed {
 		skip = func(p string) bool { return p == "metadata.name" }
 	}
-	return diffFields(bm, hm, hide, skip)
+	fields := diffFields(bm, hm, hide, skip)
+	if len(fields) == 0 && b.Key == h.Key {
+		return nil, ""
+	}
+	if secret {
+		// Head's masks say which values differ from base's, so the
+		// diff shows a changed value without showing it.
+		hm = maskSecret(hm, bm)
+		bm = maskSecret(bm, nil)
+	}
+	return fields, Unified("base/"+b.Key, "head/"+h.Key, printYAML(bm), printYAML(hm))
 }
 
 func defaultNamespace(m map[string]any, o *inventory.Object) {
