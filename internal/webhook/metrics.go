@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -10,7 +12,11 @@ import (
 var Events = []string{"push", "pull_request", "ping", "other", "unverified"}
 
 // Outcomes are every Outcome a delivery can have.
-var Outcomes = []Outcome{Enqueued, Ignored, Duplicate, Pong, Unauthorized, TooLarge, Malformed}
+var Outcomes = []Outcome{Enqueued, Ignored, Duplicate, Pong, Unauthorized, TooLarge, Malformed, Busy, Timeout}
+
+// unverifiedOutcomes are those a request can have before its signature
+// is checked.
+var unverifiedOutcomes = []Outcome{Unauthorized, TooLarge, Malformed, Busy, Timeout}
 
 // Metrics counts deliveries on a Prometheus registry:
 // kplan_webhook_deliveries_total{event,outcome}. Pass its Observe as
@@ -31,7 +37,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	for _, e := range Events {
 		for _, o := range Outcomes {
-			if e == "unverified" && o != Unauthorized && o != TooLarge && o != Malformed {
+			if e == "unverified" && !slices.Contains(unverifiedOutcomes, o) {
 				continue // an unverified request gets no further
 			}
 			m.deliveries.WithLabelValues(e, string(o))

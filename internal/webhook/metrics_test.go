@@ -29,8 +29,8 @@ func TestMetricsLabelsBounded(t *testing.T) {
 			t.Errorf("%s/%s = %v, want %v", c.event, c.outcome, got, c.n)
 		}
 	}
-	if n := testutil.CollectAndCount(m.deliveries); n != 4*len(Outcomes)+3 {
-		t.Errorf("%d series, want %d (bounded)", n, 4*len(Outcomes)+3)
+	if n := testutil.CollectAndCount(m.deliveries); n != 4*len(Outcomes)+len(unverifiedOutcomes) {
+		t.Errorf("%d series, want %d (bounded)", n, 4*len(Outcomes)+len(unverifiedOutcomes))
 	}
 	var nilMetrics *Metrics
 	nilMetrics.Observe("push", Enqueued) // no-op

@@ -9,6 +9,7 @@ package webhook
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -57,6 +59,8 @@ const (
 	Unauthorized Outcome = "unauthorized" // 401: missing or wrong signature
 	TooLarge     Outcome = "too_large"    // 413: over MaxBodyBytes
 	Malformed    Outcome = "malformed"    // 400 or 415: signed, but not a payload we can read
+	Busy         Outcome = "busy"         // 503: no room in the body budget (Options.BodyBudget)
+	Timeout      Outcome = "timeout"      // 408: the body did not arrive within Options.BodyTimeout
 )
 
 // Options configure a Handler.
@@ -78,6 +82,15 @@ type Options struct {
 	// metrics. event is "" for requests whose signature was not verified:
 	// their headers must not become label values.
 	Observe func(event string, outcome Outcome)
+	// BodyBudget bounds the request body bytes held in memory at once, by
+	// all requests together; 0 means DefaultBodyBudget (128 MiB). Half of
+	// it is kept for the first 256 KiB of each body, so it must be at
+	// least twice MaxBodyBytes. A body that finds no room is answered 503.
+	BodyBudget int64
+	// BodyTimeout bounds the reading of each request body, from the
+	// handler's start; 0 means DefaultBodyTimeout (10 s). A body not
+	// complete by then is answered 408 and its connection closed.
+	BodyTimeout time.Duration
 }
 
 // Handler serves the webhook's HTTP routes. Create it with New.
@@ -90,12 +103,9 @@ type Handler struct {
 	observe func(string, Outcome)
 	seen    *deliveries
 	mux     *http.ServeMux
-	reading chan struct{} // bounds the bodies being read at once
+	bodies  *bodyBudget
+	timeout time.Duration // Options.BodyTimeout
 }
-
-// MaxReading bounds the request bodies read at once (each up to
-// MaxBodyBytes).
-const MaxReading = 16
 
 // New returns a Handler, or an error when a required option is missing.
 func New(o Options) (*Handler, error) {
@@ -106,6 +116,17 @@ func New(o Options) (*Handler, error) {
 		return nil, errors.New("webhook: no config")
 	case o.Enqueue == nil:
 		return nil, errors.New("webhook: no Enqueue function")
+	case o.BodyBudget < 0 || o.BodyTimeout < 0:
+		return nil, errors.New("webhook: negative BodyBudget or BodyTimeout")
+	}
+	if o.BodyBudget == 0 {
+		o.BodyBudget = DefaultBodyBudget
+	}
+	if o.BodyTimeout == 0 {
+		o.BodyTimeout = DefaultBodyTimeout
+	}
+	if o.BodyBudget < 2*MaxBodyBytes {
+		return nil, fmt.Errorf("webhook: BodyBudget of %d bytes is under %d (twice the 25 MB payload limit, as half is kept for small bodies): a large delivery could never be read", o.BodyBudget, 2*MaxBodyBytes)
 	}
 	h := &Handler{
 		secret:  bytes.Clone(o.Secret),
@@ -116,7 +137,8 @@ func New(o Options) (*Handler, error) {
 		observe: o.Observe,
 		seen:    newDeliveries(DedupSize),
 		mux:     http.NewServeMux(),
-		reading: make(chan struct{}, MaxReading),
+		bodies:  newBodyBudget(o.BodyBudget, o.BodyBudget/2, headWait),
+		timeout: o.BodyTimeout,
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -197,29 +219,41 @@ func (h *Handler) receive(r *http.Request, w http.ResponseWriter, d *delivery) (
 	if r.ContentLength > MaxBodyBytes {
 		return http.StatusRequestEntityTooLarge, TooLarge, "payload over 25 MB"
 	}
-	// Bodies are read before they can be verified: bound how many are in
-	// memory at once, so unsigned requests cannot exhaust it.
-	select {
-	case h.reading <- struct{}{}:
-		defer func() { <-h.reading }()
-	case <-r.Context().Done():
-		return http.StatusServiceUnavailable, Malformed, "gave up waiting to read the body"
+	// Bodies are read before they can be verified: each within a deadline
+	// (a slow client cannot hold its connection and memory for longer)
+	// and within the memory budget (see body.go).
+	deadline := time.Now().Add(h.timeout)
+	if err := http.NewResponseController(w).SetReadDeadline(deadline); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		d.cause = err.Error()
+		return http.StatusInternalServerError, Malformed, "could not set a deadline to read the body"
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	ctx, cancel := context.WithDeadline(r.Context(), deadline)
+	defer cancel()
+	held, err := h.bodies.read(ctx, http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
+		d.cause = err.Error()
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return http.StatusRequestEntityTooLarge, TooLarge, "payload over 25 MB"
 		}
-		d.cause = err.Error()
+		switch {
+		case errors.Is(err, errBusy):
+			w.Header().Set("Retry-After", "1")
+			return http.StatusServiceUnavailable, Busy, "busy reading other deliveries: redeliver it"
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return http.StatusRequestTimeout, Timeout, fmt.Sprintf("the body did not arrive within %v", h.timeout)
+		}
 		return http.StatusBadRequest, Malformed, "could not read the body"
 	}
+	defer held.release()
 	// The same check github.ValidatePayloadFromBody makes, done on the raw
 	// body first so that nothing about an unsigned request is looked at.
-	if err := github.ValidateSignature(sig, body, h.secret); err != nil {
+	if !held.signedBy(sig, h.secret) {
 		d.cause = "wrong signature"
 		return http.StatusUnauthorized, Unauthorized, "invalid signature"
 	}
 	d.signed = true
+	body := held.bytes()
+	held.release() // the copy is the signed payload: give the budget back now
 
 	payload, status, err := payloadOf(r.Header.Get("Content-Type"), body)
 	if err != nil {
