@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
@@ -212,7 +211,11 @@ func (e *Engine) Apply(ctx context.Context, invObj *unstructured.Unstructured, o
 	if err != nil {
 		return res, err
 	}
-	if err := e.protectInventoryNamespace(ctx, dyn, inv, prev, objs, opts.DryRun); err != nil {
+	if err := protectInventoryNamespace(ctx, dyn, inv, prev, objs, opts.DryRun); err != nil {
+		return res, err
+	}
+	takenBack, err := takeBackNamespace(ctx, dyn, inv, objs, opts.DryRun)
+	if err != nil {
 		return res, err
 	}
 
@@ -277,6 +280,15 @@ func (e *Engine) Apply(ctx context.Context, invObj *unstructured.Unstructured, o
 			case event.ApplySuccessful:
 				record(ObjectResult{Key: k, Action: applied(ae.Identifier, ae.Resource, before, opts.DryRun)})
 			case event.ApplySkipped:
+				if takenBack && opts.DryRun {
+					// The real apply returns the Namespace first, so it and
+					// what is in it are not skipped.
+					if r, ok := takenBackResult(ae.Identifier, ae.Error, inventoryNamespaceID(inv), before); ok {
+						r.Key = k
+						record(r)
+						continue
+					}
+				}
 				record(ObjectResult{Key: k, Action: Skipped, Reason: errString(ae.Error)})
 			case event.ApplyFailed:
 				if opts.DryRun && inNewNamespace(ae.Identifier, ae.Error, objs) {
@@ -488,28 +500,6 @@ func established(crd *unstructured.Unstructured) bool {
 		}
 	}
 	return false
-}
-
-// protectInventoryNamespace keeps the Namespace that holds the inventory
-// from being pruned: deleting it would delete the inventory itself. The
-// live Namespace is annotated to be kept, which cli-utils honours.
-func (e *Engine) protectInventoryNamespace(ctx context.Context, dyn dynamic.Interface, inv Inventory, prev []object.ObjMetadata, objs []*unstructured.Unstructured, dryRun bool) error {
-	nsID := object.ObjMetadata{GroupKind: schema.GroupKind{Kind: "Namespace"}, Name: inv.Namespace}
-	for _, o := range objs {
-		if object.UnstructuredToObjMetadata(o) == nsID {
-			return nil // still rendered: not a prune
-		}
-	}
-	if !slices.Contains(prev, nsID) || dryRun {
-		return nil
-	}
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, common.OnRemoveAnnotation, common.OnRemoveKeep)
-	nsGVR := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	_, err := dyn.Resource(nsGVR).Patch(ctx, inv.Namespace, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: FieldManager})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("protect namespace %s, which holds %s: %w", inv.Namespace, inv, err)
-	}
-	return nil
 }
 
 // previousObjects reads, through cli-utils' inventory client, the object
