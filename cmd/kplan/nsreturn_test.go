@@ -33,7 +33,9 @@ func TestApplyNamespaceRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: kplan apply: %v\n%s%s", step, err, out, stderr)
 		}
-		var res struct{ Objects []struct{ Key, Action, Reason string } }
+		var res struct {
+			Objects []struct{ Key, Action, Reason string }
+		}
 		if err := json.Unmarshal([]byte(out), &res); err != nil {
 			t.Fatalf("%s: %v in %s", step, err, out)
 		}
