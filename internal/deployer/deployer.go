@@ -25,7 +25,6 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/deploy"
-	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
 	"github.com/kplan-dev/kplan/internal/resourcegroup"
@@ -142,9 +141,36 @@ type Reporter interface {
 	Finished(ctx context.Context, o Outcome)
 }
 
+// Resumer is a Reporter that can close what an interrupted run (a killed
+// webhook, a lost leadership) left open. Each target asks once per Run,
+// before its first deploy.
+type Resumer interface {
+	// Interrupted finishes t's reports that a previous run started and
+	// never finished, and says whether there were any: a deploy of t was
+	// cut short, so the next one must run even at the commit the cluster
+	// records.
+	Interrupted(ctx context.Context, t Target) (bool, error)
+}
+
+// Flusher is a Reporter that keeps reports GitHub refused (rate limits,
+// outages) to send later; Run calls Flush every FlushInterval and once
+// more when it ends.
+type Flusher interface {
+	Flush(ctx context.Context)
+}
+
+// Mirror fetches branches into local mirrors (gitmirror.Mirrors).
+type Mirror interface {
+	// Fetch returns the mirror's directory and the branch's tip as the
+	// server has it now.
+	Fetch(ctx context.Context, cloneURL, branch string) (dir, tip string, err error)
+	// IsAncestor reports whether a is b or an ancestor of b.
+	IsAncestor(ctx context.Context, dir, a, b string) bool
+}
+
 // Deployer runs the targets' workers.
 type Deployer struct {
-	Mirrors *gitmirror.Mirrors
+	Mirrors Mirror
 	Report  Reporter
 	// Engine returns an apply engine for a target's cluster; it is called
 	// once per deploy.
@@ -154,6 +180,8 @@ type Deployer struct {
 	Resync time.Duration
 	// Metrics, if set, records every deploy attempt (metrics.go).
 	Metrics Metrics
+	// FlushInterval is how often a Flusher's held reports are retried.
+	FlushInterval time.Duration
 
 	started chan struct{}
 
@@ -179,6 +207,11 @@ type worker struct {
 	wake chan struct{}
 	// first marks the first render of a configured target (initial).
 	first func()
+	// resumed is set once the reports an interrupted run left open are
+	// finished (Resumer); redeploy, when there were some, so that the next
+	// deploy runs even at the commit the cluster records. Only the
+	// worker's goroutine touches them.
+	resumed, redeploy bool
 
 	mu   sync.Mutex
 	t    Target
@@ -187,8 +220,8 @@ type worker struct {
 
 // New makes a deployer for targets and sources; their names must be
 // unique.
-func New(targets []Target, mirrors *gitmirror.Mirrors, report Reporter, engine func(Target) *deploy.Engine, logger *slog.Logger, sources ...Source) *Deployer {
-	d := &Deployer{Mirrors: mirrors, Report: report, Engine: engine, Logger: logger, Resync: 5 * time.Minute,
+func New(targets []Target, mirrors Mirror, report Reporter, engine func(Target) *deploy.Engine, logger *slog.Logger, sources ...Source) *Deployer {
+	d := &Deployer{Mirrors: mirrors, Report: report, Engine: engine, Logger: logger, Resync: 5 * time.Minute, FlushInterval: 15 * time.Second,
 		workers: map[string]*worker{}, started: make(chan struct{}), lastFailed: map[string]string{},
 		rendered: map[string]deploy.Inventory{}, conflicts: map[string]string{}, invLocks: map[string]*sync.Mutex{},
 		firstRenders: make(chan struct{})}
@@ -276,6 +309,13 @@ func (d *Deployer) Run(ctx context.Context) {
 	}
 	d.mu.Unlock()
 	close(d.started)
+	if f, ok := d.Report.(Flusher); ok {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.flush(ctx, f)
+		}()
+	}
 	d.resyncAll()
 	tick := time.NewTicker(d.Resync)
 	defer tick.Stop()
@@ -283,9 +323,34 @@ func (d *Deployer) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			d.wg.Wait()
+			if f, ok := d.Report.(Flusher); ok {
+				// The reports still held get one more chance, bounded, after
+				// the run's context has ended.
+				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				f.Flush(fctx)
+				cancel()
+			}
 			return
 		case <-tick.C:
 			d.resyncAll()
+		}
+	}
+}
+
+// flush retries the reports a Flusher holds until ctx ends.
+func (d *Deployer) flush(ctx context.Context, f Flusher) {
+	every := d.FlushInterval
+	if every <= 0 {
+		every = 15 * time.Second
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			f.Flush(ctx)
 		}
 	}
 }
@@ -330,23 +395,61 @@ func (d *Deployer) work(ctx context.Context, w *worker) {
 	}
 }
 
-// resolve fetches the commit a request names (the branch tip for a
-// resync). A request for a commit the branch has moved past becomes one
-// for the tip: GitHub does not deliver in order, and an older merge's
-// event must not roll a target back.
+// resolve fetches the branch and turns a request into one for the tip
+// just fetched: only what the branch holds now is deployed. A request for
+// a commit the branch has moved past (GitHub does not deliver in order)
+// deploys the tip, and so does one for a commit the tip does not reach (a
+// late delivery of a merge that a force-push removed): deploying that
+// commit would prune the branch's newer objects.
 func (d *Deployer) resolve(ctx context.Context, log *slog.Logger, t Target, r *Request) (dir string, err error) {
-	dir, tip, err := d.Mirrors.Fetch(ctx, t.CloneURL, t.Branch, r.SHA)
+	dir, tip, err := d.Mirrors.Fetch(ctx, t.CloneURL, t.Branch)
 	if err != nil {
 		return "", err
 	}
 	switch {
-	case r.SHA == "":
-		r.SHA = tip
-	case r.SHA != tip && d.Mirrors.IsAncestor(ctx, dir, r.SHA, tip):
+	case r.SHA == "" || r.SHA == tip:
+	case d.Mirrors.IsAncestor(ctx, dir, r.SHA, tip):
 		log.Info("the requested commit is behind the branch; deploying the branch", "requested", r.SHA, "tip", tip)
+	default:
+		log.Warn("the requested commit is not on the branch (force-pushed away, or never merged); deploying the branch's tip instead",
+			"requested", r.SHA, "tip", tip, "delivery", r.Delivery)
+	}
+	if r.SHA != tip {
 		r.SHA, r.PR = tip, 0
 	}
 	return dir, nil
+}
+
+// rollsBack reports whether deploying sha would take a target back from
+// the commit the cluster records: sha is a strict ancestor of it. That
+// holds for a branch reset to an ancestor too (the tip cannot tell it from
+// a replica serving an old tip): a new commit deploys then.
+func (d *Deployer) rollsBack(ctx context.Context, dir, sha, deployed string) bool {
+	return deployed != "" && deployed != sha && d.Mirrors.IsAncestor(ctx, dir, sha, deployed)
+}
+
+// resume finishes, once per run of each target, the reports an
+// interrupted run left open.
+func (d *Deployer) resume(ctx context.Context, log *slog.Logger, w *worker, t Target) {
+	if w.resumed {
+		return
+	}
+	res, ok := d.Report.(Resumer)
+	if !ok {
+		w.resumed = true
+		return
+	}
+	found, err := res.Interrupted(ctx, t)
+	if err != nil {
+		// Tried again before the next deploy of this target.
+		log.Warn("cannot finish the reports of an interrupted deploy yet", "err", err)
+		return
+	}
+	w.resumed = true
+	if found {
+		log.Info("a deploy of this target was interrupted; deploying again")
+		w.redeploy = true
+	}
 }
 
 // converge deploys r to w's target unless it already runs that commit
@@ -354,6 +457,7 @@ func (d *Deployer) resolve(ctx context.Context, log *slog.Logger, t Target, r *R
 func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	t := w.target()
 	log := d.Logger.With("target", t.Key(), "repo", t.Repo, "branch", t.Branch)
+	d.resume(ctx, log, w, t)
 	dir, err := d.resolve(ctx, log, t, &r)
 	var target *deploy.Target
 	if err == nil {
@@ -398,14 +502,24 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	_, failedBefore := d.lastFailed[t.Key()]
 	d.mu.Unlock()
 	// A target whose last attempt failed before applying deploys again even
-	// at the same commit, so its reported failure is replaced.
-	if ann[AnnotationSHA] == sha && ann[AnnotationOutcome] == "success" && ann[AnnotationTarget] == t.Key() && !failedBefore {
+	// at the same commit, so its reported failure is replaced; so does one
+	// whose last deploy was interrupted, whose reports said a new one
+	// follows.
+	if ann[AnnotationSHA] == sha && ann[AnnotationOutcome] == "success" && ann[AnnotationTarget] == t.Key() && !failedBefore && !w.redeploy {
 		log.Debug("already deployed", "sha", sha)
+		return
+	}
+	// Never roll back: the tip is older than what the cluster runs only
+	// when the branch was reset to an ancestor, and GitHub's replicas may
+	// briefly serve an older tip too.
+	if d.rollsBack(ctx, dir, sha, ann[AnnotationSHA]) {
+		log.Info("not deploying: the branch's tip is older than the commit the cluster runs; push a new commit to deploy", "tip", sha, "deployed", ann[AnnotationSHA])
 		return
 	}
 	d.mu.Lock()
 	delete(d.lastFailed, t.Key())
 	d.mu.Unlock()
+	w.redeploy = false
 	log.Info("deploying", "sha", sha, "pr", r.PR, "delivery", r.Delivery)
 	o := Outcome{Target: t, SHA: sha, PR: r.PR, Started: time.Now()}
 	d.Report.Started(ctx, t, sha, r.PR)
@@ -449,6 +563,15 @@ func (d *Deployer) finish(ctx context.Context, log *slog.Logger, o Outcome, eng 
 	if o.Err != nil {
 		outcome, msg = "failure", o.Err.Error()
 		log.Error("deploy failed", "sha", o.SHA, "err", o.Err)
+		if o.Result != nil {
+			// GitHub is shown a summary of these (no cluster addresses):
+			// the logs keep them whole.
+			for _, obj := range o.Result.Objects {
+				if obj.Error != "" {
+					log.Error("object failed", "sha", o.SHA, "object", obj.Key, "action", obj.Action, "err", obj.Error)
+				}
+			}
+		}
 	} else {
 		log.Info("deployed", "sha", o.SHA, "took", o.Finished.Sub(o.Started).Round(time.Millisecond))
 	}

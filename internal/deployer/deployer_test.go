@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/kplan-dev/kplan/internal/deploy"
+	"github.com/kplan-dev/kplan/internal/gitmirror"
+	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/gittest"
 )
 
@@ -105,5 +107,75 @@ func TestSharedInventoryRefusesBoth(t *testing.T) {
 	}
 	if err := d2.lastDeployedBy(d2.workers["staging"].target(), inv, "retired"); err != nil {
 		t.Errorf("inventory last deployed by a target no longer configured: %v", err)
+	}
+}
+
+// The rules that pick the commit a request deploys, against a branch
+// served over smart HTTP that was force-pushed: A, then B, then the
+// branch reset to A and C committed on it. Only what the tip reaches is
+// deployed, and never an ancestor of what the cluster runs.
+func TestOnlyWhatTheTipReachesDeploys(t *testing.T) {
+	root := t.TempDir()
+	repo := filepath.Join(root, "octo", "cfg.git")
+	os.MkdirAll(repo, 0o755)
+	git(t, repo, "init", "-q", "-b", "main")
+	commit := func(name string) string {
+		os.WriteFile(filepath.Join(repo, name), []byte(name), 0o644)
+		git(t, repo, "add", "-A")
+		git(t, repo, "commit", "-qm", name)
+		return git(t, repo, "rev-parse", "HEAD")
+	}
+	a := commit("a")
+	b := commit("b")
+	srv := githttp.Serve(t, root, "tok")
+	mirrors := &gitmirror.Mirrors{Dir: t.TempDir(), Token: []byte("tok")}
+	ctx := context.Background()
+	tgt := Target{Name: "prod", CloneURL: srv.URL + "/octo/cfg.git", Branch: "main"}
+	if _, tip, err := mirrors.Fetch(ctx, tgt.CloneURL, "main"); err != nil || tip != b {
+		t.Fatalf("fetch B: %v", err) // the mirror holds B from now on
+	}
+	git(t, repo, "reset", "-q", "--hard", a)
+	c := commit("c")
+	d := New(nil, mirrors, nil, nil, slog.New(slog.DiscardHandler))
+
+	for _, tc := range []struct {
+		name string
+		req  Request
+		want Request
+	}{
+		{"resync", Request{}, Request{SHA: c}},
+		{"the tip", Request{SHA: c, PR: 5, Delivery: "d1"}, Request{SHA: c, PR: 5, Delivery: "d1"}},
+		{"behind the tip", Request{SHA: a, PR: 3}, Request{SHA: c}},
+		{"force-pushed away", Request{SHA: b, PR: 4, Delivery: "late"}, Request{SHA: c, Delivery: "late"}},
+		{"never on the branch", Request{SHA: "0123456789abcdef0123456789abcdef01234567"}, Request{SHA: c}},
+	} {
+		r := tc.req
+		dir, err := d.resolve(ctx, d.Logger, tgt, &r)
+		if err != nil || r != tc.want {
+			t.Errorf("%s: %+v (%v), want %+v", tc.name, r, err, tc.want)
+		}
+		if tc.name != "resync" {
+			continue
+		}
+		for _, rb := range []struct {
+			sha, deployed string
+			want          bool
+		}{
+			{c, "", false}, // nothing deployed yet
+			{c, c, false},  // the same commit
+			{c, a, false},  // forward
+			{a, c, true},   // back to an ancestor
+			{c, b, false},  // away from a commit pushed away: not back
+		} {
+			if got := d.rollsBack(ctx, dir, rb.sha, rb.deployed); got != rb.want {
+				t.Errorf("rollsBack(%s, deployed %s) = %v", rb.sha[:7], rb.deployed, got)
+			}
+		}
+	}
+	// A branch that cannot be fetched is an error: nothing is deployed
+	// from a mirror that may be stale.
+	r := Request{SHA: c}
+	if _, err := d.resolve(ctx, d.Logger, Target{CloneURL: srv.URL + "/octo/missing.git", Branch: "main"}, &r); err == nil {
+		t.Error("resolve without the server's tip succeeded")
 	}
 }

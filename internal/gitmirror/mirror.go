@@ -119,9 +119,13 @@ func repoOf(cloneURL string) string {
 	return parts[len(parts)-2] + "/" + strings.TrimSuffix(parts[len(parts)-1], ".git")
 }
 
-// Fetch updates the mirror of cloneURL with branch and makes sure it holds
-// sha (when given). It returns the mirror's directory and the branch tip.
-func (m *Mirrors) Fetch(ctx context.Context, cloneURL, branch, sha string) (dir, tip string, err error) {
+// Fetch updates the mirror of cloneURL with branch and returns the
+// mirror's directory and the branch's tip as the server has it now. It
+// always asks the server, even when the commit a delivery names is in the
+// mirror already: the branch may have been force-pushed since, and only
+// what the tip reaches may be deployed (IsAncestor). A fetch with nothing
+// new costs one round trip.
+func (m *Mirrors) Fetch(ctx context.Context, cloneURL, branch string) (dir, tip string, err error) {
 	dir = m.dirFor(cloneURL)
 	defer m.lock(dir)()
 	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err != nil {
@@ -132,14 +136,6 @@ func (m *Mirrors) Fetch(ctx context.Context, cloneURL, branch, sha string) (dir,
 			return "", "", fmt.Errorf("mirror of %s: %w", cloneURL, err)
 		}
 	}
-	if sha != "" {
-		if _, err := m.git(ctx, dir, "cat-file", "-e", sha+"^{commit}"); err == nil {
-			tip, err = m.git(ctx, dir, "rev-parse", "--verify", "-q", "refs/heads/"+branch)
-			if err == nil {
-				return dir, tip, nil // nothing new needed for this commit
-			}
-		}
-	}
 	token, err := m.token(ctx, cloneURL)
 	if err != nil {
 		return "", "", err
@@ -148,14 +144,6 @@ func (m *Mirrors) Fetch(ctx context.Context, cloneURL, branch, sha string) (dir,
 	if _, err := m.gitWith(ctx, dir, token, "fetch", "-q", "--no-tags", "--prune", cloneURL, ref); err != nil {
 		return "", "", fmt.Errorf("fetch %s from %s: %w", branch, cloneURL, err)
 	}
-	if sha != "" {
-		if _, err := m.git(ctx, dir, "cat-file", "-e", sha+"^{commit}"); err != nil {
-			// Not on the branch (yet): fetch the commit itself.
-			if _, err := m.gitWith(ctx, dir, token, "fetch", "-q", "--no-tags", cloneURL, sha); err != nil {
-				return "", "", fmt.Errorf("fetch commit %s from %s: %w", sha, cloneURL, err)
-			}
-		}
-	}
 	tip, err = m.git(ctx, dir, "rev-parse", "--verify", "refs/heads/"+branch)
 	if err != nil {
 		return "", "", fmt.Errorf("branch %s of %s: %w", branch, cloneURL, err)
@@ -163,8 +151,10 @@ func (m *Mirrors) Fetch(ctx context.Context, cloneURL, branch, sha string) (dir,
 	return dir, tip, nil
 }
 
-// IsAncestor reports whether commit a is an ancestor of commit b in the
-// mirror at dir (false when either is unknown).
+// IsAncestor reports whether commit a is an ancestor of commit b, or b
+// itself, in the mirror at dir (false when either is unknown: after Fetch
+// the mirror holds everything the tip reaches, so a commit it lacks is not
+// on the branch).
 func (m *Mirrors) IsAncestor(ctx context.Context, dir, a, b string) bool {
 	_, err := m.git(ctx, dir, "merge-base", "--is-ancestor", a, b)
 	return err == nil

@@ -34,28 +34,66 @@ func TestFetchOnlyWhatIsNew(t *testing.T) {
 	ctx := context.Background()
 
 	m := &Mirrors{Dir: t.TempDir(), Token: []byte("s3cret-token")}
-	dir, tip, err := m.Fetch(ctx, url, "main", first)
+	dir, tip, err := m.Fetch(ctx, url, "main")
 	if err != nil || tip != first {
 		t.Fatalf("first fetch: %v, tip %s want %s", err, tip, first)
 	}
-	fetches := srv.Fetches.Load()
-	// The commit is already there: no network.
-	if _, _, err := m.Fetch(ctx, url, "main", first); err != nil || srv.Fetches.Load() != fetches {
-		t.Errorf("a known commit was fetched again (%v)", err)
-	}
 	second := commit(t, repo, "b.yaml", "b: 1\n")
-	dir2, tip, err := m.Fetch(ctx, url, "main", second)
+	dir2, tip, err := m.Fetch(ctx, url, "main")
 	if err != nil || tip != second || dir2 != dir {
 		t.Fatalf("second fetch: %v tip %s dir %s", err, tip, dir2)
 	}
 	if got := git(t, dir, "show", second+":b.yaml"); got != "b: 1" {
 		t.Errorf("mirror content %q", got)
 	}
+	// Nothing new: the server is still asked, since the branch may have
+	// been force-pushed.
+	fetches := srv.Fetches.Load()
+	if _, tip, err := m.Fetch(ctx, url, "main"); err != nil || tip != second || srv.Fetches.Load() == fetches {
+		t.Errorf("fetch with nothing new: %v, tip %s, the server was asked: %v", err, tip, srv.Fetches.Load() != fetches)
+	}
 	// A wrong token fails with an error that does not show the token.
 	bad := &Mirrors{Dir: t.TempDir(), Token: []byte("wrong-token")}
-	_, _, err = bad.Fetch(ctx, url, "main", "")
+	_, _, err = bad.Fetch(ctx, url, "main")
 	if err == nil || strings.Contains(err.Error(), "wrong-token") {
 		t.Errorf("bad token: %v", err)
+	}
+}
+
+// After a force-push the tip is the server's, and a commit pushed away is
+// no longer reachable from it, though the mirror still holds it.
+func TestReachableAfterForcePush(t *testing.T) {
+	root := t.TempDir()
+	repo := filepath.Join(root, "octo", "config.git")
+	os.MkdirAll(repo, 0o755)
+	git(t, repo, "init", "-q", "-b", "main")
+	a := commit(t, repo, "a.yaml", "a: 1\n")
+	b := commit(t, repo, "b.yaml", "b: 1\n")
+	srv := githttp.Serve(t, root, "tok")
+	url := srv.URL + "/octo/config.git"
+	ctx := context.Background()
+	m := &Mirrors{Dir: t.TempDir(), Token: []byte("tok")}
+	if _, tip, err := m.Fetch(ctx, url, "main"); err != nil || tip != b {
+		t.Fatalf("fetch: %v tip %s", err, tip)
+	}
+	git(t, repo, "reset", "-q", "--hard", a)
+	c := commit(t, repo, "c.yaml", "c: 1\n")
+	dir, tip, err := m.Fetch(ctx, url, "main")
+	if err != nil || tip != c {
+		t.Fatalf("fetch after the force-push: %v tip %s, want %s", err, tip, c)
+	}
+	for _, tc := range []struct {
+		commit string
+		want   bool
+	}{
+		{a, true},  // an ancestor of the tip
+		{c, true},  // the tip itself
+		{b, false}, // pushed away, still in the mirror
+		{"0123456789abcdef0123456789abcdef01234567", false}, // unknown
+	} {
+		if got := m.IsAncestor(ctx, dir, tc.commit, tip); got != tc.want {
+			t.Errorf("IsAncestor(%s, tip) = %v, want %v", tc.commit[:7], got, tc.want)
+		}
 	}
 }
 
@@ -82,7 +120,7 @@ func (s *tokens) Token(_ context.Context, repo string) (string, error) {
 }
 
 // With a TokenSource every fetch asks for a token (an App's expires), and
-// only a fetch that goes to the network does.
+// every fetch goes to the network.
 func TestTokenPerFetch(t *testing.T) {
 	root := t.TempDir()
 	repo := filepath.Join(root, "octo", "config.git")
@@ -97,23 +135,23 @@ func TestTokenPerFetch(t *testing.T) {
 	// the next asks again and gets the current one.
 	src := &tokens{next: []string{"expired-token", "current-token"}}
 	m := &Mirrors{Dir: t.TempDir(), Tokens: src}
-	if _, _, err := m.Fetch(ctx, url, "main", first); err == nil || strings.Contains(err.Error(), "expired-token") {
+	if _, _, err := m.Fetch(ctx, url, "main"); err == nil || strings.Contains(err.Error(), "expired-token") {
 		t.Fatalf("fetch with an expired token: %v", err)
 	}
-	if _, tip, err := m.Fetch(ctx, url, "main", first); err != nil || tip != first {
+	if _, tip, err := m.Fetch(ctx, url, "main"); err != nil || tip != first {
 		t.Fatalf("fetch with a fresh token: %v", err)
 	}
-	if _, _, err := m.Fetch(ctx, url, "main", first); err != nil {
+	if _, _, err := m.Fetch(ctx, url, "main"); err != nil {
 		t.Fatal(err)
 	}
-	if len(src.asked) != 2 || src.asked[0] != "octo/config" {
-		t.Errorf("asked %q, want octo/config twice (not for a commit already there)", src.asked)
+	if len(src.asked) != 3 || src.asked[0] != "octo/config" {
+		t.Errorf("asked %q, want octo/config for each of the three fetches", src.asked)
 	}
 	// Repos names the repository of a URL; a failing source fails the
 	// fetch with its error.
 	src = &tokens{err: errors.New("App not installed")}
 	m = &Mirrors{Dir: t.TempDir(), Tokens: src, Repos: map[string]string{url: "Octo-Org/Config"}}
-	if _, _, err := m.Fetch(ctx, url, "main", ""); err == nil || !strings.Contains(err.Error(), "App not installed") {
+	if _, _, err := m.Fetch(ctx, url, "main"); err == nil || !strings.Contains(err.Error(), "App not installed") {
 		t.Errorf("failing source: %v", err)
 	}
 	if len(src.asked) != 1 || src.asked[0] != "Octo-Org/Config" {
