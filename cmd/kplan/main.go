@@ -178,6 +178,7 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 		failOnError, exitCode bool
 		full                  bool
 		cacheDir              string
+		diffStyle             string
 	)
 	cmd := &cobra.Command{
 		Use:   "diff --base REV [--head REV] [OVERLAY...]",
@@ -198,6 +199,7 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 	f.BoolVar(&exitCode, "exit-code", false, "exit 2 when the plan has changes")
 	f.BoolVar(&full, "full", false, "render every overlay on both sides, not only those the change can affect")
 	f.StringVar(&cacheDir, "cache-dir", "", "keep renders in this directory between runs (ignored with --full)")
+	f.StringVar(&diffStyle, "diff-style", report.DiffFields, "how changes inside objects are shown: fields (each changed field, multi-line values as line diffs, added objects' YAML) or unified (every object's YAML as unified diffs, as kustomize build | diff -u)")
 	rf.register(f)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if base == "" {
@@ -210,6 +212,9 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 		if err := checkFormat(*format, "text", "markdown", "md", "json"); err != nil {
 			return err
 		}
+		if err := report.CheckDiffStyle(diffStyle); err != nil {
+			return fmt.Errorf("--diff-style: %w", err)
+		}
 		p, err := plan.Run(cmd.Context(), plan.Options{
 			RepoDir: dir, Base: base, Head: head,
 			Filter: render.Filter{Include: append(render.Patterns(overlays), args...), Exclude: render.Patterns(exclude)},
@@ -218,7 +223,7 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if err := writeReport(cmd.OutOrStdout(), p, *format); err != nil {
+		if err := writeReport(cmd.OutOrStdout(), p, *format, report.Options{DiffStyle: diffStyle}); err != nil {
 			return err
 		}
 		if failOnError && len(p.IntroducedFailures()) > 0 {
@@ -240,15 +245,15 @@ func checkFormat(got string, want ...string) error {
 	return fmt.Errorf("--output %q: want %s", got, strings.Join(want, ", "))
 }
 
-func writeReport(w io.Writer, p *inventorydiff.Plan, format string) error {
+func writeReport(w io.Writer, p *inventorydiff.Plan, format string, opts report.Options) error {
 	switch format {
 	case "text", "":
-		return report.Text(w, p)
+		return report.TextWith(w, p, opts)
 	case "markdown", "md":
-		_, err := io.WriteString(w, report.Markdown(p, "", report.MaxCommentSize))
+		_, err := io.WriteString(w, report.MarkdownWith(p, "", report.MaxCommentSize, opts))
 		return err
 	case "json":
-		data, err := report.JSON(p)
+		data, err := report.JSONWith(p, opts)
 		if err != nil {
 			return err
 		}
@@ -376,7 +381,7 @@ func demoCmd(logger *slog.Logger) *cobra.Command {
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
-		return writeReport(cmd.OutOrStdout(), p, *format)
+		return writeReport(cmd.OutOrStdout(), p, *format, report.Options{})
 	}
 	return cmd
 }

@@ -42,6 +42,7 @@ type inputs struct {
 	loadRestrictor string
 	enableHelm     bool
 	cacheDir       string
+	diffStyle      string
 }
 
 func readInputs(a *githubactions.Action) (inputs, error) {
@@ -52,6 +53,7 @@ func readInputs(a *githubactions.Action) (inputs, error) {
 		workDir:        a.GetInput("working-directory"),
 		loadRestrictor: a.GetInput("load-restrictor"),
 		cacheDir:       a.GetInput("cache-dir"),
+		diffStyle:      a.GetInput("diff-style"),
 	}
 	var err error
 	bools := []struct {
@@ -64,6 +66,9 @@ func readInputs(a *githubactions.Action) (inputs, error) {
 		if err != nil {
 			return in, fmt.Errorf("input %s: %w", b.name, err)
 		}
+	}
+	if err := report.CheckDiffStyle(in.diffStyle); err != nil {
+		return in, fmt.Errorf("input diff-style: %w", err)
 	}
 	switch in.loadRestrictor {
 	case "", "LoadRestrictionsRootOnly", "LoadRestrictionsNone":
@@ -131,13 +136,14 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	if err := report.Text(stdout, p); err != nil {
+	opts := report.Options{DiffStyle: in.diffStyle}
+	if err := report.TextWith(stdout, p, opts); err != nil {
 		return err
 	}
 
-	md := report.Markdown(p, prcomment.PlanMarker+"\n", report.MaxCommentSize)
+	md := report.MarkdownWith(p, prcomment.PlanMarker+"\n", report.MaxCommentSize, opts)
 	a.AddStepSummary(md)
-	if err := writeOutputs(a, p, getenv); err != nil {
+	if err := writeOutputs(a, p, opts, getenv); err != nil {
 		return err
 	}
 	if in.comment {
@@ -221,8 +227,8 @@ func pullRequestEvent(gctx *githubactions.GitHubContext) (*github.PullRequestEve
 	return &ev, nil
 }
 
-func writeOutputs(a *githubactions.Action, p *inventorydiff.Plan, getenv func(string) string) error {
-	data, err := report.JSON(p)
+func writeOutputs(a *githubactions.Action, p *inventorydiff.Plan, opts report.Options, getenv func(string) string) error {
+	data, err := report.JSONWith(p, opts)
 	if err != nil {
 		return err
 	}

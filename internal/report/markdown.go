@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"html"
 	"strings"
 
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
@@ -24,8 +25,14 @@ const (
 // then per-object tables, then trailing overlays, rather than fail.
 // header goes first (a hidden marker, say) and counts against limit.
 func Markdown(p *inventorydiff.Plan, header string, limit int) string {
+	return MarkdownWith(p, header, limit, Options{})
+}
+
+// MarkdownWith is Markdown shown as opts say: with the unified style,
+// each overlay's objects as unified YAML diffs instead of field changes.
+func MarkdownWith(p *inventorydiff.Plan, header string, limit int, opts Options) string {
 	for _, d := range []detail{withFields, tablesOnly, countsOnly} {
-		if s := header + markdown(p, d, -1); len(s) <= limit {
+		if s := header + markdown(p, d, -1, opts); len(s) <= limit {
 			return s
 		}
 	}
@@ -33,20 +40,20 @@ func Markdown(p *inventorydiff.Plan, header string, limit int) string {
 	lo, hi := 0, len(p.Overlays)
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
-		if len(header+markdown(p, countsOnly, mid)) <= limit {
+		if len(header+markdown(p, countsOnly, mid, opts)) <= limit {
 			lo = mid
 		} else {
 			hi = mid - 1
 		}
 	}
-	s := header + markdown(p, countsOnly, lo)
+	s := header + markdown(p, countsOnly, lo, opts)
 	if len(s) > limit { // the summary alone is too long: cannot happen for sane limits
 		s = s[:limit]
 	}
 	return s
 }
 
-func markdown(p *inventorydiff.Plan, d detail, maxOverlays int) string {
+func markdown(p *inventorydiff.Plan, d detail, maxOverlays int, opts Options) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "### kplan: %s\n\n", Summary(p))
 	unchanged := 0
@@ -62,7 +69,7 @@ func markdown(p *inventorydiff.Plan, d detail, maxOverlays int) string {
 	b.WriteString("\n\n")
 	switch d {
 	case tablesOnly:
-		b.WriteString("_Field-level changes omitted to fit GitHub's comment size limit; run `kplan diff` locally for them._\n\n")
+		b.WriteString("_Field-level changes and object YAML omitted to fit GitHub's comment size limit; run `kplan diff` locally for them._\n\n")
 	case countsOnly:
 		b.WriteString("_Per-object details omitted to fit GitHub's comment size limit; run `kplan diff` locally or read the JSON report._\n\n")
 		b.WriteString("| Overlay | Add | Change | Prune | Status |\n|---|---:|---:|---:|---|\n")
@@ -104,7 +111,7 @@ func markdown(p *inventorydiff.Plan, d detail, maxOverlays int) string {
 			fmt.Fprintf(&b, "| `%s` | %d | %d | %d | %s |\n", cell(title(o)), len(o.Added), len(o.Changed), len(o.Pruned), status)
 			continue
 		}
-		writeOverlay(&b, o, d)
+		writeOverlay(&b, o, d, opts)
 	}
 	if folded {
 		b.WriteString("</details>\n\n")
@@ -115,7 +122,7 @@ func markdown(p *inventorydiff.Plan, d detail, maxOverlays int) string {
 	return b.String()
 }
 
-func writeOverlay(b *strings.Builder, o *inventorydiff.Overlay, d detail) {
+func writeOverlay(b *strings.Builder, o *inventorydiff.Overlay, d detail, opts Options) {
 	fmt.Fprintf(b, "#### `%s` — ", title(o))
 	switch o.Status {
 	case inventorydiff.Failed:
@@ -172,29 +179,84 @@ func writeOverlay(b *strings.Builder, o *inventorydiff.Overlay, d detail) {
 		}
 	}
 	for _, k := range o.Pruned {
-		fmt.Fprintf(b, "| - | `%s` | prune |\n", cell(k))
+		fmt.Fprintf(b, "| - | `%s` (%s) | prune |\n", cell(k), cell(describe(k)))
 	}
 	for _, k := range o.Detached {
-		fmt.Fprintf(b, "| ⏏ | `%s` | left in the cluster (not pruned) |\n", cell(k))
+		fmt.Fprintf(b, "| ⏏ | `%s` (%s) | left in the cluster (not pruned) |\n", cell(k), cell(describe(k)))
 	}
 	b.WriteString("\n")
-	if d == withFields && hasFields(o) {
-		b.WriteString("<details><summary>Field changes</summary>\n\n```diff\n")
-		for _, c := range o.Changed {
-			if len(c.Fields) == 0 {
-				continue
+	switch {
+	case d != withFields:
+	case opts.unified():
+		var diff strings.Builder
+		for _, u := range unifiedDiffs(o) {
+			diff.WriteString(u.diff)
+		}
+		if diff.Len() > 0 {
+			b.WriteString("<details><summary>Unified diff</summary>\n\n")
+			codeBlock(b, "diff", diff.String())
+			b.WriteString("</details>\n\n")
+		}
+	default:
+		writeFields(b, o)
+		for _, k := range o.Added {
+			fmt.Fprintf(b, "<details><summary>+ <code>%s</code> (%s)</summary>\n\n", html.EscapeString(k), html.EscapeString(describe(k)))
+			codeBlock(b, "yaml", o.AddedYAML[k])
+			b.WriteString("</details>\n\n")
+		}
+	}
+}
+
+// writeFields writes the overlay's field changes as one diff block: "!"
+// lines read as changes, a multi-line value's line diff follows its
+// field, its lines keeping their +/- so they are coloured.
+func writeFields(b *strings.Builder, o *inventorydiff.Overlay) {
+	if !hasFields(o) {
+		return
+	}
+	var diff strings.Builder
+	for _, c := range o.Changed {
+		if len(c.Fields) == 0 {
+			continue
+		}
+		fmt.Fprintf(&diff, "@@ %s @@\n", c.Key)
+		for _, f := range c.Fields {
+			line := f.Header()
+			switch f.Op {
+			case "~":
+				line = "!" + line[1:]
+			case "order":
+				line = "! " + line
 			}
-			fmt.Fprintf(b, "@@ %s @@\n", c.Key)
-			for _, f := range c.Fields {
-				line := f.String()
-				if f.Op == "~" {
-					line = "!" + line[1:] // "!" lines read as changes in a diff block
-				}
-				b.WriteString(strings.ReplaceAll(line, "```", "'''") + "\n")
+			diff.WriteString(line + "\n")
+			for _, l := range f.DiffLines() {
+				diff.WriteString(l[:1] + "      " + l[1:] + "\n")
 			}
 		}
-		b.WriteString("```\n\n</details>\n\n")
 	}
+	b.WriteString("<details><summary>Field changes</summary>\n\n")
+	codeBlock(b, "diff", diff.String())
+	b.WriteString("</details>\n\n")
+}
+
+// codeBlock writes text as a fenced code block, its fence longer than any
+// run of backticks in it (CommonMark), so nothing in it can end it.
+func codeBlock(b *strings.Builder, lang, text string) {
+	longest, run := 0, 0
+	for _, r := range text {
+		if r == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	fence := strings.Repeat("`", max(3, longest+1))
+	b.WriteString(fence + lang + "\n" + text)
+	if !strings.HasSuffix(text, "\n") {
+		b.WriteString("\n")
+	}
+	b.WriteString(fence + "\n\n")
 }
 
 func hasFields(o *inventorydiff.Overlay) bool {

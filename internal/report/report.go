@@ -11,6 +11,34 @@ import (
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 )
 
+// Diff styles: how a report shows what changed inside objects.
+const (
+	// DiffFields shows each changed field (multi-line values as line
+	// diffs) and added objects' YAML.
+	DiffFields = "fields"
+	// DiffUnified shows every object's YAML, base against head, as
+	// unified diffs, as kustomize build | diff -u would.
+	DiffUnified = "unified"
+)
+
+// Options choose how a report shows a plan; the zero value is the
+// default.
+type Options struct {
+	// DiffStyle is DiffFields ("" too) or DiffUnified.
+	DiffStyle string
+}
+
+// CheckDiffStyle refuses a diff style that is neither fields nor unified.
+func CheckDiffStyle(style string) error {
+	switch style {
+	case "", DiffFields, DiffUnified:
+		return nil
+	}
+	return fmt.Errorf("diff style %q: want %s or %s", style, DiffFields, DiffUnified)
+}
+
+func (o Options) unified() bool { return o.DiffStyle == DiffUnified }
+
 // Summary is the one-line total that opens every form of the report, e.g.
 // "3 to add, 1 to change, 2 to prune in 2 of 48 overlays".
 func Summary(p *inventorydiff.Plan) string {
@@ -95,6 +123,39 @@ func shortRev(rev string) string {
 	return rev
 }
 
+// describe names an object for a reader by kind, name and namespace:
+// "Service web in namespace shop", "Namespace shop".
+func describe(key string) string {
+	id, err := inventory.ParseKey(key)
+	if err != nil {
+		return key
+	}
+	if id.Namespace == "" {
+		return id.Kind + " " + id.Name
+	}
+	return fmt.Sprintf("%s %s in namespace %s", id.Kind, id.Name, id.Namespace)
+}
+
+// unifiedDiffs are the overlay's objects as unified YAML diffs, in the
+// order of the plan: added, changed, pruned.
+func unifiedDiffs(o *inventorydiff.Overlay) []keyedDiff {
+	var out []keyedDiff
+	for _, k := range o.Added {
+		out = append(out, keyedDiff{k, inventorydiff.Unified("/dev/null", "head/"+k, "", o.AddedYAML[k])})
+	}
+	for _, c := range o.Changed {
+		if c.Unified != "" {
+			out = append(out, keyedDiff{c.Key, c.Unified})
+		}
+	}
+	for _, k := range o.Pruned {
+		out = append(out, keyedDiff{k, inventorydiff.Unified("base/"+k, "/dev/null", o.PrunedYAML[k], "")})
+	}
+	return out
+}
+
+type keyedDiff struct{ key, diff string }
+
 // overlayError is the error of an overlay that failed on either side.
 func overlayError(o *inventorydiff.Overlay) string {
 	var parts []string
@@ -121,7 +182,13 @@ type jsonOverlay struct {
 	Unchanged int                                    `json:"unchanged"`
 	Dangerous []string                               `json:"dangerous"`
 	Fields    map[string][]inventorydiff.FieldChange `json:"fields,omitempty"`
-	Error     string                                 `json:"error,omitempty"`
+	// AddedYAML is each added object as kustomize build prints it
+	// (Secret values masked).
+	AddedYAML map[string]string `json:"addedYaml,omitempty"`
+	// Unified is, with the unified diff style, each added, changed and
+	// pruned object's unified YAML diff by key.
+	Unified map[string]string `json:"unified,omitempty"`
+	Error   string            `json:"error,omitempty"`
 	// Failure is "introduced" (the change breaks the overlay) or
 	// "existing" (it failed on base too).
 	Failure    string   `json:"failure,omitempty"`
@@ -165,7 +232,11 @@ type jsonTotals struct {
 // holds objects changed in place, replaced the generated objects whose
 // name suffix changed (counted as changes in totals.changed). Secret
 // values never appear: their field changes carry hidden=true.
-func JSON(p *inventorydiff.Plan) ([]byte, error) {
+func JSON(p *inventorydiff.Plan) ([]byte, error) { return JSONWith(p, Options{}) }
+
+// JSONWith is JSON shown as opts say: the unified style adds each
+// object's unified YAML diff.
+func JSONWith(p *inventorydiff.Plan, opts Options) ([]byte, error) {
 	out := jsonPlan{Base: p.Base, Head: p.Head, Summary: Summary(p), Overlays: []jsonOverlay{}}
 	t := p.Totals
 	out.Totals = jsonTotals{t.Added, t.Changed, t.Pruned, t.Detached, t.Overlays, t.ChangedOverlays, t.Failed, len(p.IntroducedFailures()), t.Dangerous}
@@ -179,7 +250,8 @@ func JSON(p *inventorydiff.Plan) ([]byte, error) {
 			Added: nonNil(o.Added), Pruned: nonNil(o.Pruned), Detached: nonNil(o.Detached),
 			Changed: []string{}, Replaced: []jsonReplacement{},
 			Unchanged: o.Unchanged, Dangerous: nonNil(o.Dangerous),
-			Error: overlayError(o),
+			Error:     overlayError(o),
+			AddedYAML: o.AddedYAML,
 		}
 		if msg, introduced := o.Problem(); msg != "" {
 			j.Failure = "existing"
@@ -198,6 +270,12 @@ func JSON(p *inventorydiff.Plan) ([]byte, error) {
 					j.Fields = map[string][]inventorydiff.FieldChange{}
 				}
 				j.Fields[c.Key] = c.Fields
+			}
+		}
+		if opts.unified() {
+			j.Unified = map[string]string{}
+			for _, d := range unifiedDiffs(o) {
+				j.Unified[d.key] = d.diff
 			}
 		}
 		out.Overlays = append(out.Overlays, j)

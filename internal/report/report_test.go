@@ -67,14 +67,35 @@ func TestNoSecretValueInAnyForm(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := Markdown(p, "", MaxCommentSize)
-	for form, out := range map[string]string{"text": text.String(), "json": string(js), "markdown": md} {
+	unified := Options{DiffStyle: DiffUnified}
+	var utext bytes.Buffer
+	if err := TextWith(&utext, p, unified); err != nil {
+		t.Fatal(err)
+	}
+	ujs, err := JSONWith(p, unified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	umd := MarkdownWith(p, "", MaxCommentSize, unified)
+	for form, out := range map[string]string{"text": text.String(), "json": string(js), "markdown": md,
+		"unified text": utext.String(), "unified json": string(ujs), "unified markdown": umd} {
 		for _, v := range []string{secretPlain, secretB64, "c2VjcmV0"} {
 			if strings.Contains(out, v) {
 				t.Errorf("%s report shows the secret value %q", form, v)
 			}
 		}
-		if !strings.Contains(out, "data.password") || !strings.Contains(out, "stringData.plain") {
-			t.Errorf("%s report does not say which Secret keys changed:\n%s", form, out)
+		want := []string{"data.password", "stringData.plain"}
+		if strings.HasPrefix(form, "unified") {
+			// Keys stay, values are masks; a changed value's mask differs.
+			want = []string{"-  password: (hidden)\n", "+  password: (hidden, changed)\n", "+  plain: (hidden)\n"}
+		}
+		for _, w := range want {
+			if strings.Contains(form, "json") {
+				w = strings.ReplaceAll(w, "\n", `\n`)
+			}
+			if !strings.Contains(out, w) {
+				t.Errorf("%s report does not say which Secret keys changed (%q):\n%s", form, w, out)
+			}
 		}
 	}
 }
@@ -86,7 +107,8 @@ func TestMarkdown(t *testing.T) {
 		"Planned head bbbbbbb against base aaaaaaa. 1 overlay unchanged.",
 		"#### `apps/a`",
 		"| + | `~G_v1_ConfigMap\\|a\\|new` | add |",
-		"| - | `~G_v1_Namespace\\|\\|a` | prune |",
+		"| - | `~G_v1_Namespace\\|\\|a` (Namespace a) | prune |",
+		"<details><summary>+ <code>~G_v1_ConfigMap|a|new</code> (ConfigMap new in namespace a)</summary>\n\n```yaml\napiVersion: v1\nkind: ConfigMap\n",
 		"Dangerous:** prunes Namespace a",
 		"! spec.replicas: 1 → 3",
 		"<details>",

@@ -1,0 +1,30 @@
+package action
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/sethvargo/go-githubactions"
+)
+
+func TestDiffStyleInput(t *testing.T) {
+	for _, c := range []struct {
+		value, want, err string
+	}{
+		{value: "", want: ""},
+		{value: "fields", want: "fields"},
+		{value: "unified", want: "unified"},
+		{value: "side-by-side", err: "input diff-style"},
+	} {
+		env := map[string]string{"INPUT_DIFF-STYLE": c.value}
+		a := githubactions.New(githubactions.WithGetenv(func(k string) string { return env[k] }), githubactions.WithWriter(io.Discard))
+		in, err := readInputs(a)
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("diff-style %q: err %v, want one naming %q", c.value, err, c.err)
+		case c.err == "" && (err != nil || in.diffStyle != c.want):
+			t.Errorf("diff-style %q: %q, %v; want %q", c.value, in.diffStyle, err, c.want)
+		}
+	}
+}
