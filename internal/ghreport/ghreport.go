@@ -1,17 +1,22 @@
 // Package ghreport tells GitHub how deploys went: a commit status per
 // target (kplan/<target>), a Deployment with its statuses per target
 // environment, and one comment on the merged pull request summarising
-// every target. GitHub API failures are retried with backoff; a report
-// that still fails is logged, and the deploy's result stays on the
-// target's inventory object in the cluster.
+// every target.
+//
+// GitHub is not always there: failures are retried with backoff, rate
+// limits after the time GitHub asks for (Retry-After), each bounded. A
+// report GitHub still does not take is kept, logged, and sent again on the
+// next report or Flush until it does, a newer report of the same thing
+// replacing it; meanwhile the deploy's result is on the target's
+// inventory object in the cluster. Messages that would show where the
+// cluster lives are replaced by a class of failure (Public).
 package ghreport
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +35,14 @@ const maxSummaries = 200
 // Marker finds the deploy comment on a pull request.
 const Marker = "<!-- kplan:deploy -->"
 
+// payloadTarget is the key of a Deployment's payload naming the target
+// that created it, so that finishing an interrupted deploy touches only
+// that target's Deployments.
+const payloadTarget = "kplanTarget"
+
+// Interrupted is what an interrupted deploy's statuses say.
+const Interrupted = "interrupted: the webhook stopped during this deploy; a new deploy follows"
+
 // Reporter implements deployer.Reporter with go-github.
 type Reporter struct {
 	GH     *github.Client
@@ -37,18 +50,38 @@ type Reporter struct {
 	// Attempts and Backoff bound the retries of one API call.
 	Attempts int
 	Backoff  time.Duration
+	// MaxWait bounds one wait for a rate limit; a report GitHub asks to
+	// wait longer for is kept for later.
+	MaxWait time.Duration
+	// MaxHeld bounds the reports kept for GitHub; past it the oldest is
+	// dropped, loudly.
+	MaxHeld int
 
 	mu          sync.Mutex
-	deployments map[string]int64                    // target@sha -> deployment id
+	deployments map[string]*deployment              // target key@sha -> its Deployment
 	summaries   map[int]map[string]deployer.Outcome // PR -> target -> latest outcome
+	held        []*op                               // reports GitHub has not taken yet, oldest first
+	sending     sync.Mutex                          // held by the one caller sending reports
 }
 
-var _ deployer.Reporter = (*Reporter)(nil)
+// deployment is the state a Deployment should show; id is 0 until GitHub
+// created it.
+type deployment struct {
+	id          int64
+	state, desc string
+	posted      string // the state and description GitHub last took
+}
+
+var (
+	_ deployer.Reporter = (*Reporter)(nil)
+	_ deployer.Resumer  = (*Reporter)(nil)
+	_ deployer.Flusher  = (*Reporter)(nil)
+)
 
 // New makes a Reporter.
 func New(gh *github.Client, logger *slog.Logger) *Reporter {
-	return &Reporter{GH: gh, Logger: logger, Attempts: 5, Backoff: 500 * time.Millisecond,
-		deployments: map[string]int64{}, summaries: map[int]map[string]deployer.Outcome{}}
+	return &Reporter{GH: gh, Logger: logger, Attempts: 5, Backoff: 500 * time.Millisecond, MaxWait: time.Minute, MaxHeld: 1000,
+		deployments: map[string]*deployment{}, summaries: map[int]map[string]deployer.Outcome{}}
 }
 
 func split(repo string) (string, string) {
@@ -56,33 +89,7 @@ func split(repo string) (string, string) {
 	return owner, name
 }
 
-// retry calls f until it succeeds, fails for good (a 4xx other than a rate
-// limit) or runs out of attempts.
-func (r *Reporter) retry(ctx context.Context, what string, f func() (*github.Response, error)) error {
-	wait := r.Backoff
-	var err error
-	for i := 0; i < r.Attempts; i++ {
-		var resp *github.Response
-		resp, err = f()
-		if err == nil {
-			return nil
-		}
-		if resp != nil && resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests {
-			var rl *github.RateLimitError
-			if !errors.As(err, &rl) {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-		wait *= 2
-	}
-	r.Logger.Error("GitHub report failed", "what", what, "err", err)
-	return fmt.Errorf("%s: %w", what, err)
-}
+func errorf(what string, err error) error { return fmt.Errorf("%s: %w", what, err) }
 
 func environment(t deployer.Target) string {
 	if t.Environment != "" {
@@ -91,45 +98,86 @@ func environment(t deployer.Target) string {
 	return t.Name
 }
 
-// Started marks the commit pending and opens a Deployment in progress.
+// Flush sends the reports GitHub did not take earlier.
+func (r *Reporter) Flush(ctx context.Context) { r.deliver(ctx) }
+
+// Started opens a Deployment in progress and marks the commit pending.
+// The Deployment comes first: a run killed in between leaves a Deployment
+// that Interrupted finds, never a pending status nothing points to.
 func (r *Reporter) Started(ctx context.Context, t deployer.Target, sha string, pr int) {
+	r.setDeployment(t, sha, "in_progress", "applying "+t.Overlay)
+	r.enqueue(r.statusOp(t, sha, "pending", "deploying "+environment(t)))
+	r.deliver(ctx)
+}
+
+func (r *Reporter) statusOp(t deployer.Target, sha, state, desc string) *op {
 	owner, repo := split(t.Repo)
-	r.status(ctx, t, sha, "pending", "deploying "+environment(t))
-	var dep *github.Deployment
-	err := r.retry(ctx, "create deployment", func() (resp *github.Response, err error) {
-		dep, resp, err = r.GH.Repositories.CreateDeployment(ctx, owner, repo, &github.DeploymentRequest{
-			Ref: github.String(sha), Environment: github.String(environment(t)), AutoMerge: github.Bool(false),
-			RequiredContexts: &[]string{}, Description: github.String("kplan deploy of " + t.Overlay),
-		})
-		return resp, err
-	})
-	if err != nil {
-		return
-	}
+	return &op{key: "status\x00" + t.Repo + "\x00" + sha + "\x00kplan/" + t.Name, what: "commit status kplan/" + t.Name + " " + state + " on " + short(sha),
+		send: func(ctx context.Context) error {
+			_, _, err := r.GH.Repositories.CreateStatus(ctx, owner, repo, sha, &github.RepoStatus{
+				State: github.String(state), Context: github.String("kplan/" + t.Name), Description: github.String(clip(desc, 140)),
+			})
+			return err
+		}}
+}
+
+// setDeployment says which state t's Deployment of sha should show and
+// queues sending it; the Deployment is created on the first send.
+func (r *Reporter) setDeployment(t deployer.Target, sha, state, desc string) {
+	key := t.Key() + "@" + sha
 	r.mu.Lock()
-	r.deployments[t.Name+"@"+sha] = dep.GetID()
+	d := r.deployments[key]
+	if d == nil {
+		d = &deployment{}
+		r.deployments[key] = d
+	}
+	d.state, d.desc = state, desc
 	r.mu.Unlock()
-	r.deploymentStatus(ctx, t, dep.GetID(), "in_progress", "applying "+t.Overlay)
+	owner, repo := split(t.Repo)
+	r.enqueue(&op{key: "deployment\x00" + key, what: "deployment of " + short(sha) + " to " + environment(t) + " " + state,
+		send: func(ctx context.Context) error {
+			r.mu.Lock()
+			want := *d
+			r.mu.Unlock()
+			if want.id == 0 {
+				payload, _ := json.Marshal(map[string]string{payloadTarget: t.Key()})
+				dep, _, err := r.GH.Repositories.CreateDeployment(ctx, owner, repo, &github.DeploymentRequest{
+					Ref: github.String(sha), Environment: github.String(environment(t)), AutoMerge: github.Bool(false),
+					RequiredContexts: &[]string{}, Description: github.String(description(t)), Payload: json.RawMessage(payload),
+				})
+				if err != nil {
+					return err
+				}
+				r.mu.Lock()
+				d.id, want.id = dep.GetID(), dep.GetID()
+				r.mu.Unlock()
+			}
+			if want.posted == want.state+"\x00"+want.desc {
+				return nil
+			}
+			_, _, err := r.GH.Repositories.CreateDeploymentStatus(ctx, owner, repo, want.id, &github.DeploymentStatusRequest{
+				State: github.String(want.state), Description: github.String(clip(want.desc, 140)), Environment: github.String(environment(t)),
+			})
+			if err != nil {
+				return err
+			}
+			r.mu.Lock()
+			d.posted = want.state + "\x00" + want.desc
+			if !open(want.state) && r.deployments[key] == d && d.posted == d.state+"\x00"+d.desc {
+				delete(r.deployments, key) // final and shown: nothing more to say about it
+			}
+			r.mu.Unlock()
+			return nil
+		}})
 }
 
-func (r *Reporter) status(ctx context.Context, t deployer.Target, sha, state, desc string) {
-	owner, repo := split(t.Repo)
-	r.retry(ctx, "commit status", func() (*github.Response, error) {
-		_, resp, err := r.GH.Repositories.CreateStatus(ctx, owner, repo, sha, &github.RepoStatus{
-			State: github.String(state), Context: github.String("kplan/" + t.Name), Description: github.String(clip(desc, 140)),
-		})
-		return resp, err
-	})
-}
+// description names a Deployment kplan created for t; deployments made
+// before the payload named the target are recognised by it.
+func description(t deployer.Target) string { return "kplan deploy of " + t.Overlay }
 
-func (r *Reporter) deploymentStatus(ctx context.Context, t deployer.Target, id int64, state, desc string) {
-	owner, repo := split(t.Repo)
-	r.retry(ctx, "deployment status", func() (*github.Response, error) {
-		_, resp, err := r.GH.Repositories.CreateDeploymentStatus(ctx, owner, repo, id, &github.DeploymentStatusRequest{
-			State: github.String(state), Description: github.String(clip(desc, 140)), Environment: github.String(environment(t)),
-		})
-		return resp, err
-	})
+// open says whether a Deployment state is not final.
+func open(state string) bool {
+	return state == "in_progress" || state == "queued" || state == "pending"
 }
 
 func clip(s string, n int) string {
@@ -144,71 +192,163 @@ func (r *Reporter) Finished(ctx context.Context, o deployer.Outcome) {
 	t := o.Target
 	state, desc := "success", counts(o.Result)
 	if o.Err != nil {
-		state, desc = "failure", o.Err.Error()
+		state, desc = "failure", Public(o.Err.Error())
 	}
 	if o.SHA != "" {
-		r.status(ctx, t, o.SHA, state, desc)
+		r.enqueue(r.statusOp(t, o.SHA, state, desc))
 	}
 	r.mu.Lock()
-	id, ok := r.deployments[t.Name+"@"+o.SHA]
-	delete(r.deployments, t.Name+"@"+o.SHA)
+	_, started := r.deployments[t.Key()+"@"+o.SHA]
 	r.mu.Unlock()
-	if ok {
-		r.deploymentStatus(ctx, t, id, state, desc)
+	if started {
+		r.setDeployment(t, o.SHA, state, desc)
 	}
-	pr := o.PR
-	if pr == 0 && o.SHA != "" {
-		pr = r.mergedPR(ctx, t, o.SHA)
-	}
-	if pr == 0 {
-		return
-	}
-	r.mu.Lock()
-	if r.summaries[pr] == nil {
-		// Keep the summaries of recent PRs only: a long-running webhook
-		// must not grow without bound.
-		if len(r.summaries) >= maxSummaries {
-			oldest := pr
-			for n := range r.summaries {
-				oldest = min(oldest, n)
-			}
-			delete(r.summaries, oldest)
-		}
-		r.summaries[pr] = map[string]deployer.Outcome{}
-	}
-	r.summaries[pr][t.Name] = o
-	body := comment(r.summaries[pr])
-	r.mu.Unlock()
-	owner, repo := split(t.Repo)
-	r.retry(ctx, "PR comment", func() (*github.Response, error) {
-		_, err := prcomment.Upsert(ctx, r.GH, owner, repo, pr, Marker, body)
-		var er *github.ErrorResponse
-		if errors.As(err, &er) {
-			return &github.Response{Response: er.Response}, err
-		}
-		return nil, err
-	})
+	r.enqueue(r.commentOp(o))
+	r.deliver(ctx)
 }
 
-// mergedPR finds the pull request a pushed commit came from.
-func (r *Reporter) mergedPR(ctx context.Context, t deployer.Target, sha string) int {
+// commentOp updates the merged pull request's comment with o; a push's
+// pull request is looked up from its commit.
+func (r *Reporter) commentOp(o deployer.Outcome) *op {
+	t := o.Target
 	owner, repo := split(t.Repo)
-	var prs []*github.PullRequest
-	err := r.retry(ctx, "pull requests of commit", func() (resp *github.Response, err error) {
-		prs, resp, err = r.GH.PullRequests.ListPullRequestsWithCommit(ctx, owner, repo, sha, nil)
-		return resp, err
-	})
+	return &op{key: "comment\x00" + t.Key() + "@" + o.SHA, what: "PR comment on the deploy of " + short(o.SHA) + " to " + t.Name,
+		send: func(ctx context.Context) error {
+			pr := o.PR
+			if pr == 0 && o.SHA != "" {
+				var err error
+				if pr, err = r.mergedPR(ctx, t, o.SHA); err != nil {
+					return err
+				}
+			}
+			if pr == 0 {
+				return nil
+			}
+			r.mu.Lock()
+			if r.summaries[pr] == nil {
+				// Keep the summaries of recent PRs only: a long-running
+				// webhook must not grow without bound.
+				if len(r.summaries) >= maxSummaries {
+					oldest := pr
+					for n := range r.summaries {
+						oldest = min(oldest, n)
+					}
+					delete(r.summaries, oldest)
+				}
+				r.summaries[pr] = map[string]deployer.Outcome{}
+			}
+			r.summaries[pr][t.Name] = o
+			body := comment(r.summaries[pr])
+			r.mu.Unlock()
+			_, err := prcomment.Upsert(ctx, r.GH, owner, repo, pr, Marker, body)
+			return err
+		}}
+}
+
+// mergedPR finds the pull request a pushed commit came from (0: none).
+func (r *Reporter) mergedPR(ctx context.Context, t deployer.Target, sha string) (int, error) {
+	owner, repo := split(t.Repo)
+	prs, _, err := r.GH.PullRequests.ListPullRequestsWithCommit(ctx, owner, repo, sha, nil)
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	// Only a merged PR: an open one that merely contains the commit did
 	// not deploy it.
 	for _, p := range prs {
 		if p.MergedAt != nil || p.GetMerged() {
-			return p.GetNumber()
+			return p.GetNumber(), nil
 		}
 	}
-	return 0
+	return 0, nil
+}
+
+// maxInterrupted bounds the Deployments of a target Interrupted looks at.
+const maxInterrupted = 10
+
+// Interrupted finishes the Deployments of t that are still queued,
+// pending or in progress though no run reports them any more (the webhook
+// was killed, or lost its leadership, mid-deploy): each gets the state
+// error, and its commit's kplan/<target> status, if still pending, the
+// state error too, both saying the deploy was interrupted and a new one
+// follows. A new deploy of the same commit then supersedes that status
+// with its own. It reports whether it found any.
+func (r *Reporter) Interrupted(ctx context.Context, t deployer.Target) (bool, error) {
+	r.deliver(ctx) // reports held from before may be the ones missing
+	owner, repo := split(t.Repo)
+	var deps []*github.Deployment
+	err := r.call(ctx, "list the deployments of "+environment(t), func(ctx context.Context) (err error) {
+		deps, _, err = r.GH.Repositories.ListDeployments(ctx, owner, repo, &github.DeploymentsListOptions{
+			Environment: environment(t), ListOptions: github.ListOptions{PerPage: 50}})
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	r.mu.Lock()
+	var reporting []int64 // Deployments this process still reports on
+	for _, d := range r.deployments {
+		reporting = append(reporting, d.id)
+	}
+	r.mu.Unlock()
+	found, looked := false, 0
+	for _, d := range deps {
+		if !r.mine(d, t) || slices.Contains(reporting, d.GetID()) {
+			continue
+		}
+		if looked++; looked > maxInterrupted {
+			break
+		}
+		var sts []*github.DeploymentStatus
+		err := r.call(ctx, fmt.Sprintf("statuses of deployment %d", d.GetID()), func(ctx context.Context) (err error) {
+			sts, _, err = r.GH.Repositories.ListDeploymentStatuses(ctx, owner, repo, d.GetID(), &github.ListOptions{PerPage: 1})
+			return err
+		})
+		if err != nil {
+			return found, err
+		}
+		if len(sts) > 0 && !open(sts[0].GetState()) {
+			continue
+		}
+		found = true
+		sha := d.GetSHA()
+		if sha == "" {
+			sha = d.GetRef()
+		}
+		r.Logger.Warn("finishing the reports of an interrupted deploy", "target", t.Key(), "deployment", d.GetID(), "sha", sha)
+		id := d.GetID()
+		r.enqueue(&op{key: fmt.Sprintf("interrupted\x00%d", id), what: fmt.Sprintf("deployment %d interrupted", id),
+			send: func(ctx context.Context) error {
+				_, _, err := r.GH.Repositories.CreateDeploymentStatus(ctx, owner, repo, id, &github.DeploymentStatusRequest{
+					State: github.String("error"), Description: github.String(Interrupted), Environment: github.String(environment(t)),
+				})
+				return err
+			}})
+		var cs []*github.RepoStatus
+		err = r.call(ctx, "statuses of "+short(sha), func(ctx context.Context) (err error) {
+			cs, _, err = r.GH.Repositories.ListStatuses(ctx, owner, repo, sha, &github.ListOptions{PerPage: 100})
+			return err
+		})
+		if err != nil {
+			return found, err
+		}
+		// The newest status of the target's context decides.
+		if i := slices.IndexFunc(cs, func(s *github.RepoStatus) bool { return s.GetContext() == "kplan/"+t.Name }); i >= 0 && cs[i].GetState() == "pending" {
+			r.enqueue(r.statusOp(t, sha, "error", Interrupted))
+		}
+	}
+	r.deliver(ctx)
+	return found, nil
+}
+
+// mine says whether t created Deployment d.
+func (r *Reporter) mine(d *github.Deployment, t deployer.Target) bool {
+	var p map[string]any
+	if json.Unmarshal(d.Payload, &p) == nil {
+		if v, ok := p[payloadTarget].(string); ok {
+			return v == t.Key()
+		}
+	}
+	return d.GetDescription() == description(t)
 }
 
 func counts(res *deploy.Result) string {
@@ -249,7 +389,7 @@ func comment(byTarget map[string]deployer.Outcome) string {
 		o := byTarget[n]
 		res := "✅ " + counts(o.Result)
 		if o.Err != nil {
-			res = "❌ " + cell(clip(o.Err.Error(), 300))
+			res = "❌ " + cell(clip(Public(o.Err.Error()), 300))
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", n, environment(o.Target), short(o.SHA), res)
 	}
@@ -262,10 +402,10 @@ func comment(byTarget map[string]deployer.Outcome) string {
 		for _, obj := range o.Result.Objects {
 			line := fmt.Sprintf("- %s `%s`", obj.Action, strings.ReplaceAll(obj.Key, "|", `\|`))
 			if obj.Reason != "" {
-				line += " (" + obj.Reason + ")"
+				line += " (" + Public(obj.Reason) + ")"
 			}
 			if obj.Error != "" {
-				line += ": " + strings.Join(strings.Fields(clip(obj.Error, 200)), " ")
+				line += ": " + strings.Join(strings.Fields(clip(Public(obj.Error), 200)), " ")
 			}
 			b.WriteString(line + "\n")
 		}
