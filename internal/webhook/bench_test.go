@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,27 +19,42 @@ import (
 // BenchmarkDeliveries sends b.N signed push deliveries, each with its own
 // delivery ID, to the handler on a loopback listener from a fixed number
 // of concurrent clients, as GitHub would on a busy organization, and
-// reports acknowledgements per second and latency percentiles.
+// reports acknowledgements per second and latency percentiles: with no
+// attack, while 64 connections trickle unsigned bodies a byte every
+// 100 ms (attack=slow), and while 128 clients send unsigned 25 MB bodies
+// as fast as they can (attack=flood; busy-ops is how many of those were
+// refused 503 per delivery).
 //
 //	go test -run '^$' -bench Deliveries ./internal/webhook
 func BenchmarkDeliveries(b *testing.B) {
-	for _, clients := range []int{1, 8, 32} {
-		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { benchDeliveries(b, clients) })
+	for _, attack := range []string{"none", "slow", "flood"} {
+		for _, clients := range []int{1, 8, 32} {
+			if attack != "none" && clients != 8 {
+				continue // the attacks are measured against one load
+			}
+			b.Run(fmt.Sprintf("attack=%s/clients=%d", attack, clients), func(b *testing.B) { benchDeliveries(b, attack, clients) })
+		}
 	}
 }
 
-func benchDeliveries(b *testing.B, clients int) {
+func benchDeliveries(b *testing.B, attack string, clients int) {
 	intents := make(chan Intent, 1024)
 	var drained sync.WaitGroup
 	drained.Go(func() {
 		for range intents {
 		}
 	})
+	var busy atomic.Int64
 	h, err := New(Options{
 		Secret:  []byte(secret),
 		Config:  testCfg(b),
 		Enqueue: func(i Intent) { intents <- i },
 		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)), // production logs one line per delivery
+		Observe: func(_ string, o Outcome) {
+			if o == Busy {
+				busy.Add(1)
+			}
+		},
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -50,6 +67,17 @@ func benchDeliveries(b *testing.B, clients int) {
 	}
 	defer client.CloseIdleConnections()
 
+	stop := make(chan struct{})
+	var attackers sync.WaitGroup
+	switch attack {
+	case "slow":
+		attackers.Go(func() { slowAttack(b, srv.URL, 64, stop) })
+	case "flood":
+		ready := make(chan struct{})
+		attackers.Go(func() { floodAttack(srv.URL, 128, ready, stop) })
+		<-ready
+	}
+
 	body := fixture(b, "push/with-new-branch.payload.json", map[string]any{"ref": "refs/heads/main"})
 	sig := sign(secret, body)
 	latencies := make([]time.Duration, b.N)
@@ -58,6 +86,7 @@ func benchDeliveries(b *testing.B, clients int) {
 
 	b.SetBytes(int64(len(body)))
 	b.ResetTimer()
+	busy.Store(0)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range clients {
@@ -90,6 +119,9 @@ func benchDeliveries(b *testing.B, clients int) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
+	refused := busy.Load()
+	close(stop)
+	attackers.Wait()
 	close(intents)
 	drained.Wait()
 
@@ -101,4 +133,76 @@ func benchDeliveries(b *testing.B, clients int) {
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(float64(failures.Load()), "failures")
+	if attack == "flood" {
+		b.ReportMetric(float64(refused)/float64(b.N), "busy/op")
+	}
+}
+
+// slowAttack holds n connections that send an unsigned POST /webhook's
+// headers, declaring 25 MB, and then a byte every 100 ms, until stop.
+func slowAttack(b *testing.B, url string, n int, stop <-chan struct{}) {
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	head := fmt.Sprintf("POST /webhook HTTP/1.1\r\nHost: bench\r\nX-GitHub-Event: push\r\nX-Hub-Signature-256: sha256=%s\r\nContent-Length: %d\r\n\r\n",
+		strings.Repeat("0", 64), MaxBodyBytes)
+	for range n {
+		c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		io.WriteString(c, head)
+		conns = append(conns, c)
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, c := range conns {
+			c.Write([]byte{'{'})
+		}
+		select {
+		case <-tick.C:
+		case <-stop:
+			return
+		}
+	}
+}
+
+// floodAttack runs n clients that each send unsigned 25 MB bodies, one
+// after the other, until stop; ready is closed once all n have started.
+func floodAttack(url string, n int, ready chan<- struct{}, stop <-chan struct{}) {
+	payload := make([]byte, MaxBodyBytes)
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	defer client.CloseIdleConnections()
+	var started, wg sync.WaitGroup
+	started.Add(n)
+	for range n {
+		wg.Go(func() {
+			first := true
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req, _ := http.NewRequest(http.MethodPost, url+"/webhook", bytes.NewReader(payload))
+				req.Header.Set("X-GitHub-Event", "push")
+				req.Header.Set("X-Hub-Signature-256", "sha256="+strings.Repeat("0", 64))
+				if first {
+					started.Done()
+					first = false
+				}
+				if resp, err := client.Do(req); err == nil {
+					resp.Body.Close()
+				}
+			}
+		})
+	}
+	started.Wait()
+	close(ready)
+	wg.Wait()
 }

@@ -100,8 +100,17 @@ func (b *bodyBudget) take(ctx context.Context, n int) error {
 // read reads r whole into chunks charged to the budget. A chunk is
 // charged once its first byte has arrived, so a body ending on a chunk's
 // end costs no extra chunk and a client that sends nothing holds nothing.
-// On error the chunks are already released.
-func (b *bodyBudget) read(ctx context.Context, r io.Reader) (*body, error) {
+// declared is the Content-Length, -1 when unknown: a body whose declared
+// tail finds no room in the tails now is refused before a byte is read
+// (only checked, not reserved: a slow client must not hold what it merely
+// announces). On error the chunks are already released.
+func (b *bodyBudget) read(ctx context.Context, r io.Reader, declared int64) (*body, error) {
+	if tail := (declared - headBytes + chunkSize - 1) / chunkSize * chunkSize; tail > 0 {
+		if !b.tails.TryAcquire(tail) {
+			return nil, errBusy
+		}
+		b.tails.Release(tail)
+	}
 	bd := &body{b: b}
 	for {
 		var (

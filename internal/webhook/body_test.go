@@ -48,7 +48,9 @@ func TestBodyBudget(t *testing.T) {
 		heldTails  int64         // chunks other bodies hold in their tails
 		freeAfter  time.Duration // other bodies release everything after this (0: never)
 		size       int           // the body read
+		declared   int64         // its Content-Length; 0 stands for unknown (-1)
 		err        error
+		unread     bool          // refused before a byte was read
 		minTook    time.Duration // it waited at least this long
 		chargedMax int64         // chunks it was charged while reading, at most
 	}{
@@ -59,6 +61,10 @@ func TestBodyBudget(t *testing.T) {
 		{name: "tails full: a large body is refused without waiting", heldHeads: 16, heldTails: 32, size: headBytes + 1, err: errBusy},
 		{name: "large body within the tails", heldTails: 16, size: headBytes + 16*chunkSize, chargedMax: 33},
 		{name: "large body past the tails", heldTails: 16, size: headBytes + 16*chunkSize + 1, err: errBusy},
+		{name: "declared large body within the tails", heldTails: 16, size: headBytes + 16*chunkSize, declared: headBytes + 16*chunkSize, chargedMax: 32},
+		{name: "declared large body past the tails: refused before a byte is read", heldTails: 16, size: headBytes + 16*chunkSize + 1,
+			declared: headBytes + 16*chunkSize + 1, err: errBusy, unread: true},
+		{name: "declared small body, tails full", heldHeads: 16, heldTails: 32, size: 100, declared: 100, chargedMax: 1},
 		{name: "all full: a small body waits, then is refused", heldHeads: 32, heldTails: 32, size: 100, err: errBusy, minTook: wait},
 		{name: "all full: a small body gets room freed while it waits", heldHeads: 32, heldTails: 32, freeAfter: wait / 4, size: 100, chargedMax: 1},
 	} {
@@ -81,14 +87,22 @@ func TestBodyBudget(t *testing.T) {
 			}
 			in := bytes.Repeat([]byte("0123456789abcdef"), tc.size/16+1)[:tc.size]
 			start := time.Now()
-			var charged int64
+			var charged, reads int64
+			declared := tc.declared
+			if declared == 0 {
+				declared = -1
+			}
 			bd, err := b.read(context.Background(), &probe{r: iotest.HalfReader(bytes.NewReader(in)), at: func() {
 				// while reading: what this body holds is what the budget lost
 				charged = max(charged, (total-free(b.total, total))/chunkSize-held.Load())
-			}})
+				reads++
+			}}, declared)
 			took := time.Since(start)
 			if !errors.Is(err, tc.err) {
 				t.Fatalf("read: %v, want %v", err, tc.err)
+			}
+			if tc.unread != (reads == 0) {
+				t.Errorf("%d reads, want reads %v", reads, !tc.unread)
 			}
 			if took < tc.minTook || took > tc.minTook+time.Second {
 				t.Errorf("took %v, want at least %v and not much more", took, tc.minTook)
@@ -141,11 +155,12 @@ func waitUntil(t *testing.T, ok func() bool) {
 // a client that sent one byte of a 25 MB body holds one chunk. Tails
 // yield to bodies waiting for their first bytes.
 func TestBodyChargedAsItArrives(t *testing.T) {
-	b := newBodyBudget(64*chunkSize, 32*chunkSize, time.Minute)
+	const total, tails = 2 * MaxBodyBytes, MaxBodyBytes
+	b := newBodyBudget(total, tails, time.Minute)
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		bd, err := b.read(context.Background(), pr)
+		bd, err := b.read(context.Background(), pr, MaxBodyBytes)
 		pr.CloseWithError(errors.New("the reader is done")) // unblocks the writer
 		if err == nil {
 			err = fmt.Errorf("read all %d bytes", bd.n)
@@ -154,19 +169,19 @@ func TestBodyChargedAsItArrives(t *testing.T) {
 		done <- err
 	}()
 	pw.Write([]byte{'x'})
-	waitUntil(t, func() bool { return free(b.total, 64*chunkSize) == 63*chunkSize }) // one chunk for 1 byte
-	pw.Write(make([]byte, headBytes+chunkSize))                                      // into the tails
-	waitUntil(t, func() bool { return free(b.tails, 32*chunkSize) == 30*chunkSize })
-	if got := free(b.total, 64*chunkSize); got != (64-18)*chunkSize {
-		t.Errorf("after headBytes+chunkSize+1 bytes, %d chunks free, want 46", got/chunkSize)
+	waitUntil(t, func() bool { return free(b.total, total) == total-chunkSize }) // one chunk for 1 byte
+	pw.Write(make([]byte, headBytes+chunkSize))                                  // into the tails
+	waitUntil(t, func() bool { return free(b.tails, tails) == tails-2*chunkSize })
+	if got := free(b.total, total); got != total-18*chunkSize {
+		t.Errorf("after headBytes+chunkSize+1 bytes, %d chunks used, want 18", (total-got)/chunkSize)
 	}
 	// Fill the budget and make a small body wait: the large body's next
 	// tail chunk is refused, though the tails have room, and its memory
 	// goes to the waiting small body.
-	b.total.Acquire(context.Background(), free(b.total, 64*chunkSize))
+	b.total.Acquire(context.Background(), free(b.total, total))
 	small := make(chan error, 1)
 	go func() {
-		bd, err := b.read(context.Background(), strings.NewReader("small"))
+		bd, err := b.read(context.Background(), strings.NewReader("small"), 5)
 		bd.release()
 		small <- err
 	}()
@@ -184,7 +199,7 @@ func TestBodySignature(t *testing.T) {
 	b := newBodyBudget(64*chunkSize, 32*chunkSize, time.Second)
 	for _, size := range []int{0, 1, chunkSize - 1, chunkSize, chunkSize + 1, headBytes + 3*chunkSize + 7} {
 		in := bytes.Repeat([]byte{'a', 'b', 'c'}, size/3+1)[:size]
-		bd, err := b.read(context.Background(), bytes.NewReader(in))
+		bd, err := b.read(context.Background(), bytes.NewReader(in), -1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -421,5 +436,86 @@ func TestBodyOptions(t *testing.T) {
 	h, _ := New(Options{Secret: []byte("s"), Config: cfg, Enqueue: func(Intent) {}})
 	if h.timeout != DefaultBodyTimeout || free(h.bodies.total, DefaultBodyBudget) != DefaultBodyBudget || free(h.bodies.tails, DefaultBodyBudget) != DefaultBodyBudget/2 {
 		t.Errorf("defaults: timeout %v", h.timeout)
+	}
+}
+
+// The body deadline counts from the handler's start: a signed body that
+// arrives in parts within it is accepted, one that stalls past it is
+// answered 408, whatever it declares.
+func TestBodyDeadline(t *testing.T) {
+	const timeout = time.Second
+	body := fixture(t, "push/with-new-branch.payload.json", map[string]any{"ref": "refs/heads/main"})
+	for _, tc := range []struct {
+		name    string
+		parts   int           // the body is sent in this many parts
+		pause   time.Duration // between parts
+		chunked bool
+		unsign  bool
+		status  int
+		outcome string
+	}{
+		{name: "at once", parts: 1, status: http.StatusAccepted, outcome: "push:enqueued"},
+		{name: "in parts within the deadline", parts: 4, pause: timeout / 6, status: http.StatusAccepted, outcome: "push:enqueued"},
+		{name: "chunked, in parts within the deadline", parts: 4, pause: timeout / 6, chunked: true, status: http.StatusAccepted, outcome: "push:enqueued"},
+		{name: "unsigned, within the deadline", parts: 2, pause: timeout / 4, unsign: true, status: http.StatusUnauthorized, outcome: ":unauthorized"},
+		{name: "past the deadline", parts: 3, pause: timeout * 3 / 4, status: http.StatusRequestTimeout, outcome: ":timeout"},
+		{name: "chunked, past the deadline", parts: 3, pause: timeout * 3 / 4, chunked: true, status: http.StatusRequestTimeout, outcome: ":timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var rec recorder
+			srv := httptest.NewServer(rec.handler(t, Options{BodyTimeout: timeout}))
+			defer srv.Close()
+			conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			sig := sign(secret, body)
+			if tc.unsign {
+				sig = sign("guess", body)
+			}
+			head := "POST /webhook HTTP/1.1\r\nHost: w\r\nContent-Type: application/json\r\nX-GitHub-Event: push\r\nX-GitHub-Delivery: d\r\nX-Hub-Signature-256: " + sig + "\r\n"
+			if tc.chunked {
+				head += "Transfer-Encoding: chunked\r\n\r\n"
+			} else {
+				head += fmt.Sprintf("Content-Length: %d\r\n\r\n", len(body))
+			}
+			io.WriteString(conn, head)
+			start := time.Now()
+			go func() {
+				for i := range tc.parts {
+					if i > 0 {
+						time.Sleep(tc.pause)
+					}
+					part := body[i*len(body)/tc.parts : (i+1)*len(body)/tc.parts]
+					if tc.chunked {
+						fmt.Fprintf(conn, "%x\r\n%s\r\n", len(part), part)
+						if i == tc.parts-1 {
+							io.WriteString(conn, "0\r\n\r\n")
+						}
+					} else {
+						conn.Write(part)
+					}
+				}
+			}()
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			took := time.Since(start)
+			if resp.StatusCode != tc.status {
+				t.Errorf("%s after %v, want %d", resp.Status, took, tc.status)
+			}
+			if tc.status == http.StatusRequestTimeout && (took < timeout*9/10 || took > timeout+time.Second) {
+				t.Errorf("answered after %v, want at the %v deadline", took, timeout)
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if want := []string{tc.outcome}; !reflect.DeepEqual(rec.outcomes, want) {
+				t.Errorf("outcomes %v, want %v", rec.outcomes, want)
+			}
+		})
 	}
 }

@@ -229,7 +229,7 @@ func (h *Handler) receive(r *http.Request, w http.ResponseWriter, d *delivery) (
 	}
 	ctx, cancel := context.WithDeadline(r.Context(), deadline)
 	defer cancel()
-	held, err := h.bodies.read(ctx, http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	held, err := h.bodies.read(ctx, http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength)
 	if err != nil {
 		d.cause = err.Error()
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
