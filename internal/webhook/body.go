@@ -186,3 +186,24 @@ func (bd *body) signedBy(sig string, secret []byte) bool {
 	bd.each(func(p []byte) { mac.Write(p) })
 	return hmac.Equal(mac.Sum(nil), want)
 }
+
+// sampler allows one event per second and counts the others.
+type sampler struct {
+	mu      sync.Mutex
+	last    time.Time
+	skipped int64
+}
+
+// allow reports whether the event at now is let through, and if so how
+// many were not since the last one that was.
+func (s *sampler) allow(now time.Time) (bool, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.last.IsZero() && now.Sub(s.last) < time.Second {
+		s.skipped++
+		return false, 0
+	}
+	n := s.skipped
+	s.last, s.skipped = now, 0
+	return true, n
+}

@@ -519,3 +519,22 @@ func TestBodyDeadline(t *testing.T) {
 		})
 	}
 }
+
+// Busy refusals are logged at most once a second, with how many were not.
+func TestBusyLogSampling(t *testing.T) {
+	var s sampler
+	t0 := time.Unix(1000, 0)
+	type got struct {
+		log     bool
+		skipped int64
+	}
+	var out []got
+	for _, at := range []time.Duration{0, 10 * time.Millisecond, 500 * time.Millisecond, 999 * time.Millisecond, time.Second, 1500 * time.Millisecond, 3 * time.Second} {
+		log, n := s.allow(t0.Add(at))
+		out = append(out, got{log, n})
+	}
+	want := []got{{true, 0}, {false, 0}, {false, 0}, {false, 0}, {true, 3}, {false, 0}, {true, 1}}
+	if !reflect.DeepEqual(out, want) {
+		t.Errorf("got %v, want %v", out, want)
+	}
+}

@@ -105,6 +105,9 @@ type Handler struct {
 	mux     *http.ServeMux
 	bodies  *bodyBudget
 	timeout time.Duration // Options.BodyTimeout
+	// busyLogs lets one busy refusal a second be logged, with the count
+	// of those that were not.
+	busyLogs sampler
 }
 
 // New returns a Handler, or an error when a required option is missing.
@@ -188,6 +191,14 @@ func (h *Handler) webhook(w http.ResponseWriter, r *http.Request) {
 	if status >= 400 {
 		level = slog.LevelWarn
 	}
+	var suppressed int64
+	if outcome == Busy {
+		// Busy means overload: a line per refusal would add to it.
+		var log bool
+		if log, suppressed = h.busyLogs.allow(start); !log {
+			return
+		}
+	}
 	attrs := []slog.Attr{
 		slog.String("delivery", clip(d.id)), slog.String("event", clip(d.event)),
 		slog.String("outcome", string(outcome)), slog.Int("status", status),
@@ -202,6 +213,9 @@ func (h *Handler) webhook(w http.ResponseWriter, r *http.Request) {
 	}
 	if !d.signed {
 		attrs = append(attrs, slog.String("remote", r.RemoteAddr))
+	}
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Int64("busy_unlogged", suppressed))
 	}
 	attrs = append(attrs, slog.Duration("took", time.Since(start)))
 	h.log.LogAttrs(r.Context(), level, "webhook delivery", attrs...)
