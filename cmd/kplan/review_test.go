@@ -141,7 +141,7 @@ func TestDiffShowsWhatAReviewerMustSee(t *testing.T) {
 		}
 		for form, want := range map[string][]string{
 			"fields text":     {"~ data.prometheus.yml: text changed\n        @@ -22,7 +22,7 @@\n", "        -  - targets: ['old:9090']\n        +  - targets: ['new:9090']\n", "           - job_name: job-28\n"},
-			"fields markdown": {"! data.prometheus.yml: text changed\n", "-        - targets: ['old:9090']\n+        - targets: ['new:9090']\n", "         - job_name: job-24\n"},
+			"fields markdown": {"! data.prometheus.yml: text changed\n       @@ -22,7 +22,7 @@\n", "-        - targets: ['old:9090']\n+        - targets: ['new:9090']\n", "         - job_name: job-24\n"},
 			"unified text":    {"--- base/" + prom + "\n+++ head/" + prom + "\n", "-      - targets: ['old:9090']\n+      - targets: ['new:9090']\n"},
 		} {
 			for _, w := range want {

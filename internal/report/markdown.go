@@ -230,7 +230,12 @@ func writeFields(b *strings.Builder, o *inventorydiff.Overlay) {
 			}
 			diff.WriteString(line + "\n")
 			for _, l := range f.DiffLines() {
-				diff.WriteString(l[:1] + "      " + l[1:] + "\n")
+				switch l[0] {
+				case '+', '-', ' ':
+					diff.WriteString(l[:1] + "      " + l[1:] + "\n")
+				default: // @@ hunk headers, "\ No newline": context, not a change
+					diff.WriteString("       " + l + "\n")
+				}
 			}
 		}
 	}
