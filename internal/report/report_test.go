@@ -181,6 +181,9 @@ func TestOversizedReport(t *testing.T) {
 	if md := Markdown(p, "", MaxCommentSize); strings.Contains(md, "<details>") {
 		t.Error("field diffs must be the first thing dropped")
 	}
+	if md := MarkdownWith(p, "", MaxCommentSize, Options{DiffStyle: DiffUnified}); len(md) > MaxCommentSize || strings.Contains(md, "<details>") {
+		t.Errorf("unified style: %d characters; unified diffs must be the first thing dropped", len(md))
+	}
 }
 
 // Failures already on base come after what the change does, folded.
@@ -199,4 +202,27 @@ func TestMarkdownFoldsExistingFailures(t *testing.T) {
 	if !strings.Contains(md, "1 overlay failed (1 already failing on base)") {
 		t.Errorf("the headline does not say the failure is not the change's:\n%s", md)
 	}
+}
+
+// Text holding a code fence cannot end the block it is shown in.
+func TestMarkdownFencesHoldAnyText(t *testing.T) {
+	readme := "Run:\n```sh\nmake\n```\n"
+	p := inventorydiff.Compare("a", "b",
+		map[string]inventorydiff.Side{"o": side(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: n}\ndata: {README.md: \"old\\n\"}")},
+		map[string]inventorydiff.Side{"o": side(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: n}\ndata: {README.md: "+encodeString(readme)+"}",
+			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: new, namespace: n}\ndata: {README.md: "+encodeString(readme)+"}")})
+	for _, opts := range []Options{{}, {DiffStyle: DiffUnified}} {
+		md := MarkdownWith(p, "", MaxCommentSize, opts)
+		// Every block opens with four backticks and closes with them;
+		// the three of the text stay inside.
+		opens := strings.Count(md, "````diff\n") + strings.Count(md, "````yaml\n")
+		if opens == 0 || strings.Count(md, "\n````\n") != opens || !strings.Contains(md, "```sh") {
+			t.Errorf("style %q: fences do not hold the text:\n%s", opts.DiffStyle, md)
+		}
+	}
+}
+
+func encodeString(s string) string {
+	data, _ := json.Marshal(s)
+	return string(data)
 }
