@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"runtime"
 	"sync"
+	"time"
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
@@ -28,6 +29,13 @@ type Options struct {
 	HelmCommand string
 	// Parallelism bounds concurrent renders; 0 means one per CPU.
 	Parallelism int
+	// Timeout bounds each overlay's render: 0 is DefaultTimeout, < 0 no
+	// limit. A render past it fails its overlay and is abandoned.
+	Timeout time.Duration
+	// MaxAliasNodes bounds the YAML nodes aliases may add to one overlay's
+	// render beyond doubling the files that hold them: 0 is
+	// DefaultMaxAliasNodes, < 0 no limit. A file past it fails its overlay.
+	MaxAliasNodes int
 }
 
 // Result is one overlay's render.
@@ -74,7 +82,7 @@ func Render(ctx context.Context, fSys filesys.FileSystem, tree *Tree, dirs []str
 		wg.Add(1)
 		go func(r *Result) {
 			defer func() { <-sem; wg.Done() }()
-			r.Objects, r.Err = k.Render(fSys, r.Path, exclusive)
+			r.Objects, r.Err = k.RenderContext(ctx, fSys, r.Path, exclusive)
 		}(&results[i])
 	}
 	wg.Wait()
@@ -89,7 +97,9 @@ var schemaMu sync.RWMutex
 // Kustomizer runs krusty with one set of options; it is safe for
 // concurrent use.
 type Kustomizer struct {
-	kopts *krusty.Options
+	kopts         *krusty.Options
+	timeout       time.Duration // <= 0: none
+	maxAliasNodes int           // < 0: none
 }
 
 // NewKustomizer returns a Kustomizer for opts.
@@ -108,7 +118,14 @@ func NewKustomizer(opts Options) *Kustomizer {
 			kopts.PluginConfig.HelmConfig.Command = "helm"
 		}
 	}
-	return &Kustomizer{kopts: kopts}
+	k := &Kustomizer{kopts: kopts, timeout: opts.Timeout, maxAliasNodes: opts.MaxAliasNodes}
+	if k.timeout == 0 {
+		k.timeout = DefaultTimeout
+	}
+	if k.maxAliasNodes == 0 {
+		k.maxAliasNodes = DefaultMaxAliasNodes
+	}
+	return k
 }
 
 // Warm parses krusty's builtin OpenAPI schema, which every build needs and
@@ -121,17 +138,75 @@ func (k *Kustomizer) Warm() {
 }
 
 // Render builds the overlay in dir (repository-relative) from fSys, which
-// Prepare must have seen. exclusive says that the build sets a custom
-// OpenAPI schema, in any of its kustomizations.
+// Prepare must have seen, within the Kustomizer's time and alias bounds.
+// exclusive says that the build sets a custom OpenAPI schema, in any of
+// its kustomizations.
 func (k *Kustomizer) Render(fSys filesys.FileSystem, dir string, exclusive bool) ([]*yaml.RNode, error) {
+	return k.RenderContext(context.Background(), fSys, dir, exclusive)
+}
+
+// RenderContext is Render that also stops when ctx is done.
+//
+// krusty takes no context, so a build cannot be interrupted: past the
+// deadline (or ctx's end) RenderContext returns a *TimeoutError (or
+// ctx's error) at once and abandons the build, which goes on in its
+// goroutine until its next file access fails or it finishes, and its
+// result is dropped. Until then it keeps one core busy, holds the memory
+// it built, and holds the schema lock (an exclusive build delays the
+// builds after it). The time budget starts once the lock is held, so
+// waiting for another build does not count.
+func (k *Kustomizer) RenderContext(ctx context.Context, fSys filesys.FileSystem, dir string, exclusive bool) ([]*yaml.RNode, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("render %s: %w", dir, err)
+	}
+	unlock := lockSchema(exclusive)
+	errBudget := &TimeoutError{Dir: dir, Timeout: k.timeout}
+	if k.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, k.timeout, errBudget)
+		defer cancel()
+	}
+	guard := newGuardFS(ctx, fSys, k.maxAliasNodes)
+	type built struct {
+		objs []*yaml.RNode
+		err  error
+	}
+	done := make(chan built, 1) // buffered: an abandoned build never blocks
+	go func() {
+		defer unlock()
+		objs, err := renderOne(guard, dir, k.kopts)
+		done <- built{objs, err}
+	}()
+	var b built
+	select {
+	case b = <-done:
+	case <-ctx.Done():
+		select {
+		case b = <-done: // finished just in time
+		default:
+			if context.Cause(ctx) == error(errBudget) {
+				return nil, errBudget
+			}
+			return nil, fmt.Errorf("render %s: %w", dir, ctx.Err())
+		}
+	}
+	// A refused file fails the overlay with its own reason, whatever
+	// krusty made of the read error (it may try the path as something
+	// else and fail differently, or not at all).
+	if err := guard.refusal(); err != nil {
+		return nil, fmt.Errorf("render %s: %w", dir, err)
+	}
+	return b.objs, b.err
+}
+
+// lockSchema takes krusty's schema lock and returns its release.
+func lockSchema(exclusive bool) func() {
 	if exclusive {
 		schemaMu.Lock()
-		defer func() { openapi.ResetOpenAPI(); schemaMu.Unlock() }()
-	} else {
-		schemaMu.RLock()
-		defer schemaMu.RUnlock()
+		return func() { openapi.ResetOpenAPI(); schemaMu.Unlock() }
 	}
-	return renderOne(fSys, dir, k.kopts)
+	schemaMu.RLock()
+	return schemaMu.RUnlock
 }
 
 func renderOne(fSys filesys.FileSystem, dir string, kopts *krusty.Options) (objs []*yaml.RNode, err error) {
