@@ -25,6 +25,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/deploy"
@@ -32,6 +35,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/ghauth"
 	"github.com/kplan-dev/kplan/internal/ghreport"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
+	"github.com/kplan-dev/kplan/internal/leader"
 	"github.com/kplan-dev/kplan/internal/version"
 	"github.com/kplan-dev/kplan/internal/webhook"
 )
@@ -53,6 +57,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	listen := fs.String("listen", ":8080", "address to serve /webhook, /healthz, /readyz and /metrics on")
 	debug := fs.Bool("debug", false, "log at debug level")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	var le electionFlags
+	fs.BoolVar(&le.enabled, "leader-elect", false, "run as one of several replicas: the one holding a Kubernetes Lease deploys, the others forward deliveries to it")
+	fs.StringVar(&le.name, "leader-election-id", "kplan-webhook", "name of the Lease")
+	fs.StringVar(&le.namespace, "leader-election-namespace", "", "namespace of the Lease (default $POD_NAMESPACE, else the pod's service account namespace)")
+	fs.StringVar(&le.advertise, "advertise-address", "", "host:port the other replicas forward deliveries to (default $POD_IP and the port of --listen)")
+	fs.DurationVar(&le.lease, "leader-elect-lease-duration", 15*time.Second, "how long the other replicas wait after the leader's last renewal before taking over")
+	fs.DurationVar(&le.renew, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops deploying")
+	fs.DurationVar(&le.retry, "leader-elect-retry-period", 2*time.Second, "how often the replicas try to acquire or renew the Lease")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -113,19 +125,50 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		repos[cfg.CloneURL(r.Name)] = r.Name
 	}
 	mirrors := &gitmirror.Mirrors{Dir: filepath.Join(cfg.StateDir, "mirrors"), Tokens: tokens, Repos: repos, Logger: log}
-	dep := deployer.New(targets, mirrors, ghreport.New(gh, log), engines(), log, sources...)
-	dep.Resync = cfg.ResyncInterval
+	reporter := ghreport.New(gh, log)
 	var names []string
 	for _, t := range targets {
 		names = append(names, t.Key())
 	}
-	if dep.Metrics, err = deployer.NewPrometheus(reg, names...); err != nil {
+	// Metrics are made once: a replica runs a deployer per leadership term.
+	deployMetrics, err := deployer.NewPrometheus(reg, names...)
+	if err != nil {
 		return err
 	}
+	newDeployer := func() *deployer.Deployer {
+		dep := deployer.New(targets, mirrors, reporter, engines(), log, sources...)
+		dep.Resync = cfg.ResyncInterval
+		dep.Metrics = deployMetrics
+		return dep
+	}
 
+	// current is the deployer that takes deliveries: the only one without
+	// --leader-elect, else the one of this replica's term while it leads.
+	var current term
+	var elector *leader.Elector
+	if !le.enabled {
+		current.set(newDeployer())
+	}
 	h, err := webhook.New(webhook.Options{
-		Secret: secret, Config: cfg, Ready: dep.Ready, Logger: log, Observe: hookMetrics.Observe,
+		Secret: secret, Config: cfg, Logger: log, Observe: hookMetrics.Observe,
+		Ready: func() error {
+			if dep := current.get(); dep != nil {
+				return dep.Ready()
+			}
+			if _, addr := elector.Route(); addr != "" {
+				return nil // deliveries go to the leader
+			}
+			return errors.New("no replica leads yet")
+		},
 		Enqueue: func(i webhook.Intent) {
+			dep := current.get()
+			if dep == nil {
+				// Leadership ended between routing and here: the next
+				// leader's term starts with a resync of every target, which
+				// deploys the branch, this commit or newer.
+				log.Warn("delivery received as leadership ended; the next leader deploys the branch tip", "delivery", i.DeliveryID, "sha", i.SHA)
+				return
+			}
 			for _, t := range i.Targets {
 				if err := dep.Submit(t.Name, deployer.Request{SHA: i.SHA, PR: i.PR, Delivery: i.DeliveryID}); err != nil {
 					log.Error("submit", "target", t.Name, "err", err)
@@ -141,10 +184,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("listen on %s: %w", *listen, err)
 	}
 	log.Info("GitHub credentials", "kind", ghauth.Describe(tokens))
+	var front http.Handler = h
+	replica := ""
+	if le.enabled {
+		if elector, front, err = le.setup(getenv, ln.Addr(), secret, h, reg, log); err != nil {
+			ln.Close()
+			return err
+		}
+		replica = fmt.Sprintf(" as replica %s, campaigning for Lease %s/%s", le.identity, le.namespace, le.name)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.Handle("/", h)
-	fmt.Fprintf(stdout, "kplan-webhook listening on http://%s with %d targets and %d branches that take theirs from the repository\n", ln.Addr(), len(targets), len(sources))
+	mux.Handle("/", front)
+	fmt.Fprintf(stdout, "kplan-webhook listening on http://%s with %d targets and %d branches that take theirs from the repository%s\n", ln.Addr(), len(targets), len(sources), replica)
 	// The body is read at the client's pace: bound it.
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
 
@@ -154,7 +206,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		dep.Run(runCtx)
+		if elector == nil {
+			current.get().Run(runCtx)
+			return
+		}
+		// A fresh deployer per term: it resyncs every target against its
+		// branch when it starts (what was deployed is recorded in the
+		// cluster), and stops deploying the moment leadership is lost.
+		elector.Run(runCtx, func(ctx context.Context) {
+			dep := newDeployer()
+			current.set(dep)
+			defer current.set(nil)
+			dep.Run(ctx)
+		})
 	}()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -212,4 +276,90 @@ func engines() func(deployer.Target) *deploy.Engine {
 	return func(t deployer.Target) *deploy.Engine {
 		return deploy.New(deploy.NewGetter(t.Kubeconfig, t.Context))
 	}
+}
+
+// term holds the deployer that takes deliveries, if any.
+type term struct {
+	mu  sync.Mutex
+	dep *deployer.Deployer
+}
+
+func (t *term) get() *deployer.Deployer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.dep
+}
+
+func (t *term) set(d *deployer.Deployer) {
+	t.mu.Lock()
+	t.dep = d
+	t.mu.Unlock()
+}
+
+// electionFlags are the --leader-elect flags; setup fills identity.
+type electionFlags struct {
+	enabled             bool
+	name, namespace     string
+	advertise, identity string
+	lease, renew, retry time.Duration
+}
+
+// setup makes the elector and the front that forwards deliveries to the
+// leader while this replica does not lead.
+func (f *electionFlags) setup(getenv func(string) string, listener net.Addr, secret []byte, local http.Handler, reg prometheus.Registerer, log *slog.Logger) (*leader.Elector, http.Handler, error) {
+	var err error
+	if f.namespace, err = leader.Namespace(f.namespace, getenv, leader.ServiceAccountNamespace); err != nil {
+		return nil, nil, err
+	}
+	addr, err := leader.AdvertiseAddress(f.advertise, getenv, listener)
+	if err != nil {
+		return nil, nil, err
+	}
+	name := getenv("POD_NAME")
+	if name == "" {
+		if name, err = os.Hostname(); err != nil {
+			return nil, nil, fmt.Errorf("--leader-elect: no POD_NAME and no hostname to name this replica: %w", err)
+		}
+	}
+	f.identity = leader.Identity(name, addr)
+	leases, err := leaseClient(getenv, f.renew)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := leader.NewMetrics(reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	el, err := leader.New(leader.Config{Leases: leases, Namespace: f.namespace, Name: f.name, Identity: f.identity,
+		LeaseDuration: f.lease, RenewDeadline: f.renew, RetryPeriod: f.retry, Logger: log, Metrics: m})
+	if err != nil {
+		return nil, nil, err
+	}
+	front, err := leader.NewForwarder(leader.ForwarderOptions{Router: el, Local: local, Secret: secret, Identity: f.identity, Logger: log, Metrics: m})
+	if err != nil {
+		return nil, nil, err
+	}
+	return el, front, nil
+}
+
+// leaseClient reaches the Lease through KUBECONFIG when it is set, else
+// the pod's in-cluster configuration.
+func leaseClient(getenv func(string) string, renew time.Duration) (coordinationv1client.LeasesGetter, error) {
+	var (
+		cfg *rest.Config
+		err error
+	)
+	if kc := getenv("KUBECONFIG"); kc != "" {
+		rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(kc)}
+		if cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig(); err != nil {
+			return nil, fmt.Errorf("--leader-elect: KUBECONFIG=%s: %w", kc, err)
+		}
+	} else if cfg, err = rest.InClusterConfig(); err != nil {
+		return nil, fmt.Errorf("--leader-elect: no cluster to hold the Lease (not in a pod, and KUBECONFIG is not set): %w", err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	// A request that hangs must not outlast the renew deadline.
+	cfg.Timeout = renew / 2
+	cfg.UserAgent = "kplan-webhook/leader-election"
+	return coordinationv1client.NewForConfig(cfg)
 }

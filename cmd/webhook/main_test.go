@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -12,5 +14,49 @@ func TestVersion(t *testing.T) {
 	err := run(context.Background(), []string{"--version"}, func(string) string { return "" }, &stdout, &stderr)
 	if err != nil || !strings.HasPrefix(stdout.String(), "kplan-webhook ") {
 		t.Errorf("kplan-webhook --version: %v %q %q", err, stdout.String(), stderr.String())
+	}
+}
+
+// --leader-elect refuses, at start and naming the flag to set, what would
+// make a replica that cannot be reached or cannot campaign.
+func TestLeaderElectFlags(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "webhook.yaml")
+	if err := os.WriteFile(cfg, []byte("repositories:\n  - name: o/r\n    branches:\n      - name: main\n        targets:\n          - {name: prod, overlay: app, kubeconfig: /k}\nstateDir: "+t.TempDir()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\ncurrent-context: c\n"), 0o644)
+	base := map[string]string{"KPLAN_WEBHOOK_SECRET": "s", "KPLAN_GITHUB_TOKEN": "t", "KUBECONFIG": kubeconfig, "POD_NAMESPACE": "kplan-system", "POD_IP": "127.0.0.1"}
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string // over base; "" unsets
+		want string
+	}{
+		{"no namespace", nil, map[string]string{"POD_NAMESPACE": ""}, "set --leader-election-namespace or POD_NAMESPACE"},
+		{"no address to advertise", []string{"--listen", "0.0.0.0:0"}, map[string]string{"POD_IP": ""}, "set --advertise-address or POD_IP"},
+		{"advertise address without a port", []string{"--advertise-address", "10.0.0.1"}, nil, `--advertise-address "10.0.0.1": want host:port`},
+		{"renew deadline not below the lease", []string{"--leader-elect-lease-duration", "5s", "--leader-elect-renew-deadline", "5s"}, nil, "--leader-elect-lease-duration (5s) > --leader-elect-renew-deadline (5s)"},
+		{"no cluster for the Lease", nil, map[string]string{"KUBECONFIG": ""}, "KUBECONFIG is not set"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{}
+			for k, v := range base {
+				env[k] = v
+			}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			args := append([]string{"--config", cfg, "--listen", "127.0.0.1:0", "--leader-elect"}, tc.args...)
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), args, func(k string) string { return env[k] }, &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("run: %v, want an error containing %q", err, tc.want)
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("it said it listens: %q", stdout.String())
+			}
+		})
 	}
 }
