@@ -15,14 +15,16 @@ const MaxCommentSize = 65536
 type detail int
 
 const (
-	withFields detail = iota // tables and field diffs
-	tablesOnly               // tables, no field diffs
-	countsOnly               // one row per overlay
+	withObjects detail = iota // tables, field diffs and added objects' YAML, or unified diffs
+	withFields                // tables and field diffs
+	tablesOnly                // tables, no field diffs
+	countsOnly                // one row per overlay
 )
 
 // Markdown renders the plan for a PR comment or job summary, fitting it in
-// limit characters (MaxCommentSize for a comment). It drops field diffs,
-// then per-object tables, then trailing overlays, rather than fail.
+// limit characters (MaxCommentSize for a comment). It drops added
+// objects' YAML, then field diffs, then per-object tables, then trailing
+// overlays, rather than fail.
 // header goes first (a hidden marker, say) and counts against limit.
 func Markdown(p *inventorydiff.Plan, header string, limit int) string {
 	return MarkdownWith(p, header, limit, Options{})
@@ -30,8 +32,10 @@ func Markdown(p *inventorydiff.Plan, header string, limit int) string {
 
 // MarkdownWith is Markdown shown as opts say: with the unified style,
 // each overlay's objects as unified YAML diffs instead of field changes.
+// Objects' YAML (or the unified diffs) go first when the plan is too
+// big, then field changes, then tables, then overlays.
 func MarkdownWith(p *inventorydiff.Plan, header string, limit int, opts Options) string {
-	for _, d := range []detail{withFields, tablesOnly, countsOnly} {
+	for _, d := range []detail{withObjects, withFields, tablesOnly, countsOnly} {
 		if s := header + markdown(p, d, -1, opts); len(s) <= limit {
 			return s
 		}
@@ -68,6 +72,12 @@ func markdown(p *inventorydiff.Plan, d detail, maxOverlays int, opts Options) st
 	}
 	b.WriteString("\n\n")
 	switch d {
+	case withFields:
+		what := "Added objects' YAML"
+		if opts.unified() {
+			what = "Unified diffs"
+		}
+		fmt.Fprintf(&b, "_%s omitted to fit GitHub's comment size limit; run `kplan diff` locally for them._\n\n", what)
 	case tablesOnly:
 		b.WriteString("_Field-level changes and object YAML omitted to fit GitHub's comment size limit; run `kplan diff` locally for them._\n\n")
 	case countsOnly:
@@ -186,7 +196,9 @@ func writeOverlay(b *strings.Builder, o *inventorydiff.Overlay, d detail, opts O
 	}
 	b.WriteString("\n")
 	switch {
-	case d != withFields:
+	case d == withFields:
+		writeFields(b, o)
+	case d != withObjects:
 	case opts.unified():
 		var diff strings.Builder
 		for _, u := range unifiedDiffs(o) {

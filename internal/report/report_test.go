@@ -226,3 +226,28 @@ func encodeString(s string) string {
 	data, _ := json.Marshal(s)
 	return string(data)
 }
+
+// Objects' YAML goes before field changes when the comment is too big: a
+// new overlay's hundreds of objects do not hide a changed image elsewhere.
+func TestMarkdownDropsObjectsBeforeFields(t *testing.T) {
+	var objs []string
+	for i := range 300 {
+		objs = append(objs, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d, namespace: n}\ndata: {v: '%s'}", i, strings.Repeat("x", 300)))
+	}
+	dep := func(image string) string {
+		return "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: n}\nspec: {template: {spec: {containers: [{name: web, image: '" + image + "'}]}}}"
+	}
+	p := inventorydiff.Compare("a", "b",
+		map[string]inventorydiff.Side{"app": side(t, dep("web:1"))},
+		map[string]inventorydiff.Side{"app": side(t, dep("web:2")), "new": side(t, objs...)})
+	for _, opts := range []Options{{}, {DiffStyle: DiffUnified}} {
+		md := MarkdownWith(p, "", MaxCommentSize, opts)
+		if len(md) > MaxCommentSize || !strings.Contains(md, `! spec.template.spec.containers[name=web].image: "web:1" → "web:2"`) ||
+			!strings.Contains(md, "omitted to fit GitHub's comment size limit") || strings.Contains(md, "xxxxxxxxxx") {
+			t.Errorf("style %q: %d characters:\n%.2000s", opts.DiffStyle, len(md), md)
+		}
+	}
+	if md := MarkdownWith(p, "", 10*MaxCommentSize, Options{}); !strings.Contains(md, "```yaml\napiVersion: v1\ndata:\n  v: xxx") {
+		t.Errorf("with room, the added objects' YAML is shown:\n%.2000s", md)
+	}
+}
