@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -8,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -71,11 +74,35 @@ func benchDeliveries(b *testing.B, attack string, clients int) {
 	var attackers sync.WaitGroup
 	switch attack {
 	case "slow":
-		attackers.Go(func() { slowAttack(b, srv.URL, 64, stop) })
-	case "flood":
 		ready := make(chan struct{})
-		attackers.Go(func() { floodAttack(srv.URL, 128, ready, stop) })
+		attackers.Go(func() { slowAttack(b, srv.URL, 64, ready, stop) })
 		<-ready
+	case "flood":
+		// The flood comes from another process, as an attacker's would:
+		// in this one it would compete with the handler for the Go
+		// scheduler, which no remote client can.
+		flooder := exec.Command(os.Args[0])
+		flooder.Env = append(os.Environ(), floodURLEnv+"="+srv.URL)
+		flooder.Stderr = os.Stderr
+		out, err := flooder.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		in, err := flooder.StdinPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := flooder.Start(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil { // all flooders started
+			b.Fatal(err)
+		}
+		attackers.Go(func() {
+			<-stop
+			in.Close()
+			flooder.Wait()
+		})
 	}
 
 	body := fixture(b, "push/with-new-branch.payload.json", map[string]any{"ref": "refs/heads/main"})
@@ -139,8 +166,9 @@ func benchDeliveries(b *testing.B, attack string, clients int) {
 }
 
 // slowAttack holds n connections that send an unsigned POST /webhook's
-// headers, declaring 25 MB, and then a byte every 100 ms, until stop.
-func slowAttack(b *testing.B, url string, n int, stop <-chan struct{}) {
+// headers, declaring 25 MB, and then a byte every 100 ms, until stop;
+// ready is closed once all are open.
+func slowAttack(b *testing.B, url string, n int, ready chan<- struct{}, stop <-chan struct{}) {
 	var conns []net.Conn
 	defer func() {
 		for _, c := range conns {
@@ -153,6 +181,7 @@ func slowAttack(b *testing.B, url string, n int, stop <-chan struct{}) {
 		c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
 		if err != nil {
 			b.Error(err)
+			close(ready)
 			return
 		}
 		io.WriteString(c, head)
@@ -160,9 +189,12 @@ func slowAttack(b *testing.B, url string, n int, stop <-chan struct{}) {
 	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	for {
+	for first := true; ; first = false {
 		for _, c := range conns {
 			c.Write([]byte{'{'})
+		}
+		if first {
+			close(ready)
 		}
 		select {
 		case <-tick.C:
@@ -170,6 +202,35 @@ func slowAttack(b *testing.B, url string, n int, stop <-chan struct{}) {
 			return
 		}
 	}
+}
+
+// floodURLEnv, set, makes the test binary the flooding process of
+// BenchmarkDeliveries instead of running tests.
+const floodURLEnv = "KPLAN_BENCH_FLOOD_URL"
+
+func TestMain(m *testing.M) {
+	if url := os.Getenv(floodURLEnv); url != "" {
+		flooder(url)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// flooder floods the webhook at url with 128 clients sending unsigned
+// 25 MB bodies until its stdin closes, and prints a line once all have
+// started.
+func flooder(url string) {
+	stop := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		close(stop)
+	}()
+	ready := make(chan struct{})
+	go func() {
+		<-ready
+		fmt.Println("flooding")
+	}()
+	floodAttack(url, 128, ready, stop)
 }
 
 // floodAttack runs n clients that each send unsigned 25 MB bodies, one
