@@ -26,7 +26,8 @@ import (
 const (
 	// DefaultBodyBudget is the default Options.BodyBudget: 128 MiB of the
 	// pod's 1 GiB, leaving the rest to rendering and applying. It holds
-	// five maximum-size payloads, or thousands of usual ones, at once.
+	// two maximum-size payloads (in the half not kept for heads) and
+	// thousands of usual ones at once.
 	DefaultBodyBudget = 128 << 20
 	// DefaultBodyTimeout is the default Options.BodyTimeout. GitHub gives
 	// up on a delivery after 10 seconds, so a body still arriving later is
