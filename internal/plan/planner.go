@@ -384,7 +384,10 @@ func (p *planner) build(ctx context.Context, sides [2]*side, todo []*job) error 
 	parallel(ctx, p.workers(), todo, func(j *job) {
 		sd := sides[j.side]
 		objs, err := p.kust.Render(sd.s.FS, j.overlay, j.c.OpenAPI)
-		if j.key != "" && ctx.Err() == nil {
+		// A render past its time budget depends on the machine's load, not
+		// on the commit: never cache it.
+		var timeout *render.TimeoutError
+		if j.key != "" && ctx.Err() == nil && !errors.As(err, &timeout) {
 			perr := p.cache.Put(j.key, rendercache.Entry{Objects: objs, Err: err})
 			p.mu.Lock()
 			if perr == nil {
