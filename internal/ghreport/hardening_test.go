@@ -247,3 +247,38 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+// Targets report at once through a rate limit: whoever is sending sends
+// the others' reports too, and when every call has returned, all arrived.
+func TestConcurrentReportsThroughARateLimit(t *testing.T) {
+	gh := newServer(t)
+	r := newReporter(gh)
+	ctx := context.Background()
+	gh.SecondaryRateLimitNext(3, http.StatusForbidden, time.Second)
+	done := make(chan struct{})
+	const n = 6
+	for i := range n {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			tg := deployer.Target{Name: fmt.Sprintf("t%d", i), Repo: "octo/cfg", Overlay: fmt.Sprintf("o%d", i)}
+			res := success()
+			r.Started(ctx, tg, sha, 0)
+			r.Finished(ctx, deployer.Outcome{Target: tg, SHA: sha, Result: &res})
+		}()
+	}
+	for range n {
+		<-done
+	}
+	r.mu.Lock()
+	held := len(r.held)
+	r.mu.Unlock()
+	if held != 0 {
+		t.Errorf("%d reports still held after every call returned", held)
+	}
+	for i := range n {
+		// A pending status still held when the success came was replaced.
+		if got := states(gh, sha, fmt.Sprintf("kplan/t%d", i)); got != "pending,success" && got != "success" {
+			t.Errorf("t%d: %s", i, got)
+		}
+	}
+}

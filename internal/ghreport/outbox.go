@@ -18,7 +18,7 @@ import (
 type op struct {
 	key, what string
 	send      func(ctx context.Context) error
-	held      bool // GitHub has not taken it yet and the logs say so
+	held      bool // GitHub has not taken it yet and the logs say so; guarded by Reporter.mu
 }
 
 // enqueue adds o behind the reports still held, replacing one with the
@@ -74,15 +74,17 @@ func (r *Reporter) drain(ctx context.Context) (blocked bool) {
 		r.mu.Unlock()
 		err := r.attempt(ctx, o.send)
 		var refused *refusedError
+		r.mu.Lock()
+		wasHeld := o.held
 		if err != nil && !errors.As(err, &refused) {
-			if !o.held {
-				o.held = true
+			o.held = true
+			r.mu.Unlock()
+			if !wasHeld {
 				r.Logger.Error("GitHub report not delivered yet; it is kept and sent again until GitHub takes it",
 					"what", o.what, "err", err)
 			}
 			return true
 		}
-		r.mu.Lock()
 		// A newer report with the same key may have replaced o meanwhile:
 		// that one is still to be sent.
 		if i := slices.Index(r.held, o); i >= 0 {
@@ -92,7 +94,7 @@ func (r *Reporter) drain(ctx context.Context) (blocked bool) {
 		switch {
 		case err != nil:
 			r.Logger.Error("GitHub refused a report", "what", o.what, "err", err)
-		case o.held:
+		case wasHeld:
 			r.Logger.Info("GitHub report delivered after waiting", "what", o.what)
 		}
 	}
