@@ -198,7 +198,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	mux.Handle("/", front)
 	fmt.Fprintf(stdout, "kplan-webhook listening on http://%s with %d targets and %d branches that take theirs from the repository%s\n", ln.Addr(), len(targets), len(sources), replica)
 	// The body is read at the client's pace: bound it.
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
+	// Headers sit outside the webhook's body budget: keep them small.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
