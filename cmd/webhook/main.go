@@ -246,9 +246,7 @@ func targetOf(ref config.TargetRef) deployer.Target {
 		Prune: t.Prune, ReconcileTimeout: t.ReconcileTimeout, InventoryPolicy: t.InventoryPolicy,
 		AllowRemoteBases: t.AllowRemoteBases, AllowReplaceInventory: t.AllowReplaceInventory, Namespace: t.Namespace,
 	}
-	if i := t.Inventory; i != nil {
-		dt.Inventory = &deployer.Inventory{Kind: i.Kind, Name: i.Name, Namespace: i.Namespace, ID: i.ID}
-	}
+	dt.Inventory = t.Inventory
 	return dt
 }
 

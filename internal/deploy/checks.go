@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/common"
 	"sigs.k8s.io/cli-utils/pkg/object"
 
-	"github.com/kplan-dev/kplan/internal/resourcegroup"
+	kinv "github.com/kplan-dev/kplan/internal/inventory"
 )
 
 // DefaultNamespace is where namespaced objects rendered without a
@@ -59,7 +59,7 @@ func defaultNamespaces(mapper meta.RESTMapper, objs []*unstructured.Unstructured
 // adds others. That is what applying `cp -r staging prod` with staging's
 // resourcegroup.yaml does — it deletes all of staging.
 type ReplaceInventoryError struct {
-	Inventory Inventory
+	Inventory kinv.Identity
 	// Pruned lists what the apply would have pruned ("Kind namespace/name"),
 	// cluster-scoped objects first; Added counts the objects the inventory does not hold yet.
 	Pruned []string
@@ -88,7 +88,7 @@ func (e *ReplaceInventoryError) Error() string {
 // checkReplace returns a ReplaceInventoryError when prev (the inventory's
 // object list in the cluster) is not empty, the render shares none of it
 // and adds objects.
-func checkReplace(inv Inventory, prev []object.ObjMetadata, objs []*unstructured.Unstructured) error {
+func checkReplace(inv kinv.Identity, prev []object.ObjMetadata, objs []*unstructured.Unstructured) error {
 	if len(prev) == 0 {
 		return nil
 	}
@@ -138,7 +138,7 @@ func describeID(id object.ObjMetadata) string {
 // from touching because another inventory owns them. When this inventory
 // is new in the cluster, the likeliest cause is a renamed inventory (or a
 // changed inventory-id): the cluster's objects still belong to the old one.
-func foreignWarnings(ctx context.Context, dyn dynamic.Interface, inv Inventory, isNew bool, res *Result, owners map[string]string) []string {
+func foreignWarnings(ctx context.Context, dyn dynamic.Interface, inv kinv.Identity, isNew bool, res *Result, owners map[string]string) []string {
 	byOwner := map[string][]string{}
 	for _, o := range res.Objects {
 		if o.Action != Skipped || !strings.Contains(o.Reason, "inventory policy") {
@@ -167,20 +167,19 @@ func foreignWarnings(ctx context.Context, dyn dynamic.Interface, inv Inventory, 
 	return out
 }
 
-var resourceGroupsGVR = schema.GroupVersionResource{Group: resourcegroup.GVK.Group, Version: resourcegroup.GVK.Version, Resource: "resourcegroups"}
-
 // findInventory names the inventory object labelled with inventory-id id,
 // or "" when none is found (or the lookup fails: it only helps a message).
 func findInventory(ctx context.Context, dyn dynamic.Interface, id string) string {
 	sel := metav1.ListOptions{LabelSelector: common.InventoryLabel + "=" + id}
-	for _, r := range []struct {
-		gvr  schema.GroupVersionResource
-		kind string
-	}{{resourceGroupsGVR, "ResourceGroup"}, {schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, "ConfigMap"}} {
-		l, err := dyn.Resource(r.gvr).List(ctx, sel)
+	for _, b := range kinv.Backends() {
+		l, err := dyn.Resource(gvrOf(b)).List(ctx, sel)
 		if err == nil && len(l.Items) > 0 {
-			return fmt.Sprintf("%s %s/%s", r.kind, l.Items[0].GetNamespace(), l.Items[0].GetName())
+			return fmt.Sprintf("%s %s/%s", b.Kind, l.Items[0].GetNamespace(), l.Items[0].GetName())
 		}
 	}
 	return ""
+}
+
+func gvrOf(b kinv.Backend) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: b.Group, Version: b.Version, Resource: b.Resource}
 }

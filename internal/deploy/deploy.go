@@ -89,7 +89,7 @@ type ObjectResult struct {
 
 // Result is the outcome of an apply.
 type Result struct {
-	Inventory Inventory      `json:"inventory"`
+	Inventory kinv.Identity  `json:"inventory"`
 	DryRun    bool           `json:"dryRun"`
 	Objects   []ObjectResult `json:"objects"`
 	// Warnings explain what the objects alone do not, such as objects
@@ -121,7 +121,7 @@ func (r *Result) Failed() bool {
 }
 
 // EmptyError refuses to prune everything because a render came out empty.
-type EmptyError struct{ Inventory Inventory }
+type EmptyError struct{ Inventory kinv.Identity }
 
 func (e *EmptyError) Error() string {
 	return fmt.Sprintf("the overlay renders no objects, so applying it would prune everything %s holds; refusing (pass --allow-empty if that is what you want)", e.Inventory)
@@ -262,7 +262,7 @@ func (e *Engine) Apply(ctx context.Context, invObj *unstructured.Unstructured, o
 		res.Objects = append(res.Objects, r)
 	}
 	var fatal []error
-	for ev := range applier.Run(ctx, inv.info(), objs, aopts) {
+	for ev := range applier.Run(ctx, objectInfo(inv), objs, aopts) {
 		if opts.OnEvent != nil {
 			opts.OnEvent(ev)
 		}
@@ -505,8 +505,8 @@ func established(crd *unstructured.Unstructured) bool {
 // previousObjects reads, through cli-utils' inventory client, the object
 // list the inventory holds in the cluster; isNew says the inventory object
 // does not exist yet (or its kind is not installed).
-func previousObjects(ctx context.Context, invClient inventory.Client, inv Inventory) (prev []object.ObjMetadata, isNew bool, err error) {
-	got, err := invClient.Get(ctx, inv.info(), inventory.GetOptions{})
+func previousObjects(ctx context.Context, invClient inventory.Client, inv kinv.Identity) (prev []object.ObjMetadata, isNew bool, err error) {
+	got, err := invClient.Get(ctx, objectInfo(inv), inventory.GetOptions{})
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 		return nil, true, nil
 	}

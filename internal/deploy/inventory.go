@@ -11,30 +11,15 @@ import (
 	kinv "github.com/kplan-dev/kplan/internal/inventory"
 )
 
-// Inventory names the object that records what an apply put in the
-// cluster: a kpt ResourceGroup (the default) or a cli-utils ConfigMap.
-type Inventory struct {
-	Kind      string // "ResourceGroup" or "ConfigMap"
-	Name      string
-	Namespace string
-	// ID is the cli-utils.sigs.k8s.io/inventory-id label. It defaults to
-	// <name>-<namespace>, as seeds/002_96cdce1014c23446.md says.
-	ID string
-}
-
-func (i Inventory) String() string {
-	return fmt.Sprintf("%s %s/%s (inventory-id %s)", i.Kind, i.Namespace, i.Name, i.ID)
-}
-
-func (i Inventory) info() *inventory.SingleObjectInfo {
+// objectInfo is how cli-utils names the inventory object i.
+func objectInfo(i kinv.Identity) *inventory.SingleObjectInfo {
 	return inventory.NewSingleObjectInfo(inventory.ID(i.ID), types.NamespacedName{Namespace: i.Namespace, Name: i.Name})
 }
 
 // inventoryOf reads an inventory object's identity.
-func inventoryOf(obj *unstructured.Unstructured) Inventory {
+func inventoryOf(obj *unstructured.Unstructured) kinv.Identity {
 	// One rule for plan and apply: the plan names inventories the same way.
-	id := kinv.IdentityOf(obj.GetKind(), obj.GetName(), obj.GetNamespace(), obj.GetLabels(), "default")
-	return Inventory{Kind: id.Kind, Name: id.Name, Namespace: id.Namespace, ID: id.ID}
+	return kinv.IdentityOf(obj.GetKind(), obj.GetName(), obj.GetNamespace(), obj.GetLabels(), DefaultNamespace)
 }
 
 // isInventoryObject reports whether a rendered object is an inventory:
@@ -59,7 +44,7 @@ func (e *NoInventoryError) Error() string {
 
 // MultipleInventoriesError lists every inventory object found.
 type MultipleInventoriesError struct {
-	Found []Inventory
+	Found []kinv.Identity
 }
 
 func (e *MultipleInventoriesError) Error() string {
@@ -98,4 +83,4 @@ func SplitInventory(objs []*unstructured.Unstructured) (*unstructured.Unstructur
 
 // InventoryOf reads an inventory object's identity: kind, namespace, name
 // and inventory-id.
-func InventoryOf(obj *unstructured.Unstructured) Inventory { return inventoryOf(obj) }
+func InventoryOf(obj *unstructured.Unstructured) kinv.Identity { return inventoryOf(obj) }

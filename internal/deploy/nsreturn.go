@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/common"
 	"sigs.k8s.io/cli-utils/pkg/inventory"
 	"sigs.k8s.io/cli-utils/pkg/object"
+
+	kinv "github.com/kplan-dev/kplan/internal/inventory"
 )
 
 // KeptForInventoryAnnotation marks the Namespace kplan kept in the cluster,
@@ -27,7 +29,7 @@ const KeptForInventoryAnnotation = "kplan.dev/kept-for-inventory"
 var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
 // inventoryNamespaceID is the Namespace that holds inv.
-func inventoryNamespaceID(inv Inventory) object.ObjMetadata {
+func inventoryNamespaceID(inv kinv.Identity) object.ObjMetadata {
 	return object.ObjMetadata{GroupKind: schema.GroupKind{Kind: "Namespace"}, Name: inv.Namespace}
 }
 
@@ -38,7 +40,7 @@ func inventoryNamespaceID(inv Inventory) object.ObjMetadata {
 // "abandons" it: its owning-inventory annotation goes too). The second
 // annotation says kplan did this for inv, so that the Namespace returns
 // to the inventory when the overlay renders it again (takeBackNamespace).
-func protectInventoryNamespace(ctx context.Context, dyn dynamic.Interface, inv Inventory, prev []object.ObjMetadata, objs []*unstructured.Unstructured, dryRun bool) error {
+func protectInventoryNamespace(ctx context.Context, dyn dynamic.Interface, inv kinv.Identity, prev []object.ObjMetadata, objs []*unstructured.Unstructured, dryRun bool) error {
 	nsID := inventoryNamespaceID(inv)
 	if rendered(nsID, objs) != nil {
 		return nil // still rendered: not a prune
@@ -69,7 +71,7 @@ func protectInventoryNamespace(ctx context.Context, dyn dynamic.Interface, inv I
 // that another inventory owns, or that someone else annotated to be kept,
 // is left to the inventory policy. It reports whether the Namespace is
 // (or, in a dry run, would be) taken back; a dry run changes nothing.
-func takeBackNamespace(ctx context.Context, dyn dynamic.Interface, inv Inventory, objs []*unstructured.Unstructured, dryRun bool) (bool, error) {
+func takeBackNamespace(ctx context.Context, dyn dynamic.Interface, inv kinv.Identity, objs []*unstructured.Unstructured, dryRun bool) (bool, error) {
 	if inv.Namespace == "" || rendered(inventoryNamespaceID(inv), objs) == nil {
 		return false, nil
 	}

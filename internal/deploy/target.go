@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/common"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	kinv "github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/resourcegroup"
 )
@@ -68,7 +69,7 @@ func targetOf(r render.Result, src Source, override *unstructured.Unstructured) 
 	rendersOne := slices.ContainsFunc(objs, isInventoryObject)
 	if src.RGFile != nil && (src.RGFileExplicit || !rendersOne) {
 		var rg unstructured.Unstructured
-		if err := sigsyaml.Unmarshal(src.RGFile, &rg.Object); err != nil || rg.GetKind() != "ResourceGroup" {
+		if err := sigsyaml.Unmarshal(src.RGFile, &rg.Object); err != nil || rg.GetKind() != resourcegroup.GVK.Kind {
 			return nil, fmt.Errorf("the ResourceGroup file of %s is not a ResourceGroup (%v)", r.Path, err)
 		}
 		objs = append(objs, &rg)
@@ -89,7 +90,7 @@ func targetOf(r render.Result, src Source, override *unstructured.Unstructured) 
 	var none *NoInventoryError
 	if errors.As(err, &none) && r.Inventory != nil {
 		d := r.Inventory
-		if d.Type != "" && d.Type != "ConfigMap" {
+		if d.Type != "" && d.Type != configMapKind {
 			return nil, fmt.Errorf("%s: inventory type %q: only ConfigMap is supported", r.Path, d.Type)
 		}
 		inv = ConfigMapInventory(d.ConfigMap.Name, cmp.Or(d.ConfigMap.Namespace, src.Namespace), "")
@@ -107,39 +108,37 @@ func targetOf(r render.Result, src Source, override *unstructured.Unstructured) 
 	return &Target{Inventory: inv, Objects: rest}, nil
 }
 
-// InventoryObject is an empty inventory object of kind ResourceGroup (the
-// default) or ConfigMap.
-func InventoryObject(kind, name, namespace, id string) *unstructured.Unstructured {
-	if kind == "ConfigMap" {
-		return ConfigMapInventory(name, namespace, id)
+// InventoryObject is an empty inventory object named by id, of one of
+// the inventory backends (internal/inventory.Backends; "" is the
+// default). A backend whose objects are inventories only when labelled
+// (ConfigMap) always carries the inventory-id label, default
+// <name>-<namespace>; the others carry it when id names one.
+func InventoryObject(id kinv.Identity) (*unstructured.Unstructured, error) {
+	b, ok := kinv.BackendOf(id.Kind)
+	if !ok {
+		return nil, fmt.Errorf("inventory %s: kind %q: want %s", id, id.Kind, kinv.BackendKinds())
 	}
-	if namespace == "" {
-		namespace = "default"
+	ns := cmp.Or(id.Namespace, DefaultNamespace)
+	if id.ID == "" && b.Labelled {
+		id.ID = id.Name + "-" + ns
 	}
-	rg := &unstructured.Unstructured{}
-	rg.SetGroupVersionKind(resourcegroup.GVK)
-	rg.SetName(name)
-	rg.SetNamespace(namespace)
-	if id != "" {
-		rg.SetLabels(map[string]string{common.InventoryLabel: id})
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(b.APIVersion())
+	u.SetKind(b.Kind)
+	u.SetName(id.Name)
+	u.SetNamespace(ns)
+	if id.ID != "" {
+		u.SetLabels(map[string]string{common.InventoryLabel: id.ID})
 	}
-	return rg
+	return u, nil
 }
 
 // ConfigMapInventory is a cli-utils ConfigMap inventory object; id
 // defaults to <name>-<namespace>.
 func ConfigMapInventory(name, namespace, id string) *unstructured.Unstructured {
-	if namespace == "" {
-		namespace = "default"
-	}
-	if id == "" {
-		id = name + "-" + namespace
-	}
-	cm := &unstructured.Unstructured{}
-	cm.SetAPIVersion("v1")
-	cm.SetKind("ConfigMap")
-	cm.SetName(name)
-	cm.SetNamespace(namespace)
-	cm.SetLabels(map[string]string{common.InventoryLabel: id})
-	return cm
+	u, _ := InventoryObject(kinv.Identity{Kind: configMapKind, Name: name, Namespace: namespace, ID: id}) // a backend of the table
+	return u
 }
+
+// configMapKind is the backend of the seed's inventory directive.
+const configMapKind = "ConfigMap"

@@ -7,6 +7,7 @@ import (
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	kinv "github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/render"
 )
 
@@ -69,5 +70,35 @@ func TestTargetOf(t *testing.T) {
 	}
 	if inv := inventoryOf(tg.Inventory); inv.Kind != "ConfigMap" || inv.ID != "root-cm-default" {
 		t.Errorf("directive inventory %+v", inv)
+	}
+}
+
+// An inventory object of every backend, named by an identity; an unknown
+// kind is an error naming the kinds there are.
+func TestInventoryObject(t *testing.T) {
+	for _, tc := range []struct {
+		id                 kinv.Identity
+		apiVersion, wantID string
+	}{
+		{kinv.Identity{Name: "inv", Namespace: "app"}, "kpt.dev/v1alpha1", ""},
+		{kinv.Identity{Kind: "ResourceGroup", Name: "inv", Namespace: "app", ID: "x"}, "kpt.dev/v1alpha1", "x"},
+		{kinv.Identity{Kind: "ConfigMap", Name: "inv"}, "v1", "inv-default"},
+		{kinv.Identity{Kind: "ConfigMap", Name: "inv", Namespace: "app", ID: "y"}, "v1", "y"},
+	} {
+		u, err := InventoryObject(tc.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.GetAPIVersion() != tc.apiVersion || u.GetLabels()[kinv.InventoryIDLabel] != tc.wantID || !isInventoryObject(u) {
+			t.Errorf("%+v: %s %v", tc.id, u.GetAPIVersion(), u.GetLabels())
+		}
+		// The identity read back is the one asked for, defaults filled in.
+		back := inventoryOf(u)
+		if back.Name != tc.id.Name || (tc.id.Kind != "" && back.Kind != tc.id.Kind) {
+			t.Errorf("%+v read back as %+v", tc.id, back)
+		}
+	}
+	if _, err := InventoryObject(kinv.Identity{Kind: "Secret", Name: "x"}); err == nil || !strings.Contains(err.Error(), "ResourceGroup or ConfigMap") {
+		t.Errorf("unknown kind: %v", err)
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/deploy"
+	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
 	"github.com/kplan-dev/kplan/internal/resourcegroup"
@@ -64,7 +65,7 @@ type Target struct {
 	// "default").
 	Namespace string
 	// Inventory, if set, replaces the inventory the overlay renders.
-	Inventory *Inventory
+	Inventory *inventory.Identity
 	// Source is the name of the Source that declared the target; "" for a
 	// target of the webhook's configuration.
 	Source string
@@ -109,11 +110,6 @@ type Source struct {
 	// for this repository: a repository target of the same name would
 	// report on the same commit status.
 	Reserved []string
-}
-
-// Inventory names an inventory object: kind ResourceGroup or ConfigMap.
-type Inventory struct {
-	Kind, Name, Namespace, ID string
 }
 
 // Request asks a target to converge on SHA; an empty SHA means the
@@ -190,7 +186,7 @@ type Deployer struct {
 	runCtx     context.Context // set by Run: workers added later run under it
 	wg         sync.WaitGroup
 	lastFailed map[string]string // target key -> sha and error of its last failure before applying
-	rendered   map[string]deploy.Inventory
+	rendered   map[string]inventory.Identity
 	conflicts  map[string]string // target key -> the conflict last reported for it
 	invLocks   map[string]*sync.Mutex
 	// initial counts the configured targets whose first render is still
@@ -223,7 +219,7 @@ type worker struct {
 func New(targets []Target, mirrors Mirror, report Reporter, engine func(Target) *deploy.Engine, logger *slog.Logger, sources ...Source) *Deployer {
 	d := &Deployer{Mirrors: mirrors, Report: report, Engine: engine, Logger: logger, Resync: 5 * time.Minute, FlushInterval: 15 * time.Second,
 		workers: map[string]*worker{}, started: make(chan struct{}), lastFailed: map[string]string{},
-		rendered: map[string]deploy.Inventory{}, conflicts: map[string]string{}, invLocks: map[string]*sync.Mutex{},
+		rendered: map[string]inventory.Identity{}, conflicts: map[string]string{}, invLocks: map[string]*sync.Mutex{},
 		firstRenders: make(chan struct{})}
 	for _, t := range targets {
 		w := newWorker(t, nil)
@@ -621,7 +617,11 @@ func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*depl
 		return nil, rs[0].Err
 	}
 	if i := t.Inventory; i != nil {
-		return deploy.TargetWithInventory(rs[0], deploy.InventoryObject(i.Kind, i.Name, i.Namespace, i.ID))
+		inv, err := deploy.InventoryObject(*i)
+		if err != nil {
+			return nil, err
+		}
+		return deploy.TargetWithInventory(rs[0], inv)
 	}
 	rg, err := s.FS.ReadFile(snapshot.Abs(path.Join(t.Overlay, resourcegroup.DefaultFile)))
 	if err != nil {
@@ -633,12 +633,12 @@ func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*depl
 // inventoryKey identifies an inventory in a cluster. Two targets clash
 // when they share either the inventory object or its inventory-id: the
 // object holds the list that prunes, the id owns the objects.
-func inventoryKeys(t Target, inv deploy.Inventory) [2]string {
+func inventoryKeys(t Target, inv inventory.Identity) [2]string {
 	return [2]string{t.cluster() + "\x00object\x00" + inv.Kind + "\x00" + inv.Namespace + "\x00" + inv.Name, t.cluster() + "\x00id\x00" + inv.ID}
 }
 
 // lockInventory serializes the deploys through one inventory of a cluster.
-func (d *Deployer) lockInventory(t Target, inv deploy.Inventory) func() {
+func (d *Deployer) lockInventory(t Target, inv inventory.Identity) func() {
 	k := inventoryKeys(t, inv)[1]
 	d.mu.Lock()
 	m := d.invLocks[k]
@@ -655,7 +655,7 @@ func (d *Deployer) lockInventory(t Target, inv deploy.Inventory) func() {
 // same inventory: each apply would prune the other's objects.
 type ConflictError struct {
 	Targets   []string // every target involved, sorted
-	Inventory deploy.Inventory
+	Inventory inventory.Identity
 }
 
 func (e *ConflictError) Error() string {
@@ -669,7 +669,7 @@ func (e *ConflictError) Error() string {
 // found for the first time wakes the other targets, so that they are
 // refused and reported too; targets refused earlier because of t are
 // woken when t's inventory changes, so they deploy again.
-func (d *Deployer) claim(t Target, inv deploy.Inventory) error {
+func (d *Deployer) claim(t Target, inv inventory.Identity) error {
 	mine := inventoryKeys(t, inv)
 	d.mu.Lock()
 	var others []string
@@ -712,7 +712,7 @@ func (d *Deployer) claim(t Target, inv deploy.Inventory) error {
 // record notes the inventory t rendered. When t moved to another
 // inventory, whoever was refused because of the old one is woken: it may
 // deploy now.
-func (d *Deployer) record(t Target, inv deploy.Inventory) {
+func (d *Deployer) record(t Target, inv inventory.Identity) {
 	d.mu.Lock()
 	prev, had := d.rendered[t.Key()]
 	d.rendered[t.Key()] = inv
@@ -734,7 +734,7 @@ func (d *Deployer) record(t Target, inv deploy.Inventory) {
 // target of the same cluster deployed through it last and that target
 // has not rendered another inventory since: after a restart the other
 // may not have rendered yet, and t's apply would prune its objects.
-func (d *Deployer) lastDeployedBy(t Target, inv deploy.Inventory, by string) error {
+func (d *Deployer) lastDeployedBy(t Target, inv inventory.Identity, by string) error {
 	if by == "" || by == t.Key() {
 		return nil
 	}

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
+	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/gittest"
 )
@@ -71,7 +71,7 @@ var git = gittest.Git
 // Another cluster's target with the same inventory is no conflict.
 func TestSharedInventoryRefusesBoth(t *testing.T) {
 	d := New([]Target{{Name: "staging"}, {Name: "prod"}, {Name: "elsewhere", Context: "other"}}, nil, nil, nil, slog.New(slog.DiscardHandler))
-	inv := deploy.Inventory{Kind: "ResourceGroup", Namespace: "default", Name: "inventory-1", ID: "inventory-1-default"}
+	inv := inventory.Identity{Kind: "ResourceGroup", Namespace: "default", Name: "inventory-1", ID: "inventory-1-default"}
 	for _, name := range []string{"staging", "prod", "elsewhere"} {
 		d.record(d.workers[name].target(), inv)
 	}
@@ -93,7 +93,7 @@ func TestSharedInventoryRefusesBoth(t *testing.T) {
 		t.Errorf("another cluster: %v", err)
 	}
 	// prod gets its own inventory: staging is woken and deploys.
-	d.record(d.workers["prod"].target(), deploy.Inventory{Kind: "ResourceGroup", Namespace: "default", Name: "inventory-2", ID: "inventory-2-default"})
+	d.record(d.workers["prod"].target(), inventory.Identity{Kind: "ResourceGroup", Namespace: "default", Name: "inventory-2", ID: "inventory-2-default"})
 	if r := d.workers["staging"].take(); r == nil {
 		t.Error("staging was not woken")
 	}
