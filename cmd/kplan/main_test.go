@@ -115,7 +115,7 @@ func TestDiffComponentsStory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"overlays/enterprise (overlay removed)", "+ ~G_v1_Secret|default|ldappass-", "data.secret_key.txt (value hidden)", "Plan: 1 to add, 5 to change, 4 to prune in 3 of 3 overlays."} {
+	for _, want := range []string{"overlays/enterprise (overlay removed)", "+ Secret ldappass-", "data.secret_key.txt (value hidden)", "Plan: 1 to add, 5 to change, 4 to prune in 3 of 3 overlays."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text plan lacks %q:\n%s", want, out)
 		}

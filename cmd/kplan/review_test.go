@@ -193,15 +193,15 @@ func TestDiffShowsWhatAReviewerMustSee(t *testing.T) {
 				t.Errorf("%s does not show the added Deployment's image:\n%s", form, outputs[form])
 			}
 		}
-		if !strings.Contains(outputs["fields markdown"], "<details><summary>+ <code>"+api+"</code> (Deployment api in namespace default)</summary>\n\n```yaml\n") {
+		if !strings.Contains(outputs["fields markdown"], "<details><summary>+ Deployment api (default): YAML</summary>\n\n```yaml\n") {
 			t.Errorf("markdown does not fold the added Deployment's YAML:\n%s", outputs["fields markdown"])
 		}
 	})
 
 	t.Run("a pruned object is named with kind and namespace", func(t *testing.T) {
 		for form, want := range map[string]string{
-			"fields text":     "  - " + oldSvc + " (Service old-svc in namespace default)\n",
-			"fields markdown": "| - | `" + cell(oldSvc) + "` (Service old-svc in namespace default) | prune |",
+			"fields text":     "  - Service old-svc (default)\n",
+			"fields markdown": "```diff\n+ Deployment api (default)\n- Service old-svc (default)\n",
 			"unified text":    "--- base/" + oldSvc + "\n+++ /dev/null\n",
 		} {
 			if !strings.Contains(outputs[form], want) {
@@ -260,5 +260,3 @@ func TestDiffStyleRefused(t *testing.T) {
 		t.Errorf("err = %v, want the flag and its values named", err)
 	}
 }
-
-func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }

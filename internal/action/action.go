@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -43,6 +45,7 @@ type inputs struct {
 	enableHelm     bool
 	cacheDir       string
 	diffStyle      string
+	ignore         inventorydiff.IgnoreRules
 }
 
 func readInputs(a *githubactions.Action) (inputs, error) {
@@ -54,6 +57,11 @@ func readInputs(a *githubactions.Action) (inputs, error) {
 		loadRestrictor: a.GetInput("load-restrictor"),
 		cacheDir:       a.GetInput("cache-dir"),
 		diffStyle:      a.GetInput("diff-style"),
+		ignore: inventorydiff.IgnoreRules{
+			Fields: render.Patterns(a.GetInput("ignore-fields")),
+			Kinds:  render.Patterns(a.GetInput("ignore-kinds")),
+			Source: "Action input",
+		},
 	}
 	var err error
 	bools := []struct {
@@ -69,6 +77,9 @@ func readInputs(a *githubactions.Action) (inputs, error) {
 	}
 	if err := report.CheckDiffStyle(in.diffStyle); err != nil {
 		return in, fmt.Errorf("input diff-style: %w", err)
+	}
+	if err := inventorydiff.CheckIgnore(in.ignore); err != nil {
+		return in, fmt.Errorf("inputs ignore-fields/ignore-kinds: %w", err)
 	}
 	switch in.loadRestrictor {
 	case "", "LoadRestrictionsRootOnly", "LoadRestrictionsNone":
@@ -130,7 +141,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	p, err := plan.Run(ctx, plan.Options{
 		RepoDir: dir, Base: c.base, Head: c.head, BaseLabel: c.baseLabel, HeadLabel: c.headLabel,
 		Filter: render.Filter{Include: in.include, Exclude: in.exclude},
-		Render: ropts, Logger: log, CacheDir: cacheDir,
+		Render: ropts, Logger: log, CacheDir: cacheDir, Ignore: in.ignore,
 	})
 	a.EndGroup()
 	if err != nil {
@@ -140,12 +151,31 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := report.TextWith(stdout, p, opts); err != nil {
 		return err
 	}
+	annotate(a, p, annotationPrefix(ctx, g, gctx.Workspace))
 
-	md := report.MarkdownWith(p, prcomment.PlanMarker+"\n", report.MaxCommentSize, opts)
-	a.AddStepSummary(md)
+	// Complete first, then smaller: a file with everything, the job
+	// summary (1 MiB) keeping every field change, the comment (65,536
+	// characters) pointing at both when it has to leave something out.
+	full, _ := report.MarkdownFit(p, "", math.MaxInt, opts)
+	reportFile, err := writeTempFile("kplan-report.md", []byte(full), getenv)
+	if err != nil {
+		return fmt.Errorf("write the Markdown report: %w", err)
+	}
+	artifact := "the file `kplan-report.md` (the `report-file` output: upload it with actions/upload-artifact to keep it)"
+	sopts := opts
+	sopts.Complete = artifact
+	summary, _ := report.MarkdownFit(p, "", report.MaxSummarySize, sopts)
+	a.AddStepSummary(summary)
+	copts := opts
+	copts.Complete = artifact
+	if u := runURL(getenv); u != "" {
+		copts.Complete = "[in the job summary](" + u + ") and in " + artifact
+	}
+	md, _ := report.MarkdownFit(p, prcomment.PlanMarker+"\n", report.MaxCommentSize, copts)
 	if err := writeOutputs(a, p, opts, getenv); err != nil {
 		return err
 	}
+	a.SetOutput("report-file", reportFile)
 	if in.comment {
 		if err := comment(ctx, a, getenv, in.token, owner, repo, pr.GetNumber(), md, log); err != nil {
 			return err
@@ -232,7 +262,7 @@ func writeOutputs(a *githubactions.Action, p *inventorydiff.Plan, opts report.Op
 	if err != nil {
 		return err
 	}
-	path, err := writeReportFile(data, getenv)
+	path, err := writeTempFile("kplan-plan.json", data, getenv)
 	if err != nil {
 		return fmt.Errorf("write the JSON report: %w", err)
 	}
@@ -241,6 +271,8 @@ func writeOutputs(a *githubactions.Action, p *inventorydiff.Plan, opts report.Op
 	a.SetOutput("changed", strconv.Itoa(t.Changed))
 	a.SetOutput("pruned", strconv.Itoa(t.Pruned))
 	a.SetOutput("has-changes", strconv.FormatBool(t.ChangedOverlays > 0))
+	a.SetOutput("dangerous", strconv.FormatBool(t.Dangerous > 0))
+	a.SetOutput("failed", strconv.FormatBool(len(p.IntroducedFailures()) > 0))
 	a.SetOutput("report-json", path)
 	return nil
 }
@@ -287,16 +319,76 @@ func newClient(apiURL, token string) (*github.Client, error) {
 	return gh, nil
 }
 
+// runURL is the run's page, where its job summary is:
+// GITHUB_SERVER_URL/GITHUB_REPOSITORY/actions/runs/GITHUB_RUN_ID; "" when
+// the runner does not say.
+func runURL(getenv func(string) string) string {
+	server, repo, id := getenv("GITHUB_SERVER_URL"), getenv("GITHUB_REPOSITORY"), getenv("GITHUB_RUN_ID")
+	if repo == "" || id == "" {
+		return ""
+	}
+	if server == "" {
+		server = "https://github.com"
+	}
+	u := strings.TrimSuffix(server, "/") + "/" + repo + "/actions/runs/" + id
+	if n := getenv("GITHUB_RUN_ATTEMPT"); n != "" && n != "1" {
+		u += "/attempts/" + n
+	}
+	return u
+}
+
+// annotationPrefix is the repository's top level relative to the
+// workspace, which annotations' file paths are relative to ("" when they
+// are the same or it cannot be told).
+func annotationPrefix(ctx context.Context, g gitcli.Repo, workspace string) string {
+	top, err := g.TopLevel(ctx)
+	if err != nil || workspace == "" {
+		return ""
+	}
+	ws, err := filepath.EvalSymlinks(workspace)
+	if err != nil {
+		ws = workspace
+	}
+	rel, err := filepath.Rel(ws, top)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return ""
+	}
+	return filepath.ToSlash(rel)
+}
+
+// annotate marks the kustomization of each overlay the change breaks
+// with an error, and of each overlay with a dangerous change with a
+// warning, so that they show on the pull request's files and the run.
+func annotate(a *githubactions.Action, p *inventorydiff.Plan, prefix string) {
+	for i := range p.Overlays {
+		o := &p.Overlays[i]
+		file := o.File
+		if file == "" {
+			file = path.Join(o.Path, "kustomization.yaml")
+		}
+		file = path.Join(prefix, file)
+		if msg, introduced := o.Problem(); msg != "" && introduced {
+			a.WithFieldsMap(map[string]string{"file": file, "title": "kplan: this change breaks " + o.Path}).Errorf("%s", oneLine(msg))
+		}
+		for _, why := range o.Dangerous {
+			a.WithFieldsMap(map[string]string{"file": file, "title": "kplan: dangerous change in " + o.Path}).Warningf("%s", oneLine(why))
+		}
+	}
+}
+
+// oneLine keeps an annotation's message on its line: a workflow command
+// escapes newlines, but one line reads better on the file view.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
 // dockerHome is where the runner mounts $RUNNER_TEMP/_github_home inside
 // a Docker action's container.
 const dockerHome = "/github/home"
 
-// writeReportFile stores the JSON plan where later steps can read it and
+// writeTempFile stores a report where later steps can read it and
 // returns that path as the host sees it. Inside a Docker action the
 // container's RUNNER_TEMP is not mounted, but /github/home is: it is
 // $RUNNER_TEMP/_github_home on the host. The work tree is never written.
-func writeReportFile(data []byte, getenv func(string) string) (string, error) {
-	const name = "kplan-plan.json"
+func writeTempFile(name string, data []byte, getenv func(string) string) (string, error) {
 	runnerTemp := getenv("RUNNER_TEMP")
 	if getenv("HOME") == dockerHome && runnerTemp != "" {
 		if err := os.WriteFile(filepath.Join(dockerHome, name), data, 0o644); err != nil {

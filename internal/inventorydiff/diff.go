@@ -94,6 +94,12 @@ type Overlay struct {
 	SharedWith []string
 	// SharedBefore says the overlays shared it on base too.
 	SharedBefore bool
+	// File is the overlay's kustomization file, repository-relative (on
+	// head, else base): where annotations point.
+	File string
+	// Notes are what kustomize warns about the overlay's kustomizations
+	// on head (deprecated fields), each naming its file, once.
+	Notes []string
 }
 
 // FailureIntroduced says the overlay fails on head and did not on base:
@@ -135,6 +141,11 @@ type Plan struct {
 	BaseLabel, HeadLabel string
 	Overlays             []Overlay // sorted by path
 	Totals               Totals
+	// Work is how much the plan rendered and how long it took; nil when
+	// not known.
+	Work *Work
+	// Ignored are the ignore rules applied and what each hid.
+	Ignored []IgnoredRule
 }
 
 // Compare builds the plan from each overlay's base and head sides; an

@@ -42,6 +42,14 @@ type Options struct {
 	// BaseLabel and HeadLabel say in reports which commits were planned
 	// ("main at def5678", "head abc1234"); default: the revisions.
 	BaseLabel, HeadLabel string
+	// Ignore are noise filters given by the caller (flags, Action
+	// inputs); the head commit's .kplan.yaml may add its own. The plan
+	// lists each with what it hid.
+	Ignore inventorydiff.IgnoreRules
+	// Progress, when set, is told how many of the builds to run are done
+	// (rendered or read from the cache): for a progress line on a
+	// terminal. It is called from the building goroutines, one at a time.
+	Progress func(done, total int)
 }
 
 // cacheMaxAge is how long an unused render cache entry is kept.
@@ -96,6 +104,8 @@ func Execute(ctx context.Context, opts Options) (*inventorydiff.Plan, Stats, err
 		opts.Logger.Debug("render cache pruned", "removed", n, "err", err)
 	}
 	p.stats.Took = time.Since(start)
+	plan.Work = &inventorydiff.Work{Overlays: p.stats.Overlays, Skipped: p.stats.Skipped,
+		Rendered: p.stats.Rendered, CacheHits: p.stats.CacheHits, Took: p.stats.Took}
 	opts.Logger.Info("planned", "base", base.Rev, "head", head.Rev, "files", head.Files,
 		"overlays", p.stats.Overlays, "skipped", p.stats.Skipped, "rendered", p.stats.Rendered,
 		"cacheHits", p.stats.CacheHits, "stored", p.stats.Stored, "failFast", p.stats.FailFast, "took", p.stats.Took.Round(time.Millisecond))

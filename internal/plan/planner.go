@@ -45,6 +45,7 @@ type planner struct {
 	overlays    []inventorydiff.Overlay
 	lonely      map[string]pair // overlays on one side only, compared last (moves)
 	cacheFailed bool
+	built       int // builds done, for Options.Progress
 }
 
 // side is one revision, discovered.
@@ -53,7 +54,8 @@ type side struct {
 	tree     *render.Tree
 	closures *closure.Builder
 	overlays map[string]bool
-	targets  *repoconfig.Config // nil: no .kplan.yaml
+	targets  *repoconfig.Config // nil: no .kplan.yaml, or one without targets
+	ignore   repoconfig.Ignore  // .kplan.yaml's noise filters
 }
 
 // namespace is where the overlay's namespaced objects rendered without a
@@ -99,12 +101,19 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 		} else if err != nil {
 			return nil, err
 		}
+		var ignore repoconfig.Ignore
+		if cfg != nil {
+			ignore = cfg.Ignore
+		}
+		if !cfg.HasTargets() {
+			cfg = nil // only ignore rules: overlays are discovered
+		}
 		f := p.opts.Filter
 		if cfg != nil {
 			f.Targets = cfg.Overlays()
 		}
 		filters = append(filters, f)
-		sides[i] = &side{s: s, targets: cfg, overlays: map[string]bool{}}
+		sides[i] = &side{s: s, targets: cfg, ignore: ignore, overlays: map[string]bool{}}
 	}
 	trees, err := render.DiscoverAll([]filesys.FileSystem{base.FS, head.FS}, filters)
 	if err != nil {
@@ -157,6 +166,7 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	}
 	done("built")
 	slices.SortFunc(p.overlays, func(a, b inventorydiff.Overlay) int { return cmp.Compare(a.Path, b.Path) })
+	notes := newNotes(ctx, sides[1])
 	for i := range p.overlays {
 		o := &p.overlays[i]
 		for _, sd := range []*side{sides[1], sides[0]} {
@@ -165,10 +175,23 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 					o.Targets = append(o.Targets, t.Name)
 				}
 			}
+			if k := sd.tree.Kustomizations[o.Path]; k != nil && o.File == "" {
+				o.File = k.File
+			}
+		}
+		if o.HeadErr == "" && sides[1].overlays[o.Path] && (o.Status != inventorydiff.Unchanged || o.HeadHash != "") {
+			o.Notes = notes.overlay(o.Path)
 		}
 	}
-	return &inventorydiff.Plan{Base: base.Rev, Head: head.Rev, BaseLabel: p.opts.BaseLabel, HeadLabel: p.opts.HeadLabel,
-		Overlays: p.overlays, Totals: inventorydiff.Sum(p.overlays)}, nil
+	plan := &inventorydiff.Plan{Base: base.Rev, Head: head.Rev, BaseLabel: p.opts.BaseLabel, HeadLabel: p.opts.HeadLabel,
+		Overlays: p.overlays, Totals: inventorydiff.Sum(p.overlays)}
+	rules := []inventorydiff.IgnoreRules{p.opts.Ignore}
+	if ig := sides[1].ignore; len(ig.Fields)+len(ig.Kinds) > 0 {
+		// Head's rules: a pull request that adds one sees what it hides.
+		rules = append(rules, inventorydiff.IgnoreRules{Fields: ig.Fields, Kinds: ig.Kinds, Source: repoconfig.File})
+	}
+	plan.Ignore(rules...)
+	return plan, nil
 }
 
 // runJobs settles, loads and builds jobs, delivering each side.
@@ -399,6 +422,12 @@ func (p *planner) build(ctx context.Context, sides [2]*side, todo []*job) error 
 			p.mu.Unlock()
 		}
 		p.deliver(j, p.toSide(sd, j.overlay, objs, err))
+		if p.opts.Progress != nil {
+			p.mu.Lock()
+			p.built++
+			p.opts.Progress(p.built, len(todo))
+			p.mu.Unlock()
+		}
 	})
 	p.stats.Rendered = len(todo)
 	return ctx.Err()

@@ -8,6 +8,11 @@
 //	    overlay: clusters/prod-eu    # required, a directory relative to the repository root
 //	    environment: production-eu   # default: the target name
 //	    namespace: default           # default "default"
+//	ignore:                          # noise filters for plans; the plan says what each hid
+//	  fields: ["metadata.annotations.checksum/*"]
+//	  kinds: [HorizontalPodAutoscaler]
+//
+// A file may hold only ignore rules: overlays are then discovered.
 //
 // The Action plans exactly these overlays, grouped by target; the webhook
 // reads the file at the commit it deploys. Without the file, overlays are
@@ -36,7 +41,20 @@ const DefaultNamespace = "default"
 // Config is a parsed .kplan.yaml.
 type Config struct {
 	Targets []Target `yaml:"targets"`
+	// Ignore are noise filters the plan applies (and reports).
+	Ignore Ignore `yaml:"ignore"`
 }
+
+// Ignore are field path patterns and kinds whose changes a plan leaves
+// out, saying how many each hid (internal/inventorydiff.IgnoreRules).
+type Ignore struct {
+	Fields []string `yaml:"fields"`
+	Kinds  []string `yaml:"kinds"`
+}
+
+// HasTargets says whether the file declares targets; one with only
+// ignore rules leaves overlays to discovery.
+func (c *Config) HasTargets() bool { return c != nil && len(c.Targets) > 0 }
 
 // Target is one overlay that deploys.
 type Target struct {
@@ -59,8 +77,22 @@ func Parse(data []byte) (*Config, error) {
 	bad := func(i int, field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: targets[%d].%s: %s", File, i, field, fmt.Sprintf(format, args...)))
 	}
-	if len(c.Targets) == 0 {
+	ignoring := len(c.Ignore.Fields)+len(c.Ignore.Kinds) > 0
+	if len(c.Targets) == 0 && !ignoring {
 		errs = append(errs, fmt.Errorf("%s: targets: list at least one target (or delete the file to plan every overlay)", File))
+	}
+	for i, f := range c.Ignore.Fields {
+		if strings.Trim(f, "*. ") == "" {
+			errs = append(errs, fmt.Errorf("%s: ignore.fields[%d]: %q: name a field path (e.g. metadata.annotations.checksum/*)", File, i, f))
+		}
+	}
+	for i, k := range c.Ignore.Kinds {
+		switch strings.TrimSpace(k) {
+		case "":
+			errs = append(errs, fmt.Errorf("%s: ignore.kinds[%d]: empty: name a kind", File, i))
+		case "Secret":
+			errs = append(errs, fmt.Errorf("%s: ignore.kinds[%d]: a Secret's changes are never ignored (their values never show anyway)", File, i))
+		}
 	}
 	names := map[string]int{}
 	for i := range c.Targets {

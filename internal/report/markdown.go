@@ -11,19 +11,26 @@ import (
 // MaxCommentSize is GitHub's limit on an issue comment's body.
 const MaxCommentSize = 65536
 
+// MaxSummarySize is GitHub's limit on one step's job summary (1 MiB).
+const MaxSummarySize = 1 << 20
+
+// openLimit is the size up to which overlays' sections are open: a
+// small plan reads without a click, a large one as its table first.
+const openLimit = 20000
+
 // detail is how much of each overlay the Markdown shows.
 type detail int
 
 const (
-	withObjects detail = iota // tables, field diffs and added objects' YAML, or unified diffs
-	withFields                // tables and field diffs
-	tablesOnly                // tables, no field diffs
-	countsOnly                // one row per overlay
+	withObjects detail = iota // field diffs and added objects' YAML, or unified diffs
+	withFields                // field diffs
+	tablesOnly                // the objects, no field diffs
+	countsOnly                // the table of overlays only
 )
 
 // Markdown renders the plan for a PR comment or job summary, fitting it in
 // limit characters (MaxCommentSize for a comment). It drops added
-// objects' YAML, then field diffs, then per-object tables, then trailing
+// objects' YAML, then field diffs, then per-object lists, then trailing
 // overlays, rather than fail.
 // header goes first (a hidden marker, say) and counts against limit.
 func Markdown(p *inventorydiff.Plan, header string, limit int) string {
@@ -33,31 +40,53 @@ func Markdown(p *inventorydiff.Plan, header string, limit int) string {
 // MarkdownWith is Markdown shown as opts say: with the unified style,
 // each overlay's objects as unified YAML diffs instead of field changes.
 // Objects' YAML (or the unified diffs) go first when the plan is too
-// big, then field changes, then tables, then overlays.
+// big, then field changes, then object lists, then overlays.
 func MarkdownWith(p *inventorydiff.Plan, header string, limit int, opts Options) string {
+	s, _ := MarkdownFit(p, header, limit, opts)
+	return s
+}
+
+// MarkdownFit is MarkdownWith, and says whether the Markdown is complete:
+// every field change and added object's YAML (or unified diff) is in it.
+// When it is not, it says so, and where opts.Complete points.
+func MarkdownFit(p *inventorydiff.Plan, header string, limit int, opts Options) (string, bool) {
+	m := &md{p: p, opts: opts, groups: findGroups(p), images: images(p)}
 	for _, d := range []detail{withObjects, withFields, tablesOnly, countsOnly} {
-		if s := header + markdown(p, d, -1, opts); len(s) <= limit {
-			return s
+		s := header + m.render(d, -1, true)
+		if len(s) > openLimit {
+			s = header + m.render(d, -1, false)
+		}
+		if len(s) <= limit {
+			return s, d == withObjects
 		}
 	}
-	// Even the counts are too long: list as many overlays as fit.
+	// Even the table is too long: list as many overlays as fit.
 	lo, hi := 0, len(p.Overlays)
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
-		if len(header+markdown(p, countsOnly, mid, opts)) <= limit {
+		if len(header+m.render(countsOnly, mid, false)) <= limit {
 			lo = mid
 		} else {
 			hi = mid - 1
 		}
 	}
-	s := header + markdown(p, countsOnly, lo, opts)
+	s := header + m.render(countsOnly, lo, false)
 	if len(s) > limit { // the summary alone is too long: cannot happen for sane limits
 		s = s[:limit]
 	}
-	return s
+	return s, false
 }
 
-func markdown(p *inventorydiff.Plan, d detail, maxOverlays int, opts Options) string {
+// md renders one plan at several levels of detail.
+type md struct {
+	p      *inventorydiff.Plan
+	opts   Options
+	groups groups
+	images []*imageChange
+}
+
+func (m *md) render(d detail, maxRows int, open bool) string {
+	p := m.p
 	var b strings.Builder
 	fmt.Fprintf(&b, "### kplan: %s\n\n", Summary(p))
 	unchanged := 0
@@ -67,22 +96,27 @@ func markdown(p *inventorydiff.Plan, d detail, maxOverlays int, opts Options) st
 		}
 	}
 	fmt.Fprintf(&b, "Planned %s. %d %s unchanged.", commits(p), unchanged, plural(unchanged, "overlay", "overlays"))
-	if p.Totals.Dangerous > 0 {
-		fmt.Fprintf(&b, " ⚠️ **%d dangerous %s**.", p.Totals.Dangerous, plural(p.Totals.Dangerous, "prune", "prunes"))
+	if n := p.Totals.Dangerous; n > 0 {
+		fmt.Fprintf(&b, " ⚠️ **%d dangerous %s**.", n, plural(n, "change", "changes"))
+	}
+	if n := len(p.IntroducedFailures()); n > 0 {
+		fmt.Fprintf(&b, " ❌ **%d %s broken by this change**.", n, plural(n, "overlay", "overlays"))
 	}
 	b.WriteString("\n\n")
-	switch d {
-	case withFields:
-		what := "Added objects' YAML"
-		if opts.unified() {
-			what = "Unified diffs"
+	if d != withObjects {
+		what := map[detail]string{
+			withFields: "Added objects' YAML is",
+			tablesOnly: "Field changes and added objects' YAML are",
+			countsOnly: "Per-object details are",
+		}[d]
+		if m.opts.unified() && d == withFields {
+			what = "Unified diffs are"
 		}
-		fmt.Fprintf(&b, "_%s omitted to fit GitHub's comment size limit; run `kplan diff` locally for them._\n\n", what)
-	case tablesOnly:
-		b.WriteString("_Field-level changes and object YAML omitted to fit GitHub's comment size limit; run `kplan diff` locally for them._\n\n")
-	case countsOnly:
-		b.WriteString("_Per-object details omitted to fit GitHub's comment size limit; run `kplan diff` locally or read the JSON report._\n\n")
-		b.WriteString("| Overlay | Add | Change | Prune | Status |\n|---|---:|---:|---:|---|\n")
+		where := "run `kplan diff` locally for them"
+		if m.opts.Complete != "" {
+			where = "the complete report is " + m.opts.Complete
+		}
+		fmt.Fprintf(&b, "> [!NOTE]\n> %s not in this comment (GitHub's comment size limit): %s.\n\n", what, where)
 	}
 	// What the change does comes first; overlays that only fail as they
 	// already did on base go last, folded: they are not this change's.
@@ -97,57 +131,151 @@ func markdown(p *inventorydiff.Plan, d detail, maxOverlays int, opts Options) st
 			order = append(order, o)
 		}
 	}
-	shown, listed := 0, 0
-	folded := false
-	for i, o := range append(order, existing...) {
-		if i == len(order) && d != countsOnly && (maxOverlays < 0 || shown < maxOverlays) {
-			fmt.Fprintf(&b, "<details><summary>%d %s already failing on base (not caused by this change)</summary>\n\n",
-				len(existing), plural(len(existing), "overlay", "overlays"))
-			folded = true
-		}
-		listed++
-		if maxOverlays >= 0 && shown >= maxOverlays {
-			continue
-		}
-		shown++
-		if d == countsOnly {
-			status := string(o.Status)
-			if msg, introduced := o.Problem(); msg != "" && introduced {
-				status += " ❌"
+	all := append(order, existing...)
+	m.writeTable(&b, all, maxRows)
+	m.writeImages(&b, d)
+	m.writeIgnored(&b)
+	if d != countsOnly {
+		for i, o := range all {
+			if i == len(order) {
+				fmt.Fprintf(&b, "<details><summary>%d %s already failing on base (not caused by this change)</summary>\n\n",
+					len(existing), plural(len(existing), "overlay", "overlays"))
 			}
-			if len(o.Dangerous) > 0 {
-				status += " ⚠️"
-			}
-			fmt.Fprintf(&b, "| `%s` | %d | %d | %d | %s |\n", cell(title(o)), len(o.Added), len(o.Changed), len(o.Pruned), status)
-			continue
+			m.writeOverlay(&b, o, d, open && i < len(order))
 		}
-		writeOverlay(&b, o, d, opts)
+		if len(existing) > 0 {
+			b.WriteString("</details>\n\n")
+		}
 	}
-	if folded {
-		b.WriteString("</details>\n\n")
-	}
-	if listed > shown {
-		fmt.Fprintf(&b, "\n…and %d more changed overlays not shown (size limit).\n", listed-shown)
+	if f := footer(p); f != "" {
+		fmt.Fprintf(&b, "<sub>%s</sub>\n", html.EscapeString(f))
 	}
 	return b.String()
 }
 
-func writeOverlay(b *strings.Builder, o *inventorydiff.Overlay, d detail, opts Options) {
-	fmt.Fprintf(b, "#### `%s` — ", title(o))
-	switch o.Status {
-	case inventorydiff.Failed:
+// writeTable is one row per reported overlay: counts and marks, the plan
+// at a glance.
+func (m *md) writeTable(b *strings.Builder, overlays []*inventorydiff.Overlay, maxRows int) {
+	if len(overlays) == 0 {
+		return
+	}
+	b.WriteString("| Overlay | Add | Change | Prune | |\n|---|---:|---:|---:|---|\n")
+	for i, o := range overlays {
+		if maxRows >= 0 && i >= maxRows {
+			fmt.Fprintf(b, "\n…and %d more changed overlays not shown (size limit).\n", len(overlays)-i)
+			break
+		}
+		var marks []string
+		switch o.Status {
+		case inventorydiff.New:
+			marks = append(marks, "new")
+		case inventorydiff.Removed:
+			marks = append(marks, "removed")
+		case inventorydiff.Moved:
+			marks = append(marks, "moved from `"+cell(o.MovedFrom)+"`")
+		}
+		if msg, introduced := o.Problem(); msg != "" {
+			if introduced {
+				marks = append(marks, "❌ broken by this change")
+			} else {
+				marks = append(marks, "failing on base too")
+			}
+		}
+		if n := len(o.Dangerous); n > 0 {
+			marks = append(marks, fmt.Sprintf("⚠️ %d dangerous", n))
+		}
+		if n := len(o.Detached); n > 0 {
+			marks = append(marks, fmt.Sprintf("%d left in the cluster", n))
+		}
+		if o.Status == inventorydiff.Failed {
+			fmt.Fprintf(b, "| `%s` | | | | %s |\n", cell(title(o)), strings.Join(marks, ", "))
+			continue
+		}
+		fmt.Fprintf(b, "| `%s` | %d | %d | %d | %s |\n", cell(title(o)), len(o.Added), len(o.Changed), len(o.Pruned), strings.Join(marks, ", "))
+	}
+	b.WriteString("\n")
+}
+
+// writeImages lists the images the plan rolls out, old → new.
+func (m *md) writeImages(b *strings.Builder, d detail) {
+	if len(m.images) == 0 {
+		return
+	}
+	max := map[detail]int{withObjects: 1 << 30, withFields: 1 << 30, tablesOnly: 100, countsOnly: 20}[d]
+	perLine := 5
+	if d == countsOnly {
+		perLine = 2
+	}
+	fmt.Fprintf(b, "**Images** (%d %s)\n\n", len(m.images), plural(len(m.images), "change", "changes"))
+	code := func(s string) string { return "`" + s + "`" }
+	for i, ic := range m.images {
+		if i == max {
+			fmt.Fprintf(b, "- …and %d more image changes (size limit)\n", len(m.images)-i)
+			break
+		}
+		change := "new " + inline(ic.New)
+		if ic.Old != "" {
+			change = inline(ic.Old) + " → " + inline(ic.New)
+		}
+		if ic.New == "" {
+			change = "removed " + inline(ic.Old)
+		}
+		fmt.Fprintf(b, "- %s: %s\n", change, objectsText(ic.Objects, perLine, code))
+	}
+	b.WriteString("\n")
+}
+
+// writeIgnored says what the plan's ignore rules hid: nothing is hidden
+// without the report saying so.
+func (m *md) writeIgnored(b *strings.Builder) {
+	if len(m.p.Ignored) == 0 {
+		return
+	}
+	b.WriteString("**Ignored** (noise filters; adds, prunes, dangers and Secret data are never ignored)\n\n")
+	for _, r := range m.p.Ignored {
+		src := ""
+		if r.Source != "" {
+			src = " (" + r.Source + ")"
+		}
+		fmt.Fprintf(b, "- %s%s: %s\n", inline(r.Rule), src, ignoredText(r))
+	}
+	b.WriteString("\n")
+}
+
+// inline is text as inline code, whatever backticks it holds.
+func inline(s string) string {
+	fence := "`"
+	for strings.Contains(s, fence) {
+		fence += "`"
+	}
+	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
+		return fence + " " + s + " " + fence
+	}
+	return fence + s + fence
+}
+
+func (m *md) writeOverlay(b *strings.Builder, o *inventorydiff.Overlay, d detail, open bool) {
+	attr := ""
+	if open {
+		attr = " open"
+	}
+	fmt.Fprintf(b, "<details%s><summary><b><code>%s</code></b> — ", attr, html.EscapeString(title(o)))
+	if o.Status == inventorydiff.Failed {
 		if _, introduced := o.Problem(); introduced {
-			b.WriteString("❌ failed to render: introduced by this change\n\n")
+			b.WriteString("❌ failed to render: introduced by this change</summary>\n\n")
 		} else {
-			b.WriteString("failed to render, already on base (not caused by this change)\n\n")
+			b.WriteString("failed to render, already on base (not caused by this change)</summary>\n\n")
 		}
 		for _, e := range []struct{ side, err string }{{"base", o.BaseErr}, {"head", o.HeadErr}} {
 			if e.err != "" {
-				fmt.Fprintf(b, "On %s:\n```\n%s\n```\n", e.side, strings.ReplaceAll(e.err, "```", "'''"))
+				fmt.Fprintf(b, "On %s:\n\n", e.side)
+				codeBlock(b, "", e.err)
 			}
 		}
-		b.WriteString("\n")
+		b.WriteString("</details>\n\n")
 		return
+	}
+	switch o.Status {
 	case inventorydiff.New:
 		b.WriteString("new overlay, ")
 	case inventorydiff.Removed:
@@ -157,81 +285,120 @@ func writeOverlay(b *strings.Builder, o *inventorydiff.Overlay, d detail, opts O
 			b.WriteString("overlay removed, ")
 		}
 	case inventorydiff.Moved:
-		fmt.Fprintf(b, "moved from `%s`, ", o.MovedFrom)
+		fmt.Fprintf(b, "moved from <code>%s</code>, ", html.EscapeString(o.MovedFrom))
 	}
-	fmt.Fprintf(b, "%s\n\n", overlayCounts(o))
+	b.WriteString(html.EscapeString(overlayCounts(o)))
+	if len(o.Dangerous) > 0 {
+		b.WriteString(" ⚠️")
+	}
+	b.WriteString("</summary>\n\n")
 	if msg, _ := o.Problem(); msg != "" {
 		fmt.Fprintf(b, "> ❌ **Cannot be applied safely** (%s): %s\n\n", failureLine(o), msg)
 	}
-	if inv := o.HeadInventory; inv != nil {
-		fmt.Fprintf(b, "Inventory: %s. ", inv)
-	}
-	fmt.Fprintf(b, "Inventory hash `%s` → `%s`", orNone(o.BaseHash), orNone(o.HeadHash))
-	if o.Unchanged > 0 {
-		fmt.Fprintf(b, ", %d unchanged", o.Unchanged)
-	}
-	b.WriteString("\n\n")
 	for _, why := range o.Dangerous {
 		fmt.Fprintf(b, "> ⚠️ **Dangerous:** %s\n", why)
 	}
 	if len(o.Dangerous) > 0 {
 		b.WriteString("\n")
 	}
-	b.WriteString("| | Object | Action |\n|---|---|---|\n")
-	for _, k := range o.Added {
-		fmt.Fprintf(b, "| + | `%s` | add |\n", cell(k))
+	if changed := inventoryChange(o); changed != "" {
+		fmt.Fprintf(b, "%s\n\n", changed)
 	}
-	for _, c := range o.Changed {
-		if c.Replaced() {
-			fmt.Fprintf(b, "| ± | `%s` → `%s` | replace (generated name) |\n", cell(c.BaseKey), cell(c.Key))
+	fields := d <= withFields && !(d == withObjects && m.opts.unified())
+	if objs := m.objects(o, fields); objs != "" {
+		codeBlock(b, "diff", objs)
+	}
+	if d == withObjects {
+		if m.opts.unified() {
+			var diff strings.Builder
+			for _, u := range unifiedDiffs(o) {
+				diff.WriteString(u.diff)
+			}
+			if diff.Len() > 0 {
+				b.WriteString("<details><summary>Unified diff</summary>\n\n")
+				codeBlock(b, "diff", diff.String())
+				b.WriteString("</details>\n\n")
+			}
 		} else {
-			fmt.Fprintf(b, "| ~ | `%s` | change |\n", cell(c.Key))
+			for _, k := range o.Added {
+				fmt.Fprintf(b, "<details><summary>+ %s: YAML</summary>\n\n", html.EscapeString(inventorydiff.Name(k)))
+				codeBlock(b, "yaml", o.AddedYAML[k])
+				b.WriteString("</details>\n\n")
+			}
 		}
 	}
-	for _, k := range o.Pruned {
-		fmt.Fprintf(b, "| - | `%s` (%s) | prune |\n", cell(k), cell(describe(k)))
-	}
-	for _, k := range o.Detached {
-		fmt.Fprintf(b, "| ⏏ | `%s` (%s) | left in the cluster (not pruned) |\n", cell(k), cell(describe(k)))
-	}
-	b.WriteString("\n")
-	switch {
-	case d == withFields:
-		writeFields(b, o)
-	case d != withObjects:
-	case opts.unified():
-		var diff strings.Builder
-		for _, u := range unifiedDiffs(o) {
-			diff.WriteString(u.diff)
-		}
-		if diff.Len() > 0 {
-			b.WriteString("<details><summary>Unified diff</summary>\n\n")
-			codeBlock(b, "diff", diff.String())
-			b.WriteString("</details>\n\n")
-		}
-	default:
-		writeFields(b, o)
-		for _, k := range o.Added {
-			fmt.Fprintf(b, "<details><summary>+ <code>%s</code> (%s)</summary>\n\n", html.EscapeString(k), html.EscapeString(describe(k)))
-			codeBlock(b, "yaml", o.AddedYAML[k])
-			b.WriteString("</details>\n\n")
-		}
-	}
+	writeNotes(b, o)
+	b.WriteString("</details>\n\n")
 }
 
-// writeFields writes the overlay's field changes as one diff block: "!"
-// lines read as changes, a multi-line value's line diff follows its
-// field, its lines keeping their +/- so they are coloured.
-func writeFields(b *strings.Builder, o *inventorydiff.Overlay) {
-	if !hasFields(o) {
+// inventoryChange says that the inventory an overlay records its objects
+// in changes (the dangers say what that does); "" when it does not.
+func inventoryChange(o *inventorydiff.Overlay) string {
+	b, h := o.BaseInventory, o.HeadInventory
+	if b == nil || h == nil || *b == *h {
+		return ""
+	}
+	return fmt.Sprintf("Inventory: %s → %s.", b, h)
+}
+
+// writeNotes shows kustomize's warnings about the overlay's files.
+func writeNotes(b *strings.Builder, o *inventorydiff.Overlay) {
+	if len(o.Notes) == 0 {
 		return
 	}
+	b.WriteString("> [!NOTE]\n> kustomize warns:\n")
+	for _, n := range o.Notes {
+		file, msg, ok := strings.Cut(n, ": ")
+		if ok {
+			fmt.Fprintf(b, "> - `%s`: %s\n", file, msg)
+		} else {
+			fmt.Fprintf(b, "> - %s\n", n)
+		}
+	}
+	b.WriteString("\n")
+}
+
+// objects is the overlay's objects as one diff block: added ones as +,
+// pruned ones as -, then changed ones, each under an @@ header with its
+// field changes as ! lines (a multi-line value's line diff follows its
+// field, its lines keeping their +/- so they are coloured). Without
+// fields, changed objects are one ! line each.
+func (m *md) objects(o *inventorydiff.Overlay, fields bool) string {
 	var diff strings.Builder
+	// Adds and prunes first: each is one line, and a line after an @@
+	// header would read as a field of that object.
+	for _, k := range o.Added {
+		fmt.Fprintf(&diff, "+ %s\n", inventorydiff.Name(k))
+	}
+	for _, k := range o.Pruned {
+		fmt.Fprintf(&diff, "- %s\n", inventorydiff.Name(k))
+	}
+	for _, k := range o.Detached {
+		fmt.Fprintf(&diff, "  %s: left in the cluster (not pruned)\n", inventorydiff.Name(k))
+	}
 	for _, c := range o.Changed {
-		if len(c.Fields) == 0 {
+		name := changeName(c)
+		if !fields || len(c.Fields) == 0 {
+			fmt.Fprintf(&diff, "! %s\n", name)
 			continue
 		}
-		fmt.Fprintf(&diff, "@@ %s @@\n", c.Key)
+		self := member{o.Path, c.Key}
+		if g := m.groups[self]; g != nil {
+			if !g.first(self) {
+				firstOverlay := g.members[0].overlay
+				if i := g.index(self); firstOverlay != o.Path || i >= maxGroupNames {
+					where := ""
+					if firstOverlay != o.Path {
+						where = " in " + firstOverlay
+					}
+					fmt.Fprintf(&diff, "! %s: same change as %s%s\n", name, inventorydiff.Name(g.members[0].key), where)
+				}
+				continue
+			}
+			fmt.Fprintf(&diff, "@@ %s — %s @@\n", name, g.headline(maxGroupNames))
+		} else {
+			fmt.Fprintf(&diff, "@@ %s @@\n", name)
+		}
 		for _, f := range c.Fields {
 			line := f.Header()
 			switch f.Op {
@@ -251,9 +418,28 @@ func writeFields(b *strings.Builder, o *inventorydiff.Overlay) {
 			}
 		}
 	}
-	b.WriteString("<details><summary>Field changes</summary>\n\n")
-	codeBlock(b, "diff", diff.String())
-	b.WriteString("</details>\n\n")
+	return diff.String()
+}
+
+// maxGroupNames is how many members a group's headline names.
+const maxGroupNames = 10
+
+func (g *group) index(m member) int {
+	for i, x := range g.members {
+		if x == m {
+			return i
+		}
+	}
+	return -1
+}
+
+// changeName names a changed object; a replaced generated object shows
+// both names.
+func changeName(c inventorydiff.Change) string {
+	if c.Replaced() {
+		return inventorydiff.Name(c.BaseKey) + " → " + inventorydiff.Name(c.Key) + ": replaced (generated name changed)"
+	}
+	return inventorydiff.Name(c.Key)
 }
 
 // codeBlock writes text as a fenced code block, its fence longer than any
@@ -276,16 +462,7 @@ func codeBlock(b *strings.Builder, lang, text string) {
 	b.WriteString(fence + "\n\n")
 }
 
-func hasFields(o *inventorydiff.Overlay) bool {
-	for _, c := range o.Changed {
-		if len(c.Fields) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// cell escapes an object key for a Markdown table cell: keys contain "|".
+// cell escapes text for a Markdown table cell: keys contain "|".
 func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
 func orNone(h string) string {

@@ -26,6 +26,10 @@ const (
 type Options struct {
 	// DiffStyle is DiffFields ("" too) or DiffUnified.
 	DiffStyle string
+	// Complete says, in Markdown, where the complete report is (a link
+	// to the job summary, an artifact), for a Markdown report that had
+	// to leave something out to fit; "" says to run kplan diff.
+	Complete string
 }
 
 // CheckDiffStyle refuses a diff style that is neither fields nor unified.
@@ -123,19 +127,6 @@ func shortRev(rev string) string {
 	return rev
 }
 
-// describe names an object for a reader by kind, name and namespace:
-// "Service web in namespace shop", "Namespace shop".
-func describe(key string) string {
-	id, err := inventory.ParseKey(key)
-	if err != nil {
-		return key
-	}
-	if id.Namespace == "" {
-		return id.Kind + " " + id.Name
-	}
-	return fmt.Sprintf("%s %s in namespace %s", id.Kind, id.Name, id.Namespace)
-}
-
 // unifiedDiffs are the overlay's objects as unified YAML diffs, in the
 // order of the plan: added, changed, pruned.
 func unifiedDiffs(o *inventorydiff.Overlay) []keyedDiff {
@@ -191,7 +182,11 @@ type jsonOverlay struct {
 	Error   string            `json:"error,omitempty"`
 	// Failure is "introduced" (the change breaks the overlay) or
 	// "existing" (it failed on base too).
-	Failure    string   `json:"failure,omitempty"`
+	Failure string `json:"failure,omitempty"`
+	// File is the overlay's kustomization file; Notes, kustomize's
+	// warnings about the files its build reads.
+	File       string   `json:"file,omitempty"`
+	Notes      []string `json:"notes,omitempty"`
 	Targets    []string `json:"targets,omitempty"`
 	MovedFrom  string   `json:"movedFrom,omitempty"`
 	SharedWith []string `json:"sharedInventoryWith,omitempty"`
@@ -214,6 +209,31 @@ type jsonPlan struct {
 	Summary  string        `json:"summary"`
 	Overlays []jsonOverlay `json:"overlays"`
 	Totals   jsonTotals    `json:"totals"`
+	// Images are the image changes across the plan ("" old: a new one).
+	Images []jsonImage `json:"images"`
+	// Ignored are the ignore rules applied and what each hid.
+	Ignored []inventorydiff.IgnoredRule `json:"ignored,omitempty"`
+	// Work is how much the plan rendered and how long it took.
+	Work *jsonWork `json:"work,omitempty"`
+}
+
+type jsonImage struct {
+	Old     string       `json:"old,omitempty"`
+	New     string       `json:"new,omitempty"`
+	Objects []jsonObject `json:"objects"`
+}
+
+type jsonObject struct {
+	Overlay string `json:"overlay"`
+	Key     string `json:"key"`
+}
+
+type jsonWork struct {
+	Overlays  int   `json:"overlays"`
+	Skipped   int   `json:"skipped"`
+	Rendered  int   `json:"rendered"`
+	CacheHits int   `json:"cacheHits"`
+	TookMs    int64 `json:"tookMs"`
 }
 
 type jsonTotals struct {
@@ -237,7 +257,17 @@ func JSON(p *inventorydiff.Plan) ([]byte, error) { return JSONWith(p, Options{})
 // JSONWith is JSON shown as opts say: the unified style adds each
 // object's unified YAML diff.
 func JSONWith(p *inventorydiff.Plan, opts Options) ([]byte, error) {
-	out := jsonPlan{Base: p.Base, Head: p.Head, Summary: Summary(p), Overlays: []jsonOverlay{}}
+	out := jsonPlan{Base: p.Base, Head: p.Head, Summary: Summary(p), Overlays: []jsonOverlay{}, Images: []jsonImage{}, Ignored: p.Ignored}
+	for _, ic := range images(p) {
+		j := jsonImage{Old: ic.Old, New: ic.New}
+		for _, m := range ic.Objects {
+			j.Objects = append(j.Objects, jsonObject{m.overlay, m.key})
+		}
+		out.Images = append(out.Images, j)
+	}
+	if w := p.Work; w != nil {
+		out.Work = &jsonWork{w.Overlays, w.Skipped, w.Rendered, w.CacheHits, w.Took.Milliseconds()}
+	}
 	t := p.Totals
 	out.Totals = jsonTotals{t.Added, t.Changed, t.Pruned, t.Detached, t.Overlays, t.ChangedOverlays, t.Failed, len(p.IntroducedFailures()), t.Dangerous}
 	for i := range p.Overlays {
@@ -252,6 +282,7 @@ func JSONWith(p *inventorydiff.Plan, opts Options) ([]byte, error) {
 			Unchanged: o.Unchanged, Dangerous: nonNil(o.Dangerous),
 			Error:     overlayError(o),
 			AddedYAML: o.AddedYAML,
+			File:      o.File, Notes: o.Notes,
 		}
 		if msg, introduced := o.Problem(); msg != "" {
 			j.Failure = "existing"

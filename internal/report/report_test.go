@@ -105,10 +105,10 @@ func TestMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"<!-- marker -->\n### kplan: 1 to add, 2 to change, 1 to prune in 1 of 2 overlays",
 		"Planned head bbbbbbb against base aaaaaaa. 1 overlay unchanged.",
-		"#### `apps/a`",
-		"| + | `~G_v1_ConfigMap\\|a\\|new` | add |",
-		"| - | `~G_v1_Namespace\\|\\|a` (Namespace a) | prune |",
-		"<details><summary>+ <code>~G_v1_ConfigMap|a|new</code> (ConfigMap new in namespace a)</summary>\n\n```yaml\napiVersion: v1\nkind: ConfigMap\n",
+		"| `apps/a` | 1 | 2 | 1 | ⚠️ 1 dangerous |",
+		"<details open><summary><b><code>apps/a</code></b> — 1 to add, 2 to change, 1 to prune ⚠️</summary>",
+		"```diff\n+ ConfigMap new (a)\n- Namespace a\n@@ Deployment web (a) @@\n! spec.replicas: 1 → 3\n@@ Secret db (a) @@\n",
+		"<details><summary>+ ConfigMap new (a): YAML</summary>\n\n```yaml\napiVersion: v1\nkind: ConfigMap\n",
 		"Dangerous:** prunes Namespace a",
 		"! spec.replicas: 1 → 3",
 		"<details>",
@@ -194,8 +194,8 @@ func TestMarkdownFoldsExistingFailures(t *testing.T) {
 	}}
 	p.Totals = inventorydiff.Sum(p.Overlays)
 	md := Markdown(p, "", MaxCommentSize)
-	app, broken := strings.Index(md, "zzz-app"), strings.Index(md, "aaa-broken")
-	fold := strings.Index(md, "<details><summary>1 overlay already failing on base (not caused by this change)</summary>")
+	app, fold := strings.Index(md, "<code>zzz-app</code>"), strings.Index(md, "<details><summary>1 overlay already failing on base (not caused by this change)</summary>")
+	broken := strings.Index(md, "<code>aaa-broken</code>")
 	if app < 0 || fold < app || broken < fold || !strings.Contains(md[broken:], "</details>") {
 		t.Errorf("the existing failure is not folded after the change:\n%s", md)
 	}
@@ -243,7 +243,7 @@ func TestMarkdownDropsObjectsBeforeFields(t *testing.T) {
 	for _, opts := range []Options{{}, {DiffStyle: DiffUnified}} {
 		md := MarkdownWith(p, "", MaxCommentSize, opts)
 		if len(md) > MaxCommentSize || !strings.Contains(md, `! spec.template.spec.containers[name=web].image: "web:1" → "web:2"`) ||
-			!strings.Contains(md, "omitted to fit GitHub's comment size limit") || strings.Contains(md, "xxxxxxxxxx") {
+			!strings.Contains(md, "not in this comment (GitHub's comment size limit)") || strings.Contains(md, "xxxxxxxxxx") {
 			t.Errorf("style %q: %d characters:\n%.2000s", opts.DiffStyle, len(md), md)
 		}
 	}

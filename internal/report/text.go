@@ -16,6 +16,7 @@ func Text(w io.Writer, p *inventorydiff.Plan) error { return TextWith(w, p, Opti
 func TextWith(w io.Writer, p *inventorydiff.Plan, opts Options) error {
 	ew := &errWriter{w: w}
 	ew.printf("kplan: %s\n\n", commits(p))
+	gs := findGroups(p)
 	for i := range p.Overlays {
 		o := &p.Overlays[i]
 		if !reported(o) {
@@ -51,24 +52,40 @@ func TextWith(w io.Writer, p *inventorydiff.Plan, opts Options) error {
 		case inventorydiff.Moved:
 			label = " (moved from " + o.MovedFrom + ")"
 		}
-		ew.printf("%s%s: %s (inventory %s → %s)\n", title(o), label, overlayCounts(o), orNone(o.BaseHash), orNone(o.HeadHash))
+		ew.printf("%s%s: %s\n", title(o), label, overlayCounts(o))
+		if changed := inventoryChange(o); changed != "" {
+			ew.printf("  %s\n", changed)
+		}
 		for _, why := range o.Dangerous {
 			ew.printf("  ! DANGEROUS: %s\n", why)
+		}
+		for _, n := range o.Notes {
+			ew.printf("  note: kustomize warns: %s\n", n)
 		}
 		if opts.unified() {
 			textUnified(ew, o)
 			continue
 		}
 		for _, k := range o.Added {
-			ew.printf("  + %s\n", k)
+			ew.printf("  + %s\n", inventorydiff.Name(k))
 			// The whole object: a reviewer reads what is created.
 			ew.printf("%s", indent(o.AddedYAML[k], "      "))
 		}
 		for _, c := range o.Changed {
-			if c.Replaced() {
-				ew.printf("  ± %s → %s (replaced: generated name changed)\n", c.BaseKey, c.Key)
-			} else {
-				ew.printf("  ~ %s\n", c.Key)
+			self := member{o.Path, c.Key}
+			g := gs[self]
+			switch {
+			case g != nil && !g.first(self):
+				where := ""
+				if g.members[0].overlay != o.Path {
+					where = " in " + g.members[0].overlay
+				}
+				ew.printf("  ~ %s: same change as %s%s\n", changeName(c), inventorydiff.Name(g.members[0].key), where)
+				continue
+			case g != nil:
+				ew.printf("  ~ %s (%s)\n", changeName(c), g.headline(maxGroupNames))
+			default:
+				ew.printf("  ~ %s\n", changeName(c))
 			}
 			for _, f := range c.Fields {
 				ew.printf("      %s\n", f.Header())
@@ -78,12 +95,19 @@ func TextWith(w io.Writer, p *inventorydiff.Plan, opts Options) error {
 			}
 		}
 		for _, k := range o.Pruned {
-			ew.printf("  - %s (%s)\n", k, describe(k))
+			ew.printf("  - %s\n", inventorydiff.Name(k))
 		}
 		for _, k := range o.Detached {
-			ew.printf("  ⏏ %s (%s, left in the cluster)\n", k, describe(k))
+			ew.printf("    %s: left in the cluster (not pruned)\n", inventorydiff.Name(k))
 		}
 		ew.printf("\n")
+	}
+	for _, r := range p.Ignored {
+		src := ""
+		if r.Source != "" {
+			src = " (" + r.Source + ")"
+		}
+		ew.printf("Ignored %s%s: %s.\n", r.Rule, src, ignoredText(r))
 	}
 	ew.printf("Plan: %s.\n", Summary(p))
 	return ew.err
@@ -93,7 +117,7 @@ func TextWith(w io.Writer, p *inventorydiff.Plan, opts Options) error {
 // the output reads (and colours) as a diff.
 func textUnified(ew *errWriter, o *inventorydiff.Overlay) {
 	for _, k := range o.Detached {
-		ew.printf("  ⏏ %s (%s, left in the cluster)\n", k, describe(k))
+		ew.printf("    %s: left in the cluster (not pruned)\n", inventorydiff.Name(k))
 	}
 	for _, d := range unifiedDiffs(o) {
 		ew.printf("%s", d.diff)

@@ -1,0 +1,192 @@
+package inventorydiff
+
+import (
+	"fmt"
+	"strings"
+)
+
+// IgnoreRules are noise filters: changes a team has decided not to
+// review (a checksum annotation every release rewrites, a chart label).
+// They never hide silently: the plan lists every rule with what it hid.
+//
+// What they never hide: added and pruned objects (a prune may be
+// dangerous, an add creates something), anything marked dangerous, and
+// a Secret's data and stringData (its values are hidden already; that a
+// key changed stays visible). A kind rule may not name Secret.
+type IgnoreRules struct {
+	// Fields are field path patterns, as field changes name paths
+	// (metadata.annotations.checksum/config,
+	// spec.template.spec.containers[name=web].image): "*" matches any
+	// run of characters, dots included; a pattern also matches every
+	// path below the one it names (metadata.labels matches each label).
+	Fields []string
+	// Kinds are object kinds whose changes in place are ignored.
+	Kinds []string
+	// Source says where the rules come from, for the report (".kplan.yaml",
+	// "--ignore-field").
+	Source string
+}
+
+// IgnoredRule is one rule as applied, with what it hid.
+type IgnoredRule struct {
+	// Rule is "field PATTERN" or "kind KIND".
+	Rule   string `json:"rule"`
+	Source string `json:"source,omitempty"`
+	// Fields is how many field changes it hid; Objects, how many changed
+	// objects it hid whole (every change of theirs ignored).
+	Fields  int `json:"fields"`
+	Objects int `json:"objects"`
+	// Kept is how many changes it matched and left shown: adds, prunes
+	// and Secret data.
+	Kept int `json:"kept,omitempty"`
+}
+
+// CheckIgnore refuses rules that cannot be applied as asked.
+func CheckIgnore(r IgnoreRules) error {
+	for _, f := range r.Fields {
+		if strings.TrimSpace(f) == "" || strings.Trim(f, "*.") == "" {
+			return fmt.Errorf("ignore field %q: name a field path (e.g. metadata.annotations.checksum/*); a pattern that matches every field would hide the whole plan", f)
+		}
+	}
+	for _, k := range r.Kinds {
+		switch {
+		case strings.TrimSpace(k) == "":
+			return fmt.Errorf("ignore kind %q: name a kind (e.g. HorizontalPodAutoscaler)", k)
+		case k == "Secret":
+			return fmt.Errorf("ignore kind Secret: a Secret's changes are never ignored (their values never show anyway); ignore its annotations or labels by field instead")
+		}
+	}
+	return nil
+}
+
+// matchPath reports whether pattern matches path or a path above it
+// ("*" matches any run of characters).
+func matchPath(pattern, path string) bool {
+	for i := len(path); i > 0; i-- {
+		if i < len(path) && path[i] != '.' && path[i] != '[' {
+			continue
+		}
+		if glob(pattern, path[:i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// glob matches s against a pattern whose only wildcard is "*".
+func glob(pattern, s string) bool {
+	star := strings.IndexByte(pattern, '*')
+	if star < 0 {
+		return pattern == s
+	}
+	if !strings.HasPrefix(s, pattern[:star]) {
+		return false
+	}
+	rest := pattern[star+1:]
+	for i := star; i <= len(s); i++ {
+		if glob(rest, s[i:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// Ignore applies rules to the plan: field changes they match leave the
+// plan, and an object all of whose changes are ignored counts as
+// unchanged. Each rule is recorded in p.Ignored with what it hid, even
+// when that is nothing.
+func (p *Plan) Ignore(rules ...IgnoreRules) {
+	type applied struct {
+		rule   *IgnoredRule
+		field  string
+		kind   string
+		source string
+	}
+	var all []applied
+	for _, r := range rules {
+		for _, f := range r.Fields {
+			all = append(all, applied{rule: &IgnoredRule{Rule: "field " + f, Source: r.Source}, field: f})
+		}
+		for _, k := range r.Kinds {
+			all = append(all, applied{rule: &IgnoredRule{Rule: "kind " + k, Source: r.Source}, kind: k})
+		}
+	}
+	if len(all) == 0 {
+		return
+	}
+	for i := range p.Overlays {
+		o := &p.Overlays[i]
+		for _, a := range all {
+			if a.kind == "" {
+				continue
+			}
+			for _, k := range append(append([]string{}, o.Added...), o.Pruned...) {
+				if Kind(k) == a.kind {
+					a.rule.Kept++
+				}
+			}
+		}
+		kept := o.Changed[:0]
+		for _, c := range o.Changed {
+			kind := Kind(c.Key)
+			if kind != "Secret" {
+				hid := false
+				for _, a := range all {
+					if a.kind != "" && a.kind == kind {
+						a.rule.Objects++
+						a.rule.Fields += len(c.Fields)
+						hid = true
+						break
+					}
+				}
+				if hid {
+					o.Unchanged++
+					continue
+				}
+			}
+			fields := c.Fields[:0:0]
+			for _, f := range c.Fields {
+				var by *IgnoredRule
+				for _, a := range all {
+					if a.field != "" && matchPath(a.field, f.Path) {
+						by = a.rule
+						break
+					}
+				}
+				switch {
+				case by == nil:
+					fields = append(fields, f)
+				case f.Hidden || (kind == "Secret" && secretPath(f.Path)):
+					by.Kept++ // a Secret's data always shows that it changed
+					fields = append(fields, f)
+				default:
+					by.Fields++
+				}
+			}
+			if len(fields) == 0 && len(c.Fields) > 0 && c.BaseKey == "" {
+				// Every change ignored: the object is unchanged for review.
+				for _, f := range c.Fields {
+					for _, a := range all {
+						if a.field != "" && matchPath(a.field, f.Path) {
+							a.rule.Objects++
+							break
+						}
+					}
+					break
+				}
+				o.Unchanged++
+				continue
+			}
+			c.Fields = fields
+			kept = append(kept, c)
+		}
+		o.Changed = kept
+		if o.Status == Changed && !o.HasChanges() {
+			o.Status = Unchanged
+		}
+	}
+	for _, a := range all {
+		p.Ignored = append(p.Ignored, *a.rule)
+	}
+	p.Totals = Sum(p.Overlays)
+}
