@@ -151,7 +151,7 @@ func TestActionCommentsAndEditsInPlace(t *testing.T) {
 		t.Fatalf("%d comments, want the seeded one and kplan's", len(comments))
 	}
 	first := comments[1]
-	for _, want := range []string{prcomment.PlanMarker, "1 to add, 5 to change, 4 to prune in 3 of 3 overlays", "#### `overlays/enterprise` — overlay removed", "Dangerous"} {
+	for _, want := range []string{prcomment.PlanMarker, "1 to add, 5 to change, 4 to prune in 3 of 3 overlays", "<code>overlays/enterprise</code></b> — overlay removed", "Dangerous"} {
 		if !strings.Contains(first.Body, want) {
 			t.Errorf("comment lacks %q:\n%s", want, first.Body)
 		}
@@ -461,7 +461,7 @@ func TestActionPreexistingFailure(t *testing.T) {
 	ws := checkout(t, up, "feature")
 	r := newRunner(t, ws, pullRequestEvent(t, "opened.payload.json", base, head), gh.URL(), "ghs_test")
 	body := planComment(t, r, gh, ws)
-	for _, want := range []string{"`overlays/broken` — failed to render, already on base", "missing.yaml", "app-a2"} {
+	for _, want := range []string{"<code>overlays/broken</code></b> — failed to render, already on base", "missing.yaml", "app-a2"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("comment lacks %q:\n%s", want, body)
 		}
@@ -483,7 +483,7 @@ func TestActionPreexistingFailure(t *testing.T) {
 		t.Fatalf("err = %v, want the step failed for overlays/a only", err)
 	}
 	comments := gh.Comments("Codertocat", "Hello-World", 2)
-	if len(comments) != 1 || !strings.Contains(comments[0].Body, "`overlays/a` — ❌ failed to render: introduced by this change") {
+	if len(comments) != 1 || !strings.Contains(comments[0].Body, "<code>overlays/a</code></b> — ❌ failed to render: introduced by this change") {
 		t.Errorf("comment after the breaking push:\n%v", comments)
 	}
 }
