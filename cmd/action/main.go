@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -11,12 +12,23 @@ import (
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/kplan-dev/kplan/internal/action"
+	"github.com/kplan-dev/kplan/internal/plan"
 )
 
 func main() {
+	// krusty writes its deprecation warnings to os.Stderr itself, naming
+	// no file; the plan reports them as notes on each overlay, naming the
+	// file, so the raw lines are left out of the log.
+	filter, stderr, err := plan.FilterStderr()
+	if err != nil {
+		fmt.Fprintln(stderr, "kplan: kustomize's warnings will show raw:", err)
+	} else {
+		filter.Drop.Store(true)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	err = run(ctx, os.Args[1:], os.Getenv, os.Stdout, stderr)
 	stop()
+	filter.Close()
 	if err != nil {
 		// An error command makes the failure an annotation on the run.
 		githubactions.New().Errorf("kplan: %v", err)

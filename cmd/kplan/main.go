@@ -39,16 +39,23 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kplan:", err)
 		os.Exit(1)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	err = run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	// krusty writes its warnings to os.Stderr itself: a filter stands
+	// there, and kplan writes to the real stderr.
+	filter, stderr, ferr := plan.FilterStderr()
+	if ferr != nil {
+		fmt.Fprintln(stderr, "kplan: kustomize's warnings will show raw:", ferr)
+	}
+	ctx, stop := signal.NotifyContext(context.WithValue(context.Background(), stderrFilterKey{}, filter), os.Interrupt)
+	err = run(ctx, os.Args[1:], os.Getenv, os.Stdout, stderr)
 	stop()
 	stopProfile()
+	filter.Close()
 	var exit exitError
 	switch {
 	case errors.As(err, &exit):
 		os.Exit(int(exit))
 	case err != nil:
-		fmt.Fprintln(os.Stderr, "kplan:", err)
+		fmt.Fprintln(stderr, "kplan:", err)
 		os.Exit(1)
 	}
 }
@@ -179,6 +186,8 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 		full                  bool
 		cacheDir              string
 		diffStyle             string
+		ignoreFields          []string
+		ignoreKinds           []string
 	)
 	cmd := &cobra.Command{
 		Use:   "diff --base REV [--head REV] [OVERLAY...]",
@@ -200,6 +209,8 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 	f.BoolVar(&full, "full", false, "render every overlay on both sides, not only those the change can affect")
 	f.StringVar(&cacheDir, "cache-dir", "", "keep renders in this directory between runs (ignored with --full)")
 	f.StringVar(&diffStyle, "diff-style", report.DiffFields, "how changes inside objects are shown: fields (each changed field, multi-line values as line diffs, added objects' YAML) or unified (every object's YAML as unified diffs, as kustomize build | diff -u)")
+	f.StringSliceVar(&ignoreFields, "ignore-field", nil, "leave out changes of fields matching this path pattern (repeatable; e.g. 'metadata.annotations.checksum/*', * matches any characters); the report says how many each hid; adds, prunes, dangers and Secret data are never hidden")
+	f.StringSliceVar(&ignoreKinds, "ignore-kind", nil, "leave out changes in place of objects of this kind (repeatable; their adds and prunes still show; Secret is refused)")
 	rf.register(f)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if base == "" {
@@ -215,10 +226,16 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 		if err := report.CheckDiffStyle(diffStyle); err != nil {
 			return fmt.Errorf("--diff-style: %w", err)
 		}
+		ignore := inventorydiff.IgnoreRules{Fields: ignoreFields, Kinds: ignoreKinds, Source: "command line"}
+		if err := inventorydiff.CheckIgnore(ignore); err != nil {
+			return fmt.Errorf("--ignore-field/--ignore-kind: %w", err)
+		}
+		reportKustomizeWarnings(cmd.Context())
 		p, err := plan.Run(cmd.Context(), plan.Options{
 			RepoDir: dir, Base: base, Head: head,
 			Filter: render.Filter{Include: append(render.Patterns(overlays), args...), Exclude: render.Patterns(exclude)},
-			Render: ropts, Logger: logger, Full: full, CacheDir: cacheDir,
+			Render: ropts, Logger: logger, Full: full, CacheDir: cacheDir, Ignore: ignore,
+			Progress: progress(cmd.ErrOrStderr()),
 		})
 		if err != nil {
 			return err
@@ -377,6 +394,7 @@ func demoCmd(logger *slog.Logger) *cobra.Command {
 		if keep {
 			fmt.Fprintf(cmd.ErrOrStderr(), "demo repository: %s (base %s, head %s)\n", repo.Dir, repo.Base[:7], repo.Head[:7])
 		}
+		reportKustomizeWarnings(cmd.Context())
 		p, err := plan.Run(cmd.Context(), plan.Options{RepoDir: repo.Dir, Base: repo.Base, Head: repo.Head, Logger: logger})
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)

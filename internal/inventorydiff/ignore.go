@@ -18,7 +18,9 @@ type IgnoreRules struct {
 	// (metadata.annotations.checksum/config,
 	// spec.template.spec.containers[name=web].image): "*" matches any
 	// run of characters, dots included; a pattern also matches every
-	// path below the one it names (metadata.labels matches each label).
+	// path below the one it names (metadata.labels matches each label),
+	// and matches from any field down, so metadata.annotations.x covers
+	// a pod template's annotation x too.
 	Fields []string
 	// Kinds are object kinds whose changes in place are ignored.
 	Kinds []string
@@ -59,15 +61,24 @@ func CheckIgnore(r IgnoreRules) error {
 	return nil
 }
 
-// matchPath reports whether pattern matches path or a path above it
-// ("*" matches any run of characters).
+// matchPath reports whether pattern matches path, or a path above it,
+// starting at the top or at any field below: metadata.annotations.x
+// matches an object's annotation and its pod template's
+// (spec.template.metadata.annotations.x). "*" matches any run of
+// characters.
 func matchPath(pattern, path string) bool {
-	for i := len(path); i > 0; i-- {
-		if i < len(path) && path[i] != '.' && path[i] != '[' {
+	for start := 0; start < len(path); start++ {
+		if start > 0 && path[start-1] != '.' {
 			continue
 		}
-		if glob(pattern, path[:i]) {
-			return true
+		sub := path[start:]
+		for i := len(sub); i > 0; i-- {
+			if i < len(sub) && sub[i] != '.' && sub[i] != '[' {
+				continue
+			}
+			if glob(pattern, sub[:i]) {
+				return true
+			}
 		}
 	}
 	return false

@@ -41,3 +41,29 @@ func TestParseRejects(t *testing.T) {
 		})
 	}
 }
+
+func TestParseIgnore(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, err string
+		targets       bool
+	}{
+		{"with targets", "targets:\n  - name: a\n    overlay: o\nignore:\n  fields: ['metadata.annotations.checksum/*']\n  kinds: [HorizontalPodAutoscaler]\n", "", true},
+		{"ignore only: overlays are discovered", "ignore:\n  fields: [metadata.labels.helm.sh/chart]\n", "", false},
+		{"Secret refused", "ignore:\n  kinds: [Secret]\n", "ignore.kinds[0]: a Secret's changes are never ignored", false},
+		{"everything refused", "ignore:\n  fields: ['*']\n", "ignore.fields[0]", false},
+		{"misspelt", "ignore:\n  field: [x]\n", "field field not found", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.in))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || c.HasTargets() != tc.targets || len(c.Ignore.Fields)+len(c.Ignore.Kinds) == 0 {
+				t.Fatalf("%+v, %v", c, err)
+			}
+		})
+	}
+}
