@@ -50,8 +50,8 @@ func MarkdownWith(p *inventorydiff.Plan, header string, limit int, opts Options)
 // every field change and added object's YAML (or unified diff) is in it.
 // When it is not, it says so, and where opts.Complete points.
 func MarkdownFit(p *inventorydiff.Plan, header string, limit int, opts Options) (string, bool) {
-	m := &md{p: p, opts: opts, groups: findGroups(p), images: images(p)}
-	for _, d := range []detail{withObjects, withFields, tablesOnly, countsOnly} {
+	m := &md{p: p, opts: opts, groups: findGroups(p), images: images(p), sections: -1}
+	for _, d := range []detail{withObjects, withFields, tablesOnly} {
 		s := header + m.render(d, -1, true)
 		if len(s) > openLimit {
 			s = header + m.render(d, -1, false)
@@ -60,8 +60,31 @@ func MarkdownFit(p *inventorydiff.Plan, header string, limit int, opts Options) 
 			return s, d == withObjects
 		}
 	}
-	// Even the table is too long: list as many overlays as fit.
+	// The first overlays' field changes, as many as fit, and the others
+	// in the table: a reviewer still reads diffs, not only counts.
+	fits := func(n int) bool {
+		m.sections = n
+		return len(header+m.render(withFields, -1, false)) <= limit
+	}
 	lo, hi := 0, len(p.Overlays)
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	if lo > 0 {
+		m.sections = lo
+		return header + m.render(withFields, -1, false), false
+	}
+	m.sections = -1
+	if s := header + m.render(countsOnly, -1, false); len(s) <= limit {
+		return s, false
+	}
+	// Even the table is too long: list as many overlays as fit.
+	lo, hi = 0, len(p.Overlays)
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
 		if len(header+m.render(countsOnly, mid, false)) <= limit {
@@ -83,6 +106,8 @@ type md struct {
 	opts   Options
 	groups groups
 	images []*imageChange
+	// sections is how many overlays get a section (-1: all).
+	sections int
 }
 
 func (m *md) render(d detail, maxRows int, open bool) string {
@@ -103,6 +128,7 @@ func (m *md) render(d detail, maxRows int, open bool) string {
 		fmt.Fprintf(&b, " ❌ **%d %s broken by this change**.", n, plural(n, "overlay", "overlays"))
 	}
 	b.WriteString("\n\n")
+	partial := m.sections >= 0 && d != countsOnly
 	if d != withObjects {
 		what := map[detail]string{
 			withFields: "Added objects' YAML is",
@@ -111,6 +137,9 @@ func (m *md) render(d detail, maxRows int, open bool) string {
 		}[d]
 		if m.opts.unified() && d == withFields {
 			what = "Unified diffs are"
+		}
+		if partial {
+			what = fmt.Sprintf("Added objects' YAML and the changes of all but the first %d overlays are", m.sections)
 		}
 		where := "run `kplan diff` locally for them"
 		if m.opts.Complete != "" {
@@ -136,14 +165,20 @@ func (m *md) render(d detail, maxRows int, open bool) string {
 	m.writeImages(&b, d)
 	m.writeIgnored(&b)
 	if d != countsOnly {
+		folded := false
 		for i, o := range all {
+			if partial && i >= m.sections {
+				fmt.Fprintf(&b, "…the changes of %d more overlays are in the table above only (size limit).\n\n", len(all)-i)
+				break
+			}
 			if i == len(order) {
+				folded = true
 				fmt.Fprintf(&b, "<details><summary>%d %s already failing on base (not caused by this change)</summary>\n\n",
 					len(existing), plural(len(existing), "overlay", "overlays"))
 			}
 			m.writeOverlay(&b, o, d, open && i < len(order))
 		}
-		if len(existing) > 0 {
+		if folded {
 			b.WriteString("</details>\n\n")
 		}
 	}

@@ -1,0 +1,57 @@
+package report
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kplan-dev/kplan/internal/inventorydiff"
+)
+
+func TestKindPlural(t *testing.T) {
+	for kind, want := range map[string]string{
+		"Deployment": "Deployments", "Ingress": "Ingresses", "NetworkPolicy": "NetworkPolicies",
+		"Gateway": "Gateways", "ConfigMap": "ConfigMaps", "": "",
+	} {
+		if got := kindPlural(kind, 2); got != want {
+			t.Errorf("kindPlural(%q) = %q, want %q", kind, got, want)
+		}
+	}
+}
+
+func TestImages(t *testing.T) {
+	dep := func(name, image string) string {
+		return "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: " + name + ", namespace: n}\nspec: {template: {spec: {initContainers: [{name: init, image: 'busybox:1'}], containers: [{name: app, image: '" + image + "'}]}}}"
+	}
+	p := inventorydiff.Compare("a", "b",
+		map[string]inventorydiff.Side{"o1": side(t, dep("web", "web:1")), "o2": side(t, dep("web", "web:1"))},
+		map[string]inventorydiff.Side{"o1": side(t, dep("web", "web:2"), dep("api", "api:7")), "o2": side(t, dep("web", "web:2"))})
+	var got []string
+	for _, ic := range images(p) {
+		got = append(got, ic.Old+" → "+ic.New+": "+objectsText(ic.Objects, 5, func(s string) string { return s }))
+	}
+	want := []string{
+		" → api:7: Deployment api (n)",
+		" → busybox:1: Deployment api (n)",
+		"web:1 → web:2: Deployment web (n) in o1, Deployment web (n) in o2",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("images:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestFooter(t *testing.T) {
+	for _, tc := range []struct {
+		w    *inventorydiff.Work
+		want string
+	}{
+		{nil, ""},
+		{&inventorydiff.Work{Overlays: 1, Rendered: 2, Took: 1234567 * time.Microsecond}, "kplan planned 1 overlay: 2 kustomize builds; 1.2s."},
+		{&inventorydiff.Work{Overlays: 65, Skipped: 60, Rendered: 9, CacheHits: 1, Took: 800 * time.Millisecond},
+			"kplan planned 65 overlays: 9 kustomize builds, 1 from the cache; 60 overlays the change cannot affect, not rendered; 800ms."},
+	} {
+		if got := footer(&inventorydiff.Plan{Work: tc.w}); got != tc.want {
+			t.Errorf("footer = %q, want %q", got, tc.want)
+		}
+	}
+}
