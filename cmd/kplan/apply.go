@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -84,15 +83,10 @@ func applyCmd() *cobra.Command {
 		if r.Err != nil {
 			return r.Err
 		}
-		rg, err := os.ReadFile(filepath.Join(dir, rgFile))
-		if errors.Is(err, fs.ErrNotExist) {
-			rg, err = nil, nil
-		}
-		if err != nil {
-			return err
-		}
 		_, hasKptfile, _ := resourcegroup.KptfileInventory(dir)
-		target, err := deploy.TargetOf(r, deploy.Source{RGFile: rg, RGFileExplicit: cmd.Flags().Changed("rg-file"), HasKptfile: hasKptfile, Namespace: namespace})
+		files := func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, name)) }
+		target, err := deploy.NewTarget(r, files, deploy.TargetOptions{
+			RGFile: rgFile, RGFileExplicit: cmd.Flags().Changed("rg-file"), HasKptfile: hasKptfile, Namespace: namespace})
 		if err != nil {
 			return err
 		}

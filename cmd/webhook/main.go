@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -114,11 +113,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	var targets []deployer.Target
 	for _, ref := range cfg.AllTargets() {
-		targets = append(targets, targetOf(ref))
+		targets = append(targets, deployer.TargetOf(ref))
 	}
 	var sources []deployer.Source
 	for _, s := range cfg.Sources() {
-		sources = append(sources, sourceOf(cfg, s))
+		// The configuration's own targets of the repository reserve their
+		// names.
+		sources = append(sources, deployer.Source{Source: s, Reserved: cfg.TargetNames(s.Repo)})
 	}
 	repos := map[string]string{}
 	for _, r := range cfg.Repositories {
@@ -236,37 +237,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = nil
 	}
 	return err
-}
-
-func targetOf(ref config.TargetRef) deployer.Target {
-	t := ref.Target
-	dt := deployer.Target{
-		Name: t.Name, Repo: ref.Repo, Branch: ref.Branch, CloneURL: ref.CloneURL,
-		Overlay: t.Overlay, Environment: t.Environment, Kubeconfig: t.Kubeconfig, Context: t.Context,
-		Prune: t.Prune, ReconcileTimeout: t.ReconcileTimeout, InventoryPolicy: t.InventoryPolicy,
-		AllowRemoteBases: t.AllowRemoteBases, AllowReplaceInventory: t.AllowReplaceInventory, Namespace: t.Namespace,
-	}
-	dt.Inventory = t.Inventory
-	return dt
-}
-
-// sourceOf maps a branch that takes its targets from the repository; the
-// configuration's own targets of that repository reserve their names.
-func sourceOf(cfg *config.Config, s config.Source) deployer.Source {
-	ds := deployer.Source{Name: s.Name, Repo: s.Repo, Branch: s.Branch, CloneURL: s.CloneURL, File: s.File,
-		Environments: map[string]deployer.Settings{}}
-	for _, e := range s.Environments {
-		ds.Environments[e.Name] = deployer.Settings{
-			Kubeconfig: e.Kubeconfig, Context: e.Context, Prune: e.Prune, ReconcileTimeout: e.ReconcileTimeout,
-			InventoryPolicy: e.InventoryPolicy, AllowRemoteBases: e.AllowRemoteBases, AllowReplaceInventory: e.AllowReplaceInventory,
-		}
-	}
-	for _, ref := range cfg.AllTargets() {
-		if strings.EqualFold(ref.Repo, s.Repo) {
-			ds.Reserved = append(ds.Reserved, ref.Target.Name)
-		}
-	}
-	return ds
 }
 
 // engines makes a fresh engine per deploy: its discovery cache then sees

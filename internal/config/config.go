@@ -249,6 +249,19 @@ func (c *Config) AllTargets() []TargetRef {
 	return refs
 }
 
+// TargetNames lists the names of the file's targets of repo (owner/name,
+// case-insensitively): a target the repository declares must not reuse
+// one, or both would report on the same commit status.
+func (c *Config) TargetNames(repo string) []string {
+	var names []string
+	for _, ref := range c.AllTargets() {
+		if strings.EqualFold(ref.Repo, repo) {
+			names = append(names, ref.Target.Name)
+		}
+	}
+	return names
+}
+
 // CloneURL returns where repo is fetched from: its cloneURL override, else
 // <gitBaseURL>/<owner>/<repo>.git; "" for a repository not configured.
 func (c *Config) CloneURL(repo string) string {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,14 +22,24 @@ type Target struct {
 	Objects   []*unstructured.Unstructured
 }
 
-// Source says where else an overlay's inventory may come from.
-type Source struct {
-	// RGFile is a ResourceGroup file's content (nil: none).
-	RGFile []byte
+// Files reads a file of an overlay by its path relative to the overlay's
+// directory; an error wrapping fs.ErrNotExist says there is none.
+type Files func(name string) ([]byte, error)
+
+// TargetOptions say where an overlay's inventory comes from besides what
+// it renders.
+type TargetOptions struct {
+	// Inventory, if set, is the inventory whatever the overlay renders
+	// (the webhook configuration's override); rendered inventory objects
+	// are dropped.
+	Inventory *kinv.Identity
+	// RGFile is the overlay's ResourceGroup file ("" is
+	// resourcegroup.yaml).
+	RGFile string
 	// RGFileExplicit says the user named the file (--rg-file): it then must
-	// be the only inventory. Otherwise it is the overlay's default
-	// resourcegroup.yaml, used only when the render has no inventory (an
-	// overlay that lists it under resources renders it already).
+	// be the only inventory. Otherwise the file is used only when the
+	// render has no inventory (an overlay that lists it under resources
+	// renders it already).
 	RGFileExplicit bool
 	// HasKptfile says the overlay's Kptfile has an inventory to migrate.
 	HasKptfile bool
@@ -37,21 +48,13 @@ type Source struct {
 	Namespace string
 }
 
-// TargetOf picks the inventory of a rendered overlay: the one inventory
-// object it renders, else the ResourceGroup file, else a ConfigMap
-// inventory from the seed's inventory: directive.
-func TargetOf(r render.Result, src Source) (*Target, error) {
-	return targetOf(r, src, nil)
-}
-
-// TargetWithInventory uses inv as the inventory whatever the overlay
-// renders (the webhook config's inventory override); rendered inventory
-// objects are dropped.
-func TargetWithInventory(r render.Result, inv *unstructured.Unstructured) (*Target, error) {
-	return targetOf(r, Source{}, inv)
-}
-
-func targetOf(r render.Result, src Source, override *unstructured.Unstructured) (*Target, error) {
+// NewTarget turns a rendered overlay into what an apply takes, for `kplan
+// apply` and the webhook alike: its objects and the one inventory they
+// are recorded in. The inventory is the configured one (opts.Inventory),
+// else the one object the overlay renders, else DeclaredInventory's: its
+// ResourceGroup file, else its seed inventory: directive. files reads the
+// overlay's ResourceGroup file; nil reads none.
+func NewTarget(r render.Result, files Files, opts TargetOptions) (*Target, error) {
 	objs := make([]*unstructured.Unstructured, 0, len(r.Objects)+1)
 	for _, n := range r.Objects {
 		// Through JSON, so numbers become the int64 and float64 that
@@ -66,46 +69,113 @@ func targetOf(r render.Result, src Source, override *unstructured.Unstructured) 
 		}
 		objs = append(objs, u)
 	}
-	rendersOne := slices.ContainsFunc(objs, isInventoryObject)
-	if src.RGFile != nil && (src.RGFileExplicit || !rendersOne) {
-		var rg unstructured.Unstructured
-		if err := sigsyaml.Unmarshal(src.RGFile, &rg.Object); err != nil || rg.GetKind() != resourcegroup.GVK.Kind {
-			return nil, fmt.Errorf("the ResourceGroup file of %s is not a ResourceGroup (%v)", r.Path, err)
+	var (
+		inv  *unstructured.Unstructured
+		rest []*unstructured.Unstructured
+		err  error
+	)
+	switch rendersOne := slices.ContainsFunc(objs, isInventoryObject); {
+	case opts.Inventory != nil:
+		rest = slices.DeleteFunc(objs, isInventoryObject)
+		inv, err = InventoryObject(*opts.Inventory)
+	case rendersOne && opts.RGFileExplicit:
+		// The named file must be the only inventory: with it among the
+		// objects, SplitInventory lists every one found.
+		rg, rerr := rgFile(r.Path, files, opts)
+		if rerr != nil {
+			return nil, rerr
 		}
-		objs = append(objs, &rg)
-	}
-	inv, rest, err := SplitInventory(objs)
-	if override != nil {
-		var multi *MultipleInventoriesError
-		if errors.As(err, &multi) {
-			rest = rest[:0]
-			for _, o := range objs {
-				if !isInventoryObject(o) {
-					rest = append(rest, o)
-				}
-			}
+		if rg != nil {
+			objs = append(objs, rg)
 		}
-		inv, err = override, nil
-	}
-	var none *NoInventoryError
-	if errors.As(err, &none) && r.Inventory != nil {
-		d := r.Inventory
-		if d.Type != "" && d.Type != configMapKind {
-			return nil, fmt.Errorf("%s: inventory type %q: only ConfigMap is supported", r.Path, d.Type)
+		inv, rest, err = SplitInventory(objs)
+	case rendersOne:
+		inv, rest, err = SplitInventory(objs)
+	default:
+		rest = objs
+		inv, err = declared(r, files, opts)
+		if err == nil && inv == nil {
+			err = &NoInventoryError{Dir: r.Path, HasKptfile: opts.HasKptfile}
 		}
-		inv = ConfigMapInventory(d.ConfigMap.Name, cmp.Or(d.ConfigMap.Namespace, src.Namespace), "")
-		err = nil
-	}
-	if errors.As(err, &none) {
-		none.Dir, none.HasKptfile = r.Path, src.HasKptfile
 	}
 	if err != nil {
 		return nil, err
 	}
 	if inv.GetNamespace() == "" {
-		inv.SetNamespace(cmp.Or(src.Namespace, DefaultNamespace))
+		inv.SetNamespace(cmp.Or(opts.Namespace, DefaultNamespace))
 	}
 	return &Target{Inventory: inv, Objects: rest}, nil
+}
+
+// DeclaredInventory names the inventory an overlay that renders none is
+// applied with (NewTarget's rule, for the planner to name the same one):
+// the configured one, else its ResourceGroup file, else its seed
+// inventory: directive; nil for none. Only r's Path and Inventory
+// directive are read, not its objects.
+func DeclaredInventory(r render.Result, files Files, opts TargetOptions) (*kinv.Identity, error) {
+	inv, err := declared(r, files, opts)
+	if err != nil || inv == nil {
+		return nil, err
+	}
+	id := kinv.IdentityOf(inv.GetKind(), inv.GetName(), inv.GetNamespace(), inv.GetLabels(), cmp.Or(opts.Namespace, DefaultNamespace))
+	return &id, nil
+}
+
+// declared is DeclaredInventory's object.
+func declared(r render.Result, files Files, opts TargetOptions) (*unstructured.Unstructured, error) {
+	if opts.Inventory != nil {
+		return InventoryObject(*opts.Inventory)
+	}
+	rg, err := rgFile(r.Path, files, opts)
+	if err != nil || rg != nil {
+		return rg, err
+	}
+	if d := r.Inventory; d != nil {
+		if d.Type != "" && d.Type != configMapKind {
+			return nil, fmt.Errorf("%s: inventory type %q: only ConfigMap is supported", r.Path, d.Type)
+		}
+		return ConfigMapInventory(d.ConfigMap.Name, cmp.Or(d.ConfigMap.Namespace, opts.Namespace), ""), nil
+	}
+	return nil, nil
+}
+
+// rgFile reads and parses the overlay's ResourceGroup file; nil when
+// there is none.
+func rgFile(dir string, files Files, opts TargetOptions) (*unstructured.Unstructured, error) {
+	if files == nil {
+		return nil, nil
+	}
+	name := cmp.Or(opts.RGFile, resourcegroup.DefaultFile)
+	data, err := files(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the ResourceGroup file %s of %s: %w", name, dir, err)
+	}
+	var rg unstructured.Unstructured
+	if err := sigsyaml.Unmarshal(data, &rg.Object); err != nil || rg.GetKind() != resourcegroup.GVK.Kind {
+		return nil, fmt.Errorf("the ResourceGroup file %s of %s is not a ResourceGroup (%v)", name, dir, err)
+	}
+	return &rg, nil
+}
+
+// Source is TargetOptions for a caller that holds the ResourceGroup
+// file's content rather than the overlay's files.
+type Source struct {
+	RGFile         []byte // nil: none
+	RGFileExplicit bool
+	HasKptfile     bool
+	Namespace      string
+}
+
+// TargetOf is NewTarget with the ResourceGroup file's content in src.
+func TargetOf(r render.Result, src Source) (*Target, error) {
+	var files Files
+	if src.RGFile != nil {
+		files = func(string) ([]byte, error) { return src.RGFile, nil }
+	}
+	return NewTarget(r, files, TargetOptions{RGFileExplicit: src.RGFileExplicit, HasKptfile: src.HasKptfile, Namespace: src.Namespace})
 }
 
 // InventoryObject is an empty inventory object named by id, of one of

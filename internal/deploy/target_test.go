@@ -2,6 +2,9 @@ package deploy
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,51 +28,100 @@ const (
 	rg2 = "apiVersion: kpt.dev/v1alpha1\nkind: ResourceGroup\nmetadata: {name: other, namespace: app, labels: {cli-utils.sigs.k8s.io/inventory-id: custom}}"
 )
 
-func TestTargetOf(t *testing.T) {
-	// One rendered ResourceGroup: it is the inventory, id <name>-<namespace>.
-	tg, err := TargetOf(result(cmA, rg1), Source{})
-	if err != nil {
-		t.Fatal(err)
+// files serves an overlay's files from a map.
+func files(m map[string]string) Files {
+	return func(name string) ([]byte, error) {
+		if d, ok := m[name]; ok {
+			return []byte(d), nil
+		}
+		return nil, fmt.Errorf("open %s: %w", name, fs.ErrNotExist)
 	}
-	if inv := inventoryOf(tg.Inventory); inv.ID != "inventory-00000001-app" || len(tg.Objects) != 1 {
-		t.Errorf("inventory %+v, %d objects", inv, len(tg.Objects))
+}
+
+// NewTarget picks an overlay's inventory for kplan apply and the webhook
+// alike, and DeclaredInventory names the same one for an overlay that
+// renders none.
+func TestNewTarget(t *testing.T) {
+	directive := result(cmA)
+	directive.Inventory = &render.InventoryDirective{Type: "ConfigMap"}
+	directive.Inventory.ConfigMap.Name, directive.Inventory.ConfigMap.Namespace = "root-cm", "default"
+	withNS := directive
+	withNS.Inventory = &render.InventoryDirective{}
+	withNS.Inventory.ConfigMap.Name = "root-cm"
+	override := &kinv.Identity{Kind: "ConfigMap", Name: "configured", Namespace: "kplan", ID: "configured-kplan"}
+	rgFile := files(map[string]string{"resourcegroup.yaml": rg2})
+	for _, tc := range []struct {
+		name    string
+		r       render.Result
+		files   Files
+		opts    TargetOptions
+		want    string // the inventory's String, or
+		wantErr string // a part of the error
+		objects int
+	}{
+		{"one rendered ResourceGroup, id <name>-<namespace>", result(cmA, rg1), nil, TargetOptions{},
+			"ResourceGroup app/inventory-00000001 (inventory-id inventory-00000001-app)", "", 1},
+		{"the file when the render has none; its label wins", result(cmA), rgFile, TargetOptions{},
+			"ResourceGroup app/other (inventory-id custom)", "", 1},
+		{"the default file beside a rendered one is not a second inventory", result(cmA, rg1), rgFile, TargetOptions{},
+			"ResourceGroup app/inventory-00000001 (inventory-id inventory-00000001-app)", "", 1},
+		{"a named file beside a rendered one: both listed", result(cmA, rg1), rgFile, TargetOptions{RGFileExplicit: true},
+			"", "found 2: ResourceGroup app/inventory-00000001 (inventory-id inventory-00000001-app); ResourceGroup app/other", 0},
+		{"a named file under another name", result(cmA), files(map[string]string{"inv/rg.yaml": rg2}), TargetOptions{RGFile: "inv/rg.yaml", RGFileExplicit: true},
+			"ResourceGroup app/other (inventory-id custom)", "", 1},
+		{"a file that is not a ResourceGroup", result(cmA), files(map[string]string{"resourcegroup.yaml": cmA}), TargetOptions{},
+			"", "the ResourceGroup file resourcegroup.yaml of overlays/prod is not a ResourceGroup", 0},
+		{"a file that cannot be read", result(cmA), func(string) ([]byte, error) { return nil, errors.New("disk on fire") }, TargetOptions{},
+			"", "read the ResourceGroup file resourcegroup.yaml of overlays/prod: disk on fire", 0},
+		{"none: kplan init", result(cmA), rgFile, TargetOptions{RGFile: "missing.yaml"}, "", "run `kplan init overlays/prod`", 0},
+		{"none, with a Kptfile: kplan migrate", result(cmA), nil, TargetOptions{HasKptfile: true}, "", "run `kplan migrate overlays/prod`", 0},
+		{"the seed's directive: a ConfigMap inventory", directive, nil, TargetOptions{},
+			"ConfigMap default/root-cm (inventory-id root-cm-default)", "", 1},
+		{"the directive without a namespace: the target's", withNS, nil, TargetOptions{Namespace: "team"},
+			"ConfigMap team/root-cm (inventory-id root-cm-team)", "", 1},
+		{"the file before the directive", directive, rgFile, TargetOptions{},
+			"ResourceGroup app/other (inventory-id custom)", "", 1},
+		{"the configured inventory whatever the overlay renders", result(cmA, rg1, rg2), rgFile, TargetOptions{Inventory: override},
+			"ConfigMap kplan/configured (inventory-id configured-kplan)", "", 1},
+		{"a rendered inventory without a namespace: the target's", result(cmA, "apiVersion: kpt.dev/v1alpha1\nkind: ResourceGroup\nmetadata: {name: inv}"), nil, TargetOptions{Namespace: "team"},
+			"ResourceGroup team/inv (inventory-id inv-team)", "", 1},
+	} {
+		tg, err := NewTarget(tc.r, tc.files, tc.opts)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if got := inventoryOf(tg.Inventory).String(); got != tc.want || len(tg.Objects) != tc.objects {
+			t.Errorf("%s: %s with %d objects, want %s with %d", tc.name, got, len(tg.Objects), tc.want, tc.objects)
+		}
+		// The planner's name for it agrees, for overlays that render none.
+		rendersOne := slices.ContainsFunc(tc.r.Objects, kinv.IsInventoryObject)
+		if rendersOne && tc.opts.Inventory == nil {
+			continue
+		}
+		decl, err := DeclaredInventory(tc.r, tc.files, tc.opts)
+		if err != nil || decl == nil || decl.String() != tc.want {
+			t.Errorf("%s: declared %v (%v), want %s", tc.name, decl, err, tc.want)
+		}
 	}
-	// The file supplies it when the render has none; the label wins.
-	tg, err = TargetOf(result(cmA), Source{RGFile: []byte(rg2)})
+	// No file, no directive, nothing configured: nothing declared.
+	if decl, err := DeclaredInventory(result(cmA), files(nil), TargetOptions{}); decl != nil || err != nil {
+		t.Errorf("declared %v (%v), want none", decl, err)
+	}
+	// TargetOf takes the file's content.
+	tg, err := TargetOf(result(cmA), Source{RGFile: []byte(rg2)})
 	if err != nil || inventoryOf(tg.Inventory).ID != "custom" {
-		t.Errorf("from file: %v %+v", err, tg)
+		t.Errorf("TargetOf with the file's content: %v", err)
 	}
-	// The default file beside a rendered one is not a second inventory
-	// (an overlay may list it under resources).
-	tg, err = TargetOf(result(cmA, rg1), Source{RGFile: []byte(rg2)})
-	if err != nil || inventoryOf(tg.Inventory).Name != "inventory-00000001" {
-		t.Errorf("default file and rendered inventory: %v", err)
-	}
-	// Two, with --rg-file: an error that lists both.
-	_, err = TargetOf(result(cmA, rg1), Source{RGFile: []byte(rg2), RGFileExplicit: true})
 	var multi *MultipleInventoriesError
-	if !errors.As(err, &multi) || !strings.Contains(err.Error(), "inventory-00000001") || !strings.Contains(err.Error(), "other") {
-		t.Errorf("two inventories: %v", err)
-	}
-	// None: say kplan init, or kplan migrate when a Kptfile has one.
-	_, err = TargetOf(result(cmA), Source{})
-	if err == nil || !strings.Contains(err.Error(), "kplan init overlays/prod") {
-		t.Errorf("no inventory: %v", err)
-	}
-	_, err = TargetOf(result(cmA), Source{HasKptfile: true})
-	if err == nil || !strings.Contains(err.Error(), "kplan migrate overlays/prod") {
-		t.Errorf("no inventory with a Kptfile: %v", err)
-	}
-	// The seed's inventory directive maps to a ConfigMap inventory.
-	r := result(cmA)
-	r.Inventory = &render.InventoryDirective{Type: "ConfigMap"}
-	r.Inventory.ConfigMap.Name, r.Inventory.ConfigMap.Namespace = "root-cm", "default"
-	tg, err = TargetOf(r, Source{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if inv := inventoryOf(tg.Inventory); inv.Kind != "ConfigMap" || inv.ID != "root-cm-default" {
-		t.Errorf("directive inventory %+v", inv)
+	if _, err := TargetOf(result(cmA, rg1), Source{RGFile: []byte(rg2), RGFileExplicit: true}); !errors.As(err, &multi) {
+		t.Errorf("TargetOf with --rg-file and a rendered inventory: %v", err)
 	}
 }
 

@@ -24,11 +24,11 @@ import (
 	"time"
 
 	"github.com/kplan-dev/kplan/internal/closure"
+	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
-	"github.com/kplan-dev/kplan/internal/resourcegroup"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -44,31 +44,22 @@ const (
 	AnnotationTarget = "kplan.dev/target"
 )
 
-// Target is one overlay deployed to one cluster from one branch.
+// Target is one overlay deployed to one cluster from one branch: a target
+// of the webhook's configuration, or one a repository declares, with the
+// branch it deploys from.
 type Target struct {
-	Name             string // unique; the commit status context is kplan/<Name>
-	Repo             string // owner/name
-	Branch           string
-	CloneURL         string
-	Overlay          string // repository-relative directory
-	Environment      string // GitHub Deployment environment
-	Kubeconfig       string // empty: in-cluster or default kubeconfig
-	Context          string
-	Prune            bool
-	ReconcileTimeout time.Duration
-	InventoryPolicy  string
-	AllowRemoteBases bool
-	// AllowReplaceInventory lets a deploy prune every object its inventory
-	// held while it adds others (deploy.ReplaceInventoryError).
-	AllowReplaceInventory bool
-	// Namespace receives namespaced objects rendered without one ("" is
-	// "default").
-	Namespace string
-	// Inventory, if set, replaces the inventory the overlay renders.
-	Inventory *inventory.Identity
+	config.Target
+	Repo     string // owner/name
+	Branch   string
+	CloneURL string
 	// Source is the name of the Source that declared the target; "" for a
 	// target of the webhook's configuration.
 	Source string
+}
+
+// TargetOf is a target of the webhook's configuration.
+func TargetOf(ref config.TargetRef) Target {
+	return Target{Target: ref.Target, Repo: ref.Repo, Branch: ref.Branch, CloneURL: ref.CloneURL}
 }
 
 // Key is the target's worker name: its Name for a configured target,
@@ -81,35 +72,22 @@ func (t Target) Key() string {
 	return t.Source + "/" + t.Name
 }
 
-// cluster identifies the target's cluster: the kubeconfig and context.
-func (t Target) cluster() string { return t.Kubeconfig + "\x00" + t.Context }
-
-// Settings say how the targets of an environment deploy to its cluster.
-type Settings struct {
-	Kubeconfig            string
-	Context               string
-	Prune                 bool
-	ReconcileTimeout      time.Duration
-	InventoryPolicy       string
-	AllowRemoteBases      bool
-	AllowReplaceInventory bool
-}
-
 // Source is a branch whose targets a file of the repository declares
-// (.kplan.yaml, internal/repoconfig), read at every deployed commit.
+// (.kplan.yaml, internal/repoconfig), read at every deployed commit. Its
+// Environments map the environments the file names to clusters; a target
+// whose environment is missing is reported and not deployed.
 type Source struct {
-	Name     string // unique among targets and sources; Submit takes it
-	Repo     string
-	Branch   string
-	CloneURL string
-	File     string // repository-relative
-	// Environments map the environments the file names to clusters; a
-	// target whose environment is missing is reported and not deployed.
-	Environments map[string]Settings
+	config.Source
 	// Reserved are target names the webhook's configuration already uses
 	// for this repository: a repository target of the same name would
 	// report on the same commit status.
 	Reserved []string
+}
+
+// target is the stand-in target a source reports its own failures on
+// (reading its file): the file stands for overlay and environment.
+func (s Source) target() Target {
+	return Target{Target: config.Target{Name: s.Name, Overlay: s.File, Environment: s.File}, Repo: s.Repo, Branch: s.Branch, CloneURL: s.CloneURL}
 }
 
 // Request asks a target to converge on SHA; an empty SHA means the
@@ -232,7 +210,7 @@ func New(targets []Target, mirrors Mirror, report Reporter, engine func(Target) 
 		close(d.firstRenders)
 	}()
 	for _, s := range sources {
-		d.workers[s.Name] = newWorker(Target{Name: s.Name, Repo: s.Repo, Branch: s.Branch, CloneURL: s.CloneURL}, &s)
+		d.workers[s.Name] = newWorker(s.target(), &s)
 	}
 	return d
 }
@@ -616,25 +594,16 @@ func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*depl
 	if rs[0].Err != nil {
 		return nil, rs[0].Err
 	}
-	if i := t.Inventory; i != nil {
-		inv, err := deploy.InventoryObject(*i)
-		if err != nil {
-			return nil, err
-		}
-		return deploy.TargetWithInventory(rs[0], inv)
-	}
-	rg, err := s.FS.ReadFile(snapshot.Abs(path.Join(t.Overlay, resourcegroup.DefaultFile)))
-	if err != nil {
-		rg = nil // no file: the render must carry the inventory
-	}
-	return deploy.TargetOf(rs[0], deploy.Source{RGFile: rg, Namespace: t.Namespace})
+	// The overlay's files, for its ResourceGroup file.
+	files := func(name string) ([]byte, error) { return s.FS.ReadFile(snapshot.Abs(path.Join(t.Overlay, name))) }
+	return deploy.NewTarget(rs[0], files, deploy.TargetOptions{Inventory: t.Inventory, Namespace: t.Namespace})
 }
 
 // inventoryKey identifies an inventory in a cluster. Two targets clash
 // when they share either the inventory object or its inventory-id: the
 // object holds the list that prunes, the id owns the objects.
 func inventoryKeys(t Target, inv inventory.Identity) [2]string {
-	return [2]string{t.cluster() + "\x00object\x00" + inv.Kind + "\x00" + inv.Namespace + "\x00" + inv.Name, t.cluster() + "\x00id\x00" + inv.ID}
+	return [2]string{t.Cluster() + "\x00object\x00" + inv.Kind + "\x00" + inv.Namespace + "\x00" + inv.Name, t.Cluster() + "\x00id\x00" + inv.ID}
 }
 
 // lockInventory serializes the deploys through one inventory of a cluster.
@@ -742,7 +711,7 @@ func (d *Deployer) lastDeployedBy(t Target, inv inventory.Identity, by string) e
 	w := d.workers[by]
 	other, rendered := d.rendered[by]
 	d.mu.Unlock()
-	if w == nil || w.src != nil || w.target().cluster() != t.cluster() {
+	if w == nil || w.src != nil || w.target().Cluster() != t.Cluster() {
 		return nil // not a target of this cluster any more: the inventory is handed over
 	}
 	if rendered && inventoryKeys(w.target(), other) != inventoryKeys(t, inv) {
@@ -765,7 +734,7 @@ func (d *Deployer) lastDeployedBy(t Target, inv inventory.Identity, by string) e
 // commit to every target. A target whose environment is not mapped is
 // reported and not deployed.
 func (d *Deployer) expand(ctx context.Context, s Source, r Request) {
-	st := Target{Name: s.Name, Repo: s.Repo, Branch: s.Branch, CloneURL: s.CloneURL, Overlay: s.File, Environment: s.File}
+	st := s.target()
 	log := d.Logger.With("source", s.Name, "repo", s.Repo, "branch", s.Branch)
 	dir, err := d.resolve(ctx, log, st, &r)
 	if err != nil {
@@ -782,23 +751,22 @@ func (d *Deployer) expand(ctx context.Context, s Source, r Request) {
 	d.mu.Unlock()
 	keep := map[string]bool{}
 	for _, rt := range declared {
-		t := Target{Name: rt.Name, Repo: s.Repo, Branch: s.Branch, CloneURL: s.CloneURL, Overlay: rt.Overlay,
-			Environment: rt.Environment, Namespace: rt.Namespace, Source: s.Name}
+		t := Target{Target: config.Target{Name: rt.Name, Overlay: rt.Overlay, Environment: rt.Environment, Namespace: rt.Namespace},
+			Repo: s.Repo, Branch: s.Branch, CloneURL: s.CloneURL, Source: s.Name}
 		tlog := log.With("target", t.Key())
 		if slices.ContainsFunc(s.Reserved, func(n string) bool { return strings.EqualFold(n, rt.Name) }) {
 			d.failedEarly(ctx, tlog, Outcome{Target: t, SHA: r.SHA, PR: r.PR, Err: fmt.Errorf(
 				"%s declares target %s, but the webhook's configuration has a target of that name for %s; rename one (both would report as kplan/%s)", s.File, rt.Name, s.Repo, rt.Name)})
 			continue
 		}
-		env, ok := s.Environments[rt.Environment]
+		env, ok := s.Environment(rt.Environment)
 		if !ok {
 			d.failedEarly(ctx, tlog, Outcome{Target: t, SHA: r.SHA, PR: r.PR, Err: fmt.Errorf(
 				"%s declares target %s with environment %q, which the webhook's configuration does not map to a cluster (branch %s of %s: environments); not deployed",
 				s.File, rt.Name, rt.Environment, s.Branch, s.Repo)})
 			continue
 		}
-		t.Kubeconfig, t.Context, t.Prune, t.ReconcileTimeout = env.Kubeconfig, env.Context, env.Prune, env.ReconcileTimeout
-		t.InventoryPolicy, t.AllowRemoteBases, t.AllowReplaceInventory = env.InventoryPolicy, env.AllowRemoteBases, env.AllowReplaceInventory
+		t.Settings = env.Settings
 		keep[t.Key()] = true
 		d.mu.Lock()
 		w := d.workers[t.Key()]

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/test/githttp"
@@ -17,7 +18,7 @@ import (
 )
 
 func TestSubmitKeepsOnlyTheNewestRequest(t *testing.T) {
-	d := New([]Target{{Name: "prod"}}, nil, nil, nil, slog.New(slog.DiscardHandler))
+	d := New([]Target{named("prod")}, nil, nil, nil, slog.New(slog.DiscardHandler))
 	w := d.workers["prod"]
 	steps := []struct {
 		submit []Request
@@ -58,7 +59,7 @@ func TestRemoteBasesAreOff(t *testing.T) {
 	git(t, dir, "add", "-A")
 	git(t, dir, "commit", "-qm", "remote")
 	d := New(nil, nil, nil, nil, slog.New(slog.DiscardHandler))
-	_, err := d.render(context.Background(), Target{Name: "prod", Overlay: "app"}, dir, git(t, dir, "rev-parse", "HEAD"))
+	_, err := d.render(context.Background(), Target{Target: config.Target{Name: "prod", Overlay: "app"}}, dir, git(t, dir, "rev-parse", "HEAD"))
 	if err == nil || !strings.Contains(err.Error(), "https://github.com/example/config//base?ref=v1") || !strings.Contains(err.Error(), "allowRemoteBases") {
 		t.Errorf("render with a remote base: %v", err)
 	}
@@ -66,11 +67,16 @@ func TestRemoteBasesAreOff(t *testing.T) {
 
 var git = gittest.Git
 
+// named is a configured target.
+func named(name string) Target { return Target{Target: config.Target{Name: name}} }
+
 // Two targets of one cluster rendering one inventory are both refused;
 // once one renders another inventory, the other is woken and may deploy.
 // Another cluster's target with the same inventory is no conflict.
 func TestSharedInventoryRefusesBoth(t *testing.T) {
-	d := New([]Target{{Name: "staging"}, {Name: "prod"}, {Name: "elsewhere", Context: "other"}}, nil, nil, nil, slog.New(slog.DiscardHandler))
+	elsewhere := named("elsewhere")
+	elsewhere.Context = "other"
+	d := New([]Target{named("staging"), named("prod"), elsewhere}, nil, nil, nil, slog.New(slog.DiscardHandler))
 	inv := inventory.Identity{Kind: "ResourceGroup", Namespace: "default", Name: "inventory-1", ID: "inventory-1-default"}
 	for _, name := range []string{"staging", "prod", "elsewhere"} {
 		d.record(d.workers[name].target(), inv)
@@ -101,7 +107,7 @@ func TestSharedInventoryRefusesBoth(t *testing.T) {
 		t.Errorf("staging after the fix: %v", err)
 	}
 	// The inventory says prod deployed last and prod has not moved: refused.
-	d2 := New([]Target{{Name: "staging"}, {Name: "prod"}}, nil, nil, nil, slog.New(slog.DiscardHandler))
+	d2 := New([]Target{named("staging"), named("prod")}, nil, nil, nil, slog.New(slog.DiscardHandler))
 	if err := d2.lastDeployedBy(d2.workers["staging"].target(), inv, "prod"); !errors.As(err, &ce) {
 		t.Errorf("inventory last deployed by prod: %v", err)
 	}
@@ -130,7 +136,7 @@ func TestOnlyWhatTheTipReachesDeploys(t *testing.T) {
 	srv := githttp.Serve(t, root, "tok")
 	mirrors := &gitmirror.Mirrors{Dir: t.TempDir(), Token: []byte("tok")}
 	ctx := context.Background()
-	tgt := Target{Name: "prod", CloneURL: srv.URL + "/octo/cfg.git", Branch: "main"}
+	tgt := Target{Target: config.Target{Name: "prod"}, CloneURL: srv.URL + "/octo/cfg.git", Branch: "main"}
 	if _, tip, err := mirrors.Fetch(ctx, tgt.CloneURL, "main"); err != nil || tip != b {
 		t.Fatalf("fetch B: %v", err) // the mirror holds B from now on
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/deploy"
 )
 
@@ -24,11 +25,11 @@ func TestPrometheusMetrics(t *testing.T) {
 		{Key: "a", Action: deploy.Created}, {Key: "b", Action: deploy.Configured}, {Key: "c", Action: deploy.Unchanged},
 		{Key: "d", Action: deploy.Pruned}, {Key: "e", Action: deploy.Kept},
 	}}
-	prod := Target{Name: "prod"}
+	prod := named("prod")
 	p.Deployed(Outcome{Target: prod, Result: res, Started: start, Finished: start.Add(3 * time.Second)}, true)
 	p.Deployed(Outcome{Target: prod, Result: res, Err: errors.New("x"), Started: start, Finished: start.Add(time.Second)}, true)
 	p.Deployed(Outcome{Target: prod, Err: errors.New("render")}, false)
-	p.Deployed(Outcome{Target: Target{Name: "web", Source: "repo"}, Result: res, Started: start, Finished: start.Add(time.Second)}, true)
+	p.Deployed(Outcome{Target: Target{Target: config.Target{Name: "web"}, Source: "repo"}, Result: res, Started: start, Finished: start.Add(time.Second)}, true)
 
 	for _, c := range []struct {
 		name string
@@ -89,7 +90,7 @@ kplan_deploy_duration_seconds_count{target="repo/web"} 1
 
 	// Targets a repository declares are bounded.
 	for i := range MaxTargetLabels + 10 {
-		p.Deployed(Outcome{Target: Target{Name: fmt.Sprint("t", i), Source: "repo"}, Err: errors.New("x")}, false)
+		p.Deployed(Outcome{Target: Target{Target: config.Target{Name: fmt.Sprint("t", i)}, Source: "repo"}, Err: errors.New("x")}, false)
 	}
 	if got := testutil.ToFloat64(p.deploys.WithLabelValues("_other", "error")); got < 10 {
 		t.Errorf("_other = %v, want the targets past the bound", got)

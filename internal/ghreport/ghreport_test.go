@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
 	"github.com/kplan-dev/kplan/test/githubapi"
@@ -25,8 +26,8 @@ func TestReportsAPushDeploy(t *testing.T) {
 	r.Backoff = time.Millisecond
 	ctx := context.Background()
 
-	prod := deployer.Target{Name: "prod", Repo: "octo/cfg", Environment: "production", Overlay: "overlays/prod"}
-	stage := deployer.Target{Name: "stage", Repo: "octo/cfg", Overlay: "overlays/stage"}
+	prod := deployer.Target{Target: config.Target{Name: "prod", Environment: "production", Overlay: "overlays/prod"}, Repo: "octo/cfg"}
+	stage := deployer.Target{Target: config.Target{Name: "stage", Overlay: "overlays/stage"}, Repo: "octo/cfg"}
 	r.Started(ctx, prod, sha, 0)
 	gh.FailNext(2, 502) // GitHub hiccups: the reporter retries
 	r.Finished(ctx, deployer.Outcome{Target: prod, SHA: sha, Result: &deploy.Result{Objects: []deploy.ObjectResult{

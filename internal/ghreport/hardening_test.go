@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
+	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
 	"github.com/kplan-dev/kplan/test/githubapi"
@@ -50,7 +51,7 @@ func deploymentStates(gh *githubapi.Server, id int64) string {
 	return strings.Join(out, ",")
 }
 
-var prod = deployer.Target{Name: "prod", Repo: "octo/cfg", Environment: "production", Overlay: "overlays/prod"}
+var prod = deployer.Target{Target: config.Target{Name: "prod", Environment: "production", Overlay: "overlays/prod"}, Repo: "octo/cfg"}
 
 func success() deploy.Result {
 	return deploy.Result{Objects: []deploy.ObjectResult{{Key: "~G_v1_ConfigMap|a|new", Action: deploy.Created}}}
@@ -136,7 +137,7 @@ func TestRefusedReportIsDropped(t *testing.T) {
 func TestInterruptedDeploysAreFinished(t *testing.T) {
 	gh := newServer(t)
 	ctx := context.Background()
-	stage := deployer.Target{Name: "stage", Repo: "octo/cfg", Environment: "production", Overlay: "overlays/stage"}
+	stage := deployer.Target{Target: config.Target{Name: "stage", Environment: "production", Overlay: "overlays/stage"}, Repo: "octo/cfg"}
 	const old = "1111111111111111111111111111111111111111"
 	killed := newReporter(gh)
 	res := success()
@@ -260,7 +261,7 @@ func TestConcurrentReportsThroughARateLimit(t *testing.T) {
 	for i := range n {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			tg := deployer.Target{Name: fmt.Sprintf("t%d", i), Repo: "octo/cfg", Overlay: fmt.Sprintf("o%d", i)}
+			tg := deployer.Target{Target: config.Target{Name: fmt.Sprintf("t%d", i), Overlay: fmt.Sprintf("o%d", i)}, Repo: "octo/cfg"}
 			res := success()
 			r.Started(ctx, tg, sha, 0)
 			r.Finished(ctx, deployer.Outcome{Target: tg, SHA: sha, Result: &res})
