@@ -28,3 +28,24 @@ func TestDiffStyleInput(t *testing.T) {
 		}
 	}
 }
+
+func TestIgnoreInputs(t *testing.T) {
+	for _, c := range []struct {
+		fields, kinds, err string
+		want               int
+	}{
+		{fields: "metadata.annotations.checksum/*\nmetadata.labels.helm.sh/chart", kinds: "HorizontalPodAutoscaler", want: 3},
+		{kinds: "Secret", err: "ignore kind Secret"},
+		{fields: "*", err: "every field"},
+	} {
+		env := map[string]string{"INPUT_IGNORE-FIELDS": c.fields, "INPUT_IGNORE-KINDS": c.kinds}
+		a := githubactions.New(githubactions.WithGetenv(func(k string) string { return env[k] }), githubactions.WithWriter(io.Discard))
+		in, err := readInputs(a)
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%q %q: err %v, want %q", c.fields, c.kinds, err, c.err)
+		case c.err == "" && (err != nil || len(in.ignore.Fields)+len(in.ignore.Kinds) != c.want):
+			t.Errorf("%q %q: %+v, %v", c.fields, c.kinds, in.ignore, err)
+		}
+	}
+}
