@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/cli-utils/pkg/apply/event"
+	"sigs.k8s.io/cli-utils/pkg/object"
 
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/resourcegroup"
@@ -94,6 +96,7 @@ func applyCmd() *cobra.Command {
 			DryRun: dryRun, InventoryPolicy: policy, PrunePropagation: propagation,
 			ReconcileTimeout: timeout, AllowEmpty: allowEmpty, NoPrune: noPrune,
 			Namespace: namespace, AllowReplaceInventory: replace,
+			OnEvent: applyEvents(cmd.ErrOrStderr()),
 		})
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && err != nil {
 			err = fmt.Errorf("apply: not done within --timeout %s: %w", timeout, err)
@@ -113,6 +116,45 @@ func applyCmd() *cobra.Command {
 		return nil
 	}
 	return cmd
+}
+
+// applyEvents prints each object on w as cli-utils reports it (applied,
+// pruned, reconciled), so a long apply shows where it is; the summary
+// follows on stdout when it ends.
+func applyEvents(w io.Writer) func(event.Event) {
+	name := func(id object.ObjMetadata) string {
+		if id.Namespace == "" {
+			return id.GroupKind.Kind + " " + id.Name
+		}
+		return id.GroupKind.Kind + " " + id.Name + " (" + id.Namespace + ")"
+	}
+	line := func(id object.ObjMetadata, what string, err error) {
+		if err != nil {
+			what += ": " + err.Error()
+		}
+		fmt.Fprintf(w, "kplan apply: %s %s\n", name(id), what)
+	}
+	return func(e event.Event) {
+		switch e.Type {
+		case event.ApplyType:
+			ae := e.ApplyEvent
+			if what, ok := map[event.ApplyEventStatus]string{event.ApplySuccessful: "applied", event.ApplySkipped: "skipped", event.ApplyFailed: "failed"}[ae.Status]; ok {
+				line(ae.Identifier, what, ae.Error)
+			}
+		case event.PruneType:
+			pe := e.PruneEvent
+			if what, ok := map[event.PruneEventStatus]string{event.PruneSuccessful: "pruned", event.PruneSkipped: "not pruned (skipped)", event.PruneFailed: "failed to prune"}[pe.Status]; ok {
+				line(pe.Identifier, what, pe.Error)
+			}
+		case event.WaitType:
+			we := e.WaitEvent
+			if what, ok := map[event.WaitEventStatus]string{event.ReconcileSuccessful: "reconciled", event.ReconcileTimeout: "not reconciled in time", event.ReconcileFailed: "failed to reconcile"}[we.Status]; ok {
+				line(we.Identifier, what, nil)
+			}
+		case event.ErrorType:
+			fmt.Fprintf(w, "kplan apply: error: %v\n", e.ErrorEvent.Err)
+		}
+	}
 }
 
 func printApply(w io.Writer, res *deploy.Result, format string) error {

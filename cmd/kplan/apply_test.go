@@ -53,11 +53,17 @@ func TestInitAndApply(t *testing.T) {
 			t.Errorf("apply output lacks %q:\n%s", want, out)
 		}
 	}
+	// Each object as cli-utils reported it, while the apply ran.
+	for _, want := range []string{"kplan apply: Namespace cli-apply applied\n", "kplan apply: ConfigMap settings (cli-apply) applied\n", "kplan apply: ConfigMap settings (cli-apply) reconciled\n"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("apply's stderr lacks %q:\n%s", want, stderr)
+		}
+	}
 	// Remove the ConfigMap from the overlay: the next apply prunes it.
 	os.WriteFile(filepath.Join(dir, "app/kustomization.yaml"), []byte("namespace: cli-apply\nresources: [ns.yaml]\n"), 0o644)
-	out, _, err = kplan(t, nil, "apply", "--kubeconfig", c.Kubeconfig, "--format", "json", "app")
-	if err != nil || !strings.Contains(out, `"action": "pruned"`) {
-		t.Errorf("prune: %v\n%s", err, out)
+	out, stderr, err = kplan(t, nil, "apply", "--kubeconfig", c.Kubeconfig, "--format", "json", "app")
+	if err != nil || !strings.Contains(out, `"action": "pruned"`) || !strings.Contains(stderr, "kplan apply: ConfigMap settings (cli-apply) pruned\n") {
+		t.Errorf("prune: %v\n%s\n%s", err, out, stderr)
 	}
 }
 
