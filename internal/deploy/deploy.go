@@ -234,110 +234,156 @@ func (e *Engine) Apply(ctx context.Context, invObj *unstructured.Unstructured, o
 	if opts.DryRun {
 		aopts.DryRunStrategy = common.DryRunServer
 	}
-	versions := map[object.ObjMetadata]string{}
-	for _, o := range objs {
-		versions[object.UnstructuredToObjMetadata(o)] = o.GetAPIVersion()
+	c := collector{objs: objs, before: before, dryRun: opts.DryRun, onEvent: opts.OnEvent}
+	if takenBack {
+		ns := inventoryNamespaceID(inv)
+		c.takenBack = &ns
 	}
-	key := func(id object.ObjMetadata, obj *unstructured.Unstructured) string {
-		v := versions[id]
-		if v == "" && obj != nil {
-			v = obj.GetAPIVersion()
-		}
-		if i := strings.LastIndex(v, "/"); i >= 0 {
-			v = v[i+1:]
-		}
-		return kinv.ID{Group: id.GroupKind.Group, Version: v, Kind: id.GroupKind.Kind, Namespace: id.Namespace, Name: id.Name}.Key()
+	objects, fatal := c.collect(applier.Run(ctx, objectInfo(inv), objs, aopts))
+	res.Objects = objects
+	owners := map[string]string{}
+	for id, ex := range before {
+		owners[c.key(id, nil)] = ex.owner
 	}
+	res.Warnings = foreignWarnings(ctx, dyn, inv, isNew, res, owners)
+	if fatal != nil {
+		return res, fmt.Errorf("apply with %s: %w", inv, fatal)
+	}
+	return res, nil
+}
+
+// collector turns the events of one cli-utils apply into its objects'
+// outcomes.
+type collector struct {
+	objs   []*unstructured.Unstructured // what was applied
+	before map[object.ObjMetadata]existing
+	dryRun bool
+	// takenBack is the inventory's Namespace when the apply returns it to
+	// the inventory (takeBackNamespace); nil otherwise.
+	takenBack *object.ObjMetadata
+	onEvent   func(event.Event) // sees every event, if set
+
+	versions map[object.ObjMetadata]string // the rendered apiVersion of each object
+}
+
+// collect reads events until the channel closes and returns every
+// object's outcome, sorted by key, and the errors that stopped the apply
+// (nil for none). An object met by several events keeps the last action
+// and its reconcile status.
+func (c *collector) collect(events <-chan event.Event) ([]ObjectResult, error) {
+	out := []ObjectResult{}
 	byKey := map[string]int{}
 	record := func(r ObjectResult) {
 		if i, ok := byKey[r.Key]; ok {
-			status := res.Objects[i].Status
-			res.Objects[i] = r
 			if r.Status == "" {
-				res.Objects[i].Status = status
+				r.Status = out[i].Status
 			}
+			out[i] = r
 			return
 		}
-		byKey[r.Key] = len(res.Objects)
-		res.Objects = append(res.Objects, r)
+		byKey[r.Key] = len(out)
+		out = append(out, r)
 	}
 	var fatal []error
-	for ev := range applier.Run(ctx, objectInfo(inv), objs, aopts) {
-		if opts.OnEvent != nil {
-			opts.OnEvent(ev)
+	for ev := range events {
+		if c.onEvent != nil {
+			c.onEvent(ev)
 		}
 		switch ev.Type {
 		case event.ErrorType:
 			fatal = append(fatal, ev.ErrorEvent.Err)
 		case event.ValidationType:
 			for _, id := range ev.ValidationEvent.Identifiers {
-				record(ObjectResult{Key: key(id, nil), Action: Failed, Error: errString(ev.ValidationEvent.Error)})
+				record(ObjectResult{Key: c.key(id, nil), Action: Failed, Error: errString(ev.ValidationEvent.Error)})
 			}
 		case event.ApplyType:
-			ae := ev.ApplyEvent
-			k := key(ae.Identifier, ae.Resource)
-			switch ae.Status {
-			case event.ApplySuccessful:
-				record(ObjectResult{Key: k, Action: applied(ae.Identifier, ae.Resource, before, opts.DryRun)})
-			case event.ApplySkipped:
-				if takenBack && opts.DryRun {
-					// The real apply returns the Namespace first, so it and
-					// what is in it are not skipped.
-					if r, ok := takenBackResult(ae.Identifier, ae.Error, inventoryNamespaceID(inv), before); ok {
-						r.Key = k
-						record(r)
-						continue
-					}
-				}
-				record(ObjectResult{Key: k, Action: Skipped, Reason: errString(ae.Error)})
-			case event.ApplyFailed:
-				if opts.DryRun && inNewNamespace(ae.Identifier, ae.Error, objs) {
-					// A server dry run cannot create the namespace this
-					// apply creates, so the server refuses what goes in it.
-					record(ObjectResult{Key: k, Action: Created, Reason: "in a namespace this apply creates; not checked by the server"})
-					continue
-				}
-				record(ObjectResult{Key: k, Action: Failed, Error: errString(ae.Error)})
+			if r, ok := c.applied(ev.ApplyEvent); ok {
+				record(r)
 			}
 		case event.PruneType:
-			pe := ev.PruneEvent
-			k := key(pe.Identifier, pe.Object)
-			switch pe.Status {
-			case event.PruneSuccessful:
-				record(ObjectResult{Key: k, Action: Pruned})
-			case event.PruneSkipped:
-				r := ObjectResult{Key: k, Action: Skipped, Reason: errString(pe.Error)}
-				if keptByAnnotation(pe.Object) {
-					r.Action, r.Reason = Kept, "annotated to be kept on removal"
-				}
+			if r, ok := c.pruned(ev.PruneEvent); ok {
 				record(r)
-			case event.PruneFailed:
-				record(ObjectResult{Key: k, Action: Failed, Error: errString(pe.Error)})
 			}
 		case event.WaitType:
 			we := ev.WaitEvent
-			status := map[event.WaitEventStatus]string{
-				event.ReconcileSuccessful: "Current", event.ReconcileTimeout: "InProgress",
-				event.ReconcileFailed: "Failed", event.ReconcileSkipped: "Skipped",
-			}[we.Status]
-			if status == "" {
-				continue
-			}
-			if i, ok := byKey[key(we.Identifier, nil)]; ok {
-				res.Objects[i].Status = status
+			if i, ok := byKey[c.key(we.Identifier, nil)]; ok && waitStatus[we.Status] != "" {
+				out[i].Status = waitStatus[we.Status]
 			}
 		}
 	}
-	slices.SortFunc(res.Objects, func(a, b ObjectResult) int { return strings.Compare(a.Key, b.Key) })
-	owners := map[string]string{}
-	for id, ex := range before {
-		owners[key(id, nil)] = ex.owner
+	slices.SortFunc(out, func(a, b ObjectResult) int { return strings.Compare(a.Key, b.Key) })
+	return out, errors.Join(fatal...)
+}
+
+// waitStatus is the reconcile status a wait event reports.
+var waitStatus = map[event.WaitEventStatus]string{
+	event.ReconcileSuccessful: "Current", event.ReconcileTimeout: "InProgress",
+	event.ReconcileFailed: "Failed", event.ReconcileSkipped: "Skipped",
+}
+
+// applied is the outcome an apply event reports; ok is false for one that
+// reports none (pending).
+func (c *collector) applied(ae event.ApplyEvent) (r ObjectResult, ok bool) {
+	k := c.key(ae.Identifier, ae.Resource)
+	switch ae.Status {
+	case event.ApplySuccessful:
+		return ObjectResult{Key: k, Action: applied(ae.Identifier, ae.Resource, c.before, c.dryRun)}, true
+	case event.ApplySkipped:
+		if c.takenBack != nil && c.dryRun {
+			// The real apply returns the Namespace first, so it and
+			// what is in it are not skipped.
+			if r, ok := takenBackResult(ae.Identifier, ae.Error, *c.takenBack, c.before); ok {
+				r.Key = k
+				return r, true
+			}
+		}
+		return ObjectResult{Key: k, Action: Skipped, Reason: errString(ae.Error)}, true
+	case event.ApplyFailed:
+		if c.dryRun && inNewNamespace(ae.Identifier, ae.Error, c.objs) {
+			// A server dry run cannot create the namespace this
+			// apply creates, so the server refuses what goes in it.
+			return ObjectResult{Key: k, Action: Created, Reason: "in a namespace this apply creates; not checked by the server"}, true
+		}
+		return ObjectResult{Key: k, Action: Failed, Error: errString(ae.Error)}, true
 	}
-	res.Warnings = foreignWarnings(ctx, dyn, inv, isNew, res, owners)
-	if len(fatal) > 0 {
-		return res, fmt.Errorf("apply with %s: %w", inv, errors.Join(fatal...))
+	return ObjectResult{}, false
+}
+
+// pruned is the outcome a prune event reports; ok is false for one that
+// reports none (pending).
+func (c *collector) pruned(pe event.PruneEvent) (r ObjectResult, ok bool) {
+	k := c.key(pe.Identifier, pe.Object)
+	switch pe.Status {
+	case event.PruneSuccessful:
+		return ObjectResult{Key: k, Action: Pruned}, true
+	case event.PruneSkipped:
+		if keptByAnnotation(pe.Object) {
+			return ObjectResult{Key: k, Action: Kept, Reason: "annotated to be kept on removal"}, true
+		}
+		return ObjectResult{Key: k, Action: Skipped, Reason: errString(pe.Error)}, true
+	case event.PruneFailed:
+		return ObjectResult{Key: k, Action: Failed, Error: errString(pe.Error)}, true
 	}
-	return res, nil
+	return ObjectResult{}, false
+}
+
+// key is an object's seed key, with the version it was rendered in (the
+// event's object's, for objects the render no longer has).
+func (c *collector) key(id object.ObjMetadata, obj *unstructured.Unstructured) string {
+	if c.versions == nil {
+		c.versions = map[object.ObjMetadata]string{}
+		for _, o := range c.objs {
+			c.versions[object.UnstructuredToObjMetadata(o)] = o.GetAPIVersion()
+		}
+	}
+	v := c.versions[id]
+	if v == "" && obj != nil {
+		v = obj.GetAPIVersion()
+	}
+	if i := strings.LastIndex(v, "/"); i >= 0 {
+		v = v[i+1:]
+	}
+	return kinv.ID{Group: id.GroupKind.Group, Version: v, Kind: id.GroupKind.Kind, Namespace: id.Namespace, Name: id.Name}.Key()
 }
 
 // inNewNamespace reports whether a dry-run apply failed only because the
