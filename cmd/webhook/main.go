@@ -137,7 +137,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	newDeployer := func() *deployer.Deployer {
-		dep := deployer.New(targets, mirrors, reporter, engines(), log, sources...)
+		dep := deployer.New(targets, deployer.GitMirror{Mirrors: mirrors}, reporter, engines(), log, sources...)
 		dep.Resync = cfg.ResyncInterval
 		dep.Metrics = deployMetrics
 		return dep
@@ -241,8 +241,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // engines makes a fresh engine per deploy: its discovery cache then sees
 // CRDs that appeared in the cluster since the last deploy.
-func engines() func(deployer.Target) *deploy.Engine {
-	return func(t deployer.Target) *deploy.Engine {
+func engines() func(deployer.Target) deployer.Engine {
+	return func(t deployer.Target) deployer.Engine {
 		return deploy.New(deploy.NewGetter(t.Kubeconfig, t.Context))
 	}
 }

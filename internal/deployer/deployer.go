@@ -23,9 +23,12 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/deploy"
+	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
@@ -109,37 +112,51 @@ type Outcome struct {
 	Finished time.Time
 }
 
-// Reporter tells the outside world (GitHub) about deploys.
+// Reporter tells the outside world (GitHub) about deploys
+// (ghreport.Reporter).
 type Reporter interface {
 	Started(ctx context.Context, t Target, sha string, pr int)
 	Finished(ctx context.Context, o Outcome)
-}
-
-// Resumer is a Reporter that can close what an interrupted run (a killed
-// webhook, a lost leadership) left open. Each target asks once per Run,
-// before its first deploy.
-type Resumer interface {
 	// Interrupted finishes t's reports that a previous run started and
-	// never finished, and says whether there were any: a deploy of t was
-	// cut short, so the next one must run even at the commit the cluster
-	// records.
+	// never finished (a killed webhook, a lost leadership), and says
+	// whether there were any: a deploy of t was cut short, so the next one
+	// must run even at the commit the cluster records. Each target asks
+	// once per Run, before its first deploy.
 	Interrupted(ctx context.Context, t Target) (bool, error)
-}
-
-// Flusher is a Reporter that keeps reports GitHub refused (rate limits,
-// outages) to send later; Run calls Flush every FlushInterval and once
-// more when it ends.
-type Flusher interface {
+	// Flush sends again the reports GitHub refused (rate limits,
+	// outages); Run calls it every FlushInterval and once more when it
+	// ends.
 	Flush(ctx context.Context)
 }
 
-// Mirror fetches branches into local mirrors (gitmirror.Mirrors).
+// Mirror fetches branches and reads their commits (GitMirror).
 type Mirror interface {
 	// Fetch returns the mirror's directory and the branch's tip as the
 	// server has it now.
 	Fetch(ctx context.Context, cloneURL, branch string) (dir, tip string, err error)
 	// IsAncestor reports whether a is b or an ancestor of b.
 	IsAncestor(ctx context.Context, dir, a, b string) bool
+	// Snapshot reads the tree of commit sha in the mirror at dir.
+	Snapshot(ctx context.Context, dir, sha string) (*snapshot.Snapshot, error)
+}
+
+// GitMirror is the Mirror of git mirrors fetched over HTTP.
+type GitMirror struct{ *gitmirror.Mirrors }
+
+// Snapshot implements Mirror.
+func (GitMirror) Snapshot(ctx context.Context, dir, sha string) (*snapshot.Snapshot, error) {
+	return snapshot.FromCommit(ctx, dir, sha)
+}
+
+// Engine applies to one target's cluster (deploy.Engine) and keeps the
+// record of what was deployed on the inventory object.
+type Engine interface {
+	// Annotations reads the live inventory object's annotations; nil when
+	// it does not exist yet.
+	Annotations(ctx context.Context, inv *unstructured.Unstructured) (map[string]string, error)
+	Apply(ctx context.Context, inv *unstructured.Unstructured, objs []*unstructured.Unstructured, opts deploy.Options) (*deploy.Result, error)
+	// Annotate merges annotations into the live inventory object.
+	Annotate(ctx context.Context, inv *unstructured.Unstructured, ann map[string]string) error
 }
 
 // Deployer runs the targets' workers.
@@ -148,13 +165,13 @@ type Deployer struct {
 	Report  Reporter
 	// Engine returns an apply engine for a target's cluster; it is called
 	// once per deploy.
-	Engine func(Target) *deploy.Engine
+	Engine func(Target) Engine
 	Logger *slog.Logger
 	// Resync is how often every target is checked against its branch.
 	Resync time.Duration
 	// Metrics, if set, records every deploy attempt (metrics.go).
 	Metrics Metrics
-	// FlushInterval is how often a Flusher's held reports are retried.
+	// FlushInterval is how often the Reporter's held reports are sent again.
 	FlushInterval time.Duration
 
 	started chan struct{}
@@ -182,7 +199,7 @@ type worker struct {
 	// first marks the first render of a configured target (initial).
 	first func()
 	// resumed is set once the reports an interrupted run left open are
-	// finished (Resumer); redeploy, when there were some, so that the next
+	// finished (Reporter.Interrupted); redeploy, when there were some, so that the next
 	// deploy runs even at the commit the cluster records. Only the
 	// worker's goroutine touches them.
 	resumed, redeploy bool
@@ -194,7 +211,7 @@ type worker struct {
 
 // New makes a deployer for targets and sources; their names must be
 // unique.
-func New(targets []Target, mirrors Mirror, report Reporter, engine func(Target) *deploy.Engine, logger *slog.Logger, sources ...Source) *Deployer {
+func New(targets []Target, mirrors Mirror, report Reporter, engine func(Target) Engine, logger *slog.Logger, sources ...Source) *Deployer {
 	d := &Deployer{Mirrors: mirrors, Report: report, Engine: engine, Logger: logger, Resync: 5 * time.Minute, FlushInterval: 15 * time.Second,
 		workers: map[string]*worker{}, started: make(chan struct{}), lastFailed: map[string]string{},
 		rendered: map[string]inventory.Identity{}, conflicts: map[string]string{}, invLocks: map[string]*sync.Mutex{},
@@ -283,13 +300,11 @@ func (d *Deployer) Run(ctx context.Context) {
 	}
 	d.mu.Unlock()
 	close(d.started)
-	if f, ok := d.Report.(Flusher); ok {
-		d.wg.Add(1)
-		go func() {
-			defer d.wg.Done()
-			d.flush(ctx, f)
-		}()
-	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.flush(ctx)
+	}()
 	d.resyncAll()
 	tick := time.NewTicker(d.Resync)
 	defer tick.Stop()
@@ -297,13 +312,11 @@ func (d *Deployer) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			d.wg.Wait()
-			if f, ok := d.Report.(Flusher); ok {
-				// The reports still held get one more chance, bounded, after
-				// the run's context has ended.
-				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-				f.Flush(fctx)
-				cancel()
-			}
+			// The reports still held get one more chance, bounded, after
+			// the run's context has ended.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			d.Report.Flush(fctx)
+			cancel()
 			return
 		case <-tick.C:
 			d.resyncAll()
@@ -311,8 +324,8 @@ func (d *Deployer) Run(ctx context.Context) {
 	}
 }
 
-// flush retries the reports a Flusher holds until ctx ends.
-func (d *Deployer) flush(ctx context.Context, f Flusher) {
+// flush retries the reports the Reporter holds until ctx ends.
+func (d *Deployer) flush(ctx context.Context) {
 	every := d.FlushInterval
 	if every <= 0 {
 		every = 15 * time.Second
@@ -324,7 +337,7 @@ func (d *Deployer) flush(ctx context.Context, f Flusher) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			f.Flush(ctx)
+			d.Report.Flush(ctx)
 		}
 	}
 }
@@ -359,12 +372,18 @@ func (d *Deployer) work(ctx context.Context, w *worker) {
 			return
 		case <-w.wake:
 		}
-		for r := w.take(); r != nil; r = w.take() {
-			if w.src != nil {
-				d.expand(ctx, *w.src, *r)
-			} else {
-				d.converge(ctx, w, *r)
-			}
+		d.drain(ctx, w)
+	}
+}
+
+// drain runs w's requests until none is waiting: a request that arrives
+// meanwhile replaces the one waiting (Submit), so a burst runs once.
+func (d *Deployer) drain(ctx context.Context, w *worker) {
+	for r := w.take(); r != nil; r = w.take() {
+		if w.src != nil {
+			d.expand(ctx, *w.src, *r)
+		} else {
+			d.converge(ctx, w, *r)
 		}
 	}
 }
@@ -408,12 +427,7 @@ func (d *Deployer) resume(ctx context.Context, log *slog.Logger, w *worker, t Ta
 	if w.resumed {
 		return
 	}
-	res, ok := d.Report.(Resumer)
-	if !ok {
-		w.resumed = true
-		return
-	}
-	found, err := res.Interrupted(ctx, t)
+	found, err := d.Report.Interrupted(ctx, t)
 	if err != nil {
 		// Tried again before the next deploy of this target.
 		log.Warn("cannot finish the reports of an interrupted deploy yet", "err", err)
@@ -532,7 +546,7 @@ func (d *Deployer) failedEarly(ctx context.Context, log *slog.Logger, o Outcome)
 
 // finish records the outcome on the inventory object and reports it. The
 // record comes first: GitHub may be down, the cluster's state is the truth.
-func (d *Deployer) finish(ctx context.Context, log *slog.Logger, o Outcome, eng *deploy.Engine, target *deploy.Target) {
+func (d *Deployer) finish(ctx context.Context, log *slog.Logger, o Outcome, eng Engine, target *deploy.Target) {
 	outcome, msg := "success", "deployed"
 	if o.Err != nil {
 		outcome, msg = "failure", o.Err.Error()
@@ -570,7 +584,7 @@ func truncate(s string, n int) string {
 
 // render renders the target's overlay at sha from the mirror.
 func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*deploy.Target, error) {
-	s, err := snapshot.FromCommit(ctx, dir, sha)
+	s, err := d.Mirrors.Snapshot(ctx, dir, sha)
 	if err != nil {
 		return nil, err
 	}
@@ -741,7 +755,7 @@ func (d *Deployer) expand(ctx context.Context, s Source, r Request) {
 		d.failedEarly(ctx, log, Outcome{Target: st, SHA: r.SHA, PR: r.PR, Err: err})
 		return
 	}
-	declared, err := readTargets(ctx, dir, r.SHA, s.File)
+	declared, err := d.readTargets(ctx, dir, r.SHA, s.File)
 	if err != nil {
 		d.failedEarly(ctx, log, Outcome{Target: st, SHA: r.SHA, PR: r.PR, Err: err})
 		return
@@ -805,8 +819,8 @@ func (d *Deployer) expand(ctx context.Context, s Source, r Request) {
 }
 
 // readTargets reads the targets a repository file declares at sha.
-func readTargets(ctx context.Context, dir, sha, file string) ([]repoconfig.Target, error) {
-	s, err := snapshot.FromCommit(ctx, dir, sha)
+func (d *Deployer) readTargets(ctx context.Context, dir, sha, file string) ([]repoconfig.Target, error) {
+	s, err := d.Mirrors.Snapshot(ctx, dir, sha)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
@@ -52,14 +53,9 @@ func TestSubmitKeepsOnlyTheNewestRequest(t *testing.T) {
 
 // Remote bases are refused unless the target allows them.
 func TestRemoteBasesAreOff(t *testing.T) {
-	dir := t.TempDir()
-	os.MkdirAll(filepath.Join(dir, "app"), 0o755)
-	os.WriteFile(filepath.Join(dir, "app/kustomization.yaml"), []byte("resources:\n- https://github.com/example/config//base?ref=v1\n"), 0o644)
-	git(t, dir, "init", "-q")
-	git(t, dir, "add", "-A")
-	git(t, dir, "commit", "-qm", "remote")
-	d := New(nil, nil, nil, nil, slog.New(slog.DiscardHandler))
-	_, err := d.render(context.Background(), Target{Target: config.Target{Name: "prod", Overlay: "app"}}, dir, git(t, dir, "rev-parse", "HEAD"))
+	m := newFakeMirror("c1", fstest.MapFS{"app/kustomization.yaml": {Data: []byte("resources:\n- https://github.com/example/config//base?ref=v1\n")}})
+	d := New(nil, m, nil, nil, slog.New(slog.DiscardHandler))
+	_, err := d.render(context.Background(), Target{Target: config.Target{Name: "prod", Overlay: "app"}}, "mirror", "c1")
 	if err == nil || !strings.Contains(err.Error(), "https://github.com/example/config//base?ref=v1") || !strings.Contains(err.Error(), "allowRemoteBases") {
 		t.Errorf("render with a remote base: %v", err)
 	}
@@ -142,7 +138,7 @@ func TestOnlyWhatTheTipReachesDeploys(t *testing.T) {
 	}
 	git(t, repo, "reset", "-q", "--hard", a)
 	c := commit("c")
-	d := New(nil, mirrors, nil, nil, slog.New(slog.DiscardHandler))
+	d := New(nil, GitMirror{mirrors}, nil, nil, slog.New(slog.DiscardHandler))
 
 	for _, tc := range []struct {
 		name string

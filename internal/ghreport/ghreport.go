@@ -72,11 +72,7 @@ type deployment struct {
 	posted      string // the state and description GitHub last took
 }
 
-var (
-	_ deployer.Reporter = (*Reporter)(nil)
-	_ deployer.Resumer  = (*Reporter)(nil)
-	_ deployer.Flusher  = (*Reporter)(nil)
-)
+var _ deployer.Reporter = (*Reporter)(nil)
 
 // New makes a Reporter.
 func New(gh *github.Client, logger *slog.Logger) *Reporter {
