@@ -38,7 +38,9 @@ import (
 // Annotations on the inventory object.
 const (
 	AnnotationSHA     = "kplan.dev/deployed-sha"
-	AnnotationOutcome = "kplan.dev/outcome"
+	AnnotationOutcome = "kplan.dev/outcome" // success or failure
+	// AnnotationReason is the Reason of the outcome.
+	AnnotationReason  = "kplan.dev/reason"
 	AnnotationMessage = "kplan.dev/message"
 	AnnotationTime    = "kplan.dev/deployed-at"
 	// AnnotationTarget names the target that last deployed through the
@@ -108,6 +110,7 @@ type Outcome struct {
 	PR       int
 	Result   *deploy.Result // nil when the deploy failed before applying
 	Err      error
+	Reason   Reason // why it ended so; ReasonDeployed when Err is nil
 	Started  time.Time
 	Finished time.Time
 }
@@ -447,8 +450,10 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	log := d.Logger.With("target", t.Key(), "repo", t.Repo, "branch", t.Branch)
 	d.resume(ctx, log, w, t)
 	dir, err := d.resolve(ctx, log, t, &r)
+	reason := ReasonFetchFailed
 	var target *deploy.Target
 	if err == nil {
+		reason = ReasonRenderFailed
 		target, err = d.render(ctx, t, dir, r.SHA)
 	}
 	if err == nil {
@@ -459,7 +464,7 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	w.first()
 	sha := r.SHA
 	if err != nil {
-		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err})
+		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err, Reason: reason})
 		return
 	}
 	select {
@@ -474,7 +479,7 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	unlock := d.lockInventory(t, inv)
 	defer unlock()
 	if err := d.claim(t, inv); err != nil {
-		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err})
+		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err, Reason: ReasonInventoryConflict})
 		return
 	}
 	eng := d.Engine(t)
@@ -483,7 +488,7 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 		log.Warn("cannot read the deployed state; deploying", "err", err)
 	}
 	if err := d.lastDeployedBy(t, inv, ann[AnnotationTarget]); err != nil {
-		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err})
+		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err, Reason: ReasonInventoryConflict})
 		return
 	}
 	d.mu.Lock()
@@ -493,7 +498,7 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	// at the same commit, so its reported failure is replaced; so does one
 	// whose last deploy was interrupted, whose reports said a new one
 	// follows.
-	if ann[AnnotationSHA] == sha && ann[AnnotationOutcome] == "success" && ann[AnnotationTarget] == t.Key() && !failedBefore && !w.redeploy {
+	if ann[AnnotationSHA] == sha && ann[AnnotationOutcome] == OutcomeSuccess && ann[AnnotationTarget] == t.Key() && !failedBefore && !w.redeploy {
 		log.Debug("already deployed", "sha", sha)
 		return
 	}
@@ -515,7 +520,8 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 		InventoryPolicy: t.InventoryPolicy, ReconcileTimeout: t.ReconcileTimeout, NoPrune: !t.Prune,
 		Namespace: t.Namespace, AllowReplaceInventory: t.AllowReplaceInventory,
 	})
-	if o.Err == nil && o.Result.Failed() {
+	o.Reason = applyReason(ctx, o.Result, o.Err)
+	if o.Reason == ReasonObjectsFailed {
 		msg := "some objects failed, were skipped or did not reconcile"
 		for _, w := range o.Result.Warnings {
 			msg += "; " + w
@@ -547,10 +553,13 @@ func (d *Deployer) failedEarly(ctx context.Context, log *slog.Logger, o Outcome)
 // finish records the outcome on the inventory object and reports it. The
 // record comes first: GitHub may be down, the cluster's state is the truth.
 func (d *Deployer) finish(ctx context.Context, log *slog.Logger, o Outcome, eng Engine, target *deploy.Target) {
-	outcome, msg := "success", "deployed"
+	outcome, msg := OutcomeSuccess, "deployed"
+	if o.Reason == "" {
+		o.Reason = ReasonDeployed
+	}
 	if o.Err != nil {
-		outcome, msg = "failure", o.Err.Error()
-		log.Error("deploy failed", "sha", o.SHA, "err", o.Err)
+		outcome, msg = OutcomeFailure, o.Err.Error()
+		log.Error("deploy failed", "sha", o.SHA, "reason", o.Reason, "err", o.Err)
 		if o.Result != nil {
 			// GitHub is shown a summary of these (no cluster addresses):
 			// the logs keep them whole.
@@ -564,7 +573,7 @@ func (d *Deployer) finish(ctx context.Context, log *slog.Logger, o Outcome, eng 
 		log.Info("deployed", "sha", o.SHA, "took", o.Finished.Sub(o.Started).Round(time.Millisecond))
 	}
 	if target != nil && o.Result != nil {
-		ann := map[string]string{AnnotationOutcome: outcome, AnnotationMessage: truncate(msg, 1000),
+		ann := map[string]string{AnnotationOutcome: outcome, AnnotationReason: string(o.Reason), AnnotationMessage: truncate(msg, 1000),
 			AnnotationTime: o.Finished.UTC().Format(time.RFC3339)}
 		ann[AnnotationSHA] = o.SHA
 		ann[AnnotationTarget] = o.Target.Key()
@@ -752,12 +761,12 @@ func (d *Deployer) expand(ctx context.Context, s Source, r Request) {
 	log := d.Logger.With("source", s.Name, "repo", s.Repo, "branch", s.Branch)
 	dir, err := d.resolve(ctx, log, st, &r)
 	if err != nil {
-		d.failedEarly(ctx, log, Outcome{Target: st, SHA: r.SHA, PR: r.PR, Err: err})
+		d.failedEarly(ctx, log, Outcome{Target: st, SHA: r.SHA, PR: r.PR, Err: err, Reason: ReasonFetchFailed})
 		return
 	}
 	declared, err := d.readTargets(ctx, dir, r.SHA, s.File)
 	if err != nil {
-		d.failedEarly(ctx, log, Outcome{Target: st, SHA: r.SHA, PR: r.PR, Err: err})
+		d.failedEarly(ctx, log, Outcome{Target: st, SHA: r.SHA, PR: r.PR, Err: err, Reason: ReasonTargetsInvalid})
 		return
 	}
 	d.mu.Lock()
@@ -769,13 +778,13 @@ func (d *Deployer) expand(ctx context.Context, s Source, r Request) {
 			Repo: s.Repo, Branch: s.Branch, CloneURL: s.CloneURL, Source: s.Name}
 		tlog := log.With("target", t.Key())
 		if slices.ContainsFunc(s.Reserved, func(n string) bool { return strings.EqualFold(n, rt.Name) }) {
-			d.failedEarly(ctx, tlog, Outcome{Target: t, SHA: r.SHA, PR: r.PR, Err: fmt.Errorf(
+			d.failedEarly(ctx, tlog, Outcome{Target: t, SHA: r.SHA, PR: r.PR, Reason: ReasonTargetsInvalid, Err: fmt.Errorf(
 				"%s declares target %s, but the webhook's configuration has a target of that name for %s; rename one (both would report as kplan/%s)", s.File, rt.Name, s.Repo, rt.Name)})
 			continue
 		}
 		env, ok := s.Environment(rt.Environment)
 		if !ok {
-			d.failedEarly(ctx, tlog, Outcome{Target: t, SHA: r.SHA, PR: r.PR, Err: fmt.Errorf(
+			d.failedEarly(ctx, tlog, Outcome{Target: t, SHA: r.SHA, PR: r.PR, Reason: ReasonTargetsInvalid, Err: fmt.Errorf(
 				"%s declares target %s with environment %q, which the webhook's configuration does not map to a cluster (branch %s of %s: environments); not deployed",
 				s.File, rt.Name, rt.Environment, s.Branch, s.Repo)})
 			continue

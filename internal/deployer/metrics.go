@@ -1,6 +1,7 @@
 package deployer
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +42,7 @@ const MaxTargetLabels = 500
 //	kplan_deploy_duration_seconds{target} (deploys that applied)
 //	kplan_objects_applied_total{target}, kplan_objects_pruned_total{target}
 //	kplan_target_last_success_timestamp_seconds{target}
+//	kplan_deploy_failures_total{target,reason} (reason: a Reason)
 //
 // The target label is the target's Key: its name, or <source>/<name> for a
 // target a repository declares.
@@ -50,6 +52,7 @@ type Prometheus struct {
 	applied     *prometheus.CounterVec
 	pruned      *prometheus.CounterVec
 	lastSuccess *prometheus.GaugeVec
+	failures    *prometheus.CounterVec
 
 	mu      sync.Mutex
 	targets map[string]bool
@@ -80,9 +83,13 @@ func NewPrometheus(reg prometheus.Registerer, targets ...string) (*Prometheus, e
 			Name: "kplan_target_last_success_timestamp_seconds",
 			Help: "When each target's last successful deploy finished, in seconds since the epoch (absent before the first).",
 		}, []string{"target"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kplan_deploy_failures_total",
+			Help: "Failed deploy attempts by target and reason: FetchFailed, RenderFailed, TargetsInvalid, InventoryConflict, Refused, ApplyFailed, ObjectsFailed or Interrupted.",
+		}, []string{"target", "reason"}),
 		targets: map[string]bool{},
 	}
-	for _, c := range []prometheus.Collector{p.deploys, p.duration, p.applied, p.pruned, p.lastSuccess} {
+	for _, c := range []prometheus.Collector{p.deploys, p.duration, p.applied, p.pruned, p.lastSuccess, p.failures} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -125,6 +132,9 @@ func (p *Prometheus) Deployed(o Outcome, applied bool) {
 		outcome = OutcomeError
 	}
 	p.deploys.WithLabelValues(t, outcome).Inc()
+	if o.Err != nil {
+		p.failures.WithLabelValues(t, string(reasonLabel(o.Reason))).Inc()
+	}
 	if !applied {
 		return
 	}
@@ -147,4 +157,12 @@ func (p *Prometheus) Deployed(o Outcome, applied bool) {
 	if outcome == OutcomeSuccess {
 		p.lastSuccess.WithLabelValues(t).Set(float64(o.Finished.UnixNano()) / 1e9)
 	}
+}
+
+// reasonLabel bounds the reason label to the Reasons.
+func reasonLabel(r Reason) Reason {
+	if slices.Contains(Reasons(), r) && r != ReasonDeployed {
+		return r
+	}
+	return "Other"
 }

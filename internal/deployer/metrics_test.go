@@ -27,8 +27,9 @@ func TestPrometheusMetrics(t *testing.T) {
 	}}
 	prod := named("prod")
 	p.Deployed(Outcome{Target: prod, Result: res, Started: start, Finished: start.Add(3 * time.Second)}, true)
-	p.Deployed(Outcome{Target: prod, Result: res, Err: errors.New("x"), Started: start, Finished: start.Add(time.Second)}, true)
-	p.Deployed(Outcome{Target: prod, Err: errors.New("render")}, false)
+	p.Deployed(Outcome{Target: prod, Result: res, Err: errors.New("x"), Reason: ReasonObjectsFailed, Started: start, Finished: start.Add(time.Second)}, true)
+	p.Deployed(Outcome{Target: prod, Err: errors.New("render"), Reason: ReasonRenderFailed}, false)
+	p.Deployed(Outcome{Target: Target{Target: config.Target{Name: "staging"}}, Err: errors.New("?"), Reason: "Invented"}, false)
 	p.Deployed(Outcome{Target: Target{Target: config.Target{Name: "web"}, Source: "repo"}, Result: res, Started: start, Finished: start.Add(time.Second)}, true)
 
 	for _, c := range []struct {
@@ -44,6 +45,10 @@ func TestPrometheusMetrics(t *testing.T) {
 		{"prod applied", testutil.ToFloat64(p.applied.WithLabelValues("prod")), 6},
 		{"prod pruned", testutil.ToFloat64(p.pruned.WithLabelValues("prod")), 2},
 		{"prod last success", testutil.ToFloat64(p.lastSuccess.WithLabelValues("prod")), 1_700_000_003},
+		{"prod objects failed", testutil.ToFloat64(p.failures.WithLabelValues("prod", "ObjectsFailed")), 1},
+		{"prod render failed", testutil.ToFloat64(p.failures.WithLabelValues("prod", "RenderFailed")), 1},
+		{"staging, a reason not in the set", testutil.ToFloat64(p.failures.WithLabelValues("staging", "Other")), 1},
+		{"failure series", float64(testutil.CollectAndCount(p.failures)), 3},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)

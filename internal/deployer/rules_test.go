@@ -129,7 +129,7 @@ func maps(m map[string]string) map[string]string {
 }
 
 // fakeReporter records the reports as "started sha", "finished sha#pr
-// outcome".
+// reason".
 type fakeReporter struct {
 	mu          sync.Mutex
 	reports     []string
@@ -147,11 +147,10 @@ func (r *fakeReporter) Started(ctx context.Context, t Target, sha string, pr int
 }
 
 func (r *fakeReporter) Finished(ctx context.Context, o Outcome) {
-	outcome := "success"
-	if o.Err != nil {
-		outcome = "failure"
+	if (o.Err == nil) != (o.Reason == ReasonDeployed) {
+		r.add(fmt.Sprintf("finished %s with reason %s and error %v", o.SHA, o.Reason, o.Err))
 	}
-	r.add(fmt.Sprintf("finished %s#%d %s", o.SHA, o.PR, outcome))
+	r.add(fmt.Sprintf("finished %s#%d %s", o.SHA, o.PR, o.Reason))
 }
 
 func (r *fakeReporter) Interrupted(ctx context.Context, t Target) (bool, error) {
@@ -206,7 +205,7 @@ func TestDeployerRules(t *testing.T) {
 			tip:     "c",
 			steps:   []step{{submit: []Request{{SHA: "a", PR: 1}, {SHA: "b", PR: 2}, {SHA: "c", PR: 3}}}},
 			applied: []string{"c"},
-			reports: []string{"started c", "finished c#3 success"},
+			reports: []string{"started c", "finished c#3 Deployed"},
 			fetches: 1,
 		},
 		{
@@ -228,21 +227,21 @@ func TestDeployerRules(t *testing.T) {
 			deployed: map[string]string{AnnotationSHA: "a", AnnotationOutcome: "success", AnnotationTarget: "prod"},
 			steps:    []step{{submit: []Request{{SHA: "b", PR: 2}}}},
 			applied:  []string{"c"},
-			reports:  []string{"started c", "finished c#0 success"},
+			reports:  []string{"started c", "finished c#0 Deployed"},
 		},
 		{
 			name:    "a commit the tip does not reach (force-pushed away) deploys the tip",
 			tip:     "c",
 			steps:   []step{{submit: []Request{{SHA: "x", PR: 9, Delivery: "late"}}}},
 			applied: []string{"c"},
-			reports: []string{"started c", "finished c#0 success"},
+			reports: []string{"started c", "finished c#0 Deployed"},
 			logged:  "the requested commit is not on the branch",
 		},
 		{
 			name:    "an early failure is reported once; resyncs failing the same way only log",
 			tip:     "bad",
 			steps:   []step{{submit: []Request{{SHA: "bad", PR: 4}}}, {submit: []Request{{}}}, {submit: []Request{{}}}},
-			reports: []string{"finished bad#4 failure"},
+			reports: []string{"finished bad#4 RenderFailed"},
 			logged:  "deploy still failing",
 		},
 		{
@@ -250,7 +249,7 @@ func TestDeployerRules(t *testing.T) {
 			tip:     "bad",
 			steps:   []step{{submit: []Request{{SHA: "bad", PR: 4}}}, {tip: "good", submit: []Request{{SHA: "good", PR: 5}}}},
 			applied: []string{"good"},
-			reports: []string{"finished bad#4 failure", "started good", "finished good#5 success"},
+			reports: []string{"finished bad#4 RenderFailed", "started good", "finished good#5 Deployed"},
 		},
 		{
 			name:      "a failed fetch is retried on resync",
@@ -258,7 +257,7 @@ func TestDeployerRules(t *testing.T) {
 			failFetch: 1,
 			steps:     []step{{submit: []Request{{SHA: "c", PR: 3}}}, {submit: []Request{{}}}},
 			applied:   []string{"c"},
-			reports:   []string{"finished c#3 failure", "started c", "finished c#0 success"},
+			reports:   []string{"finished c#3 FetchFailed", "started c", "finished c#0 Deployed"},
 		},
 		{
 			name:      "a reported early failure is replaced even at the deployed commit",
@@ -267,7 +266,7 @@ func TestDeployerRules(t *testing.T) {
 			failFetch: 1,
 			steps:     []step{{submit: []Request{{SHA: "c", PR: 3}}}, {submit: []Request{{}}}},
 			applied:   []string{"c"},
-			reports:   []string{"finished c#3 failure", "started c", "finished c#0 success"},
+			reports:   []string{"finished c#3 FetchFailed", "started c", "finished c#0 Deployed"},
 		},
 		{
 			name:      "a failed apply is retried on resync, then nothing",
@@ -275,7 +274,7 @@ func TestDeployerRules(t *testing.T) {
 			failApply: 1,
 			steps:     []step{{submit: []Request{{SHA: "c", PR: 3}}}, {submit: []Request{{}}}, {submit: []Request{{}}}},
 			applied:   []string{"c", "c"},
-			reports:   []string{"started c", "finished c#3 failure", "started c", "finished c#0 success"},
+			reports:   []string{"started c", "finished c#3 ApplyFailed", "started c", "finished c#0 Deployed"},
 		},
 		{
 			name:        "an interrupted deploy runs again at the deployed commit",
@@ -284,7 +283,7 @@ func TestDeployerRules(t *testing.T) {
 			interrupted: true,
 			steps:       []step{{submit: []Request{{}}}, {submit: []Request{{}}}},
 			applied:     []string{"c"},
-			reports:     []string{"started c", "finished c#0 success"},
+			reports:     []string{"started c", "finished c#0 Deployed"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -330,7 +329,7 @@ func TestDeployerRules(t *testing.T) {
 				t.Errorf("the logs lack %q:\n%s", tc.logged, logs.String())
 			}
 			// What the cluster records is the last deploy's outcome.
-			if n := len(tc.applied); n > 0 && (eng.ann[AnnotationSHA] != tc.applied[n-1] || eng.ann[AnnotationOutcome] != "success" || eng.ann[AnnotationTarget] != "prod") {
+			if n := len(tc.applied); n > 0 && (eng.ann[AnnotationSHA] != tc.applied[n-1] || eng.ann[AnnotationOutcome] != "success" || eng.ann[AnnotationReason] != "Deployed" || eng.ann[AnnotationTarget] != "prod") {
 				t.Errorf("recorded %v", eng.ann)
 			}
 		})

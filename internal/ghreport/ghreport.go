@@ -386,6 +386,10 @@ func comment(byTarget map[string]deployer.Outcome) string {
 		res := "✅ " + counts(o.Result)
 		if o.Err != nil {
 			res = "❌ " + cell(clip(Public(o.Err.Error()), 300))
+			if o.Reason != "" {
+				// The kind of failure first, in words; the message says which.
+				res = "❌ **" + o.Reason.Describe() + "**: " + cell(clip(Public(o.Err.Error()), 300))
+			}
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", n, environment(o.Target), short(o.SHA), res)
 	}

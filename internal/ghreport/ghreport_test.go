@@ -34,7 +34,7 @@ func TestReportsAPushDeploy(t *testing.T) {
 		{Key: "~G_v1_ConfigMap|a|new", Action: deploy.Created}, {Key: "~G_v1_ConfigMap|a|old", Action: deploy.Pruned},
 	}}})
 	r.Started(ctx, stage, sha, 0)
-	r.Finished(ctx, deployer.Outcome{Target: stage, SHA: sha, Err: errors.New("apply: connection refused")})
+	r.Finished(ctx, deployer.Outcome{Target: stage, SHA: sha, Err: errors.New("apply: connection refused"), Reason: deployer.ReasonApplyFailed})
 
 	var states []string
 	for _, s := range gh.Statuses("octo", "cfg", sha) {
@@ -60,7 +60,7 @@ func TestReportsAPushDeploy(t *testing.T) {
 	}
 	body := comments[0].Body
 	for _, want := range []string{"1 of 2 targets succeeded", "| `prod` | production | `0123456` | ✅ 1 created, 0 configured, 0 unchanged, 1 pruned |",
-		"❌ apply: connection refused", "To retry"} {
+		"| `stage` | stage | `0123456` | ❌ **apply failed**: apply: connection refused |", "To retry"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("comment lacks %q:\n%s", want, body)
 		}
