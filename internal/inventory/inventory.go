@@ -247,7 +247,6 @@ func IsInventoryObject(n *yaml.RNode) bool {
 	return IsInventory(id.Group, id.Kind, n.GetLabels())
 }
 
-
 // Hash is the seed's InventoryHash of a key list: kustomize's
 // SortArrayAndComputeHash, so that kplan and the seed agree.
 func Hash(keys []string) string {
