@@ -3,8 +3,6 @@ package test
 import (
 	"fmt"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,23 +18,6 @@ func aliasBomb(name string) string {
 		fmt.Fprintf(&b, "  l%d: &l%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d,", i-1), 10), ","))
 	}
 	return b.String()
-}
-
-// vmHWM is the most memory the process has held (VmHWM), in MiB.
-func vmHWM(t *testing.T, pid int) int {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatalf("read the webhook's memory: %v", err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmHWM:" {
-			kb, _ := strconv.Atoi(f[1])
-			return kb >> 10
-		}
-	}
-	t.Fatal("no VmHWM in /proc status")
-	return 0
 }
 
 // alive checks that the webhook process runs and answers.
@@ -123,7 +104,7 @@ func TestWebhookAliasBombFailsItsTargetAlone(t *testing.T) {
 	}
 	e.status(sha3, "kplan/prod", "success")
 	e.alive("after the self-reference")
-	rss := vmHWM(t, e.proc.Process.Pid)
+	rss := int(peakRSS(t, e.proc.Process.Pid) >> 20)
 	t.Logf("webhook peak RSS: %d MiB", rss)
 	if rss > 400 {
 		t.Errorf("the webhook's peak RSS is %d MiB", rss)
@@ -147,5 +128,5 @@ func TestWebhookAliasBombFailsItsTargetAlone(t *testing.T) {
 		t.Error("prod was not deployed after the restart")
 	}
 	e.alive("at the end")
-	t.Logf("restarted webhook peak RSS: %d MiB", vmHWM(t, e.proc.Process.Pid))
+	t.Logf("restarted webhook peak RSS: %d MiB", int(peakRSS(t, e.proc.Process.Pid)>>20))
 }
