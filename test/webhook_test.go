@@ -286,7 +286,8 @@ func buildWebhook(t *testing.T) string {
 }
 
 func TestWebhookDeploysOnMerge(t *testing.T) {
-	// No resync during this test: every deploy comes from a delivery.
+	// No periodic resync during this test: after the one at start, every
+	// deploy comes from a delivery.
 	e := newHookEnv(t, "1h")
 	sha1 := e.commit("a", "b")
 	e.start()
@@ -300,6 +301,11 @@ func TestWebhookDeploysOnMerge(t *testing.T) {
 
 	// Merge 2, a merged PR: b goes, c comes.
 	sha2 := e.commit("a", "c")
+	// As GitHub does, the commit's pulls endpoint names the merged PR: a
+	// push or an older delivery processed after the merge may deploy sha2
+	// first, and the report then finds its PR from the commit.
+	merged := time.Now()
+	e.gh.SeedPullForCommit("Codertocat", "Hello-World", sha2, githubapi.PullRequest{Number: 2, State: "closed", MergedAt: &merged, Base: githubapi.Branch{Ref: "main"}})
 	if code := e.send("pull_request", mergedPRPayload(t, 2, sha2), "merge-2", true); code != http.StatusAccepted {
 		t.Fatalf("merged PR: HTTP %d", code)
 	}
