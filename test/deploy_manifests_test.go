@@ -3,8 +3,6 @@ package test
 import (
 	"bufio"
 	"context"
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,7 +35,6 @@ import (
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/plan"
 	"github.com/kplan-dev/kplan/internal/render"
-	"github.com/kplan-dev/kplan/internal/resourcegroup"
 	"github.com/kplan-dev/kplan/internal/testcluster"
 )
 
@@ -274,14 +271,8 @@ func renderInstall(t *testing.T, ctx context.Context, p string) *deploy.Target {
 	if err != nil || rs[0].Err != nil {
 		t.Fatalf("render %s: %v %v", p, err, rs[0].Err)
 	}
-	rg, err := os.ReadFile(filepath.Join(dir, resourcegroup.DefaultFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		rg, err = nil, nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg, err := deploy.TargetOf(rs[0], deploy.Source{RGFile: rg, Namespace: deploy.DefaultNamespace})
+	files := func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, name)) }
+	tg, err := deploy.NewTarget(rs[0], files, deploy.TargetOptions{Namespace: deploy.DefaultNamespace})
 	if err != nil {
 		t.Fatalf("%s: %v", p, err)
 	}
@@ -700,7 +691,7 @@ func renderFiles(t *testing.T, ctx context.Context, files map[string]string) *de
 	if err != nil || rs[0].Err != nil {
 		t.Fatalf("render: %v %v", err, rs[0].Err)
 	}
-	tg, err := deploy.TargetOf(rs[0], deploy.Source{})
+	tg, err := deploy.NewTarget(rs[0], nil, deploy.TargetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

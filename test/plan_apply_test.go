@@ -85,7 +85,7 @@ func TestPlanAgreesWithApply(t *testing.T) {
 		if err != nil || rs[0].Err != nil {
 			t.Fatalf("render %s: %v %v", sha, err, rs[0].Err)
 		}
-		tg, err := deploy.TargetOf(rs[0], deploy.Source{})
+		tg, err := deploy.NewTarget(rs[0], nil, deploy.TargetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -160,24 +160,6 @@ func rgFile(dir string, files Files, opts TargetOptions) (*unstructured.Unstruct
 	return &rg, nil
 }
 
-// Source is TargetOptions for a caller that holds the ResourceGroup
-// file's content rather than the overlay's files.
-type Source struct {
-	RGFile         []byte // nil: none
-	RGFileExplicit bool
-	HasKptfile     bool
-	Namespace      string
-}
-
-// TargetOf is NewTarget with the ResourceGroup file's content in src.
-func TargetOf(r render.Result, src Source) (*Target, error) {
-	var files Files
-	if src.RGFile != nil {
-		files = func(string) ([]byte, error) { return src.RGFile, nil }
-	}
-	return NewTarget(r, files, TargetOptions{RGFileExplicit: src.RGFileExplicit, HasKptfile: src.HasKptfile, Namespace: src.Namespace})
-}
-
 // InventoryObject is an empty inventory object named by id, of one of
 // the inventory backends (internal/inventory.Backends; "" is the
 // default). A backend whose objects are inventories only when labelled

@@ -114,14 +114,10 @@ func TestNewTarget(t *testing.T) {
 	if decl, err := DeclaredInventory(result(cmA), files(nil), TargetOptions{}); decl != nil || err != nil {
 		t.Errorf("declared %v (%v), want none", decl, err)
 	}
-	// TargetOf takes the file's content.
-	tg, err := TargetOf(result(cmA), Source{RGFile: []byte(rg2)})
-	if err != nil || inventoryOf(tg.Inventory).ID != "custom" {
-		t.Errorf("TargetOf with the file's content: %v", err)
-	}
+	// An explicit --rg-file beside a rendered inventory is an error.
 	var multi *MultipleInventoriesError
-	if _, err := TargetOf(result(cmA, rg1), Source{RGFile: []byte(rg2), RGFileExplicit: true}); !errors.As(err, &multi) {
-		t.Errorf("TargetOf with --rg-file and a rendered inventory: %v", err)
+	if _, err := NewTarget(result(cmA, rg1), files(map[string]string{"resourcegroup.yaml": rg2}), TargetOptions{RGFileExplicit: true}); !errors.As(err, &multi) {
+		t.Errorf("NewTarget with --rg-file and a rendered inventory: %v", err)
 	}
 }
 

@@ -31,7 +31,7 @@ func cm(name, data string) string {
 	return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\ndata:\n  " + data + "\n"
 }
 
-const deploy = `apiVersion: apps/v1
+const deployYAML = `apiVersion: apps/v1
 kind: Deployment
 metadata:
   name: web
@@ -47,7 +47,7 @@ spec:
 // generators, a symlinked base and a reference to a file that is absent.
 var fixture = map[string]string{
 	"base/kustomization.yaml": "resources: [deployment.yaml, cm.yaml]\n",
-	"base/deployment.yaml":    strings.ReplaceAll(deploy, "IMAGE", "1"),
+	"base/deployment.yaml":    strings.ReplaceAll(deployYAML, "IMAGE", "1"),
 	"base/cm.yaml":            cm("base", "k: v"),
 	"components/extra/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n" +
 		"patches: [{path: patch.yaml}]\nconfigMapGenerator: [{name: conf, files: [conf.txt]}]\n",
@@ -154,7 +154,7 @@ func TestChangedOnlyEqualsFull(t *testing.T) {
 		changed []string // overlays the plan shows changed (or new, removed, failing)
 		skipped int      // overlays not rendered
 	}{
-		{"shared base file", map[string]string{"base/deployment.yaml": strings.ReplaceAll(deploy, "IMAGE", "2")},
+		{"shared base file", map[string]string{"base/deployment.yaml": strings.ReplaceAll(deployYAML, "IMAGE", "2")},
 			[]string{"overlays/a", "overlays/b", "overlays/d", "overlays/g"}, 2},
 		{"component file", map[string]string{"components/extra/patch.yaml": cm("base", "patched: two")},
 			[]string{"overlays/a"}, 5},
@@ -276,7 +276,7 @@ func TestCorruptCache(t *testing.T) {
 	git(t, dir, "init", "-q", "-b", "main")
 	write(t, dir, fixture)
 	base := commit(t, dir, "base")
-	write(t, dir, map[string]string{"base/deployment.yaml": strings.ReplaceAll(deploy, "IMAGE", "2")})
+	write(t, dir, map[string]string{"base/deployment.yaml": strings.ReplaceAll(deployYAML, "IMAGE", "2")})
 	head := commit(t, dir, "head")
 	ctx := context.Background()
 	opts := Options{RepoDir: dir, Base: base, Head: head, CacheDir: t.TempDir()}
@@ -367,7 +367,7 @@ func TestProgressAndWork(t *testing.T) {
 	git(t, dir, "init", "-q", "-b", "main")
 	write(t, dir, fixture)
 	base := commit(t, dir, "base")
-	write(t, dir, map[string]string{"base/deployment.yaml": strings.ReplaceAll(deploy, "IMAGE", "2")})
+	write(t, dir, map[string]string{"base/deployment.yaml": strings.ReplaceAll(deployYAML, "IMAGE", "2")})
 	head := commit(t, dir, "head")
 	var calls [][2]int
 	p, st, err := Execute(context.Background(), Options{RepoDir: dir, Base: base, Head: head,

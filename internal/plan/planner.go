@@ -18,9 +18,9 @@ import (
 
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
-	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kplan-dev/kplan/internal/closure"
+	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/render"
@@ -536,7 +536,9 @@ func (p *planner) toSide(sd *side, overlay string, objs []*yaml.RNode, err error
 		return inventorydiff.Side{Err: fmt.Errorf("inventory of %s: %w", overlay, err)}
 	}
 	if len(inv.Inventories) == 0 {
-		inv.Inventories = sd.declaredInventory(overlay, ns)
+		if inv.Inventories, err = sd.declaredInventory(overlay, ns); err != nil {
+			return inventorydiff.Side{Err: fmt.Errorf("inventory of %s: %w", overlay, err)}
+		}
 	}
 	if len(inv.Inventories) > 1 {
 		return inventorydiff.Side{Inventory: inv, Err: fmt.Errorf("%s renders %d inventory objects (%s): an apply records its objects in exactly one; remove all but one",
@@ -546,28 +548,21 @@ func (p *planner) toSide(sd *side, overlay string, objs []*yaml.RNode, err error
 }
 
 // declaredInventory is the inventory an overlay that renders none is
-// applied with: its seed inventory directive, else its resourcegroup.yaml.
-func (sd *side) declaredInventory(overlay, ns string) []inventory.Identity {
-	if k := sd.tree.Kustomizations[overlay]; k != nil && k.Inventory != nil {
-		cm := k.Inventory.ConfigMap
-		return []inventory.Identity{inventory.IdentityOf("ConfigMap", cm.Name, cm.Namespace, nil, ns)}
+// applied with, by the rule apply uses (deploy.DeclaredInventory): its
+// resourcegroup.yaml, else its seed inventory directive.
+func (sd *side) declaredInventory(overlay, ns string) ([]inventory.Identity, error) {
+	var dir *render.InventoryDirective
+	if k := sd.tree.Kustomizations[overlay]; k != nil {
+		dir = k.Inventory
 	}
-	data, err := sd.s.ReadFile(context.Background(), path.Join(overlay, resourcegroup.DefaultFile))
-	if err != nil {
-		return nil
+	files := func(name string) ([]byte, error) {
+		return sd.s.ReadFile(context.Background(), path.Join(overlay, name))
 	}
-	var rg struct {
-		Kind     string `json:"kind"`
-		Metadata struct {
-			Name      string            `json:"name"`
-			Namespace string            `json:"namespace"`
-			Labels    map[string]string `json:"labels"`
-		} `json:"metadata"`
+	id, err := deploy.DeclaredInventory(render.Result{Path: overlay, Inventory: dir}, files, deploy.TargetOptions{Namespace: ns})
+	if err != nil || id == nil {
+		return nil, err
 	}
-	if sigsyaml.Unmarshal(data, &rg) != nil || rg.Kind != "ResourceGroup" || rg.Metadata.Name == "" {
-		return nil
-	}
-	return []inventory.Identity{inventory.IdentityOf(rg.Kind, rg.Metadata.Name, rg.Metadata.Namespace, rg.Metadata.Labels, ns)}
+	return []inventory.Identity{*id}, nil
 }
 
 func joinIdentities(ids []inventory.Identity) string {
