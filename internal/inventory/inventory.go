@@ -4,6 +4,8 @@
 package inventory
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -318,4 +320,32 @@ func (inv *Inventory) Identity() *Identity {
 	}
 	id := inv.Inventories[0]
 	return &id
+}
+
+// Digest names exactly what an apply of this inventory puts in the
+// cluster: every object as rendered (canonical JSON, keys sorted) under
+// its identity, namespace defaults included, and the inventory object
+// that records them. It does not depend on render order, machine or
+// run, so a plan and a later deploy of the same render agree on it.
+func (inv *Inventory) Digest() (string, error) {
+	h := sha256.New()
+	for _, id := range inv.Inventories {
+		fmt.Fprintf(h, "inventory %s %s %s %s\n", id.Kind, id.Namespace, id.Name, id.ID)
+	}
+	for _, ref := range inv.Refs {
+		o := inv.Objects[ref]
+		m, err := o.Node.Map()
+		if err != nil {
+			return "", fmt.Errorf("digest of %s: %w", displayID(o.ID), err)
+		}
+		// encoding/json sorts map keys: the same object always gives the
+		// same bytes, whatever the YAML's order or style.
+		data, err := json.Marshal(m)
+		if err != nil {
+			return "", fmt.Errorf("digest of %s: %w", displayID(o.ID), err)
+		}
+		fmt.Fprintf(h, "%s %d\n", o.Key, len(data))
+		h.Write(data)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
