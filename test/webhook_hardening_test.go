@@ -1,9 +1,11 @@
 package test
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -59,26 +61,28 @@ func (e *hookEnv) openDeployments() []string {
 	return out
 }
 
-// commitSlow commits the overlay app/ with ConfigMap cm and a Deployment,
-// which never becomes ready (the test cluster runs no controllers): its
-// deploy waits for the target's reconcileTimeout and fails.
-func (e *hookEnv) commitSlow(cm string) string {
+// commitSlow commits the overlay app/ with ConfigMaps and a Deployment
+// that never becomes available (this API server runs no controllers), so
+// its deploy waits out the target's reconcileTimeout and fails, as a
+// deploy of a Deployment whose pods do not start would.
+func (e *hookEnv) commitSlow(configMaps ...string) string {
 	e.t.Helper()
-	return e.write("slow "+cm, map[string]string{
-		"app/ns.yaml": "apiVersion: v1\nkind: Namespace\nmetadata: {name: hook}\n",
-		"app/rg.yaml": "apiVersion: kpt.dev/v1alpha1\nkind: ResourceGroup\nmetadata: {name: inventory-00000042}\n",
-		"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + cm + "}\n",
-		"app/slow.yaml": `apiVersion: apps/v1
+	e.commit(configMaps...)
+	app := filepath.Join(e.repo, "app")
+	os.WriteFile(filepath.Join(app, "slow.yaml"), []byte(`apiVersion: apps/v1
 kind: Deployment
 metadata: {name: slow}
 spec:
   selector: {matchLabels: {app: slow}}
   template:
     metadata: {labels: {app: slow}}
-    spec: {containers: [{name: c, image: registry.example/slow:1}]}
-`,
-		"app/kustomization.yaml": "namespace: hook\nresources: [ns.yaml, rg.yaml, cm.yaml, slow.yaml]\n",
-	})
+    spec: {containers: [{name: app, image: registry.example/slow:1}]}
+`), 0o644)
+	k, _ := os.ReadFile(filepath.Join(app, "kustomization.yaml"))
+	os.WriteFile(filepath.Join(app, "kustomization.yaml"), bytes.Replace(k, []byte("resources: ["), []byte("resources: [slow.yaml, "), 1), 0o644)
+	git(e.t, e.repo, "add", "-A")
+	git(e.t, e.repo, "commit", "-q", "--amend", "--no-edit")
+	return git(e.t, e.repo, "rev-parse", "HEAD")
 }
 
 // A late delivery of a merge that a force-push removed deploys the

@@ -267,33 +267,6 @@ func metric(t *testing.T, r *webhookReplica, series string) string {
 	return ""
 }
 
-// commitApp commits the overlay app/ with ConfigMaps and, if slow, a
-// Deployment that never becomes available (this API server runs no
-// controllers), so its deploy waits out the target's reconcileTimeout
-// as a deploy of a Deployment whose pods do not start would.
-func (e *hookEnv) commitApp(slow bool, configMaps ...string) string {
-	e.t.Helper()
-	sha := e.commit(configMaps...)
-	if !slow {
-		return sha
-	}
-	app := filepath.Join(e.repo, "app")
-	os.WriteFile(filepath.Join(app, "slow.yaml"), []byte(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: slow}
-spec:
-  selector: {matchLabels: {app: slow}}
-  template:
-    metadata: {labels: {app: slow}}
-    spec: {containers: [{name: app, image: registry.example/slow:1}]}
-`), 0o644)
-	k, _ := os.ReadFile(filepath.Join(app, "kustomization.yaml"))
-	os.WriteFile(filepath.Join(app, "kustomization.yaml"), bytes.Replace(k, []byte("resources: ["), []byte("resources: [slow.yaml, "), 1), 0o644)
-	git(e.t, e.repo, "add", "-A")
-	git(e.t, e.repo, "commit", "-q", "--amend", "--no-edit")
-	return git(e.t, e.repo, "rev-parse", "HEAD")
-}
-
 // Two replicas with --leader-elect: deliveries sent to the one that does
 // not lead are deployed by the leader; the leader is killed (SIGKILL, the
 // Lease not released) in the middle of a deploy; a delivery meanwhile is
@@ -311,7 +284,7 @@ func TestWebhookLeaderElection(t *testing.T) {
             reconcileTimeout: 2m`)
 	gh, _ := url.Parse(e.gh.URL())
 	tap := &ghTap{t: t, target: gh}
-	sha0 := e.commitApp(false, "a")
+	sha0 := e.commit("a")
 	replicas := map[string]*webhookReplica{}
 	for _, name := range []string{"replica-a", "replica-b"} {
 		replicas[name] = startReplica(e, tap, name)
@@ -353,7 +326,7 @@ func TestWebhookLeaderElection(t *testing.T) {
 
 	// A merge delivered to the replica that does not lead: the leader
 	// deploys it (the resync interval is an hour: only the delivery can).
-	sha1 := e.commitApp(false, "a", "b")
+	sha1 := e.commit("a", "b")
 	if code, body := sendTo(t, other, "push", pushPayload(t, hookRepo, sha0, sha1), "merge-1"); code != http.StatusAccepted || !strings.Contains(body, "accepted") {
 		t.Fatalf("push to the non-leader: HTTP %d %q", code, body)
 	}
@@ -373,7 +346,7 @@ func TestWebhookLeaderElection(t *testing.T) {
 
 	// A slow merge, through the non-leader again; the leader is killed
 	// while it waits for the Deployment to become available.
-	sha2 := e.commitApp(true, "a", "c")
+	sha2 := e.commitSlow("a", "c")
 	if code, _ := sendTo(t, other, "push", pushPayload(t, hookRepo, sha1, sha2), "merge-2"); code != http.StatusAccepted {
 		t.Fatalf("slow push: HTTP %d", code)
 	}
@@ -391,7 +364,7 @@ func TestWebhookLeaderElection(t *testing.T) {
 
 	// The branch moves on while nobody leads: the delivery cannot reach a
 	// leader and is answered 503, so GitHub shows it failed.
-	sha3 := e.commitApp(false, "a", "late")
+	sha3 := e.commit("a", "late")
 	push3 := pushPayload(t, hookRepo, sha2, sha3)
 	code, body := sendTo(t, other, "push", push3, "merge-3")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "redeliver") || strings.Contains(body, "127.0.0.1") {
