@@ -161,7 +161,9 @@ func (m *md) render(d detail, maxRows int, open bool) string {
 		}
 	}
 	all := append(order, existing...)
-	m.writeTable(&b, all, maxRows)
+	// The table is what this change does: overlays that fail as they did
+	// on base are one row, folded below.
+	m.writeTable(&b, order, len(existing), maxRows)
 	m.writeImages(&b, d)
 	m.writeIgnored(&b)
 	if d != countsOnly {
@@ -190,16 +192,16 @@ func (m *md) render(d detail, maxRows int, open bool) string {
 
 // writeTable is one row per reported overlay: counts and marks, the plan
 // at a glance.
-func (m *md) writeTable(b *strings.Builder, overlays []*inventorydiff.Overlay, maxRows int) {
-	if len(overlays) == 0 {
+func (m *md) writeTable(b *strings.Builder, overlays []*inventorydiff.Overlay, failingBefore, maxRows int) {
+	if len(overlays) == 0 && failingBefore == 0 {
 		return
 	}
+	shown := overlays
+	if maxRows >= 0 && len(overlays) > maxRows {
+		shown = overlays[:maxRows]
+	}
 	b.WriteString("| Overlay | Add | Change | Prune | |\n|---|---:|---:|---:|---|\n")
-	for i, o := range overlays {
-		if maxRows >= 0 && i >= maxRows {
-			fmt.Fprintf(b, "\n…and %d more changed overlays not shown (size limit).\n", len(overlays)-i)
-			break
-		}
+	for _, o := range shown {
 		var marks []string
 		switch o.Status {
 		case inventorydiff.New:
@@ -209,12 +211,10 @@ func (m *md) writeTable(b *strings.Builder, overlays []*inventorydiff.Overlay, m
 		case inventorydiff.Moved:
 			marks = append(marks, "moved from `"+cell(o.MovedFrom)+"`")
 		}
-		if msg, introduced := o.Problem(); msg != "" {
-			if introduced {
-				marks = append(marks, "❌ broken by this change")
-			} else {
-				marks = append(marks, "failing on base too")
-			}
+		if msg, introduced := o.Problem(); msg != "" && introduced {
+			marks = append(marks, "❌ broken by this change")
+		} else if msg != "" {
+			marks = append(marks, "failing on base too")
 		}
 		if n := len(o.Dangerous); n > 0 {
 			marks = append(marks, fmt.Sprintf("⚠️ %d dangerous", n))
@@ -227,6 +227,12 @@ func (m *md) writeTable(b *strings.Builder, overlays []*inventorydiff.Overlay, m
 			continue
 		}
 		fmt.Fprintf(b, "| `%s` | %d | %d | %d | %s |\n", cell(title(o)), len(o.Added), len(o.Changed), len(o.Pruned), strings.Join(marks, ", "))
+	}
+	if failingBefore > 0 {
+		fmt.Fprintf(b, "| *%d %s already failing on base* | | | | not caused by this change |\n", failingBefore, plural(failingBefore, "overlay", "overlays"))
+	}
+	if len(shown) < len(overlays) {
+		fmt.Fprintf(b, "\n…and %d more changed overlays not shown (size limit).\n", len(overlays)-len(shown))
 	}
 	b.WriteString("\n")
 }
