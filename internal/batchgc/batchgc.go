@@ -12,7 +12,7 @@ const (
 	percent = 400
 	// limit keeps the heap in bounds when the live heap is large: the
 	// collector runs as needed to stay under it (up to half the CPU).
-	limit = 768 << 20
+	limit = 400 << 20
 )
 
 // Tune applies kplan's collector settings, unless the user chose their
