@@ -1,0 +1,49 @@
+#!/bin/sh
+# Renders kplan's PR comment as GitHub shows it and screenshots it:
+# cmark-gfm (GitHub's Markdown, with its extensions) inside GitHub's
+# Markdown stylesheet, in headless Chromium. Writes docs/comment-small.png
+# (the built-in demo) and docs/comment-kubeflow.png (a change to a base
+# most kubeflow overlays read).
+#
+# Needs: Debian's chromium and cmark-gfm (apt-get install chromium
+# cmark-gfm), Node.js with npm, git, Go. Documentation only: make test
+# does not run it.
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+corpus=${KPLAN_CORPUS:-$root/../shared/corpus/kubeflow-manifests.tar.gz}
+for tool in chromium cmark-gfm npm git go; do
+	command -v "$tool" >/dev/null || { echo "screenshots: $tool is missing (apt-get install chromium cmark-gfm nodejs npm)" >&2; exit 1; }
+done
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+here=$root/tools/screenshots
+(cd "$work" && npm init -y >/dev/null && npm install --silent github-markdown-css@5 playwright-core@1 >/dev/null)
+cp "$work/node_modules/github-markdown-css/github-markdown-light.css" "$work/"
+cp "$here/shoot.mjs" "$work/"
+go build -o "$work/kplan" "$root/cmd/kplan"
+
+# shot MARKDOWN PNG [MAX_HEIGHT]
+shot() {
+	cmark-gfm --unsafe -e table -e strikethrough -e autolink -e tagfilter "$1" > "$work/body.html"
+	awk -v body="$work/body.html" '/<!-- BODY -->/ { while ((getline line < body) > 0) print line; next } { print }' \
+		"$here/page.html" > "$work/page.html"
+	(cd "$work" && node shoot.mjs "$work/page.html" "$2" "${3:-}")
+	echo "screenshots: wrote $2"
+}
+
+# A small PR: the built-in demo.
+"$work/kplan" demo -o markdown > "$work/small.md" 2>/dev/null
+shot "$work/small.md" "$root/docs/comment-small.png"
+
+# A large PR on kubeflow/manifests: a release bump, v1.10.0 → v1.10.1 in
+# every image the manifests pin to it.
+mkdir "$work/kf"
+tar -xzf "$corpus" -C "$work/kf" --strip-components=1
+cd "$work/kf"
+git init -q -b main && git add -A && git -c user.name=kplan -c user.email=kplan@example.invalid commit -qm base
+base=$(git rev-parse HEAD)
+grep -rl --include=kustomization.yaml 'newTag: v1.10.0$' . | xargs sed -i 's/newTag: v1.10.0$/newTag: v1.10.1/'
+git -c user.name=kplan -c user.email=kplan@example.invalid commit -qam "release v1.10.1"
+"$work/kplan" diff --base "$base" --head HEAD --format markdown > "$work/kubeflow.md" 2>/dev/null || true
+cd "$root"
+shot "$work/kubeflow.md" "$root/docs/comment-kubeflow.png" 2400
