@@ -3,7 +3,7 @@ GO ?= go
 # The binaries the Dockerfile builds; CI builds the same ones.
 BINARIES := ./cmd/action ./cmd/kplan ./cmd/webhook
 
-.PHONY: demo demo-deploy test vet unit lint build bench cluster
+.PHONY: demo demo-deploy test vet unit lint build bench cluster screenshots
 
 demo:
 	$(GO) run ./cmd/kplan demo
@@ -44,3 +44,8 @@ bench: cluster
 unit:
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run Corpus -timeout 20m ./internal/closure ./internal/plan
+
+# The PR comment as GitHub shows it, in docs/ (needs Debian's chromium and
+# cmark-gfm, and npm; documentation only, not part of make test).
+screenshots:
+	sh tools/screenshots/screenshots.sh

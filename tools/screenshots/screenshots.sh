@@ -35,14 +35,15 @@ shot() {
 "$work/kplan" demo -o markdown > "$work/small.md" 2>/dev/null
 shot "$work/small.md" "$root/docs/comment-small.png"
 
-# A large PR on kubeflow/manifests: a release bump, v1.10.0 → v1.10.1 in
-# every image the manifests pin to it.
+# A large PR on kubeflow/manifests: a release bump, v1.10.0 → v1.10.1 and
+# v0.19.0 → v0.19.1 in every image the manifests pin to them.
 mkdir "$work/kf"
 tar -xzf "$corpus" -C "$work/kf" --strip-components=1
 cd "$work/kf"
 git init -q -b main && git add -A && git -c user.name=kplan -c user.email=kplan@example.invalid commit -qm base
 base=$(git rev-parse HEAD)
-grep -rl --include=kustomization.yaml 'newTag: v1.10.0$' . | xargs sed -i 's/newTag: v1.10.0$/newTag: v1.10.1/'
+grep -rl --include=kustomization.yaml -e 'newTag: v1.10.0$' -e 'newTag: v0.19.0$' . |
+	xargs sed -i -e 's/newTag: v1.10.0$/newTag: v1.10.1/' -e 's/newTag: v0.19.0$/newTag: v0.19.1/'
 git -c user.name=kplan -c user.email=kplan@example.invalid commit -qam "release v1.10.1"
 "$work/kplan" diff --base "$base" --head HEAD --format markdown > "$work/kubeflow.md" 2>/dev/null || true
 cd "$root"
