@@ -650,4 +650,12 @@ func TestWebhookTargetsFromRepository(t *testing.T) {
 	if !e.configMap("shop", "prod-cm") || e.configMap("shop", "other") {
 		t.Error("the refused deploy changed the cluster")
 	}
+
+	// PR 9 leaves only ignore rules in .kplan.yaml: an error, not a branch
+	// that silently stops deploying.
+	sha4 := e.write("only ignore rules", map[string]string{".kplan.yaml": "ignore:\n  kinds: [HorizontalPodAutoscaler]\n"})
+	e.send("pull_request", mergedPRPayload(t, 9, sha4), "", true)
+	if st := e.status(sha4, "kplan/"+hookRepo+"@main", "failure"); !strings.Contains(st.Description, "declares none (only plan settings)") {
+		t.Errorf("only ignore rules: %+v", st)
+	}
 }

@@ -841,6 +841,11 @@ func (d *Deployer) readTargets(ctx context.Context, dir, sha, file string) ([]re
 	if err != nil {
 		return nil, fmt.Errorf("at %s: %w", short(sha), err)
 	}
+	if !c.HasTargets() {
+		// Only ignore rules: taking that as "deploy nothing" would
+		// silently stop every deploy of the branch.
+		return nil, fmt.Errorf("the branch deploys the targets of %s, but at %s it declares none (only plan settings): add targets to it, or list targets in the webhook's configuration", file, short(sha))
+	}
 	return c.Targets, nil
 }
 
