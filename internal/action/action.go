@@ -171,7 +171,13 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if u := runURL(getenv); u != "" {
 		copts.Complete = "[in the job summary](" + u + ") and in " + artifact
 	}
-	md, _ := report.MarkdownFit(p, prcomment.PlanMarker+"\n", report.MaxCommentSize, copts)
+	// The reviewed-plan marker lets the webhook prove, on merge, that it
+	// applies what this comment showed.
+	reviewed, err := prcomment.ReviewedMarker(report.Reviewed(p))
+	if err != nil {
+		return fmt.Errorf("the reviewed-plan marker: %w", err)
+	}
+	md, _ := report.MarkdownFit(p, prcomment.PlanMarker+"\n"+reviewed+"\n", report.MaxCommentSize, copts)
 	if err := writeOutputs(a, p, opts, getenv); err != nil {
 		return err
 	}

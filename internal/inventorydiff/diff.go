@@ -89,6 +89,10 @@ type Overlay struct {
 	// apply records its objects in, on each side (nil: none, or not
 	// rendered).
 	BaseInventory, HeadInventory *inventory.Identity
+	// HeadDigest is the head render's inventory.Inventory.Digest: what
+	// the merge's apply of the overlay must be to be the one reviewed
+	// ("" when head did not render it).
+	HeadDigest string
 	// SharedWith are the other overlays that render the same inventory-id
 	// on head: applying one prunes the other's objects.
 	SharedWith []string

@@ -466,8 +466,10 @@ func (p *planner) compare(overlay string, pr pair) {
 		p.mu.Unlock()
 		return
 	}
+	digest := headDigest(pr.sides[1])
 	thin(pr.sides[0].Inventory, pr.sides[1].Inventory)
 	o := inventorydiff.CompareOne(overlay, pr.sides[0], true, pr.sides[1], true)
+	o.HeadDigest = digest
 	p.mu.Lock()
 	p.overlays = append(p.overlays, o)
 	p.mu.Unlock()
@@ -503,9 +505,10 @@ func (p *planner) compareLonely(sides [2]*side) {
 			if a == "" || b.Err != nil || h.Err != nil || !same(b.Inventory, h.Inventory) {
 				continue
 			}
+			digest := headDigest(h)
 			thin(b.Inventory, h.Inventory)
 			o := inventorydiff.CompareOne(a, b, true, h, true)
-			o.Status, o.MovedFrom = inventorydiff.Moved, r
+			o.Status, o.MovedFrom, o.HeadDigest = inventorydiff.Moved, r, digest
 			p.overlays = append(p.overlays, o)
 			delete(p.lonely, r)
 			delete(p.lonely, a)
@@ -516,6 +519,9 @@ func (p *planner) compareLonely(sides [2]*side) {
 	for _, o := range slices.Sorted(maps.Keys(p.lonely)) {
 		pr := p.lonely[o]
 		ov := inventorydiff.CompareOne(o, pr.sides[0], pr.present[0], pr.sides[1], pr.present[1])
+		if pr.present[1] {
+			ov.HeadDigest = headDigest(pr.sides[1])
+		}
 		if pr.present[0] && sides[0].targets != nil {
 			// A target taken out of .kplan.yaml is no longer deployed;
 			// nothing prunes what it applied.
@@ -524,6 +530,20 @@ func (p *planner) compareLonely(sides [2]*side) {
 		p.overlays = append(p.overlays, ov)
 	}
 	p.lonely = nil
+}
+
+// headDigest is the digest of a head render, taken before thin empties
+// the objects both sides share; "" for a render that failed (or whose
+// objects cannot be read back, which the plan then shows as not reviewed).
+func headDigest(h inventorydiff.Side) string {
+	if h.Err != nil || h.Inventory == nil {
+		return ""
+	}
+	d, err := h.Inventory.Digest()
+	if err != nil {
+		return ""
+	}
+	return d
 }
 
 func (p *planner) toSide(sd *side, overlay string, objs []*yaml.RNode, err error) inventorydiff.Side {

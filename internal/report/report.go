@@ -9,6 +9,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/prcomment"
 )
 
 // Diff styles: how a report shows what changed inside objects.
@@ -183,6 +184,9 @@ type jsonOverlay struct {
 	// Failure is "introduced" (the change breaks the overlay) or
 	// "existing" (it failed on base too).
 	Failure string `json:"failure,omitempty"`
+	// Digest is the head render's digest: what the merge's apply must be
+	// to be the plan reviewed (absent when head did not render it).
+	Digest string `json:"digest,omitempty"`
 	// File is the overlay's kustomization file; Notes, kustomize's
 	// warnings about the files its build reads.
 	File       string   `json:"file,omitempty"`
@@ -283,6 +287,7 @@ func JSONWith(p *inventorydiff.Plan, opts Options) ([]byte, error) {
 			Error:     overlayError(o),
 			AddedYAML: o.AddedYAML,
 			File:      o.File, Notes: o.Notes,
+			Digest: o.HeadDigest,
 		}
 		if msg, introduced := o.Problem(); msg != "" {
 			j.Failure = "existing"
@@ -319,4 +324,17 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// Reviewed is what the plan comment records, hidden, for the webhook to
+// compare the merge's apply with: the commits and each rendered overlay's
+// head digest.
+func Reviewed(p *inventorydiff.Plan) prcomment.Reviewed {
+	r := prcomment.Reviewed{Base: p.Base, Head: p.Head, Digests: map[string]string{}}
+	for _, o := range p.Overlays {
+		if o.HeadDigest != "" {
+			r.Digests[o.Path] = o.HeadDigest
+		}
+	}
+	return r
 }
