@@ -150,6 +150,17 @@ type Plan struct {
 	Work *Work
 	// Ignored are the ignore rules applied and what each hid.
 	Ignored []IgnoredRule
+	// Unread are the changed files no overlay's build reads, on either
+	// side: the plan cannot show what changing them does.
+	Unread []UnreadFile
+}
+
+// UnreadFile is a changed file no planned overlay reads.
+type UnreadFile struct {
+	Path string `json:"path"`
+	// Hint says why the file may still deploy something (e.g. YAML beside
+	// the overlays, which a Flux Kustomization may read); "" for none.
+	Hint string `json:"hint,omitempty"`
 }
 
 // Compare builds the plan from each overlay's base and head sides; an

@@ -41,6 +41,9 @@ type planner struct {
 	// version names the code in cache keys.
 	version string
 
+	// closures of every overlay on each side, for the files none reads.
+	closures [2]map[string]*closure.Closure
+
 	mu          sync.Mutex
 	overlays    []inventorydiff.Overlay
 	lonely      map[string]pair // overlays on one side only, compared last (moves)
@@ -143,9 +146,14 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 		}
 	}
 	done("discovered")
-	var changed map[string]bool
+	// Every changed path, for the files no overlay reads; the changed-only
+	// plan skips overlays by it too.
+	changed := snapshot.Changed(base.Index, head.Index)
+	skip := changed
+	if p.opts.Full {
+		skip = nil
+	}
 	if !p.opts.Full {
-		changed = snapshot.Changed(base.Index, head.Index)
 		if p.opts.CacheDir != "" {
 			c, err := rendercache.Open(p.opts.CacheDir)
 			if err != nil {
@@ -155,7 +163,8 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 		}
 	}
 
-	jobs := p.jobs(sides, changed)
+	jobs := p.jobs(sides, skip)
+	unread := p.unread(sides, changed)
 	done("closures")
 	if err := p.runJobs(ctx, sides, jobs); err != nil {
 		return nil, err
@@ -184,7 +193,7 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 		}
 	}
 	plan := &inventorydiff.Plan{Base: base.Rev, Head: head.Rev, BaseLabel: p.opts.BaseLabel, HeadLabel: p.opts.HeadLabel,
-		Overlays: p.overlays, Totals: inventorydiff.Sum(p.overlays)}
+		Overlays: p.overlays, Totals: inventorydiff.Sum(p.overlays), Unread: unread}
 	rules := []inventorydiff.IgnoreRules{p.opts.Ignore}
 	if ig := sides[1].ignore; len(ig.Fields)+len(ig.Kinds) > 0 {
 		// Head's rules: a pull request that adds one sees what it hides.
@@ -268,6 +277,7 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
 		}()
 	}
 	wg.Wait()
+	p.closures = closures
 	var jobs []*job
 	for _, o := range slices.Sorted(mapKeys(all)) {
 		p.stats.Overlays++

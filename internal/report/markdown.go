@@ -166,6 +166,7 @@ func (m *md) render(d detail, maxRows int, open bool) string {
 	m.writeTable(&b, order, len(existing), maxRows)
 	m.writeImages(&b, d)
 	m.writeIgnored(&b)
+	m.writeUnread(&b)
 	if d != countsOnly {
 		folded := false
 		for i, o := range all {
@@ -279,6 +280,28 @@ func (m *md) writeIgnored(b *strings.Builder) {
 			src = " (" + r.Source + ")"
 		}
 		fmt.Fprintf(b, "- %s%s: %s\n", inline(r.Rule), src, ignoredText(r))
+	}
+	b.WriteString("\n")
+}
+
+// writeUnread lists the changed files no overlay reads: the plan cannot
+// say what changing them does.
+func (m *md) writeUnread(b *strings.Builder) {
+	if len(m.p.Unread) == 0 {
+		return
+	}
+	const max = 50
+	fmt.Fprintf(b, "**No overlay reads these changed files** (%d): this plan cannot show what they change\n\n", len(m.p.Unread))
+	for i, u := range m.p.Unread {
+		if i == max {
+			fmt.Fprintf(b, "- …and %d more\n", len(m.p.Unread)-i)
+			break
+		}
+		if u.Hint != "" {
+			fmt.Fprintf(b, "- ⚠️ %s — %s\n", inline(u.Path), u.Hint)
+		} else {
+			fmt.Fprintf(b, "- %s\n", inline(u.Path))
+		}
 	}
 	b.WriteString("\n")
 }

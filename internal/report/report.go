@@ -53,6 +53,10 @@ func Summary(p *inventorydiff.Plan) string {
 	if t.Detached > 0 {
 		s += fmt.Sprintf(", %d left in the cluster", t.Detached)
 	}
+	if n := len(p.Unread); n > 0 {
+		// Never a bare "no change" for a change nothing here reads.
+		s += fmt.Sprintf("; %d changed %s no overlay reads", n, plural(n, "file", "files"))
+	}
 	if t.Failed > 0 {
 		s += fmt.Sprintf("; %d %s failed", t.Failed, plural(t.Failed, "overlay", "overlays"))
 		if n := len(p.IntroducedFailures()); n < t.Failed {
@@ -217,6 +221,8 @@ type jsonPlan struct {
 	Images []jsonImage `json:"images"`
 	// Ignored are the ignore rules applied and what each hid.
 	Ignored []inventorydiff.IgnoredRule `json:"ignored,omitempty"`
+	// Unread are the changed files no overlay reads.
+	Unread []inventorydiff.UnreadFile `json:"unread,omitempty"`
 	// Work is how much the plan rendered and how long it took.
 	Work *jsonWork `json:"work,omitempty"`
 }
@@ -261,7 +267,7 @@ func JSON(p *inventorydiff.Plan) ([]byte, error) { return JSONWith(p, Options{})
 // JSONWith is JSON shown as opts say: the unified style adds each
 // object's unified YAML diff.
 func JSONWith(p *inventorydiff.Plan, opts Options) ([]byte, error) {
-	out := jsonPlan{Base: p.Base, Head: p.Head, Summary: Summary(p), Overlays: []jsonOverlay{}, Images: []jsonImage{}, Ignored: p.Ignored}
+	out := jsonPlan{Base: p.Base, Head: p.Head, Summary: Summary(p), Overlays: []jsonOverlay{}, Images: []jsonImage{}, Ignored: p.Ignored, Unread: p.Unread}
 	for _, ic := range images(p) {
 		j := jsonImage{Old: ic.Old, New: ic.New}
 		for _, m := range ic.Objects {

@@ -109,6 +109,16 @@ func TextWith(w io.Writer, p *inventorydiff.Plan, opts Options) error {
 		}
 		ew.printf("Ignored %s%s: %s.\n", r.Rule, src, ignoredText(r))
 	}
+	if len(p.Unread) > 0 {
+		ew.printf("No overlay reads these changed files (this plan cannot show what they change):\n")
+		for _, u := range p.Unread {
+			if u.Hint != "" {
+				ew.printf("  %s — %s\n", u.Path, u.Hint)
+			} else {
+				ew.printf("  %s\n", u.Path)
+			}
+		}
+	}
 	ew.printf("Plan: %s.\n", Summary(p))
 	return ew.err
 }

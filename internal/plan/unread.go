@@ -1,0 +1,71 @@
+package plan
+
+import (
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/repoconfig"
+)
+
+// unread lists the changed files that no overlay's build reads on either
+// side. A closure is every path its build can read (the corpus check
+// proves it), so changing such a file cannot change any render: the plan
+// says so rather than "no change", since something else — a Flux
+// Kustomization, a script — may still deploy it. A build the static
+// reading cannot bound is taken to read everything under its overlay.
+func (p *planner) unread(sides [2]*side, changed map[string]bool) []inventorydiff.UnreadFile {
+	read := map[string]bool{}
+	var unboundedDirs []string
+	for _, cs := range p.closures {
+		for o, c := range cs {
+			for _, q := range c.Paths {
+				read[q] = true
+			}
+			if !c.Bounded() {
+				unboundedDirs = append(unboundedDirs, o)
+			}
+		}
+	}
+	// Top directories holding kustomizations: YAML changed under them
+	// looks like configuration.
+	tops := map[string]bool{}
+	for _, sd := range sides {
+		for dir := range sd.tree.Kustomizations {
+			tops[strings.SplitN(dir, "/", 2)[0]] = true
+		}
+	}
+	var out []inventorydiff.UnreadFile
+	for _, f := range slices.Sorted(mapKeys(changed)) {
+		if !isFile(sides, f) || read[f] || f == repoconfig.File || under(f, unboundedDirs) {
+			continue
+		}
+		u := inventorydiff.UnreadFile{Path: f}
+		if ext := path.Ext(f); (ext == ".yaml" || ext == ".yml" || ext == ".json") && tops[strings.SplitN(f, "/", 2)[0]] {
+			u.Hint = "YAML beside the kustomizations under " + strings.SplitN(f, "/", 2)[0] + "/: something other than these overlays (a Flux Kustomization, a script) may deploy it"
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// isFile says whether p is a file on either side (changed also lists the
+// directories whose listings changed).
+func isFile(sides [2]*side, p string) bool {
+	for _, sd := range sides {
+		if _, ok := sd.s.Index.ID(p); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func under(f string, dirs []string) bool {
+	for _, d := range dirs {
+		if d == "." || strings.HasPrefix(f, d+"/") {
+			return true
+		}
+	}
+	return false
+}
