@@ -56,6 +56,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	listen := fs.String("listen", ":8080", "address to serve /webhook, /healthz, /readyz and /metrics on")
 	debug := fs.Bool("debug", false, "log at debug level")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	planAuthor := fs.String("plan-author", "github-actions[bot]", "login whose kplan plan comment a merge is compared with (the Action's token's user)")
 	var le electionFlags
 	fs.BoolVar(&le.enabled, "leader-elect", false, "run as one of several replicas: the one holding a Kubernetes Lease deploys, the others forward deliveries to it")
 	fs.StringVar(&le.name, "leader-election-id", "kplan-webhook", "name of the Lease")
@@ -127,6 +128,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	mirrors := &gitmirror.Mirrors{Dir: filepath.Join(cfg.StateDir, "mirrors"), Tokens: tokens, Repos: repos, Logger: log}
 	reporter := ghreport.New(gh, log)
+	reporter.PlanAuthor = *planAuthor
 	var names []string
 	for _, t := range targets {
 		names = append(names, t.Key())
@@ -140,6 +142,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		dep := deployer.New(targets, deployer.GitMirror{Mirrors: mirrors}, reporter, engines(), log, sources...)
 		dep.Resync = cfg.ResyncInterval
 		dep.Metrics = deployMetrics
+		dep.Reviews = reporter
 		return dep
 	}
 

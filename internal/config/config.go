@@ -116,6 +116,9 @@ type Settings struct {
 	// AllowReplaceInventory lets a deploy prune every object its inventory
 	// held while it adds others (the signature of a copied inventory).
 	AllowReplaceInventory bool
+	// RequireReviewedPlan refuses to apply a merged render that is not
+	// the one the pull request's plan comment showed (its digest).
+	RequireReviewedPlan bool
 }
 
 // Cluster identifies the cluster the settings point at, for the check

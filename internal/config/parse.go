@@ -360,6 +360,11 @@ func (p *parser) settings(s *Settings) map[string]func(*yaml.Node, string) {
 				s.AllowReplaceInventory = b
 			}
 		},
+		"requireReviewedPlan": func(v *yaml.Node, field string) {
+			if b, ok := p.bool(v, field); ok {
+				s.RequireReviewedPlan = b
+			}
+		},
 	}
 }
 

@@ -121,6 +121,29 @@ func DeclaredInventory(r render.Result, files Files, opts TargetOptions) (*kinv.
 	return &id, nil
 }
 
+// Planned is the inventory a plan computes for an overlay's render, and
+// the one whose Digest a deploy compares with the plan reviewed: the
+// rendered objects, namespaced ones without a namespace in namespace,
+// recorded in the inventory objects the render holds or else in the one
+// DeclaredInventory names. The planner and the webhook both call it, so
+// that the same render gives the same digest.
+func Planned(r render.Result, files Files, namespace string) (*kinv.Inventory, error) {
+	inv, err := kinv.New(r.Objects, kinv.Options{Namespace: namespace, Scope: render.NamespaceScoped})
+	if err != nil {
+		return nil, err
+	}
+	if len(inv.Inventories) == 0 {
+		id, err := DeclaredInventory(r, files, TargetOptions{Namespace: namespace})
+		if err != nil {
+			return nil, err
+		}
+		if id != nil {
+			inv.Inventories = []kinv.Identity{*id}
+		}
+	}
+	return inv, nil
+}
+
 // declared is DeclaredInventory's object.
 func declared(r render.Result, files Files, opts TargetOptions) (*unstructured.Unstructured, error) {
 	if opts.Inventory != nil {

@@ -13,6 +13,7 @@
 package deployer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -110,7 +111,8 @@ type Outcome struct {
 	PR       int
 	Result   *deploy.Result // nil when the deploy failed before applying
 	Err      error
-	Reason   Reason // why it ended so; ReasonDeployed when Err is nil
+	Reason   Reason  // why it ended so; ReasonDeployed when Err is nil
+	Review   *Review // the comparison with the plan reviewed; nil when not made
 	Started  time.Time
 	Finished time.Time
 }
@@ -176,6 +178,10 @@ type Deployer struct {
 	Metrics Metrics
 	// FlushInterval is how often the Reporter's held reports are sent again.
 	FlushInterval time.Duration
+	// Reviews, if set, finds the plan each merge's PR reviewed, to report
+	// whether the deploy applies it (and, with requireReviewedPlan, to
+	// refuse one that does not).
+	Reviews Reviews
 
 	started chan struct{}
 
@@ -451,10 +457,13 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	d.resume(ctx, log, w, t)
 	dir, err := d.resolve(ctx, log, t, &r)
 	reason := ReasonFetchFailed
-	var target *deploy.Target
+	var (
+		target *deploy.Target
+		digest string
+	)
 	if err == nil {
 		reason = ReasonRenderFailed
-		target, err = d.render(ctx, t, dir, r.SHA)
+		target, digest, err = d.render(ctx, t, dir, r.SHA)
 	}
 	if err == nil {
 		// Recorded before the first renders are awaited, so that the other
@@ -509,12 +518,20 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 		log.Info("not deploying: the branch's tip is older than the commit the cluster runs; push a new commit to deploy", "tip", sha, "deployed", ann[AnnotationSHA])
 		return
 	}
+	review := d.review(ctx, t, sha, r.PR, digest)
+	if t.RequireReviewedPlan && !review.Ok() {
+		if review == nil {
+			review = &Review{Verdict: Unknown, Err: "the webhook has no GitHub access to read plans"}
+		}
+		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: refusal(t, review), Reason: ReasonRefused, Review: review})
+		return
+	}
 	d.mu.Lock()
 	delete(d.lastFailed, t.Key())
 	d.mu.Unlock()
 	w.redeploy = false
 	log.Info("deploying", "sha", sha, "pr", r.PR, "delivery", r.Delivery)
-	o := Outcome{Target: t, SHA: sha, PR: r.PR, Started: time.Now()}
+	o := Outcome{Target: t, SHA: sha, PR: r.PR, Started: time.Now(), Review: review}
 	d.Report.Started(ctx, t, sha, r.PR)
 	o.Result, o.Err = eng.Apply(ctx, target.Inventory, target.Objects, deploy.Options{
 		InventoryPolicy: t.InventoryPolicy, ReconcileTimeout: t.ReconcileTimeout, NoPrune: !t.Prune,
@@ -592,14 +609,16 @@ func truncate(s string, n int) string {
 }
 
 // render renders the target's overlay at sha from the mirror.
-func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*deploy.Target, error) {
+// It also returns the digest of the render as a plan computes it
+// (deploy.Planned), to compare with the plan reviewed.
+func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*deploy.Target, string, error) {
 	s, err := d.Mirrors.Snapshot(ctx, dir, sha)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	tree, err := render.Discover(s.FS, render.Filter{})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if !t.AllowRemoteBases {
 		// A deploy must not depend on what another server returns at that
@@ -607,19 +626,31 @@ func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*depl
 		c := closure.New(closure.SnapshotSource(ctx, s), closure.Options{}).Overlay(t.Overlay)
 		if len(c.Remote) > 0 {
 			r := c.Remote[0]
-			return nil, fmt.Errorf("%s uses the remote %s %s (in %s); remote bases are off for target %s (set allowRemoteBases in the config)", t.Overlay, r.Field, r.Ref, r.File, t.Name)
+			return nil, "", fmt.Errorf("%s uses the remote %s %s (in %s); remote bases are off for target %s (set allowRemoteBases in the config)", t.Overlay, r.Field, r.Ref, r.File, t.Name)
 		}
 	}
 	rs, err := render.Render(ctx, s.FS, tree, []string{t.Overlay}, render.Options{})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if rs[0].Err != nil {
-		return nil, rs[0].Err
+		return nil, "", rs[0].Err
 	}
 	// The overlay's files, for its ResourceGroup file.
 	files := func(name string) ([]byte, error) { return s.FS.ReadFile(snapshot.Abs(path.Join(t.Overlay, name))) }
-	return deploy.NewTarget(rs[0], files, deploy.TargetOptions{Inventory: t.Inventory, Namespace: t.Namespace})
+	digest := ""
+	if d.Reviews != nil {
+		// Before NewTarget, which takes the objects over.
+		inv, err := deploy.Planned(rs[0], files, cmp.Or(t.Namespace, deploy.DefaultNamespace))
+		if err != nil {
+			return nil, "", err
+		}
+		if digest, err = inv.Digest(); err != nil {
+			return nil, "", err
+		}
+	}
+	tg, err := deploy.NewTarget(rs[0], files, deploy.TargetOptions{Inventory: t.Inventory, Namespace: t.Namespace})
+	return tg, digest, err
 }
 
 // inventoryKey identifies an inventory in a cluster. Two targets clash

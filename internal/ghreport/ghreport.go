@@ -13,6 +13,7 @@
 package ghreport
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -56,6 +57,10 @@ type Reporter struct {
 	// MaxHeld bounds the reports kept for GitHub; past it the oldest is
 	// dropped, loudly.
 	MaxHeld int
+	// PlanAuthor is the login whose plan comment a merge is compared with
+	// (ReviewedPlan); "" is github-actions[bot], the Action's default
+	// token.
+	PlanAuthor string
 
 	mu          sync.Mutex
 	deployments map[string]*deployment              // target key@sha -> its Deployment
@@ -241,6 +246,31 @@ func (r *Reporter) commentOp(o deployer.Outcome) *op {
 		}}
 }
 
+// ReviewedPlan reads the plan kplan's Action recorded in its comment on
+// the pull request sha merged (pr, or found from the commit): only the
+// plan author's comment counts, so a marker anyone else posts is ignored.
+func (r *Reporter) ReviewedPlan(ctx context.Context, t deployer.Target, sha string, pr int) (*prcomment.Reviewed, int, error) {
+	if pr == 0 {
+		n, err := r.mergedPR(ctx, t, sha)
+		if err != nil || n == 0 {
+			return nil, 0, err
+		}
+		pr = n
+	}
+	owner, repo := split(t.Repo)
+	c, err := prcomment.FindBy(ctx, r.GH, owner, repo, pr, prcomment.PlanMarker, cmp.Or(r.PlanAuthor, "github-actions[bot]"))
+	if err != nil || c == nil {
+		return nil, pr, err
+	}
+	plan, ok, err := prcomment.ParseReviewed(c.GetBody())
+	if err != nil || !ok {
+		// A plan comment from before digests, or damaged: nothing to
+		// compare with.
+		return nil, pr, err
+	}
+	return &plan, pr, nil
+}
+
 // mergedPR finds the pull request a pushed commit came from (0: none).
 func (r *Reporter) mergedPR(ctx context.Context, t deployer.Target, sha string) (int, error) {
 	owner, repo := split(t.Repo)
@@ -391,6 +421,9 @@ func comment(byTarget map[string]deployer.Outcome) string {
 				res = "❌ **" + o.Reason.Describe() + "**: " + cell(clip(Public(o.Err.Error()), 300))
 			}
 		}
+		if o.Review != nil {
+			res += "<br>" + reviewMark(o.Review) + " " + cell(o.Review.Describe())
+		}
 		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", n, environment(o.Target), short(o.SHA), res)
 	}
 	for _, n := range names {
@@ -431,4 +464,16 @@ func short(sha string) string {
 // cell makes text safe in a Markdown table cell: one line, pipes escaped.
 func cell(s string) string {
 	return strings.ReplaceAll(strings.Join(strings.Fields(s), " "), "|", `\|`)
+}
+
+// reviewMark marks a deploy's comparison with the plan reviewed.
+func reviewMark(r *deployer.Review) string {
+	switch r.Verdict {
+	case deployer.AsReviewed, deployer.Unaffected:
+		return "🔒"
+	case deployer.Differs:
+		return "⚠️"
+	default:
+		return "❔"
+	}
 }

@@ -561,38 +561,20 @@ func (p *planner) toSide(sd *side, overlay string, objs []*yaml.RNode, err error
 		return inventorydiff.Side{Err: err}
 	}
 	ns := sd.namespace(overlay)
-	inv, err := inventory.New(objs, inventory.Options{Namespace: ns, Scope: render.NamespaceScoped})
+	var dir *render.InventoryDirective
+	if k := sd.tree.Kustomizations[overlay]; k != nil {
+		dir = k.Inventory
+	}
+	files := func(name string) ([]byte, error) { return sd.s.ReadFile(context.Background(), path.Join(overlay, name)) }
+	inv, err := deploy.Planned(render.Result{Path: overlay, Objects: objs, Inventory: dir}, files, ns)
 	if err != nil {
 		return inventorydiff.Side{Err: fmt.Errorf("inventory of %s: %w", overlay, err)}
-	}
-	if len(inv.Inventories) == 0 {
-		if inv.Inventories, err = sd.declaredInventory(overlay, ns); err != nil {
-			return inventorydiff.Side{Err: fmt.Errorf("inventory of %s: %w", overlay, err)}
-		}
 	}
 	if len(inv.Inventories) > 1 {
 		return inventorydiff.Side{Inventory: inv, Err: fmt.Errorf("%s renders %d inventory objects (%s): an apply records its objects in exactly one; remove all but one",
 			overlay, len(inv.Inventories), joinIdentities(inv.Inventories))}
 	}
 	return inventorydiff.Side{Inventory: inv}
-}
-
-// declaredInventory is the inventory an overlay that renders none is
-// applied with, by the rule apply uses (deploy.DeclaredInventory): its
-// resourcegroup.yaml, else its seed inventory directive.
-func (sd *side) declaredInventory(overlay, ns string) ([]inventory.Identity, error) {
-	var dir *render.InventoryDirective
-	if k := sd.tree.Kustomizations[overlay]; k != nil {
-		dir = k.Inventory
-	}
-	files := func(name string) ([]byte, error) {
-		return sd.s.ReadFile(context.Background(), path.Join(overlay, name))
-	}
-	id, err := deploy.DeclaredInventory(render.Result{Path: overlay, Inventory: dir}, files, deploy.TargetOptions{Namespace: ns})
-	if err != nil || id == nil {
-		return nil, err
-	}
-	return []inventory.Identity{*id}, nil
 }
 
 func joinIdentities(ids []inventory.Identity) string {

@@ -82,6 +82,13 @@ func Upsert(ctx context.Context, gh *github.Client, owner, repo string, number i
 // find returns the oldest comment containing marker, or nil. It pages
 // through all comments because a busy PR's marked comment can be far back.
 func find(ctx context.Context, gh *github.Client, owner, repo string, number int, marker string) (*github.IssueComment, error) {
+	return FindBy(ctx, gh, owner, repo, number, marker, "")
+}
+
+// FindBy returns the oldest comment containing marker whose author is
+// author ("" for anyone), or nil: a marker in someone else's comment is
+// not kplan's.
+func FindBy(ctx context.Context, gh *github.Client, owner, repo string, number int, marker, author string) (*github.IssueComment, error) {
 	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
 	for {
 		cs, resp, err := gh.Issues.ListComments(ctx, owner, repo, number, opts)
@@ -89,7 +96,7 @@ func find(ctx context.Context, gh *github.Client, owner, repo string, number int
 			return nil, fmt.Errorf("list comments of %s/%s#%d (page %d): %w", owner, repo, number, max(opts.Page, 1), err)
 		}
 		for _, c := range cs {
-			if strings.Contains(c.GetBody(), marker) {
+			if strings.Contains(c.GetBody(), marker) && (author == "" || c.GetUser().GetLogin() == author) {
 				return c, nil
 			}
 		}
