@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -331,16 +332,32 @@ func (m *measurer) expand(n *yaml.Node) (size int64, ok bool) {
 // stops early.
 type guardFS struct {
 	filesys.FileSystem
-	ctx    context.Context
-	budget *budget
+	ctx     context.Context
+	budget  *budget
+	fetcher Fetcher // nil: nothing is fetched
 
 	mu      sync.Mutex
-	refused error // the first refusal, which fails the render
+	refused error             // the first refusal, which fails the render
+	remote  map[string]string // path krusty sees -> the URL it stands for
 }
 
-func newGuardFS(ctx context.Context, fSys filesys.FileSystem, maxAliasNodes int) *guardFS {
-	return &guardFS{FileSystem: fSys, ctx: ctx, budget: newBudget(maxAliasNodes)}
+func newGuardFS(ctx context.Context, fSys filesys.FileSystem, maxAliasNodes int, fetcher Fetcher) *guardFS {
+	return &guardFS{FileSystem: fSys, ctx: ctx, budget: newBudget(maxAliasNodes), fetcher: fetcher}
 }
+
+// fail records err as the render's refusal, if it is the first, and
+// returns it.
+func (g *guardFS) fail(err error) error {
+	g.mu.Lock()
+	if g.refused == nil {
+		g.refused = err
+	}
+	g.mu.Unlock()
+	return err
+}
+
+// bytesLeft is what a fetch may still read; <= 0 is no limit.
+func (g *guardFS) bytesLeft() int64 { return 0 }
 
 func (g *guardFS) stopped(op, p string) error {
 	if err := g.ctx.Err(); err != nil {
@@ -358,12 +375,7 @@ func (g *guardFS) refusal() error {
 // check measures the content of p before krusty sees it.
 func (g *guardFS) check(p string, data []byte) error {
 	if err := g.budget.charge(relName(p), data); err != nil {
-		g.mu.Lock()
-		if g.refused == nil {
-			g.refused = err
-		}
-		g.mu.Unlock()
-		return err
+		return g.fail(err)
 	}
 	return nil
 }
@@ -381,12 +393,24 @@ func (g *guardFS) ReadFile(p string) ([]byte, error) {
 	if err := g.stopped("read", p); err != nil {
 		return nil, err
 	}
-	data, err := g.FileSystem.ReadFile(p)
+	var (
+		data []byte
+		err  error
+	)
+	if ref, ok := g.remoteURL(p); ok {
+		data, err = g.fetch(ref)
+	} else {
+		data, err = g.FileSystem.ReadFile(p)
+	}
 	if err != nil {
 		return nil, err
 	}
 	if err := g.check(p, data); err != nil {
 		return nil, err
+	}
+	data, err = g.rewriteRemote(p, data)
+	if err != nil {
+		return nil, g.fail(err)
 	}
 	return data, nil
 }
@@ -394,6 +418,10 @@ func (g *guardFS) ReadFile(p string) ([]byte, error) {
 func (g *guardFS) Open(p string) (filesys.File, error) {
 	if err := g.stopped("open", p); err != nil {
 		return nil, err
+	}
+	if _, ok := g.remoteURL(p); ok {
+		// krusty reads files with ReadFile; nothing opens these.
+		return nil, fmt.Errorf("open %s: a remote resource is read, not opened", relName(p))
 	}
 	if !g.FileSystem.IsDir(p) {
 		// Measure what the file will give; krusty itself reads files
@@ -408,11 +436,14 @@ func (g *guardFS) Open(p string) (filesys.File, error) {
 }
 
 func (g *guardFS) Exists(p string) bool {
-	return g.ctx.Err() == nil && g.FileSystem.Exists(p)
+	if _, ok := g.remoteURL(p); ok {
+		return g.ctx.Err() == nil
+	}
+	return g.ctx.Err() == nil && (g.FileSystem.Exists(p) || g.remoteDirOf(p))
 }
 
 func (g *guardFS) IsDir(p string) bool {
-	return g.ctx.Err() == nil && g.FileSystem.IsDir(p)
+	return g.ctx.Err() == nil && (g.FileSystem.IsDir(p) || g.remoteDirOf(p))
 }
 
 func (g *guardFS) ReadDir(p string) ([]string, error) {
@@ -425,6 +456,12 @@ func (g *guardFS) ReadDir(p string) ([]string, error) {
 func (g *guardFS) CleanedAbs(p string) (filesys.ConfirmedDir, string, error) {
 	if err := g.stopped("resolve", p); err != nil {
 		return "", "", err
+	}
+	if _, ok := g.remoteURL(p); ok {
+		// The kustomization's directory is real; remoteDir below it
+		// holds no links.
+		d, f := path.Split(path.Clean(p))
+		return filesys.ConfirmedDir(path.Clean(d)), f, nil
 	}
 	return g.FileSystem.CleanedAbs(p)
 }

@@ -36,6 +36,10 @@ type Options struct {
 	// render beyond doubling the files that hold them: 0 is
 	// DefaultMaxAliasNodes, < 0 no limit. A file past it fails its overlay.
 	MaxAliasNodes int
+	// Remote fetches the http(s) URLs kustomizations name, as the
+	// network policy it holds allows; nil fetches nothing. Git bases
+	// are never cloned.
+	Remote Fetcher
 }
 
 // Result is one overlay's render.
@@ -100,6 +104,7 @@ type Kustomizer struct {
 	kopts         *krusty.Options
 	timeout       time.Duration // <= 0: none
 	maxAliasNodes int           // < 0: none
+	remote        Fetcher
 }
 
 // NewKustomizer returns a Kustomizer for opts.
@@ -118,7 +123,7 @@ func NewKustomizer(opts Options) *Kustomizer {
 			kopts.PluginConfig.HelmConfig.Command = "helm"
 		}
 	}
-	k := &Kustomizer{kopts: kopts, timeout: opts.Timeout, maxAliasNodes: opts.MaxAliasNodes}
+	k := &Kustomizer{kopts: kopts, timeout: opts.Timeout, maxAliasNodes: opts.MaxAliasNodes, remote: opts.Remote}
 	if k.timeout == 0 {
 		k.timeout = DefaultTimeout
 	}
@@ -166,7 +171,7 @@ func (k *Kustomizer) RenderContext(ctx context.Context, fSys filesys.FileSystem,
 		ctx, cancel = context.WithTimeoutCause(ctx, k.timeout, errBudget)
 		defer cancel()
 	}
-	guard := newGuardFS(ctx, fSys, k.maxAliasNodes)
+	guard := newGuardFS(ctx, fSys, k.maxAliasNodes, k.remote)
 	type built struct {
 		objs []*yaml.RNode
 		err  error
