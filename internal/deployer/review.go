@@ -3,6 +3,7 @@ package deployer
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/kplan-dev/kplan/internal/prcomment"
 )
@@ -66,13 +67,20 @@ func (r *Review) Describe() string {
 	}
 }
 
+// reviewTimeout bounds the search for the plan reviewed.
+const reviewTimeout = 20 * time.Second
+
 // review compares a merged render's digest with the plan reviewed on its
 // pull request; nil when the deployer has no Reviews.
 func (d *Deployer) review(ctx context.Context, t Target, sha string, pr int, digest string) *Review {
 	if d.Reviews == nil {
 		return nil
 	}
-	plan, n, err := d.Reviews.ReviewedPlan(ctx, t, sha, pr)
+	// GitHub slow or down must not hold the deploy: the comparison is
+	// then unknown (and refused only under requireReviewedPlan).
+	rctx, cancel := context.WithTimeout(ctx, reviewTimeout)
+	defer cancel()
+	plan, n, err := d.Reviews.ReviewedPlan(rctx, t, sha, pr)
 	r := &Review{PR: n, Applied: digest}
 	switch {
 	case err != nil:
