@@ -25,6 +25,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/demo"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/plan"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
@@ -157,16 +158,24 @@ type renderFlags struct {
 	loadRestrictor string
 	enableHelm     bool
 	helmCommand    string
+	remoteHosts    []string
 }
 
 func (r *renderFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&r.loadRestrictor, "load-restrictor", "LoadRestrictionsRootOnly", "LoadRestrictionsRootOnly or LoadRestrictionsNone, as kustomize's flag")
 	fs.BoolVar(&r.enableHelm, "enable-helm", false, "inflate helmCharts with the helm command")
 	fs.StringVar(&r.helmCommand, "helm-command", "helm", "helm binary for --enable-helm")
+	fs.StringSliceVar(&r.remoteHosts, "remote-hosts", nil, "hosts renders may fetch http(s) resources from (comma-separated or repeated): HOST, *.DOMAIN or *; "+
+		"loopback, private, link-local and metadata addresses only for a host named exactly; default none")
 }
 
 func (r *renderFlags) options() (render.Options, error) {
 	o := render.Options{EnableHelm: r.enableHelm, HelmCommand: r.helmCommand}
+	policy, err := netpolicy.New(r.remoteHosts, "--remote-hosts %s")
+	if err != nil {
+		return o, fmt.Errorf("--remote-hosts: %w", err)
+	}
+	o.Remote = policy
 	switch r.loadRestrictor {
 	case "LoadRestrictionsRootOnly", "rootOnly", "":
 	case "LoadRestrictionsNone", "none":
