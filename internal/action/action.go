@@ -46,6 +46,9 @@ type inputs struct {
 	cacheDir       string
 	diffStyle      string
 	ignore         inventorydiff.IgnoreRules
+	// remoteHosts may be fetched from by renders; forkRemoteHosts instead
+	// for pull requests from forks and pull_request_target runs.
+	remoteHosts, forkRemoteHosts []string
 }
 
 func readInputs(a *githubactions.Action) (inputs, error) {
@@ -63,6 +66,8 @@ func readInputs(a *githubactions.Action) (inputs, error) {
 			Source: "Action input",
 		},
 	}
+	in.remoteHosts = render.Patterns(a.GetInput("remote-hosts"))
+	in.forkRemoteHosts = render.Patterns(a.GetInput("fork-remote-hosts"))
 	var err error
 	bools := []struct {
 		name string
@@ -132,6 +137,14 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	ropts := render.Options{LoadRestrictorNone: in.loadRestrictor == "LoadRestrictionsNone", EnableHelm: in.enableHelm}
+	policy, fork, err := remotePolicy(in, gctx.EventName, pr)
+	if err != nil {
+		return fmt.Errorf("inputs remote-hosts/fork-remote-hosts: %w", err)
+	}
+	if fork {
+		log.Info("the head is from a fork or the run is pull_request_target: renders fetch only from fork-remote-hosts", "hosts", in.forkRemoteHosts)
+	}
+	ropts.Remote = policy
 	cacheDir := in.cacheDir
 	if cacheDir != "" && !filepath.IsAbs(cacheDir) {
 		// As actions/cache resolves its path: against the workspace.
