@@ -1,24 +1,13 @@
 package test
 
 import (
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
-)
 
-// aliasBomb is a "billion laughs" ConfigMap: 9 levels of 10 aliases,
-// 10^9 scalars from about 600 bytes. Expanded, it takes ~400 GB.
-func aliasBomb(name string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\nlol:\n", name)
-	b.WriteString("  l0: &l0 [" + strings.TrimSuffix(strings.Repeat(`"lol",`, 10), ",") + "]\n")
-	for i := 1; i < 9; i++ {
-		fmt.Fprintf(&b, "  l%d: &l%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d,", i-1), 10), ","))
-	}
-	return b.String()
-}
+	"github.com/kplan-dev/kplan/internal/render/hostiletest"
+)
 
 // alive checks that the webhook process runs and answers.
 func (e *hookEnv) alive(when string) {
@@ -70,7 +59,7 @@ func TestWebhookAliasBombFailsItsTargetAlone(t *testing.T) {
 	e.status(sha1, "kplan/prod", "success")
 
 	// PR 1 merges a bomb into staging and changes prod.
-	sha2 := e.write("bomb", map[string]string{"staging/cm.yaml": aliasBomb("staging-cm"),
+	sha2 := e.write("bomb", map[string]string{"staging/cm.yaml": hostiletest.AliasBomb("staging-cm"),
 		"prod/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: prod-2}\n"})
 	start := time.Now()
 	if code := e.send("pull_request", mergedPRPayload(t, 1, sha2), "", true); code != http.StatusAccepted {

@@ -2,24 +2,13 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
-)
 
-// aliasBomb is a "billion laughs" ConfigMap: 9 levels of 10 aliases,
-// 10^9 scalars from about 600 bytes.
-func aliasBomb(name string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\nlol:\n", name)
-	b.WriteString("  l0: &l0 [" + strings.TrimSuffix(strings.Repeat(`"lol",`, 10), ",") + "]\n")
-	for i := 1; i < 9; i++ {
-		fmt.Fprintf(&b, "  l%d: &l%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d,", i-1), 10), ","))
-	}
-	return b.String()
-}
+	"github.com/kplan-dev/kplan/internal/render/hostiletest"
+)
 
 // A pull request that merges an alias bomb into one overlay: kplan diff
 // reports that overlay failed (the change breaks it), naming the file,
@@ -33,7 +22,7 @@ func TestDiffAliasBombFailsItsOverlayOnly(t *testing.T) {
 		"bomb/cm.yaml":            configMap("bomb", "v: 1"),
 	}, map[string]string{
 		"good/cm.yaml": configMap("good", "v: 2"),
-		"bomb/cm.yaml": aliasBomb("bomb"),
+		"bomb/cm.yaml": hostiletest.AliasBomb("bomb"),
 	})
 	var before, after runtime.MemStats
 	runtime.GC()

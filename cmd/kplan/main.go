@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -30,6 +31,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
 	"github.com/kplan-dev/kplan/internal/report"
+	"github.com/kplan-dev/kplan/internal/snapshot"
 	"github.com/kplan-dev/kplan/internal/version"
 )
 
@@ -159,6 +161,8 @@ type renderFlags struct {
 	enableHelm     bool
 	helmCommand    string
 	remoteHosts    []string
+	maxReadBytes   int64
+	maxPathDepth   int
 }
 
 func (r *renderFlags) register(fs *pflag.FlagSet) {
@@ -167,10 +171,15 @@ func (r *renderFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&r.helmCommand, "helm-command", "helm", "helm binary for --enable-helm")
 	fs.StringSliceVar(&r.remoteHosts, "remote-hosts", nil, "hosts renders may fetch http(s) resources from (comma-separated or repeated): HOST, *.DOMAIN or *; "+
 		"loopback, private, link-local and metadata addresses only for a host named exactly; default none")
+	fs.Int64Var(&r.maxReadBytes, "max-render-bytes", render.DefaultMaxReadBytes, "bytes one overlay's render may read (its files, each time read, and fetched resources); -1 for no limit")
+	fs.IntVar(&r.maxPathDepth, "max-path-depth", render.DefaultMaxPathDepth, "levels deep a path one render reads may be (at most "+strconv.Itoa(snapshot.MaxPathDepth)+"); -1 for no limit")
 }
 
 func (r *renderFlags) options() (render.Options, error) {
-	o := render.Options{EnableHelm: r.enableHelm, HelmCommand: r.helmCommand}
+	o := render.Options{EnableHelm: r.enableHelm, HelmCommand: r.helmCommand, MaxReadBytes: r.maxReadBytes, MaxPathDepth: r.maxPathDepth}
+	if r.maxReadBytes == 0 || r.maxPathDepth == 0 {
+		return o, fmt.Errorf("--max-render-bytes and --max-path-depth: want a limit, or -1 for none")
+	}
 	policy, err := netpolicy.New(r.remoteHosts, "--remote-hosts %s")
 	if err != nil {
 		return o, fmt.Errorf("--remote-hosts: %w", err)

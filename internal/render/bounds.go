@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -43,7 +44,35 @@ const (
 	// repeat within a file's own size. A node costs kustomize about
 	// 300 bytes, and a render holds two or three copies: ~200 MB at most.
 	DefaultMaxAliasNodes = 250_000
+	// DefaultMaxReadBytes bounds, when Options.MaxReadBytes is 0, the
+	// bytes one render reads: its files, each time krusty reads one, and
+	// what it fetches. The largest kubeflow overlay reads about 12 MB.
+	DefaultMaxReadBytes = 256 << 20
+	// DefaultMaxPathDepth bounds, when Options.MaxPathDepth is 0, how
+	// many directories deep a path a render touches may be. Linux cannot
+	// check out a path longer than 4096 bytes; kubeflow's deepest is 9.
+	DefaultMaxPathDepth = 128
 )
+
+// ReadLimitError says a render read more bytes than its budget.
+type ReadLimitError struct {
+	File        string // repository-relative, or the URL fetched
+	Size, Limit int64
+}
+
+func (e *ReadLimitError) Error() string {
+	return fmt.Sprintf("%s: reading its %d bytes takes the render past the %d bytes kplan lets one overlay's render read (kplan's --max-render-bytes raises it)", e.File, e.Size, e.Limit)
+}
+
+// DepthError says a render reached a path deeper than its budget.
+type DepthError struct {
+	Path         string // repository-relative, shortened
+	Depth, Limit int
+}
+
+func (e *DepthError) Error() string {
+	return fmt.Sprintf("%s: the path is %d levels deep; a render reads paths of at most %d levels (kplan's --max-path-depth raises it, up to %d)", e.Path, e.Depth, e.Limit, snapshot.MaxPathDepth)
+}
 
 // LimitError says that a file of a render was refused before kustomize
 // parsed it: its YAML aliases expand too far, or refer to themselves.
@@ -332,17 +361,51 @@ func (m *measurer) expand(n *yaml.Node) (size int64, ok bool) {
 // stops early.
 type guardFS struct {
 	filesys.FileSystem
-	ctx     context.Context
-	budget  *budget
-	fetcher Fetcher // nil: nothing is fetched
+	ctx      context.Context
+	budget   *budget
+	fetcher  Fetcher // nil: nothing is fetched
+	maxRead  int64   // < 0: no limit
+	maxDepth int     // < 0: no limit
 
-	mu      sync.Mutex
-	refused error             // the first refusal, which fails the render
-	remote  map[string]string // path krusty sees -> the URL it stands for
+	mu       sync.Mutex
+	refused  error             // the first refusal, which fails the render
+	remote   map[string]string // path krusty sees -> the URL it stands for
+	readLeft int64
 }
 
-func newGuardFS(ctx context.Context, fSys filesys.FileSystem, maxAliasNodes int, fetcher Fetcher) *guardFS {
-	return &guardFS{FileSystem: fSys, ctx: ctx, budget: newBudget(maxAliasNodes), fetcher: fetcher}
+func newGuardFS(ctx context.Context, fSys filesys.FileSystem, k *Kustomizer) *guardFS {
+	return &guardFS{FileSystem: fSys, ctx: ctx, budget: newBudget(k.maxAliasNodes), fetcher: k.remote,
+		maxRead: k.maxRead, readLeft: k.maxRead, maxDepth: k.maxDepth}
+}
+
+// take charges n bytes read from file to the render's read budget.
+func (g *guardFS) take(file string, n int64) error {
+	if g.maxRead < 0 {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n > g.readLeft {
+		return &ReadLimitError{File: file, Size: n, Limit: g.maxRead}
+	}
+	g.readLeft -= n
+	return nil
+}
+
+// deep refuses a path deeper than the render's depth budget.
+func (g *guardFS) deep(p string) error {
+	if g.maxDepth < 0 {
+		return nil
+	}
+	rel := relName(p)
+	depth := strings.Count(rel, "/") + 1
+	if depth <= g.maxDepth {
+		return nil
+	}
+	if len(rel) > 120 {
+		rel = rel[:60] + "…" + rel[len(rel)-60:]
+	}
+	return g.fail(&DepthError{Path: rel, Depth: depth, Limit: g.maxDepth})
 }
 
 // fail records err as the render's refusal, if it is the first, and
@@ -357,13 +420,20 @@ func (g *guardFS) fail(err error) error {
 }
 
 // bytesLeft is what a fetch may still read; <= 0 is no limit.
-func (g *guardFS) bytesLeft() int64 { return 0 }
+func (g *guardFS) bytesLeft() int64 {
+	if g.maxRead < 0 {
+		return 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return max(g.readLeft, 1) // 0 would be no limit
+}
 
 func (g *guardFS) stopped(op, p string) error {
 	if err := g.ctx.Err(); err != nil {
 		return fmt.Errorf("%s %s: the render was stopped: %w", op, p, err)
 	}
-	return nil
+	return g.deep(p)
 }
 
 func (g *guardFS) refusal() error {
@@ -374,10 +444,23 @@ func (g *guardFS) refusal() error {
 
 // check measures the content of p before krusty sees it.
 func (g *guardFS) check(p string, data []byte) error {
+	if err := g.take(relName(p), int64(len(data))); err != nil {
+		return g.fail(err)
+	}
 	if err := g.budget.charge(relName(p), data); err != nil {
 		return g.fail(err)
 	}
 	return nil
+}
+
+// tooLarge fails the render on a file the snapshot would not hold,
+// naming it; other errors are krusty's to handle.
+func (g *guardFS) tooLarge(p string, err error) error {
+	var tl *snapshot.TooLargeError
+	if errors.As(err, &tl) {
+		return g.fail(fmt.Errorf("%s: %w", relName(p), tl))
+	}
+	return err
 }
 
 // relName names a file as a user knows it: repository-relative.
@@ -403,7 +486,7 @@ func (g *guardFS) ReadFile(p string) ([]byte, error) {
 		data, err = g.FileSystem.ReadFile(p)
 	}
 	if err != nil {
-		return nil, err
+		return nil, g.tooLarge(p, err)
 	}
 	if err := g.check(p, data); err != nil {
 		return nil, err
@@ -426,7 +509,12 @@ func (g *guardFS) Open(p string) (filesys.File, error) {
 	if !g.FileSystem.IsDir(p) {
 		// Measure what the file will give; krusty itself reads files
 		// with ReadFile.
-		if data, err := g.FileSystem.ReadFile(p); err == nil {
+		data, err := g.FileSystem.ReadFile(p)
+		var tl *snapshot.TooLargeError
+		switch {
+		case errors.As(err, &tl):
+			return nil, g.tooLarge(p, err)
+		case err == nil:
 			if err := g.check(p, data); err != nil {
 				return nil, err
 			}
@@ -436,6 +524,9 @@ func (g *guardFS) Open(p string) (filesys.File, error) {
 }
 
 func (g *guardFS) Exists(p string) bool {
+	if g.deep(p) != nil {
+		return false
+	}
 	if _, ok := g.remoteURL(p); ok {
 		return g.ctx.Err() == nil
 	}
@@ -443,6 +534,9 @@ func (g *guardFS) Exists(p string) bool {
 }
 
 func (g *guardFS) IsDir(p string) bool {
+	if g.deep(p) != nil {
+		return false
+	}
 	return g.ctx.Err() == nil && (g.FileSystem.IsDir(p) || g.remoteDirOf(p))
 }
 

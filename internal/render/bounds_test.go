@@ -295,3 +295,56 @@ func TestRenderPastItsBudgetIsAbandoned(t *testing.T) {
 	close(fs2.release)
 	lockSchema(true)()
 }
+
+// A render that reads more bytes than its budget, or a path deeper than
+// its budget, fails its overlay alone, naming the file, the limit and
+// the flag that raises it; raised, the same overlay renders.
+func TestReadAndDepthBudgets(t *testing.T) {
+	deep := strings.TrimSuffix(strings.Repeat("d/", 40), "/")
+	big := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  v: " + strings.Repeat("x", 4000) + "\n"
+	s := memFS(t, map[string]string{
+		"good/kustomization.yaml":   "resources: [cm.yaml]\n",
+		"good/cm.yaml":              fmt.Sprintf(cm, "good"),
+		"big/kustomization.yaml":    "resources: [cm.yaml]\n",
+		"big/cm.yaml":               big,
+		"deep/kustomization.yaml":   "resources: [" + deep + "/cm.yaml]\n",
+		"deep/" + deep + "/cm.yaml": fmt.Sprintf(cm, "deep"),
+	})
+	render := func(opts Options) map[string]error {
+		tree, err := Discover(s.FS, Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		results, err := Render(context.Background(), s.FS, tree, tree.Overlays, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]error{}
+		for _, r := range results {
+			out[r.Path] = r.Err
+		}
+		return out
+	}
+	got := render(Options{MaxReadBytes: 2000, MaxPathDepth: 20})
+	if got["good"] != nil {
+		t.Errorf("good: %v", got["good"])
+	}
+	var readErr *ReadLimitError
+	if err := got["big"]; !errors.As(err, &readErr) || readErr.File != "big/cm.yaml" || !strings.Contains(err.Error(), "--max-render-bytes") || !strings.Contains(err.Error(), "2000") {
+		t.Errorf("big: %v, want the read budget naming big/cm.yaml, 2000 and the flag", err)
+	}
+	var depthErr *DepthError
+	if err := got["deep"]; !errors.As(err, &depthErr) || depthErr.Limit != 20 || !strings.Contains(err.Error(), "--max-path-depth") {
+		t.Errorf("deep: %v, want the depth budget", err)
+	}
+	for name, err := range render(Options{MaxReadBytes: 1 << 20, MaxPathDepth: 64}) {
+		if err != nil {
+			t.Errorf("raised budgets: %s: %v", name, err)
+		}
+	}
+	for name, err := range render(Options{MaxReadBytes: -1, MaxPathDepth: -1}) {
+		if err != nil {
+			t.Errorf("no budgets: %s: %v", name, err)
+		}
+	}
+}

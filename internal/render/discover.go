@@ -184,6 +184,13 @@ func discover(fSys filesys.FileSystem, filter Filter, parse func([]byte) (kustom
 		}
 		k := &Kustomization{Dir: dir, File: snapshot.Rel(p)}
 		data, err := fSys.ReadFile(p)
+		var tooLarge *snapshot.TooLargeError
+		if errors.As(err, &tooLarge) {
+			// Its overlay fails; the others are planned.
+			k.ParseErr = fmt.Errorf("%s: %w", k.File, tooLarge)
+			t.Kustomizations[dir] = k
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("read %s: %w", k.File, err)
 		}

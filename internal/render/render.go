@@ -36,6 +36,13 @@ type Options struct {
 	// render beyond doubling the files that hold them: 0 is
 	// DefaultMaxAliasNodes, < 0 no limit. A file past it fails its overlay.
 	MaxAliasNodes int
+	// MaxReadBytes bounds the bytes one overlay's render reads (files,
+	// each time read, and fetched URLs): 0 is DefaultMaxReadBytes, < 0
+	// no limit. A read past it fails its overlay.
+	MaxReadBytes int64
+	// MaxPathDepth bounds how many directories deep a path one render
+	// touches may be: 0 is DefaultMaxPathDepth, < 0 no limit.
+	MaxPathDepth int
 	// Remote fetches the http(s) URLs kustomizations name, as the
 	// network policy it holds allows; nil fetches nothing. Git bases
 	// are never cloned.
@@ -105,6 +112,8 @@ type Kustomizer struct {
 	timeout       time.Duration // <= 0: none
 	maxAliasNodes int           // < 0: none
 	remote        Fetcher
+	maxRead       int64 // < 0: none
+	maxDepth      int   // < 0: none
 }
 
 // NewKustomizer returns a Kustomizer for opts.
@@ -123,7 +132,14 @@ func NewKustomizer(opts Options) *Kustomizer {
 			kopts.PluginConfig.HelmConfig.Command = "helm"
 		}
 	}
-	k := &Kustomizer{kopts: kopts, timeout: opts.Timeout, maxAliasNodes: opts.MaxAliasNodes, remote: opts.Remote}
+	k := &Kustomizer{kopts: kopts, timeout: opts.Timeout, maxAliasNodes: opts.MaxAliasNodes, remote: opts.Remote,
+		maxRead: opts.MaxReadBytes, maxDepth: opts.MaxPathDepth}
+	if k.maxRead == 0 {
+		k.maxRead = DefaultMaxReadBytes
+	}
+	if k.maxDepth == 0 {
+		k.maxDepth = DefaultMaxPathDepth
+	}
 	if k.timeout == 0 {
 		k.timeout = DefaultTimeout
 	}
@@ -171,7 +187,7 @@ func (k *Kustomizer) RenderContext(ctx context.Context, fSys filesys.FileSystem,
 		ctx, cancel = context.WithTimeoutCause(ctx, k.timeout, errBudget)
 		defer cancel()
 	}
-	guard := newGuardFS(ctx, fSys, k.maxAliasNodes, k.remote)
+	guard := newGuardFS(ctx, fSys, k)
 	type built struct {
 		objs []*yaml.RNode
 		err  error

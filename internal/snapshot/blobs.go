@@ -22,11 +22,46 @@ type Blobs struct {
 	// pinned holds content git does not have (files read from a work
 	// tree): Drop keeps it.
 	pinned map[string][]byte
+	// large are the sizes of blobs over MaxFileSize, never held.
+	large map[string]int64
+}
+
+// MaxFileSize is the largest file a snapshot holds. A larger one reads
+// as a *TooLargeError, which fails the renders that read it: kustomize
+// would hold many times its size in memory. The largest file of the
+// kubeflow manifests is 3.7 MB.
+const MaxFileSize = 64 << 20
+
+// TooLargeError says a file is over MaxFileSize, and was not read.
+type TooLargeError struct {
+	Size int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("the file is %d bytes; kplan reads files of at most %d bytes (a fixed limit: kustomize would hold many times that in memory)", e.Size, MaxFileSize)
+}
+
+// tooLarge returns the error for id when its content is not held for
+// its size.
+func (b *Blobs) tooLarge(id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n, ok := b.large[id]; ok {
+		return &TooLargeError{Size: n}
+	}
+	return nil
+}
+
+// putLarge records a file read elsewhere that is over MaxFileSize.
+func (b *Blobs) putLarge(id string, size int64) {
+	b.mu.Lock()
+	b.large[id] = size
+	b.mu.Unlock()
 }
 
 // NewBlobs reads blobs from the git repository at repoDir.
 func NewBlobs(repoDir string) *Blobs {
-	return &Blobs{repoDir: repoDir, data: map[string][]byte{}, pinned: map[string][]byte{}}
+	return &Blobs{repoDir: repoDir, data: map[string][]byte{}, pinned: map[string][]byte{}, large: map[string]int64{}}
 }
 
 func newMemBlobs() *Blobs { return NewBlobs("") }
@@ -55,6 +90,9 @@ func (b *Blobs) size(id string) int {
 	if data, ok := b.pinned[id]; ok {
 		return len(data)
 	}
+	if n, ok := b.large[id]; ok {
+		return int(n)
+	}
 	return len(b.data[id])
 }
 
@@ -70,6 +108,8 @@ func (b *Blobs) get(ctx context.Context, ids []string) (map[string][]byte, error
 			out[id] = data
 		} else if data, ok := b.data[id]; ok {
 			out[id] = data
+		} else if _, ok := b.large[id]; ok {
+			out[id] = nil
 		} else if _, dup := out[id]; !dup {
 			out[id] = nil
 			missing = append(missing, id)
@@ -81,7 +121,7 @@ func (b *Blobs) get(ctx context.Context, ids []string) (map[string][]byte, error
 	if b.repoDir == "" {
 		return nil, fmt.Errorf("blob %s is not loaded", missing[0])
 	}
-	read, err := catFile(ctx, b.repoDir, missing)
+	read, large, err := catFile(ctx, b.repoDir, missing)
 	if err != nil {
 		return nil, err
 	}
@@ -89,12 +129,16 @@ func (b *Blobs) get(ctx context.Context, ids []string) (map[string][]byte, error
 		b.data[id] = data
 		out[id] = data
 	}
+	for id, n := range large {
+		b.large[id] = n
+		out[id] = nil
+	}
 	return out, nil
 }
 
 // catFile reads blobs with `git cat-file --batch`: one process for any
 // number of objects, contents exactly as committed.
-func catFile(ctx context.Context, repoDir string, ids []string) (map[string][]byte, error) {
+func catFile(ctx context.Context, repoDir string, ids []string) (map[string][]byte, map[string]int64, error) {
 	cmd := exec.CommandContext(ctx, "git", "cat-file", "--batch")
 	cmd.Dir = repoDir
 	cmd.Env = append(cmd.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
@@ -103,16 +147,17 @@ func catFile(ctx context.Context, repoDir string, ids []string) (map[string][]by
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("git cat-file: %w", err)
+		return nil, nil, fmt.Errorf("git cat-file: %w", err)
 	}
 	out := make(map[string][]byte, len(ids))
+	large := map[string]int64{}
 	r := bufio.NewReaderSize(stdout, 1<<16)
 	var perr error
 	for range ids {
-		if perr = readObject(r, out); perr != nil {
+		if perr = readObject(r, out, large); perr != nil {
 			break
 		}
 	}
@@ -120,16 +165,17 @@ func catFile(ctx context.Context, repoDir string, ids []string) (map[string][]by
 		io.Copy(io.Discard, stdout) // let git finish writing before Wait
 	}
 	if err := cmd.Wait(); err != nil {
-		return nil, fmt.Errorf("git cat-file in %s: %v: %s", repoDir, err, strings.TrimSpace(stderr.String()))
+		return nil, nil, fmt.Errorf("git cat-file in %s: %v: %s", repoDir, err, strings.TrimSpace(stderr.String()))
 	}
 	if perr != nil {
-		return nil, fmt.Errorf("git cat-file in %s: %w", repoDir, perr)
+		return nil, nil, fmt.Errorf("git cat-file in %s: %w", repoDir, perr)
 	}
-	return out, nil
+	return out, large, nil
 }
 
-// readObject reads one "<id> <type> <size>\n<content>\n" record.
-func readObject(r *bufio.Reader, out map[string][]byte) error {
+// readObject reads one "<id> <type> <size>\n<content>\n" record; content
+// over MaxFileSize is skipped, its size recorded in large.
+func readObject(r *bufio.Reader, out map[string][]byte, large map[string]int64) error {
 	header, err := r.ReadString('\n')
 	if err != nil {
 		return fmt.Errorf("read header: %w", err)
@@ -141,6 +187,13 @@ func readObject(r *bufio.Reader, out map[string][]byte) error {
 	n, err := strconv.Atoi(f[2])
 	if err != nil {
 		return fmt.Errorf("bad header %q", header)
+	}
+	if n > MaxFileSize {
+		if _, err := io.CopyN(io.Discard, r, int64(n)+1); err != nil {
+			return fmt.Errorf("read object %s: %w", f[0], err)
+		}
+		large[f[0]] = int64(n)
+		return nil
 	}
 	data := make([]byte, n+1) // content and its trailing newline
 	if _, err := io.ReadFull(r, data); err != nil {

@@ -39,6 +39,19 @@ import (
 // exist, as kustomize finds nothing there in a checkout.
 const Root = "/repo"
 
+// MaxPathDepth is how many directories deep a file of a snapshot may
+// be. Deeper ones are left out, as if absent: no file system can check
+// such a path out (Linux's paths end at 4096 bytes), git itself crashes
+// on some, and every lookup walks a path name by name. kubeflow's
+// deepest file is 9 deep.
+const MaxPathDepth = 256
+
+// tooDeep says whether a repository-relative path is deeper than
+// MaxPathDepth.
+func tooDeep(name string) bool {
+	return strings.Count(name, "/") >= MaxPathDepth
+}
+
 // WorkingTree is the Rev of a snapshot of files on disk.
 const WorkingTree = "working tree"
 
@@ -171,6 +184,7 @@ func Open(ctx context.Context, repoDir, rev string, blobs *Blobs) (*Snapshot, er
 			return nil, fmt.Errorf("read commit %s: unexpected ls-tree line %q", sha, rec)
 		}
 		switch {
+		case tooDeep(name):
 		case f[1] != "blob":
 			// Submodules (commits) are not part of the tree's content.
 		case f[0] == "120000":
@@ -347,11 +361,17 @@ func (s *Snapshot) children(rel string) []string {
 }
 
 func (s *Snapshot) read(rel string) ([]byte, error) {
+	id := s.tree.files[rel]
 	s.mu.RLock()
-	data, ok := s.content[s.tree.files[rel]]
+	data, ok := s.content[id]
 	s.mu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("%s at %s is not loaded", rel, s.Rev)
+	}
+	if data == nil {
+		if err := s.blobs.tooLarge(id); err != nil {
+			return nil, err
+		}
 	}
 	return data, nil
 }
@@ -363,6 +383,9 @@ func (s *Snapshot) ReadFile(ctx context.Context, rel string) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s at %s: %w", rel, s.Rev, fs.ErrNotExist)
 	}
+	if err := s.blobs.tooLarge(id); err != nil {
+		return nil, fmt.Errorf("read %s at %s: %w", rel, s.Rev, err)
+	}
 	s.mu.RLock()
 	data, ok := s.content[id]
 	s.mu.RUnlock()
@@ -371,6 +394,9 @@ func (s *Snapshot) ReadFile(ctx context.Context, rel string) ([]byte, error) {
 	}
 	got, err := s.blobs.get(ctx, []string{id})
 	if err != nil {
+		return nil, fmt.Errorf("read %s at %s: %w", rel, s.Rev, err)
+	}
+	if err := s.blobs.tooLarge(id); err != nil {
 		return nil, fmt.Errorf("read %s at %s: %w", rel, s.Rev, err)
 	}
 	return got[id], nil

@@ -2,14 +2,18 @@ package snapshot
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/kplan-dev/kplan/internal/gitcli"
@@ -81,6 +85,7 @@ func OpenWorkingTree(ctx context.Context, dir string, blobs *Blobs) (*Snapshot, 
 			return nil, fmt.Errorf("list the index of %s: unexpected line %q", top, rec)
 		}
 		switch {
+		case tooDeep(name):
 		case onDisk[name] || f[2] != "0":
 			onDisk[name] = true
 		case f[0] == "160000":
@@ -118,6 +123,9 @@ func diskTree(ctx context.Context, root string) (*Snapshot, error) {
 // are skipped.
 func (t *tree) readDisk(root string, names []string, blobs *Blobs) error {
 	for _, name := range names {
+		if tooDeep(name) {
+			continue
+		}
 		p := filepath.Join(root, filepath.FromSlash(name))
 		fi, err := os.Lstat(p)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -133,6 +141,13 @@ func (t *tree) readDisk(root string, names []string, blobs *Blobs) error {
 				return err
 			}
 			t.links[name] = target
+		case fi.Mode().IsRegular() && fi.Size() > MaxFileSize:
+			id, err := fileBlobID(p, fi.Size())
+			if err != nil {
+				return fmt.Errorf("read %s: %w", p, err)
+			}
+			blobs.putLarge(id, fi.Size())
+			t.files[name] = id
 		case fi.Mode().IsRegular():
 			data, err := os.ReadFile(p)
 			if err != nil {
@@ -204,12 +219,15 @@ func walkFiles(root string) ([]string, error) {
 		if d.IsDir() && d.Name() == ".git" {
 			return filepath.SkipDir
 		}
-		if d.IsDir() {
-			return nil // WalkDir does not descend into symlinked dirs
-		}
 		rel, err := filepath.Rel(root, p)
 		if err != nil {
 			return err
+		}
+		if d.IsDir() && tooDeep(filepath.ToSlash(rel)+"/x") {
+			return filepath.SkipDir // what it holds is left out anyway
+		}
+		if d.IsDir() {
+			return nil // WalkDir does not descend into symlinked dirs
 		}
 		names = append(names, filepath.ToSlash(rel))
 		return nil
@@ -305,4 +323,29 @@ func (d *disk) children(rel string) []string {
 	return names
 }
 
-func (d *disk) read(rel string) ([]byte, error) { return os.ReadFile(d.path(rel)) }
+func (d *disk) read(rel string) ([]byte, error) {
+	fi, err := os.Stat(d.path(rel))
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() > MaxFileSize {
+		return nil, &TooLargeError{Size: fi.Size()}
+	}
+	return os.ReadFile(d.path(rel))
+}
+
+// fileBlobID is blobID of a file on disk, read in pieces: for a file too
+// large to hold.
+func fileBlobID(p string, size int64) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha1.New()
+	h.Write([]byte("blob " + strconv.FormatInt(size, 10) + "\x00"))
+	if _, err := io.Copy(h, io.LimitReader(f, size)); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
