@@ -371,6 +371,7 @@ type guardFS struct {
 	refused  error             // the first refusal, which fails the render
 	remote   map[string]string // path krusty sees -> the URL it stands for
 	readLeft int64
+	secrets  scrubber // what the render's errors must not show
 }
 
 func newGuardFS(ctx context.Context, fSys filesys.FileSystem, k *Kustomizer) *guardFS {
@@ -491,6 +492,7 @@ func (g *guardFS) ReadFile(p string) ([]byte, error) {
 	if err := g.check(p, data); err != nil {
 		return nil, err
 	}
+	g.secrets.collect(p, data)
 	data, err = g.rewriteRemote(p, data)
 	if err != nil {
 		return nil, g.fail(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"regexp"
 	"runtime"
 	"sync"
 	"time"
@@ -215,9 +214,9 @@ func (k *Kustomizer) RenderContext(ctx context.Context, fSys filesys.FileSystem,
 	// krusty made of the read error (it may try the path as something
 	// else and fail differently, or not at all).
 	if err := guard.refusal(); err != nil {
-		return nil, fmt.Errorf("render %s: %w", dir, err)
+		return nil, guard.secrets.scrubErr(fmt.Errorf("render %s: %w", dir, err))
 	}
-	return b.objs, b.err
+	return b.objs, guard.secrets.scrubErr(b.err)
 }
 
 // lockSchema takes krusty's schema lock and returns its release.
@@ -240,7 +239,7 @@ func renderOne(fSys filesys.FileSystem, dir string, kopts *krusty.Options) (objs
 	}()
 	m, err := krusty.MakeKustomizer(kopts).Run(fSys, snapshot.Abs(dir))
 	if err != nil {
-		return nil, fmt.Errorf("render %s: %s", dir, redact(err.Error()))
+		return nil, fmt.Errorf("render %s: %s", dir, err.Error())
 	}
 	objs = m.ToRNodeSlice()
 	for _, o := range objs {
@@ -295,27 +294,6 @@ func hasDuplicateKey(n *yaml.Node) bool {
 		}
 	}
 	return false
-}
-
-// Some kustomize errors quote a generator's input, which may be a
-// Secret's value (an env file line, a literal). Render errors end up in
-// PR comments, commit statuses and logs, so those quotes are cut.
-var secretQuotes = []struct {
-	re   *regexp.Regexp
-	repl string
-}{
-	{regexp.MustCompile(`(has invalid utf8 bytes) : .*`), "$1 (line content hidden)"},
-	{regexp.MustCompile(`invalid literal source .*?, expected key=value`), "invalid literal source (hidden), expected key=value"},
-	{regexp.MustCompile(`literal sources \[.*?\]: `), "literal sources (hidden): "},
-	{regexp.MustCompile(`(missing (?:key name|file path) for (?:file path|key name)) "[^"]*" in source "[^"]*"`), "$1 (source hidden)"},
-	{regexp.MustCompile(`source "[^"]*" (key name or file path contains '=')`), "source (hidden) $1"},
-}
-
-func redact(msg string) string {
-	for _, q := range secretQuotes {
-		msg = q.re.ReplaceAllString(msg, q.repl)
-	}
-	return msg
 }
 
 // overrider is a read-only FS that lets kplan's own rewrites sit above
