@@ -93,15 +93,11 @@ func (s *scrubber) collect(p string, data []byte) {
 // sensitive, and gathers inline patches that may touch a Secret.
 func (s *scrubber) kustomization(dir string, data []byte) {
 	var k struct {
-		SecretGenerator    []generator `json:"secretGenerator"`
-		ConfigMapGenerator []generator `json:"configMapGenerator"`
-		Patches            []struct {
-			Patch string `json:"patch"`
-		} `json:"patches"`
-		PatchesJSON6902 []struct {
-			Patch string `json:"patch"`
-		} `json:"patchesJson6902"`
-		PatchesStrategicMerge []string `json:"patchesStrategicMerge"`
+		SecretGenerator       []generator   `json:"secretGenerator"`
+		ConfigMapGenerator    []generator   `json:"configMapGenerator"`
+		Patches               []inlinePatch `json:"patches"`
+		PatchesJSON6902       []inlinePatch `json:"patchesJson6902"`
+		PatchesStrategicMerge []string      `json:"patchesStrategicMerge"`
 	}
 	if err := yaml.Unmarshal(data, &k); err != nil {
 		// Not parsed, so not known: hide what looks like generator input.
@@ -135,20 +131,25 @@ func (s *scrubber) kustomization(dir string, data []byte) {
 		}
 		s.mu.Unlock()
 	}
-	patches := slices.Clone(k.PatchesStrategicMerge)
-	for _, p := range k.Patches {
-		patches = append(patches, p.Patch)
-	}
-	for _, p := range k.PatchesJSON6902 {
-		patches = append(patches, p.Patch)
-	}
-	for _, p := range patches {
-		if strings.Contains(p, "\n") || strings.ContainsAny(p, "{[") {
-			// Inline: a patch may set a Secret's values, and kustomize
-			// quotes a malformed one whole.
+	// An inline patch may set a Secret's values, and kustomize quotes a
+	// malformed one whole; patches of other kinds stay readable.
+	for _, p := range k.PatchesStrategicMerge {
+		if strings.Contains(p, "\n") && strings.Contains(p, "Secret") {
 			s.addText(p)
 		}
 	}
+	for _, p := range append(k.Patches, k.PatchesJSON6902...) {
+		if p.Target.Kind == "Secret" || strings.Contains(p.Patch, "Secret") {
+			s.addText(p.Patch)
+		}
+	}
+}
+
+type inlinePatch struct {
+	Patch  string `json:"patch"`
+	Target struct {
+		Kind string `json:"kind"`
+	} `json:"target"`
 }
 
 type generator struct {
