@@ -113,6 +113,9 @@ type Settings struct {
 	ReconcileTimeout time.Duration
 	InventoryPolicy  string // must-match, adopt-if-no-inventory or adopt-all
 	AllowRemoteBases bool
+	// RemoteHosts are the hosts the target's renders may fetch http(s)
+	// resources from (netpolicy: HOST, *.DOMAIN or *); none by default.
+	RemoteHosts []string
 	// AllowReplaceInventory lets a deploy prune every object its inventory
 	// held while it adds others (the signature of a copied inventory).
 	AllowReplaceInventory bool

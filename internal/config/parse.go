@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/kplan-dev/kplan/internal/inventory"
+	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"io"
 	"maps"
 	"path/filepath"
@@ -353,6 +354,20 @@ func (p *parser) settings(s *Settings) map[string]func(*yaml.Node, string) {
 		"allowRemoteBases": func(v *yaml.Node, field string) {
 			if b, ok := p.bool(v, field); ok {
 				s.AllowRemoteBases = b
+			}
+		},
+		"remoteHosts": func(v *yaml.Node, field string) {
+			s.RemoteHosts = nil
+			for i, item := range p.list(v, field, "host") {
+				h, ok := p.nonEmpty(item, fmt.Sprintf("%s[%d]", field, i))
+				if !ok {
+					continue
+				}
+				if _, err := netpolicy.New([]string{h}, ""); err != nil {
+					p.errorf(item, fmt.Sprintf("%s[%d]", field, i), "%v", err)
+					continue
+				}
+				s.RemoteHosts = append(s.RemoteHosts, h)
 			}
 		},
 		"allowReplaceInventory": func(v *yaml.Node, field string) {

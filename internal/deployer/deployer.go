@@ -31,6 +31,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/inventory"
+	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
 	"github.com/kplan-dev/kplan/internal/snapshot"
@@ -620,16 +621,21 @@ func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*depl
 	if err != nil {
 		return nil, "", err
 	}
-	if !t.AllowRemoteBases {
+	if !t.AllowRemoteBases && len(t.RemoteHosts) == 0 {
 		// A deploy must not depend on what another server returns at that
 		// moment unless the config allows it.
 		c := closure.New(closure.SnapshotSource(ctx, s), closure.Options{}).Overlay(t.Overlay)
 		if len(c.Remote) > 0 {
 			r := c.Remote[0]
-			return nil, "", fmt.Errorf("%s uses the remote %s %s (in %s); remote bases are off for target %s (set allowRemoteBases in the config)", t.Overlay, r.Field, r.Ref, r.File, t.Name)
+			return nil, "", fmt.Errorf("%s uses the remote %s %s (in %s); remote resources are off for target %s (list the hosts it may fetch from in remoteHosts in the config; allowRemoteBases alone fetches nothing)", t.Overlay, r.Field, r.Ref, r.File, t.Name)
 		}
 	}
-	rs, err := render.Render(ctx, s.FS, tree, []string{t.Overlay}, render.Options{})
+	// What the render fetches, only from the hosts the target lists.
+	policy, err := netpolicy.New(t.RemoteHosts, "the target's remoteHosts in the webhook's config: [%s]")
+	if err != nil {
+		return nil, "", fmt.Errorf("target %s: remoteHosts: %w", t.Name, err)
+	}
+	rs, err := render.Render(ctx, s.FS, tree, []string{t.Overlay}, render.Options{Remote: policy})
 	if err != nil {
 		return nil, "", err
 	}
