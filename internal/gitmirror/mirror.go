@@ -126,6 +126,25 @@ func repoOf(cloneURL string) string {
 // what the tip reaches may be deployed (IsAncestor). A fetch with nothing
 // new costs one round trip.
 func (m *Mirrors) Fetch(ctx context.Context, cloneURL, branch string) (dir, tip string, err error) {
+	return m.fetchRef(ctx, cloneURL, "refs/heads/"+branch, branch, "branch "+branch)
+}
+
+// FetchPull fetches pull request number's head (refs/pull/N/head, which
+// GitHub keeps in the base repository even for a fork's PR) into the
+// mirror, under the same name, and returns the mirror's directory and the
+// head's commit. The head is untrusted content: callers render it without
+// network access.
+func (m *Mirrors) FetchPull(ctx context.Context, cloneURL string, number int) (dir, head string, err error) {
+	if number <= 0 {
+		return "", "", fmt.Errorf("pull request number %d", number)
+	}
+	ref := fmt.Sprintf("refs/pull/%d/head", number)
+	return m.fetchRef(ctx, cloneURL, ref, ref, fmt.Sprintf("pull request #%d", number))
+}
+
+// fetchRef fetches ref from cloneURL into the mirror under the same name;
+// errors name it as short (fetching) and what (resolving).
+func (m *Mirrors) fetchRef(ctx context.Context, cloneURL, ref, short, what string) (dir, sha string, err error) {
 	dir = m.dirFor(cloneURL)
 	defer m.lock(dir)()
 	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err != nil {
@@ -140,15 +159,14 @@ func (m *Mirrors) Fetch(ctx context.Context, cloneURL, branch string) (dir, tip 
 	if err != nil {
 		return "", "", err
 	}
-	ref := "+refs/heads/" + branch + ":refs/heads/" + branch
-	if _, err := m.gitWith(ctx, dir, token, "fetch", "-q", "--no-tags", "--prune", cloneURL, ref); err != nil {
-		return "", "", fmt.Errorf("fetch %s from %s: %w", branch, cloneURL, err)
+	if _, err := m.gitWith(ctx, dir, token, "fetch", "-q", "--no-tags", "--prune", cloneURL, "+"+ref+":"+ref); err != nil {
+		return "", "", fmt.Errorf("fetch %s from %s: %w", short, cloneURL, err)
 	}
-	tip, err = m.git(ctx, dir, "rev-parse", "--verify", "refs/heads/"+branch)
+	sha, err = m.git(ctx, dir, "rev-parse", "--verify", ref)
 	if err != nil {
-		return "", "", fmt.Errorf("branch %s of %s: %w", branch, cloneURL, err)
+		return "", "", fmt.Errorf("%s of %s: %w", what, cloneURL, err)
 	}
-	return dir, tip, nil
+	return dir, sha, nil
 }
 
 // IsAncestor reports whether commit a is an ancestor of commit b, or b

@@ -158,3 +158,34 @@ func TestTokenPerFetch(t *testing.T) {
 		t.Errorf("asked %q", src.asked)
 	}
 }
+
+func TestFetchPull(t *testing.T) {
+	root := t.TempDir()
+	repo := filepath.Join(root, "octo", "config.git")
+	os.MkdirAll(repo, 0o755)
+	git(t, repo, "init", "-q", "-b", "main")
+	base := commit(t, repo, "a.yaml", "a: 1\n")
+	git(t, repo, "checkout", "-qb", "feature")
+	head := commit(t, repo, "b.yaml", "b: 1\n")
+	git(t, repo, "update-ref", "refs/pull/7/head", head)
+	git(t, repo, "checkout", "-q", "main")
+	srv := githttp.Serve(t, root, "tok")
+	url := srv.URL + "/octo/config.git"
+	ctx := context.Background()
+	m := &Mirrors{Dir: t.TempDir(), Token: []byte("tok")}
+	dir, got, err := m.FetchPull(ctx, url, 7)
+	if err != nil || got != head {
+		t.Fatalf("FetchPull: %v, head %s want %s", err, got, head)
+	}
+	// The branch fetch next to it neither loses the PR head nor is
+	// changed by it.
+	if _, tip, err := m.Fetch(ctx, url, "main"); err != nil || tip != base {
+		t.Fatalf("Fetch main: %v, tip %s want %s", err, tip, base)
+	}
+	if g := git(t, dir, "rev-parse", "refs/pull/7/head"); g != head {
+		t.Errorf("refs/pull/7/head after a branch fetch: %s", g)
+	}
+	if _, _, err := m.FetchPull(ctx, url, 8); err == nil || !strings.Contains(err.Error(), "#8") {
+		t.Errorf("a PR the server lacks: %v", err)
+	}
+}
