@@ -185,7 +185,7 @@ func TestFetchPull(t *testing.T) {
 	if g := git(t, dir, "rev-parse", "refs/pull/7/head"); g != head {
 		t.Errorf("refs/pull/7/head after a branch fetch: %s", g)
 	}
-	if _, _, err := m.FetchPull(ctx, url, 8); err == nil || !strings.Contains(err.Error(), "#8") {
+	if _, _, err := m.FetchPull(ctx, url, 8); err == nil || !strings.Contains(err.Error(), "refs/pull/8/head") {
 		t.Errorf("a PR the server lacks: %v", err)
 	}
 }
