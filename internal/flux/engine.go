@@ -1,0 +1,414 @@
+package flux
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"sigs.k8s.io/kustomize/api/konfig"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/kplan-dev/kplan/internal/closure"
+	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/snapshot"
+)
+
+// maxDepth bounds how many levels of Kustomizations applying
+// Kustomizations are followed; real repositories have 2 or 3.
+const maxDepth = 16
+
+// Options control a Flux engine.
+type Options struct {
+	// Render are the render bounds (timeout, budgets, remote fetches).
+	// Flux's builds read across directories (no load restrictor) and run
+	// no helm, whatever these say.
+	Render render.Options
+	// Sources are the GitRepositories (namespace/name) that are this
+	// repository; nil means DefaultSource. A Kustomization with another
+	// source is listed as skipped.
+	Sources []string
+	// Scratch is the directory where Flux's generator runs; "" is the
+	// OS's temporary directory.
+	Scratch string
+	// Memo shares kustomization parses between closures.
+	Memo *closure.Memo
+}
+
+// Engine builds the Flux Kustomizations of snapshots; it is safe for
+// concurrent use. One Engine per process keeps one parsed OpenAPI schema.
+type Engine struct {
+	k    *render.Kustomizer
+	opts Options
+}
+
+// New returns an Engine for opts.
+func New(opts Options) *Engine {
+	ro := opts.Render
+	ro.LoadRestrictorNone = true
+	ro.EnableHelm = false
+	if opts.Sources == nil {
+		opts.Sources = []string{DefaultSource}
+	}
+	if opts.Memo == nil {
+		opts.Memo = closure.NewMemo()
+	}
+	return &Engine{k: render.NewKustomizer(ro), opts: opts}
+}
+
+// Target is one Flux Kustomization's build.
+type Target struct {
+	*Kustomization
+	// Objects are what Flux applies, after its post-build steps.
+	Objects []*yaml.RNode
+	// NotRendered lists objects Flux hands to another controller that
+	// kplan does not render yet ("HelmRelease ns/name").
+	NotRendered []string
+	// Notes say what the build could not know offline.
+	Notes []string
+	// Closure is every repository path the target's result depends on.
+	Closure *closure.Closure
+	Err     error
+	Elapsed time.Duration
+
+	gen   *generated
+	reads []string // IDs of targets whose ConfigMaps/Secrets it read
+}
+
+// Skipped is a Flux Kustomization of the repository that is no target.
+type Skipped struct {
+	ID, File, Reason string
+}
+
+// Result is every Flux Kustomization of a snapshot.
+type Result struct {
+	Targets []*Target // sorted by ID
+	Skipped []Skipped
+}
+
+// Target returns the target with the given ID, or nil.
+func (r *Result) Target(id string) *Target {
+	i, ok := slices.BinarySearchFunc(r.Targets, id, func(t *Target, id string) int { return strings.Compare(t.ID(), id) })
+	if !ok {
+		return nil
+	}
+	return r.Targets[i]
+}
+
+// Build finds and builds the Flux Kustomizations of s applied from this
+// repository: the roots first, then the ones their builds output.
+func (e *Engine) Build(ctx context.Context, s *snapshot.Snapshot) (*Result, error) {
+	declared, err := Discover(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	scratch, err := os.MkdirTemp(e.opts.Scratch, "kplan-flux-")
+	if err != nil {
+		return nil, fmt.Errorf("Flux scratch directory: %w", err)
+	}
+	defer os.RemoveAll(scratch)
+
+	// A root is a declared Kustomization no other one reads the file of.
+	readers := make([][]string, len(declared)) // IDs of others whose closure holds its file
+	for i := range declared {
+		c := e.rawClosure(ctx, s, scratch, declared[i].Kustomization)
+		if c == nil {
+			continue
+		}
+		for j := range declared {
+			if j != i && declared[j].ID() != declared[i].ID() {
+				if _, ok := slices.BinarySearch(c.Paths, declared[j].File); ok {
+					readers[j] = append(readers[j], declared[i].ID())
+				}
+			}
+		}
+	}
+	res := &Result{}
+	targets := map[string]*Target{}
+	matched := make([]bool, len(declared))
+	pool := varPool{}
+	var level []*Kustomization
+	for i, d := range declared {
+		if len(readers[i]) == 0 {
+			level = append(level, d.Kustomization)
+			matched[i] = true
+		}
+	}
+	for round := 0; ; round++ {
+		for depth := 0; len(level) > 0; depth++ {
+			if depth == maxDepth {
+				for _, k := range level {
+					res.Skipped = append(res.Skipped, Skipped{ID: k.ID(), File: k.File, Reason: fmt.Sprintf("more than %d levels of Flux Kustomizations applying Flux Kustomizations", maxDepth)})
+				}
+				break
+			}
+			var built []*Target
+			for _, k := range level {
+				if _, dup := targets[k.ID()]; dup {
+					continue // a Kustomization applying itself (flux-system)
+				}
+				if why := e.skip(k); why != "" {
+					res.Skipped = append(res.Skipped, Skipped{ID: k.ID(), File: k.File, Reason: why})
+					continue
+				}
+				t := &Target{Kustomization: k}
+				targets[k.ID()] = t
+				built = append(built, t)
+			}
+			e.buildAll(ctx, s, scratch, built)
+			for _, t := range built {
+				if t.Err == nil {
+					pool.add(t.ID(), t.Objects)
+				}
+			}
+			level = nil
+			for _, t := range built {
+				if t.Err == nil {
+					e.postBuild(ctx, t, pool)
+				}
+				if t.Err != nil {
+					continue
+				}
+				for _, o := range t.Objects {
+					if !IsKustomization(o.GetApiVersion(), o.GetKind()) {
+						continue
+					}
+					child, err := fromNode(o.Copy(), "", "default")
+					if err != nil {
+						t.Notes = append(t.Notes, err.Error())
+						continue
+					}
+					child.Parent = t.ID()
+					for i, d := range declared {
+						if d.Name == child.Name && t.Closure != nil && slices.Contains(t.Closure.Paths, d.File) {
+							child.File, matched[i] = d.File, true
+							break
+						}
+					}
+					level = append(level, child)
+				}
+			}
+		}
+		// Declared ones no build output: built from their file when the
+		// build that reads it failed (so the plan still shows them),
+		// skipped otherwise (Flux does not apply them).
+		level = nil
+		for i, d := range declared {
+			if matched[i] {
+				continue
+			}
+			matched[i] = true
+			if _, ok := targets[d.ID()]; ok {
+				continue
+			}
+			var failed []string
+			for _, r := range readers[i] {
+				if t := targets[r]; t != nil && t.Err != nil {
+					failed = append(failed, r)
+				}
+			}
+			if len(failed) > 0 || round > 0 {
+				k := *d.Kustomization
+				level = append(level, &k)
+				continue
+			}
+			res.Skipped = append(res.Skipped, Skipped{ID: d.ID(), File: d.File, Reason: "no Flux Kustomization of the repository applies it (the ones reading its file do not output it)"})
+		}
+		if len(level) == 0 {
+			break
+		}
+	}
+	complete(targets)
+	for _, t := range targets {
+		res.Targets = append(res.Targets, t)
+	}
+	slices.SortFunc(res.Targets, func(a, b *Target) int { return strings.Compare(a.ID(), b.ID()) })
+	slices.SortFunc(res.Skipped, func(a, b Skipped) int { return strings.Compare(a.ID, b.ID) })
+	return res, nil
+}
+
+// skip says why k is not a target, or "".
+func (e *Engine) skip(k *Kustomization) string {
+	kind, src := k.Source()
+	if kind != "GitRepository" || !slices.Contains(e.opts.Sources, src) {
+		return fmt.Sprintf("its source %s %s is not this repository (this repository is the GitRepository %s)", kind, src, strings.Join(e.opts.Sources, ", "))
+	}
+	if k.Suspended() {
+		return "suspended: Flux applies nothing of it"
+	}
+	return ""
+}
+
+// rawClosure is a declared Kustomization's closure from its spec as
+// written, nil if its kustomization cannot be generated.
+func (e *Engine) rawClosure(ctx context.Context, s *snapshot.Snapshot, scratch string, k *Kustomization) *closure.Closure {
+	g, err := generate(ctx, s, scratch, k)
+	if err != nil {
+		return nil
+	}
+	return e.closure(ctx, s, &Target{Kustomization: k, gen: g})
+}
+
+// buildAll builds targets concurrently, each failing alone.
+func (e *Engine) buildAll(ctx context.Context, s *snapshot.Snapshot, scratch string, ts []*Target) {
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for _, t := range ts {
+		g.Go(func() error {
+			start := time.Now()
+			t.Err = e.build(ctx, s, scratch, t)
+			t.Elapsed = time.Since(start)
+			if t.Err != nil {
+				slog.Debug("Flux Kustomization failed", "id", t.ID(), "err", t.Err)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+}
+
+// build runs Flux's generator and kustomize build for t.
+func (e *Engine) build(ctx context.Context, s *snapshot.Snapshot, scratch string, t *Target) error {
+	g, err := generate(ctx, s, scratch, t.Kustomization)
+	if err != nil {
+		return err
+	}
+	t.gen = g
+	t.Closure = e.closure(ctx, s, t)
+	if err := s.Load(ctx, t.Closure.Paths); err != nil {
+		return fmt.Errorf("Flux Kustomization %s: %w", t.ID(), err)
+	}
+	fsys, err := newOverlayFS(s.FS, g)
+	if err != nil {
+		return fmt.Errorf("Flux Kustomization %s: %w", t.ID(), err)
+	}
+	objs, err := e.k.RenderContext(ctx, fsys, t.Path(), t.Closure.OpenAPI)
+	if err != nil {
+		return fmt.Errorf("Flux Kustomization %s (%s): %w", t.ID(), t.Path(), err)
+	}
+	for _, o := range objs {
+		// kustomize-controller refuses such objects before applying any.
+		if o.GetName() == "" || o.GetKind() == "" || o.GetApiVersion() == "" {
+			return fmt.Errorf("Flux Kustomization %s: an object without apiVersion, kind or name (Flux fails with \"failed to decode Kubernetes apiVersion, kind and name\")", t.ID())
+		}
+	}
+	t.Objects = objs
+	return nil
+}
+
+// postBuild applies Flux's post-build steps to t's objects and lists
+// what kplan does not render.
+func (e *Engine) postBuild(ctx context.Context, t *Target, pool varPool) {
+	pb, err := postBuild(ctx, t.Kustomization, t.Objects, pool)
+	if err != nil {
+		t.Err, t.Objects = err, nil
+		return
+	}
+	t.Objects, t.Notes, t.reads = pb.objects, append(t.Notes, pb.notes...), pb.reads
+	for _, o := range t.Objects {
+		g, _, _ := strings.Cut(o.GetApiVersion(), "/")
+		if o.GetKind() == "HelmRelease" && g == "helm.toolkit.fluxcd.io" {
+			t.NotRendered = append(t.NotRendered, "HelmRelease "+o.GetNamespace()+"/"+o.GetName())
+		}
+	}
+}
+
+// closure is what t's own build reads: its path built with the
+// generated kustomization (and, when Flux generated one, the path's
+// whole tree, any YAML file of which it would list), the file declaring
+// t and the kustomization files of the directories above that file
+// (they set its namespace, patch it). Build adds its ancestors' and its
+// substitution sources' (ownClosure).
+func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *closure.Closure {
+	src := overlaySource{Source: closure.SnapshotSource(ctx, s), file: t.gen.File, data: t.gen.Data}
+	c := closure.New(src, closure.Options{Memo: e.opts.Memo}).Overlay(t.Path())
+	c.Overlay = t.ID()
+	set := map[string]bool{}
+	for _, p := range c.Paths {
+		set[p] = true
+	}
+	dir := t.Path()
+	if t.gen.Created {
+		prefix := dir + "/"
+		for _, p := range s.Index.Paths() {
+			if dir == "." || strings.HasPrefix(p, prefix) {
+				set[p] = true
+			}
+		}
+	}
+	addDeclaration(set, t.File)
+	c.Paths = sorted(set)
+	return c
+}
+
+// addDeclaration adds a declaring file and the kustomization files of
+// the directories above it.
+func addDeclaration(set map[string]bool, file string) {
+	if file == "" {
+		return
+	}
+	set[file] = true
+	for d := path.Dir(file); ; d = path.Dir(d) {
+		for _, name := range konfig.RecognizedKustomizationFileNames() {
+			set[join(d, name)] = true
+		}
+		if d == "." {
+			break
+		}
+	}
+}
+
+// complete adds to each target's closure the declarations of its
+// ancestors (whose patches and namespace shape its spec) and the own
+// closures of the targets whose ConfigMaps or Secrets it substitutes
+// from (which file defines one is not known, so all they read counts).
+func complete(targets map[string]*Target) {
+	own := map[string][]string{}
+	for id, t := range targets {
+		if t.Closure != nil {
+			own[id] = t.Closure.Paths
+		}
+	}
+	for _, t := range targets {
+		if t.Closure == nil {
+			continue
+		}
+		set := map[string]bool{}
+		for _, p := range t.Closure.Paths {
+			set[p] = true
+		}
+		seen := map[string]bool{t.ID(): true}
+		for p := targets[t.Parent]; p != nil && !seen[p.ID()]; p = targets[p.Parent] {
+			seen[p.ID()] = true
+			addDeclaration(set, p.File)
+		}
+		for _, r := range t.reads {
+			for _, p := range own[r] {
+				set[p] = true
+			}
+		}
+		for p := range set {
+			for d := path.Dir(p); d != "." && !set[d]; d = path.Dir(d) {
+				set[d] = true
+			}
+		}
+		c := *t.Closure
+		c.Paths = sorted(set)
+		t.Closure = &c
+	}
+}
+
+func sorted(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for p := range set {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}

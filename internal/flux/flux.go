@@ -1,0 +1,155 @@
+// Package flux plans what Flux applies from a repository: each Flux
+// Kustomization (kustomize.toolkit.fluxcd.io v1, v1beta2) whose source is
+// the repository itself is a target, built as kustomize-controller builds
+// it: its spec.path with kplan's renderer, after Flux's generator wrote
+// its spec (components, patches, images, namePrefix/nameSuffix,
+// targetNamespace) into the kustomization, then postBuild substitution,
+// commonMetadata and Flux's owner labels, in the controller's order.
+//
+// Which Kustomizations are applied, and with which spec, is found the way
+// Flux finds them: the roots (Kustomizations no other one reads) are
+// built first, and the Flux Kustomization objects a build outputs are
+// the next targets, with the spec as that build left it (its patches,
+// namespace and substitutions applied).
+package flux
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/kyaml/kio"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/kplan-dev/kplan/internal/snapshot"
+)
+
+// Group is the API group of Flux Kustomizations.
+const Group = "kustomize.toolkit.fluxcd.io"
+
+// DefaultSource is the GitRepository that is the repository itself unless
+// Options say otherwise: `flux bootstrap` names the repository it syncs
+// from flux-system in namespace flux-system, and so do most repositories
+// built on it (home-ops, the flux2 examples).
+const DefaultSource = "flux-system/flux-system"
+
+// Kustomization is one Flux Kustomization object.
+type Kustomization struct {
+	Namespace string
+	Name      string
+	// File declares the object in the repository ("" if no file does,
+	// as for one a generator made).
+	File string
+	// Parent is the ID of the Flux Kustomization whose build outputs
+	// this one; "" for a root.
+	Parent string
+	// Object is the object as Flux sees it: for a child, as its
+	// parent's build output it.
+	Object map[string]any
+}
+
+// ID is the identity of a Flux Kustomization in a plan: namespace/name.
+func (k *Kustomization) ID() string { return k.Namespace + "/" + k.Name }
+
+// IsKustomization reports whether an object is a Flux Kustomization.
+func IsKustomization(apiVersion, kind string) bool {
+	g, _, _ := strings.Cut(apiVersion, "/")
+	return kind == "Kustomization" && g == Group
+}
+
+// Path is spec.path as a repository-relative directory ("." for the
+// top). Flux joins it to the source's root securely, so a path climbing
+// above the root stops there, as it does here.
+func (k *Kustomization) Path() string {
+	p, _, _ := unstructured.NestedString(k.Object, "spec", "path")
+	p = path.Clean("/" + p)
+	if p == "/" {
+		return "."
+	}
+	return strings.TrimPrefix(p, "/")
+}
+
+// Source is the sourceRef as kind/namespace/name (namespace defaulting
+// to the Kustomization's).
+func (k *Kustomization) Source() (kind, id string) {
+	ref, _, _ := unstructured.NestedStringMap(k.Object, "spec", "sourceRef")
+	ns := ref["namespace"]
+	if ns == "" {
+		ns = k.Namespace
+	}
+	return ref["kind"], ns + "/" + ref["name"]
+}
+
+// Suspended reports spec.suspend: Flux applies nothing of it.
+func (k *Kustomization) Suspended() bool {
+	s, _, _ := unstructured.NestedBool(k.Object, "spec", "suspend")
+	return s
+}
+
+// fromNode reads a Flux Kustomization from an object, with the namespace
+// it gets when none is set.
+func fromNode(n *yaml.RNode, file, defaultNS string) (*Kustomization, error) {
+	m, err := n.Map()
+	if err != nil {
+		return nil, fmt.Errorf("%s: Kustomization %s: %w", file, n.GetName(), err)
+	}
+	ns := n.GetNamespace()
+	if ns == "" {
+		ns = defaultNS
+	}
+	return &Kustomization{Namespace: ns, Name: n.GetName(), File: file, Object: m}, nil
+}
+
+// Declared is a Flux Kustomization found in a repository file.
+type Declared struct {
+	*Kustomization
+	// NamespaceSet says whether the file sets metadata.namespace; if not,
+	// the namespace is that of the build that applies it.
+	NamespaceSet bool
+}
+
+// Discover finds the Flux Kustomization objects written in the YAML
+// files of s. Files that do not parse are skipped: a build that reads
+// them reports the error.
+func Discover(ctx context.Context, s *snapshot.Snapshot) ([]Declared, error) {
+	var yamls []string
+	for _, p := range s.Index.Paths() {
+		if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" {
+			yamls = append(yamls, p)
+		}
+	}
+	// One batch from git; the files stay visible to builds, as they are
+	// in the tree.
+	if err := s.Load(ctx, yamls); err != nil {
+		return nil, fmt.Errorf("discover Flux Kustomizations: %w", err)
+	}
+	var out []Declared
+	for _, p := range yamls {
+		data, err := s.FS.ReadFile(snapshot.Abs(p))
+		if err != nil || !bytes.Contains(data, []byte(Group)) {
+			continue
+		}
+		nodes, err := (&kio.ByteReader{Reader: bytes.NewReader(data), OmitReaderAnnotations: true}).Read()
+		if err != nil {
+			continue
+		}
+		for _, n := range nodes {
+			if !IsKustomization(n.GetApiVersion(), n.GetKind()) || n.GetName() == "" {
+				continue
+			}
+			k, err := fromNode(n, p, "default")
+			if err != nil {
+				continue
+			}
+			out = append(out, Declared{Kustomization: k, NamespaceSet: n.GetNamespace() != ""})
+		}
+	}
+	slices.SortFunc(out, func(a, b Declared) int {
+		return strings.Compare(a.File+"\x00"+a.ID(), b.File+"\x00"+b.ID())
+	})
+	return out, nil
+}

@@ -1,0 +1,273 @@
+package flux
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/fluxcd/pkg/envsubst"
+	fluxkustomize "github.com/fluxcd/pkg/kustomize"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/kustomize/api/resource"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
+)
+
+// Owner labels kustomize-controller (and `flux build kustomization`) puts
+// on every object a Kustomization applies.
+const (
+	LabelName      = Group + "/name"
+	LabelNamespace = Group + "/namespace"
+)
+
+// varSource is a ConfigMap or Secret postBuild.substituteFrom can name,
+// as the repository defines it.
+type varSource struct {
+	values map[string]string
+	secret bool
+	// unknown says why the values cannot be known offline (a SOPS
+	// encrypted Secret).
+	unknown string
+	from    string // ID of the Flux Kustomization that applies it
+}
+
+// varPool holds the ConfigMaps and Secrets the repository's Flux
+// Kustomizations apply, by kind/namespace/name.
+type varPool map[string]*varSource
+
+func poolKey(kind, ns, name string) string { return kind + "/" + ns + "/" + name }
+
+// add records the ConfigMaps and Secrets among objs, applied by target id.
+func (p varPool) add(id string, objs []*yaml.RNode) {
+	for _, o := range objs {
+		kind := o.GetKind()
+		if o.GetApiVersion() != "v1" || (kind != "ConfigMap" && kind != "Secret") {
+			continue
+		}
+		vs := &varSource{values: map[string]string{}, secret: kind == "Secret", from: id}
+		if kind == "Secret" {
+			if sops, _ := o.Pipe(yaml.Lookup("sops")); sops != nil {
+				vs.unknown = "it is SOPS-encrypted"
+			}
+			for k, v := range o.GetDataMap() {
+				dec, err := base64.StdEncoding.DecodeString(v)
+				if err != nil {
+					vs.unknown = fmt.Sprintf("its data key %s is not base64", k)
+					continue
+				}
+				vs.values[k] = string(dec)
+			}
+			if sd, _ := o.Pipe(yaml.Lookup("stringData")); sd != nil {
+				_ = sd.VisitFields(func(n *yaml.MapNode) error {
+					vs.values[n.Key.YNode().Value] = n.Value.YNode().Value
+					return nil
+				})
+			}
+		} else {
+			maps.Copy(vs.values, o.GetDataMap())
+		}
+		p[poolKey(kind, o.GetNamespace(), o.GetName())] = vs
+	}
+}
+
+// postBuilt is a build after Flux's post-build steps.
+type postBuilt struct {
+	objects []*yaml.RNode
+	notes   []string
+	// reads are the IDs of the Flux Kustomizations whose objects the
+	// substitution read (for the closure).
+	reads []string
+}
+
+// postBuild applies what kustomize-controller does to a build's objects
+// before applying them, in its order: postBuild substitution (each
+// object, unless labelled or annotated kustomize.toolkit.fluxcd.io/
+// substitute: disabled), commonMetadata, then its owner labels.
+//
+// substituteFrom is read from the repository's own ConfigMaps and
+// Secrets (pool). A missing optional one is skipped as Flux skips it; a
+// missing required one, or a Secret whose values are encrypted, cannot
+// be known offline: its variables are then left as written, and a note
+// says so (Flux would fail, or use the cluster's copy). Values from
+// Secrets are masked in the output: a plan never prints them.
+func postBuild(ctx context.Context, k *Kustomization, objs []*yaml.RNode, pool varPool) (*postBuilt, error) {
+	out := &postBuilt{objects: objs}
+	if pb, ok, _ := unstructured.NestedMap(k.Object, "spec", "postBuild"); ok && pb != nil {
+		if err := out.substitute(ctx, k, pool); err != nil {
+			return nil, err
+		}
+	}
+	labels, _, _ := unstructured.NestedStringMap(k.Object, "spec", "commonMetadata", "labels")
+	annotations, _, _ := unstructured.NestedStringMap(k.Object, "spec", "commonMetadata", "annotations")
+	for _, o := range out.objects {
+		l := o.GetLabels()
+		maps.Copy(l, labels)
+		l[LabelName] = k.Name
+		l[LabelNamespace] = k.Namespace
+		if err := o.SetLabels(l); err != nil {
+			return nil, fmt.Errorf("Flux Kustomization %s: label %s %s: %w", k.ID(), o.GetKind(), o.GetName(), err)
+		}
+		if len(annotations) > 0 {
+			a := o.GetAnnotations()
+			maps.Copy(a, annotations)
+			if err := o.SetAnnotations(a); err != nil {
+				return nil, fmt.Errorf("Flux Kustomization %s: annotate %s %s: %w", k.ID(), o.GetKind(), o.GetName(), err)
+			}
+		}
+	}
+	return out, nil
+}
+
+type substituteRef struct {
+	Kind     string `json:"kind"`
+	Name     string `json:"name"`
+	Optional bool   `json:"optional,omitempty"`
+}
+
+func (out *postBuilt) substitute(ctx context.Context, k *Kustomization, pool varPool) error {
+	var refs []substituteRef
+	if raw, ok, _ := unstructured.NestedSlice(k.Object, "spec", "postBuild", "substituteFrom"); ok {
+		for i, r := range raw {
+			m, ok := r.(map[string]any)
+			var ref substituteRef
+			if !ok || runtime.DefaultUnstructuredConverter.FromUnstructured(m, &ref) != nil {
+				return fmt.Errorf("Flux Kustomization %s: spec.postBuild.substituteFrom[%d] is not a reference", k.ID(), i)
+			}
+			refs = append(refs, ref)
+		}
+	}
+	vars := map[string]string{}
+	secrets := map[string]string{} // var name -> value, to mask
+	var unknown []string
+	for _, ref := range refs {
+		vs, ok := pool[poolKey(ref.Kind, k.Namespace, ref.Name)]
+		switch {
+		case !ok && ref.Optional:
+			continue
+		case !ok:
+			unknown = append(unknown, fmt.Sprintf("%s %s/%s is not in the repository", ref.Kind, k.Namespace, ref.Name))
+			continue
+		case vs.unknown != "":
+			unknown = append(unknown, fmt.Sprintf("%s %s/%s: %s", ref.Kind, k.Namespace, ref.Name, vs.unknown))
+		}
+		out.reads = append(out.reads, vs.from)
+		for name, v := range vs.values {
+			vars[name] = strings.ReplaceAll(v, "\n", "")
+			if vs.secret {
+				secrets[name] = vars[name]
+			} else {
+				delete(secrets, name)
+			}
+		}
+	}
+	inline, _, _ := unstructured.NestedStringMap(k.Object, "spec", "postBuild", "substitute")
+	for name, v := range inline {
+		vars[name] = strings.ReplaceAll(v, "\n", "")
+		delete(secrets, name)
+	}
+	if len(unknown) > 0 {
+		out.notes = append(out.notes, fmt.Sprintf("substituteFrom %s: its variables are left as written", strings.Join(unknown, "; ")))
+	}
+	// Flux's own substitution, given the variables as inline ones: dry
+	// run skips its cluster lookups, and inline ones are all it reads.
+	obj := runtime.DeepCopyJSON(k.Object)
+	pbMap, _, _ := unstructured.NestedMap(obj, "spec", "postBuild")
+	delete(pbMap, "substituteFrom")
+	sub := map[string]any{}
+	for name, v := range vars {
+		sub[name] = v
+	}
+	pbMap["substitute"] = sub
+	if err := unstructured.SetNestedMap(obj, pbMap, "spec", "postBuild"); err != nil {
+		return fmt.Errorf("Flux Kustomization %s: %w", k.ID(), err)
+	}
+	ks := unstructured.Unstructured{Object: obj}
+	for i, o := range out.objects {
+		res := &resource.Resource{RNode: *o}
+		var err error
+		if len(unknown) == 0 {
+			var got *resource.Resource
+			got, err = fluxkustomize.SubstituteVariables(ctx, nil, ks, res, fluxkustomize.SubstituteWithDryRun(true))
+			if got == nil && err == nil {
+				continue // substitution disabled on this object
+			}
+		} else {
+			err = substituteKnown(res, vars)
+		}
+		if err != nil {
+			return fmt.Errorf("Flux Kustomization %s: postBuild substitution in %s %s: %w", k.ID(), o.GetKind(), o.GetName(), err)
+		}
+		out.objects[i] = &res.RNode
+	}
+	maskSecrets(out.objects, secrets)
+	return nil
+}
+
+var varName = regexp.MustCompile(`^[_[:alpha:]][_[:alpha:][:digit:]]*$`)
+
+// substituteKnown is Flux's substitution when some variables cannot be
+// known: the known ones are replaced with the same envsubst, the others
+// left as written.
+func substituteKnown(res *resource.Resource, vars map[string]string) error {
+	if res.GetLabels()["kustomize.toolkit.fluxcd.io/substitute"] == "disabled" || res.GetAnnotations()["kustomize.toolkit.fluxcd.io/substitute"] == "disabled" {
+		return nil
+	}
+	for v := range vars {
+		if !varName.MatchString(v) {
+			return fmt.Errorf("'%s' var name is invalid, must match '%s'", v, varName)
+		}
+	}
+	data, err := res.AsYAML()
+	if err != nil {
+		return err
+	}
+	s, err := envsubst.Eval(string(data), func(name string) (string, bool) {
+		if v, ok := vars[name]; ok {
+			return v, true
+		}
+		return "${" + name + "}", true
+	})
+	if err != nil {
+		return fmt.Errorf("variable substitution failed: %w", err)
+	}
+	j, err := sigsyaml.YAMLToJSON([]byte(s))
+	if err != nil {
+		return fmt.Errorf("YAMLToJSON: %w", err)
+	}
+	return res.UnmarshalJSON(j)
+}
+
+// maskSecrets replaces the values of variables read from Secrets in
+// every string of objs: a plan prints objects, and must not print them.
+func maskSecrets(objs []*yaml.RNode, secrets map[string]string) {
+	names := slices.Sorted(maps.Keys(secrets))
+	// Longest values first, so that one containing another is masked whole.
+	slices.SortStableFunc(names, func(a, b string) int { return len(secrets[b]) - len(secrets[a]) })
+	var rs []string
+	for _, n := range names {
+		if v := secrets[n]; len(v) >= 4 { // shorter ones would mask unrelated text
+			rs = append(rs, v, "(secret variable "+n+")")
+		}
+	}
+	if len(rs) == 0 {
+		return
+	}
+	r := strings.NewReplacer(rs...)
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind == yaml.ScalarNode {
+			n.Value = r.Replace(n.Value)
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	for _, o := range objs {
+		walk(o.YNode())
+	}
+}
