@@ -216,8 +216,8 @@ func (g *guardFS) rewriteRef(file string, n *yaml.Node, key string) (bool, error
 	}
 	dir := path.Dir(file)
 	if closure.IsRemoteFile(ref) {
-		if key == "components" {
-			// Components are directories: kustomize would clone.
+		if key == "components" || (baseKeys[key] && gitURL(ref)) {
+			// A directory in a git repository: kustomize would clone.
 			return false, &RemoteError{File: relName(file), Field: key, Ref: ref}
 		}
 		n.Value = prefix + g.remoteFile(dir, ref)
@@ -228,6 +228,20 @@ func (g *guardFS) rewriteRef(file string, n *yaml.Node, key string) (bool, error
 		return false, &RemoteError{File: relName(file), Field: key, Ref: ref}
 	}
 	return false, nil
+}
+
+// gitURL says whether an http(s) URL names a git repository as
+// kustomize's remote bases do: a ref or version query, a .git or _git
+// path, or the "//" that separates the repository from a directory in it.
+// Fetched, such a URL answers with a web page, and kustomize then clones.
+func gitURL(ref string) bool {
+	u, err := url.Parse(ref)
+	if err != nil {
+		return false
+	}
+	q := u.Query()
+	return q.Has("ref") || q.Has("version") || strings.Contains(u.Path, ".git") ||
+		strings.Contains(u.Path, "/_git/") || strings.Contains(u.Path, "//")
 }
 
 // remoteFile is the path at which the URL ref appears to krusty: in the

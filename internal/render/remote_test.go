@@ -38,13 +38,15 @@ func TestRemoteResourcesGoThroughThePolicy(t *testing.T) {
 	s := memFS(t, map[string]string{
 		"fetch/kustomization.yaml": "resources:\n- local.yaml\n- " + u + "/cm.yaml\npatches:\n- path: " + u + "/patch.yaml\n" +
 			"configMapGenerator:\n- name: gen\n  files:\n  - " + u + "/app.properties\n  - renamed=" + u + "/app.properties\n",
-		"fetch/local.yaml":             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: local\n",
-		"plugin/kustomization.yaml":    "resources: [local.yaml]\ntransformers:\n- " + u + "/transformer.yaml\n",
-		"plugin/local.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: local\n",
-		"missing/kustomization.yaml":   "resources:\n- " + u + "/org/repo.git\n",
-		"gitbase/kustomization.yaml":   "resources:\n- github.com/example/repo//base?ref=v1\n",
-		"component/kustomization.yaml": "components:\n- " + u + "/org/repo//c?ref=v1\n",
-		"metadata/kustomization.yaml":  "resources:\n- http://169.254.169.254/latest/meta-data/iam\n",
+		"fetch/local.yaml":              "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: local\n",
+		"plugin/kustomization.yaml":     "resources: [local.yaml]\ntransformers:\n- " + u + "/transformer.yaml\n",
+		"plugin/local.yaml":             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: local\n",
+		"missing/kustomization.yaml":    "resources:\n- " + u + "/org/missing.yaml\n",
+		"gitbase/kustomization.yaml":    "resources:\n- github.com/example/repo//base?ref=v1\n",
+		"component/kustomization.yaml":  "components:\n- " + u + "/org/repo//c?ref=v1\n",
+		"metadata/kustomization.yaml":   "resources:\n- http://169.254.169.254/latest/meta-data/iam\n",
+		"gitrefbase/kustomization.yaml": "resources:\n- " + u + "/org/repo/base?ref=v1\n",
+		"gitdirbase/kustomization.yaml": "resources:\n- " + u + "/org/repo//base\n",
 	})
 	host := strings.TrimPrefix(u, "http://")
 	host = host[:strings.LastIndex(host, ":")]
@@ -127,11 +129,17 @@ func TestRemoteResourcesGoThroughThePolicy(t *testing.T) {
 		}
 	})
 	t.Run("git bases are never cloned", func(t *testing.T) {
-		got := render(t, []string{"*"})
-		for _, o := range []string{"gitbase", "component"} {
+		hits.Store(0)
+		got := render(t, []string{host})
+		for _, o := range []string{"gitbase", "component", "gitrefbase", "gitdirbase"} {
 			var remote *RemoteError
 			if !errors.As(got[o].Err, &remote) {
 				t.Errorf("%s: err = %v, want a RemoteError", o, got[o].Err)
+			}
+		}
+		for _, o := range []string{"gitrefbase", "gitdirbase"} {
+			if strings.Contains(got[o].Err.Error(), "404") {
+				t.Errorf("%s: fetched: %v", o, got[o].Err)
 			}
 		}
 	})
