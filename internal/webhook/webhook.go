@@ -46,6 +46,9 @@ type Intent struct {
 	PR         int    // the merged pull request, 0 for a push
 	DeliveryID string // X-GitHub-Delivery, for logs
 	Targets    []config.Target
+	// LivePlan says the intent is a pull request's live plan, not a
+	// deploy: SHA is the PR's head, Branch its base, PR its number.
+	LivePlan bool
 }
 
 // Outcome classifies a delivery, for logs and metrics.
@@ -73,6 +76,11 @@ type Options struct {
 	// Enqueue receives each intent. It is called in the request, so it must
 	// not block (hand off to a queue or a per-target "latest wanted" slot).
 	Enqueue func(Intent)
+	// LivePlan, if set, receives the intents of pull requests opened,
+	// pushed to (synchronize) or reopened on a configured branch: plan
+	// them against the live clusters. It must not block either. nil
+	// ignores those deliveries.
+	LivePlan func(Intent)
 	// Ready reports whether the server can take work (/readyz); nil is
 	// always ready.
 	Ready func() error
@@ -98,6 +106,7 @@ type Handler struct {
 	secret  []byte
 	cfg     *config.Config
 	enqueue func(Intent)
+	live    func(Intent)
 	ready   func() error
 	log     *slog.Logger
 	observe func(string, Outcome)
@@ -135,6 +144,7 @@ func New(o Options) (*Handler, error) {
 		secret:  bytes.Clone(o.Secret),
 		cfg:     o.Config,
 		enqueue: o.Enqueue,
+		live:    o.LivePlan,
 		ready:   o.Ready,
 		log:     o.Logger,
 		observe: o.Observe,
@@ -289,6 +299,10 @@ func (h *Handler) receive(r *http.Request, w http.ResponseWriter, d *delivery) (
 		d.cause = ignore
 		return http.StatusOK, Ignored, "ignored: " + ignore
 	}
+	if intent.LivePlan {
+		h.live(*intent)
+		return http.StatusAccepted, Enqueued, fmt.Sprintf("accepted: live plan of %s#%d at %s for %d target(s) of %s", intent.Repo, intent.PR, intent.SHA, len(intent.Targets), intent.Branch)
+	}
 	h.enqueue(*intent)
 	return http.StatusAccepted, Enqueued, fmt.Sprintf("accepted: %d target(s) of %s@%s to %s", len(intent.Targets), intent.Repo, intent.Branch, intent.SHA)
 }
@@ -339,6 +353,7 @@ func (h *Handler) decide(d *delivery, payload []byte) (*Intent, string, error) {
 	var (
 		repo, ref, sha string
 		prNumber       int
+		live           bool
 	)
 	switch e := ev.(type) {
 	case *github.PingEvent:
@@ -373,6 +388,9 @@ func (h *Handler) decide(d *delivery, payload []byte) (*Intent, string, error) {
 			return nil, "", errors.New("pull_request payload without repository.full_name")
 		case h.cfg.Repository(repo) == nil:
 			return nil, "repository " + repo + " is not configured", nil
+		case livePlanActions[e.GetAction()] && h.live != nil:
+			// Planned against the live clusters, never deployed.
+			sha, live = pr.GetHead().GetSHA(), true
 		case e.GetAction() != "closed":
 			return nil, "pull request " + e.GetAction(), nil
 		case !pr.GetMerged():
@@ -396,8 +414,13 @@ func (h *Handler) decide(d *delivery, payload []byte) (*Intent, string, error) {
 		PR:         prNumber,
 		DeliveryID: d.id,
 		Targets:    slices.Clone(targets),
+		LivePlan:   live,
 	}, "", nil
 }
+
+// livePlanActions are the pull_request actions that change what a PR
+// would merge: each gets a live plan of the PR's head.
+var livePlanActions = map[string]bool{"opened": true, "synchronize": true, "reopened": true}
 
 func reply(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
