@@ -35,6 +35,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/ghreport"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/leader"
+	"github.com/kplan-dev/kplan/internal/liveplan"
 	"github.com/kplan-dev/kplan/internal/version"
 	"github.com/kplan-dev/kplan/internal/webhook"
 )
@@ -53,10 +54,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs := flag.NewFlagSet("kplan-webhook", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "/etc/kplan/webhook.yaml", "configuration file")
-	listen := fs.String("listen", ":8080", "address to serve /webhook, /healthz, /readyz and /metrics on")
+	listen := fs.String("listen", ":8080", "address to serve /webhook, /healthz, /readyz, /metrics and /drift on")
 	debug := fs.Bool("debug", false, "log at debug level")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	planAuthor := fs.String("plan-author", "github-actions[bot]", "login whose kplan plan comment a merge is compared with (the Action's token's user)")
+	livePlans := fs.Bool("live-plans", true, "dry-run each opened or pushed pull request against its targets' clusters and post what apply would do there now as a comment")
+	driftChecks := fs.Bool("drift-checks", true, "dry-run each target's deployed commit at every resync interval and export what drifted (kplan_drift_objects, GET /drift)")
 	var le electionFlags
 	fs.BoolVar(&le.enabled, "leader-elect", false, "run as one of several replicas: the one holding a Kubernetes Lease deploys, the others forward deliveries to it")
 	fs.StringVar(&le.name, "leader-election-id", "kplan-webhook", "name of the Lease")
@@ -138,6 +141,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	planner := func(t config.Target) liveplan.Planner {
+		return liveplan.New(deploy.NewGetter(t.Kubeconfig, t.Context))
+	}
+	newLive := func() *liveplan.Runner {
+		if !*livePlans {
+			return nil
+		}
+		return &liveplan.Runner{Mirrors: liveplan.GitMirror{Mirrors: mirrors}, Planner: planner, Post: liveplan.GitHubPoster{Client: gh}, Logger: log.With("component", "liveplan")}
+	}
+	driftMetrics, err := liveplan.NewDriftMetrics(reg)
+	if err != nil {
+		return err
+	}
+	// One record of drift for every term: GET /drift shows the last checks.
+	drift := &liveplan.Drift{Targets: cfg.AllTargets(), Mirrors: liveplan.GitMirror{Mirrors: mirrors}, Planner: planner,
+		Interval: cfg.ResyncInterval, Metrics: driftMetrics, Logger: log.With("component", "drift")}
+	if !*driftChecks {
+		drift.Interval = 0
+	}
 	newDeployer := func() *deployer.Deployer {
 		dep := deployer.New(targets, deployer.GitMirror{Mirrors: mirrors}, reporter, engines(), log, sources...)
 		dep.Resync = cfg.ResyncInterval
@@ -151,7 +173,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var current term
 	var elector *leader.Elector
 	if !le.enabled {
-		current.set(newDeployer())
+		current.set(newDeployer(), newLive())
 	}
 	h, err := webhook.New(webhook.Options{
 		Secret: secret, Config: cfg, Logger: log, Observe: hookMetrics.Observe,
@@ -163,6 +185,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				return nil // deliveries go to the leader
 			}
 			return errors.New("no replica leads yet")
+		},
+		LivePlan: func(i webhook.Intent) {
+			// Only the deployer's replica (the leader) plans: the others
+			// forward deliveries to it.
+			live := current.live()
+			if live == nil {
+				log.Warn("live plan delivery received while no live plans run here (disabled, or leadership ended)", "delivery", i.DeliveryID, "pr", i.PR)
+				return
+			}
+			live.Submit(liveplan.Request{Repo: i.Repo, CloneURL: i.CloneURL, Base: i.Branch, PR: i.PR, SHA: i.SHA, Delivery: i.DeliveryID, Targets: i.Targets})
 		},
 		Enqueue: func(i webhook.Intent) {
 			dep := current.get()
@@ -199,6 +231,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("GET /drift", drift)
 	mux.Handle("/", front)
 	fmt.Fprintf(stdout, "kplan-webhook listening on http://%s with %d targets and %d branches that take theirs from the repository%s\n", ln.Addr(), len(targets), len(sources), replica)
 	// The body is read at the client's pace: bound it.
@@ -212,17 +245,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	go func() {
 		defer wg.Done()
 		if elector == nil {
-			current.get().Run(runCtx)
+			runTerm(runCtx, current.get(), current.live(), drift)
 			return
 		}
 		// A fresh deployer per term: it resyncs every target against its
 		// branch when it starts (what was deployed is recorded in the
 		// cluster), and stops deploying the moment leadership is lost.
 		elector.Run(runCtx, func(ctx context.Context) {
-			dep := newDeployer()
-			current.set(dep)
-			defer current.set(nil)
-			dep.Run(ctx)
+			dep, live := newDeployer(), newLive()
+			current.set(dep, live)
+			defer current.set(nil, nil)
+			runTerm(ctx, dep, live, drift)
 		})
 	}()
 	serveErr := make(chan error, 1)
@@ -250,10 +283,26 @@ func engines() func(deployer.Target) deployer.Engine {
 	}
 }
 
-// term holds the deployer that takes deliveries, if any.
+// runTerm runs what the replica that deploys runs, until ctx ends: the
+// deployer, the live plans of pull requests (nil: off) and the drift
+// checks, which only read the clusters but are done once, not by every
+// replica.
+func runTerm(ctx context.Context, dep *deployer.Deployer, live *liveplan.Runner, drift *liveplan.Drift) {
+	var wg sync.WaitGroup
+	if live != nil {
+		wg.Go(func() { live.Run(ctx) })
+	}
+	wg.Go(func() { drift.Run(ctx) })
+	dep.Run(ctx)
+	wg.Wait()
+}
+
+// term holds the deployer that takes deliveries, if any, and the runner
+// of live plans beside it.
 type term struct {
-	mu  sync.Mutex
-	dep *deployer.Deployer
+	mu   sync.Mutex
+	dep  *deployer.Deployer
+	plan *liveplan.Runner
 }
 
 func (t *term) get() *deployer.Deployer {
@@ -262,9 +311,15 @@ func (t *term) get() *deployer.Deployer {
 	return t.dep
 }
 
-func (t *term) set(d *deployer.Deployer) {
+func (t *term) live() *liveplan.Runner {
 	t.mu.Lock()
-	t.dep = d
+	defer t.mu.Unlock()
+	return t.plan
+}
+
+func (t *term) set(d *deployer.Deployer, live *liveplan.Runner) {
+	t.mu.Lock()
+	t.dep, t.plan = d, live
 	t.mu.Unlock()
 }
 

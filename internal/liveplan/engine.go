@@ -131,10 +131,10 @@ type Input struct {
 	// Prune says the target prunes: objects the live inventory lists and
 	// the render does not are pruned.
 	Prune bool
-	// Deployed is what the deployed commit renders, by Key; an object
-	// rendered the same there whose live copy apply would change has
-	// drifted. nil: drift is not looked for.
-	Deployed map[string]*unstructured.Unstructured
+	// Deployed is what the deployed commit renders; an object rendered
+	// the same there whose live copy apply would change (or create
+	// again) has drifted. nil: drift is not looked for.
+	Deployed []*unstructured.Unstructured
 }
 
 // Cluster is how the engine reaches one cluster (deploy.NewGetter).
@@ -174,14 +174,10 @@ func (e *Engine) Plan(ctx context.Context, in Input) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to the cluster: %w", err)
 	}
-	p := &planner{dyn: dyn, mapper: mapper, inv: id, policy: cmp.Or(in.Policy, "must-match"), deployed: in.Deployed}
-	objs := make([]*unstructured.Unstructured, 0, len(in.Objects))
-	for _, o := range in.Objects {
-		o = o.DeepCopy()
-		if o.GetNamespace() == "" && p.namespaced(o) {
-			o.SetNamespace(ns)
-		}
-		objs = append(objs, o)
+	p := &planner{dyn: dyn, mapper: mapper, inv: id, policy: cmp.Or(in.Policy, "must-match"), deployed: map[string]*unstructured.Unstructured{}}
+	objs := p.defaulted(in.Objects, ns)
+	for _, o := range p.defaulted(in.Deployed, ns) {
+		p.deployed[Key(o)] = o
 	}
 	p.index(objs)
 	rendered := map[string]bool{}
@@ -209,6 +205,19 @@ func (e *Engine) Plan(ctx context.Context, in Input) (*Result, error) {
 	slices.SortStableFunc(res.Rows, func(a, b Row) int { return strings.Compare(a.Key, b.Key) })
 	res.Took = time.Since(start)
 	return res, nil
+}
+
+// defaulted copies objs, namespaced ones without a namespace put in ns.
+func (p *planner) defaulted(objs []*unstructured.Unstructured, ns string) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		o = o.DeepCopy()
+		if o.GetNamespace() == "" && p.namespaced(o) {
+			o.SetNamespace(ns)
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // previous reads the object list of the live inventory; none when it
@@ -337,6 +346,8 @@ func (p *planner) apply(ctx context.Context, o *unstructured.Unstructured) Row {
 		return row
 	}
 	if live == nil {
+		// Deployed and deleted since: apply creates it again.
+		row.Drift = p.drifted(row.Key, o)
 		return row
 	}
 	row.Fields = Diff(live, got)
@@ -344,10 +355,15 @@ func (p *planner) apply(ctx context.Context, o *unstructured.Unstructured) Row {
 		row.Action = Unchanged
 		return row
 	}
-	if d := p.deployed[row.Key]; d != nil && sameRender(d, o, p.inv.ID) {
-		row.Drift = true
-	}
+	row.Drift = p.drifted(row.Key, o)
 	return row
+}
+
+// drifted reports whether the deployed commit rendered o as this render
+// does: then what apply would change was changed in the cluster.
+func (p *planner) drifted(key string, o *unstructured.Unstructured) bool {
+	d := p.deployed[key]
+	return d != nil && sameRender(d, o, p.inv.ID)
 }
 
 // sameRender reports whether the deployed commit rendered o as this
@@ -479,4 +495,37 @@ func secretValues(o *unstructured.Unstructured) []string {
 		out = append(out, v, base64.StdEncoding.EncodeToString([]byte(v)))
 	}
 	return out
+}
+
+// Annotations reads the live inventory object's annotations; nil when it
+// does not exist yet.
+func (e *Engine) Annotations(ctx context.Context, inv *unstructured.Unstructured) (map[string]string, error) {
+	cfg, err := e.cluster.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("connect to the cluster: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the cluster: %w", err)
+	}
+	mapper, err := e.cluster.ToRESTMapper()
+	if err != nil {
+		return nil, fmt.Errorf("connect to the cluster: %w", err)
+	}
+	gvk := inv.GroupVersionKind()
+	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		return nil, nil // no ResourceGroup CRD: nothing applied through one
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inventory %s: %w", inv.GetName(), err)
+	}
+	got, err := dyn.Resource(m.Resource).Namespace(cmp.Or(inv.GetNamespace(), "default")).Get(ctx, inv.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read inventory %s/%s: %w", inv.GetNamespace(), inv.GetName(), err)
+	}
+	return got.GetAnnotations(), nil
 }

@@ -1,0 +1,170 @@
+package liveplan
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/google/go-github/v60/github"
+
+	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/prcomment"
+)
+
+// Marker identifies the live plan's sticky comment, beside the plan's
+// (prcomment.PlanMarker) and the deploy reports.
+const Marker = "<!-- kplan:live -->"
+
+// maxBody leaves room under GitHub's limit for the marker and the note
+// that the comment was cut.
+const maxBody = prcomment.MaxBodyChars - 1000
+
+// maxFields bounds the field changes shown per object.
+const maxFields = 30
+
+// Markdown is the live plan comment.
+func Markdown(p *PullPlan) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n### kplan live plan: what merging `%s` into `%s` would do to the clusters now\n\n", Marker, short(p.Head), p.Base)
+	if len(p.Targets) == 0 {
+		b.WriteString("No target of this branch renders an overlay at this commit.\n")
+	}
+	for _, t := range p.Targets {
+		target(&b, t)
+	}
+	fmt.Fprintf(&b, "\n<sub>Server-side dry-run of apply and prune against each target's cluster at %s; the pull request's content rendered with remote resources off. Took %.1f s. Updated on every push.</sub>\n", short(p.Head), p.Took.Seconds())
+	s := b.String()
+	if len(s) > maxBody {
+		s = s[:maxBody]
+		if i := strings.LastIndex(s, "\n"); i > 0 {
+			s = s[:i]
+		}
+		s += "\n\n…the live plan is too long for a comment and was cut here (the webhook's log has it whole).\n"
+	}
+	return s
+}
+
+func target(b *strings.Builder, t TargetPlan) {
+	fmt.Fprintf(b, "#### %s (`%s`)\n\n", t.Target, t.Overlay)
+	if t.Err != "" {
+		fmt.Fprintf(b, "❌ No live plan: %s\n\n", oneLine(t.Err))
+		return
+	}
+	r := t.Result
+	counts := []string{}
+	for _, a := range []struct {
+		a    Action
+		verb string
+	}{{Create, "to create"}, {Configure, "to configure"}, {Unchanged, "unchanged"}, {Prune, "to prune"}, {Keep, "left in the cluster"}} {
+		if n := r.Count(a.a); n > 0 {
+			counts = append(counts, fmt.Sprintf("%d %s", n, a.verb))
+		}
+	}
+	if len(counts) == 0 {
+		counts = append(counts, "no objects")
+	}
+	deployed := "nothing deployed yet"
+	if t.DeployedSHA != "" {
+		deployed = "deployed: `" + short(t.DeployedSHA) + "`"
+	}
+	drifted, findings := r.Drifted(), r.Findings()
+	fmt.Fprintf(b, "%s · %d drifted · %d refused · %s · inventory %s\n\n", strings.Join(counts, ", "), len(drifted), len(findings), deployed, r.Inventory)
+	if len(findings) > 0 {
+		b.WriteString("⛔ **Refused** (the API server's own answer to a dry-run: the merge's apply of these objects fails)\n\n| Object | Finding | Message |\n|---|---|---|\n")
+		for _, f := range findings {
+			fmt.Fprintf(b, "| %s | `%s` | %s |\n", inventorydiff.Name(f.Key), f.Kind, cell(f.Message))
+		}
+		b.WriteString("\n")
+	}
+	if len(drifted) > 0 {
+		fmt.Fprintf(b, "⚠️ **Drift**: live objects that differ from what the deployed commit `%s` renders, which this pull request does not change; apply would undo these changes\n\n", short(t.DeployedSHA))
+		for _, row := range drifted {
+			fmt.Fprintf(b, "- %s%s\n", inventorydiff.Name(row.Key), fieldBlock(row))
+		}
+		b.WriteString("\n")
+	} else if t.DriftNote != "" {
+		fmt.Fprintf(b, "Drift not checked: %s.\n\n", oneLine(t.DriftNote))
+	}
+	b.WriteString("| Action | Object | Changes to live |\n|---|---|---|\n")
+	for _, row := range r.Rows {
+		mark := string(row.Action)
+		switch {
+		case row.Finding != nil:
+			mark = "⛔ " + mark
+		case row.Drift:
+			mark = "⚠️ " + mark + " (drift)"
+		}
+		var what string
+		switch {
+		case row.Note != "":
+			what = row.Note
+		case len(row.Fields) > 0:
+			what = fmt.Sprintf("%d field(s)", len(row.Fields))
+		}
+		fmt.Fprintf(b, "| %s | %s | %s |\n", mark, inventorydiff.Name(row.Key), cell(what))
+	}
+	b.WriteString("\n")
+	var changed []Row
+	for _, row := range r.Rows {
+		if len(row.Fields) > 0 && !row.Drift {
+			changed = append(changed, row)
+		}
+	}
+	if len(changed) > 0 {
+		b.WriteString("<details><summary>Field changes against live</summary>\n\n")
+		for _, row := range changed {
+			fmt.Fprintf(b, "- %s%s\n", inventorydiff.Name(row.Key), fieldBlock(row))
+		}
+		b.WriteString("\n</details>\n\n")
+	}
+}
+
+// fieldBlock is a row's field changes as an indented diff block.
+func fieldBlock(row Row) string {
+	if len(row.Fields) == 0 {
+		if row.Action == Create {
+			return ": deleted from the cluster; apply creates it again"
+		}
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n  ```diff\n")
+	for i, f := range row.Fields {
+		if i == maxFields {
+			fmt.Fprintf(&b, "  # …and %d more\n", len(row.Fields)-maxFields)
+			break
+		}
+		for _, l := range strings.Split(f.String(), "\n") {
+			b.WriteString("  " + strings.ReplaceAll(l, "```", "ˋˋˋ") + "\n")
+		}
+	}
+	b.WriteString("  ```")
+	return b.String()
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// cell escapes a table cell.
+func cell(s string) string {
+	s = oneLine(s)
+	if len(s) > 600 {
+		s = s[:600] + "…"
+	}
+	return strings.ReplaceAll(s, "|", "\\|")
+}
+
+// GitHubPoster posts the live plan as a sticky comment (prcomment.Upsert,
+// Marker).
+type GitHubPoster struct{ Client *github.Client }
+
+// Post implements Poster.
+func (g GitHubPoster) Post(ctx context.Context, repo string, pr int, body string) error {
+	owner, name, ok := strings.Cut(repo, "/")
+	if !ok {
+		return fmt.Errorf("repository %q is not owner/name", repo)
+	}
+	if _, err := prcomment.Upsert(ctx, g.Client, owner, name, pr, Marker, body); err != nil {
+		return fmt.Errorf("live plan comment on %s#%d: %w", repo, pr, err)
+	}
+	return nil
+}

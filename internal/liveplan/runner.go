@@ -1,0 +1,322 @@
+package liveplan
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kplan-dev/kplan/internal/config"
+	"github.com/kplan-dev/kplan/internal/deploy"
+	"github.com/kplan-dev/kplan/internal/gitmirror"
+	"github.com/kplan-dev/kplan/internal/netpolicy"
+	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/snapshot"
+)
+
+// AnnotationSHA is the inventory annotation the webhook records the
+// deployed commit in (internal/deployer.AnnotationSHA).
+const AnnotationSHA = "kplan.dev/deployed-sha"
+
+// Mirror reads the repositories (GitMirror).
+type Mirror interface {
+	// FetchPull fetches a pull request's head; it returns the mirror's
+	// directory and the head's commit as the server has it now.
+	FetchPull(ctx context.Context, cloneURL string, number int) (dir, head string, err error)
+	// Fetch fetches a branch (so that the deployed commit is there).
+	Fetch(ctx context.Context, cloneURL, branch string) (dir, tip string, err error)
+	Snapshot(ctx context.Context, dir, sha string) (*snapshot.Snapshot, error)
+}
+
+// GitMirror is the Mirror of the webhook's git mirrors.
+type GitMirror struct{ *gitmirror.Mirrors }
+
+// Snapshot implements Mirror.
+func (GitMirror) Snapshot(ctx context.Context, dir, sha string) (*snapshot.Snapshot, error) {
+	return snapshot.FromCommit(ctx, dir, sha)
+}
+
+// Planner dry-runs renders against one target's cluster (*Engine).
+type Planner interface {
+	Plan(ctx context.Context, in Input) (*Result, error)
+	// Annotations reads the live inventory object's annotations; nil
+	// when it does not exist.
+	Annotations(ctx context.Context, inv *unstructured.Unstructured) (map[string]string, error)
+}
+
+// Poster posts a pull request's live plan comment (GitHubPoster).
+type Poster interface {
+	Post(ctx context.Context, repo string, pr int, body string) error
+}
+
+// Request asks for the live plan of a pull request.
+type Request struct {
+	Repo     string // owner/name
+	CloneURL string
+	Base     string // the branch the PR merges into: its targets are planned
+	PR       int
+	SHA      string // the head the delivery named; the head fetched wins
+	Delivery string
+	Targets  []config.Target
+}
+
+// TargetPlan is one target's live plan, or why there is none.
+type TargetPlan struct {
+	Target      string  `json:"target"`
+	Overlay     string  `json:"overlay"`
+	DeployedSHA string  `json:"deployedSha,omitempty"`
+	Result      *Result `json:"result,omitempty"`
+	Err         string  `json:"error,omitempty"`
+	// DriftNote says why drift could not be looked for.
+	DriftNote string `json:"driftNote,omitempty"`
+}
+
+// PullPlan is the live plan of a pull request's head.
+type PullPlan struct {
+	Repo    string        `json:"repo"`
+	PR      int           `json:"pr"`
+	Base    string        `json:"base"`
+	Head    string        `json:"head"`
+	Targets []TargetPlan  `json:"targets"`
+	Took    time.Duration `json:"took"`
+}
+
+// Runner runs pull requests' live plans: one at a time per pull request,
+// the newest head winning (a delivery that arrives while one runs
+// replaces any waiting one, and each run plans the head GitHub has then).
+type Runner struct {
+	Mirrors Mirror
+	// Planner makes the planner of a target's cluster; a fresh one per
+	// plan, so that its discovery sees CRDs installed since.
+	Planner func(config.Target) Planner
+	Post    Poster
+	Logger  *slog.Logger
+	// Parallel bounds the pull requests planned at once (default 1): the
+	// API servers and this process share their CPUs with deploys.
+	Parallel int
+
+	mu      sync.Mutex
+	ctx     context.Context // set by Run
+	pending map[string]*Request
+	busy    map[string]bool
+	slots   chan struct{}
+	wg      sync.WaitGroup
+}
+
+func (r *Runner) log() *slog.Logger {
+	if r.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return r.Logger
+}
+
+// Submit queues a live plan; it never blocks.
+func (r *Runner) Submit(req Request) {
+	key := fmt.Sprintf("%s#%d", req.Repo, req.PR)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pending == nil {
+		r.pending, r.busy = map[string]*Request{}, map[string]bool{}
+	}
+	if old := r.pending[key]; old != nil {
+		r.log().Info("live plan superseded by a newer delivery", "repo", req.Repo, "pr", req.PR, "old", old.SHA, "new", req.SHA)
+	}
+	r.pending[key] = &req
+	if r.ctx != nil && !r.busy[key] {
+		r.start(key)
+	}
+}
+
+// start runs key's queue; r.mu is held.
+func (r *Runner) start(key string) {
+	r.busy[key] = true
+	r.wg.Add(1)
+	go r.loop(key)
+}
+
+// Run plans what is submitted until ctx ends, then waits for the plans
+// running.
+func (r *Runner) Run(ctx context.Context) {
+	r.mu.Lock()
+	r.ctx = ctx
+	r.slots = make(chan struct{}, max(r.Parallel, 1))
+	if r.pending == nil {
+		r.pending, r.busy = map[string]*Request{}, map[string]bool{}
+	}
+	for key := range r.pending {
+		r.start(key)
+	}
+	r.mu.Unlock()
+	<-ctx.Done()
+	r.wg.Wait()
+}
+
+func (r *Runner) loop(key string) {
+	defer r.wg.Done()
+	for {
+		r.mu.Lock()
+		req := r.pending[key]
+		delete(r.pending, key)
+		if req == nil || r.ctx.Err() != nil {
+			delete(r.busy, key)
+			r.mu.Unlock()
+			return
+		}
+		ctx := r.ctx
+		r.mu.Unlock()
+		select {
+		case r.slots <- struct{}{}:
+		case <-ctx.Done():
+			continue
+		}
+		r.run(ctx, *req)
+		<-r.slots
+	}
+}
+
+// run plans and posts one pull request.
+func (r *Runner) run(ctx context.Context, req Request) {
+	log := r.log().With("repo", req.Repo, "pr", req.PR, "delivery", req.Delivery)
+	plan, err := r.Plan(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		log.Error("live plan", "err", err)
+		plan = &PullPlan{Repo: req.Repo, PR: req.PR, Base: req.Base, Head: req.SHA,
+			Targets: []TargetPlan{{Target: "(all)", Err: err.Error()}}}
+	}
+	if err := r.Post.Post(ctx, req.Repo, req.PR, Markdown(plan)); err != nil {
+		log.Error("post the live plan", "err", err)
+		return
+	}
+	log.Info("live plan posted", "head", plan.Head, "targets", len(plan.Targets), "took", plan.Took)
+}
+
+// Plan fetches the pull request's head and plans each of its base
+// branch's targets whose overlay the head has.
+func (r *Runner) Plan(ctx context.Context, req Request) (*PullPlan, error) {
+	start := time.Now()
+	dir, head, err := r.Mirrors.FetchPull(ctx, req.CloneURL, req.PR)
+	if err != nil {
+		return nil, err
+	}
+	if head != req.SHA {
+		r.log().Info("the pull request's head moved since the delivery; planning the head", "repo", req.Repo, "pr", req.PR, "delivery", req.SHA, "head", head)
+	}
+	s, err := r.Mirrors.Snapshot(ctx, dir, head)
+	if err != nil {
+		return nil, err
+	}
+	tree, err := render.Discover(s.FS, render.Filter{})
+	if err != nil {
+		return nil, fmt.Errorf("read the kustomizations of %s: %w", short(head), err)
+	}
+	plan := &PullPlan{Repo: req.Repo, PR: req.PR, Base: req.Base, Head: head}
+	for _, t := range req.Targets {
+		if t.FromFile != "" || !tree.Renderable(t.Overlay) {
+			continue // a target the head does not render
+		}
+		tp := TargetPlan{Target: t.Name, Overlay: t.Overlay}
+		r.planTarget(ctx, req, t, s, tree, &tp)
+		plan.Targets = append(plan.Targets, tp)
+	}
+	plan.Took = time.Since(start)
+	return plan, nil
+}
+
+func (r *Runner) planTarget(ctx context.Context, req Request, t config.Target, s *snapshot.Snapshot, tree *render.Tree, tp *TargetPlan) {
+	// The head is whoever opened the PR's content: nothing is fetched
+	// for it, whatever the target allows its deploys.
+	tg, err := Render(ctx, s, tree, t, nil)
+	if err != nil {
+		tp.Err = err.Error()
+		return
+	}
+	pl := r.Planner(t)
+	in := Input{Inventory: tg.Inventory, Objects: tg.Objects, Namespace: t.Namespace, Policy: t.InventoryPolicy, Prune: t.Prune}
+	ann, err := pl.Annotations(ctx, tg.Inventory)
+	switch {
+	case err != nil:
+		tp.DriftNote = "cannot read the inventory: " + err.Error()
+	case ann[AnnotationSHA] == "":
+		tp.DriftNote = "nothing deployed yet"
+	default:
+		tp.DeployedSHA = ann[AnnotationSHA]
+		deployed, err := r.deployed(ctx, req, t, tp.DeployedSHA)
+		if err != nil {
+			tp.DriftNote = fmt.Sprintf("cannot render the deployed commit %s: %v", short(tp.DeployedSHA), err)
+		} else {
+			in.Deployed = deployed
+		}
+	}
+	res, err := pl.Plan(ctx, in)
+	if err != nil {
+		tp.Err = err.Error()
+		return
+	}
+	tp.Result = res
+}
+
+// deployed renders the target at the commit its cluster records.
+func (r *Runner) deployed(ctx context.Context, req Request, t config.Target, sha string) ([]*unstructured.Unstructured, error) {
+	dir, _, err := r.Mirrors.Fetch(ctx, req.CloneURL, req.Base)
+	if err != nil {
+		return nil, err
+	}
+	s, err := r.Mirrors.Snapshot(ctx, dir, sha)
+	if err != nil {
+		return nil, err
+	}
+	tree, err := render.Discover(s.FS, render.Filter{})
+	if err != nil {
+		return nil, err
+	}
+	tg, err := Render(ctx, s, tree, t, t.RemoteHosts)
+	if err != nil {
+		return nil, err
+	}
+	return tg.Objects, nil
+}
+
+// Render renders target t's overlay of snapshot s as a deploy would,
+// fetching only from hosts (none for untrusted content: a pull request's
+// head renders with remote resources off, whatever the target allows).
+func Render(ctx context.Context, s *snapshot.Snapshot, tree *render.Tree, t config.Target, hosts []string) (*deploy.Target, error) {
+	if !tree.Renderable(t.Overlay) {
+		return nil, fmt.Errorf("%s is not a kustomization at this commit", t.Overlay)
+	}
+	allow := "the target's remoteHosts in the webhook's config: [%s]"
+	if len(hosts) == 0 {
+		allow = "nothing: remote resources are off in live plans of pull requests [%s]"
+	}
+	policy, err := netpolicy.New(hosts, allow)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: %w", t.Name, err)
+	}
+	rs, err := render.Render(ctx, s.FS, tree, []string{t.Overlay}, render.Options{Remote: policy})
+	if err != nil {
+		return nil, err
+	}
+	if len(rs) == 0 {
+		return nil, errors.New("the render returned nothing")
+	}
+	if rs[0].Err != nil {
+		return nil, rs[0].Err
+	}
+	files := func(name string) ([]byte, error) { return s.FS.ReadFile(snapshot.Abs(path.Join(t.Overlay, name))) }
+	return deploy.NewTarget(rs[0], files, deploy.TargetOptions{Inventory: t.Inventory, Namespace: cmp.Or(t.Namespace, deploy.DefaultNamespace)})
+}
+
+func short(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
+}
