@@ -187,12 +187,15 @@ func (out *postBuilt) substitute(ctx context.Context, k *Kustomization, pool var
 		return fmt.Errorf("Flux Kustomization %s: %w", k.ID(), err)
 	}
 	ks := unstructured.Unstructured{Object: obj}
+	// Always substitutes even without variables (defaults like ${X:=y}).
+	strategy, _, _ := unstructured.NestedString(k.Object, "spec", "postBuild", "substituteStrategy")
 	for i, o := range out.objects {
 		res := &resource.Resource{RNode: *o}
 		var err error
 		if len(unknown) == 0 {
 			var got *resource.Resource
-			got, err = fluxkustomize.SubstituteVariables(ctx, nil, ks, res, fluxkustomize.SubstituteWithDryRun(true))
+			got, err = fluxkustomize.SubstituteVariables(ctx, nil, ks, res, fluxkustomize.SubstituteWithDryRun(true),
+				fluxkustomize.SubstituteWithAlways(strategy == "Always"))
 			if got == nil && err == nil {
 				continue // substitution disabled on this object
 			}
