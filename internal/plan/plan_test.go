@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 	"github.com/kplan-dev/kplan/test/gittest"
@@ -79,8 +81,14 @@ func (notFound) LookupHost(_ context.Context, host string) ([]string, error) {
 // and a warm cache) and checks they agree.
 func plans(t *testing.T, dir, base, head string) (full, changed *inventorydiff.Plan, st Stats) {
 	t.Helper()
+	return plansWith(t, dir, base, head, render.Options{})
+}
+
+// plansWith is plans rendering with ropts.
+func plansWith(t *testing.T, dir, base, head string, ropts render.Options) (full, changed *inventorydiff.Plan, st Stats) {
+	t.Helper()
 	ctx := context.Background()
-	opts := Options{RepoDir: dir, Base: base, Head: head, Resolver: notFound{}}
+	opts := Options{RepoDir: dir, Base: base, Head: head, Resolver: notFound{}, Render: ropts}
 	opts.Full = true
 	full, _, err := Execute(ctx, opts)
 	if err != nil {
@@ -228,9 +236,11 @@ func TestWorkingTreeHead(t *testing.T) {
 	}
 }
 
-// A remote resource on a host that does not resolve fails the overlay on
-// both sides without a build, in both kinds of plan; an overlay whose
-// closure is unbounded always renders.
+// A remote resource on a host the network policy allows but that does
+// not resolve fails the overlay on both sides without a build, in both
+// kinds of plan; one on a host the policy does not list is refused by the
+// render and never looked up; an overlay whose closure is unbounded always
+// renders.
 func TestRemoteAndUnbounded(t *testing.T) {
 	dir := t.TempDir()
 	git(t, dir, "init", "-q", "-b", "main")
@@ -248,7 +258,11 @@ func TestRemoteAndUnbounded(t *testing.T) {
 	base := commit(t, dir, "base")
 	write(t, dir, map[string]string{"plain/x.yaml": cm("x", "k: w")})
 	head := commit(t, dir, "head")
-	full, _, st := plans(t, dir, base, head)
+	policy, err := netpolicy.New([]string{"kplan-test.invalid"}, "--remote-hosts %s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, _, st := plansWith(t, dir, base, head, render.Options{Remote: policy})
 	if st.FailFast != 4 || st.Skipped != 0 || st.Rendered != 4 {
 		t.Errorf("stats %+v: want the remote overlays failed fast on both sides, the others rendered", st)
 	}
@@ -258,16 +272,28 @@ func TestRemoteAndUnbounded(t *testing.T) {
 			t.Errorf("%s: %s %q, want an error saying %q", o.Path, o.Status, o.HeadErr, want)
 		}
 	}
-	// With a proxy, kustomize may reach the host: kplan lets it try. A git
-	// base fails whatever the network.
-	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:1")
-	_, st, err := Execute(context.Background(), Options{RepoDir: dir, Base: base, Head: head, Resolver: notFound{}})
+	// Without the host listed: refused by the render, never looked up.
+	lookups := &countLookups{}
+	p, st, err := Execute(context.Background(), Options{RepoDir: dir, Base: base, Head: head, Resolver: lookups})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.FailFast != 2 {
-		t.Errorf("with a proxy: %d builds failed fast, want the git base's 2", st.FailFast)
+	if st.FailFast != 2 || lookups.n.Load() != 0 {
+		t.Errorf("no hosts listed: %d builds failed fast (want the git base's 2), %d lookups (want none)", st.FailFast, lookups.n.Load())
 	}
+	for _, o := range p.Overlays {
+		if o.Path == "remote" && !strings.Contains(o.HeadErr, "refused") {
+			t.Errorf("remote with no hosts listed: %q, want the render's refusal", o.HeadErr)
+		}
+	}
+}
+
+// countLookups counts the host lookups a plan makes.
+type countLookups struct{ n atomic.Int32 }
+
+func (c *countLookups) LookupHost(ctx context.Context, host string) ([]string, error) {
+	c.n.Add(1)
+	return notFound{}.LookupHost(ctx, host)
 }
 
 // Damaged cache entries never change a plan: they are rendered again.
@@ -327,10 +353,11 @@ func TestNoBase(t *testing.T) {
 	}
 }
 
-// What makes failing git bases fast safe: krusty cannot build them from
-// kplan's snapshot even when the clone works (here from a local repo).
+// A git base is refused before krusty could clone it, even when the
+// clone would work (here from a local repo): nothing is cloned.
 func TestGitBaseNeverBuilds(t *testing.T) {
-	t.Setenv("TMPDIR", t.TempDir()) // where krusty leaves its clone
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where krusty would leave its clone
 	src := t.TempDir()
 	git(t, src, "init", "-q", "-b", "main")
 	write(t, src, map[string]string{"base/kustomization.yaml": "resources: [cm.yaml]\n", "base/cm.yaml": cm("remote", "k: v")})
@@ -348,8 +375,11 @@ func TestGitBaseNeverBuilds(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs, err := render.Render(context.Background(), s.FS, tree, []string{"app"}, render.Options{})
-	if err != nil || rs[0].Err == nil || !strings.Contains(rs[0].Err.Error(), "doesn't exist") {
-		t.Fatalf("krusty built a git base from the snapshot: %v %v", err, rs[0].Err)
+	if err != nil || rs[0].Err == nil || !strings.Contains(rs[0].Err.Error(), "is a remote git base") {
+		t.Fatalf("a git base was not refused: %v %v", err, rs[0].Err)
+	}
+	if clones, _ := os.ReadDir(tmp); len(clones) > 0 {
+		t.Errorf("something was cloned into %s: %v", tmp, clones)
 	}
 	p, st, err := Execute(context.Background(), Options{RepoDir: dir, Base: sha, Head: sha, Full: true})
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/net/http/httpproxy"
 
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/snapshot"
@@ -38,12 +37,11 @@ type hostCache struct {
 // krusty looks first or falls back to.
 //
 //   - A git base (a component, or a resource that is not an http(s) URL)
-//     cannot build in kplan: kustomize clones it to a directory on disk,
-//     and krusty, reading kplan's in-memory snapshot, does not find it.
-//   - An http(s) resource is fetched first as a file, which works if the
-//     host answers; kplan fails it only when the host does not resolve.
-//     A proxy in the environment may reach hosts that do not resolve
-//     here, so with one kplan always lets kustomize try.
+//     is never cloned: the render refuses it.
+//   - An http(s) resource is fetched through the render's network policy,
+//     without a proxy; kplan fails it early only when the policy allows
+//     the host and the host does not resolve. A host the policy refuses
+//     is never looked up: the render refuses it.
 func (p *planner) remoteFailure(ctx context.Context, s *snapshot.Snapshot, j *job) error {
 	for _, r := range j.c.Remote {
 		if r.Field != "resources" && r.Field != "components" {
@@ -62,8 +60,10 @@ func (p *planner) remoteFailure(ctx context.Context, s *snapshot.Snapshot, j *jo
 		if err != nil || u.Hostname() == "" {
 			continue
 		}
-		// (Read now: net/http reads the environment once per process.)
-		if proxy, err := httpproxy.FromEnvironment().ProxyFunc()(u); err != nil || proxy != nil {
+		// The network policy first: a host it refuses is never looked up
+		// (a lookup tells whoever serves the PR's domain what it named);
+		// the render refuses it, naming the setting that allows it.
+		if c, ok := p.opts.Render.Remote.(interface{ Check(*url.URL) error }); !ok || c.Check(u) != nil {
 			continue
 		}
 		if err := p.lookup(ctx, u.Hostname()); err != nil {
