@@ -35,10 +35,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"sync"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 

@@ -565,7 +565,9 @@ func (p *planner) toSide(sd *side, overlay string, objs []*yaml.RNode, err error
 	if k := sd.tree.Kustomizations[overlay]; k != nil {
 		dir = k.Inventory
 	}
-	files := func(name string) ([]byte, error) { return sd.s.ReadFile(context.Background(), path.Join(overlay, name)) }
+	files := func(name string) ([]byte, error) {
+		return sd.s.ReadFile(context.Background(), path.Join(overlay, name))
+	}
 	inv, err := deploy.Planned(render.Result{Path: overlay, Objects: objs, Inventory: dir}, files, ns)
 	if err != nil {
 		return inventorydiff.Side{Err: fmt.Errorf("inventory of %s: %w", overlay, err)}

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
