@@ -117,6 +117,9 @@ func (e *Engine) Build(ctx context.Context, s *snapshot.Snapshot) (*Result, erro
 	// A root is a declared Kustomization no other one reads the file of.
 	readers := make([][]string, len(declared)) // IDs of others whose closure holds its file
 	for i := range declared {
+		if e.skip(declared[i].Kustomization) != "" {
+			continue // another source's paths are not this repository's
+		}
 		c := e.rawClosure(ctx, s, scratch, declared[i].Kustomization)
 		if c == nil {
 			continue

@@ -2,6 +2,7 @@ package flux
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,14 +28,26 @@ func reference(t *testing.T, tree string, k *Kustomization, vars map[string]stri
 	if err := os.CopyFS(root, os.DirFS(tree)); err != nil {
 		t.Fatal(err)
 	}
+	out, err := referenceIn(root, k, vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// referenceIn is reference on a tree already on disk at root, which
+// Flux's generator writes into.
+func referenceIn(root string, k *Kustomization, vars map[string]string) ([]string, error) {
 	obj := runtime.DeepCopyJSON(k.Object)
 	dir := filepath.Join(root, filepath.FromSlash(k.Path()))
-	if _, err := fluxkustomize.NewGenerator(root, unstructured.Unstructured{Object: obj}).WriteFile(dir); err != nil {
-		t.Fatalf("%s: Flux's generator: %v", k.ID(), err)
+	action, err := fluxkustomize.NewGenerator(root, unstructured.Unstructured{Object: obj}).WriteFile(dir, fluxkustomize.WithSaveOriginalKustomization())
+	if err != nil {
+		return nil, fmt.Errorf("%s: Flux's generator: %w", k.ID(), err)
 	}
+	defer fluxkustomize.CleanDirectory(dir, action)
 	m, err := fluxkustomize.SecureBuild(root, dir, false)
 	if err != nil {
-		t.Fatalf("%s: Flux's build: %v", k.ID(), err)
+		return nil, fmt.Errorf("%s: Flux's build: %w", k.ID(), err)
 	}
 	if pb, ok, _ := unstructured.NestedMap(obj, "spec", "postBuild"); ok {
 		sub := map[string]any{}
@@ -50,39 +63,58 @@ func reference(t *testing.T, tree string, k *Kustomization, vars map[string]stri
 		_ = unstructured.SetNestedMap(obj, pb, "spec", "postBuild")
 		for _, res := range m.Resources() {
 			if _, err := fluxkustomize.SubstituteVariables(context.Background(), nil, unstructured.Unstructured{Object: obj}, res, fluxkustomize.SubstituteWithDryRun(true)); err != nil {
-				t.Fatalf("%s: Flux's substitution: %v", k.ID(), err)
+				return nil, fmt.Errorf("%s: Flux's substitution: %w", k.ID(), err)
 			}
 		}
 	}
 	labels, _, _ := unstructured.NestedStringMap(obj, "spec", "commonMetadata", "labels")
+	annotations, _, _ := unstructured.NestedStringMap(obj, "spec", "commonMetadata", "annotations")
 	var out []string
 	for _, res := range m.Resources() {
+		if len(annotations) > 0 {
+			a := res.GetAnnotations()
+			for n, v := range annotations {
+				a[n] = v
+			}
+			if err := res.SetAnnotations(a); err != nil {
+				return nil, err
+			}
+		}
 		l := res.GetLabels()
 		l[LabelName], l[LabelNamespace] = k.Name, k.Namespace
 		for n, v := range labels {
 			l[n] = v
 		}
 		if err := res.SetLabels(l); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
-		out = append(out, canonical(t, &res.RNode))
+		c, err := canonicalErr(&res.RNode)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
 	}
 	slices.Sort(out)
-	return out
+	return out, nil
 }
 
 // canonical prints an object with sorted keys.
 func canonical(t *testing.T, o *yaml.RNode) string {
 	t.Helper()
+	s, err := canonicalErr(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func canonicalErr(o *yaml.RNode) (string, error) {
 	m, err := o.Map()
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	b, err := sigsyaml.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return string(b), err
 }
 
 // TestMatchesFluxLibraryBuild: every target of the layout renders as
