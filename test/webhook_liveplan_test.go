@@ -19,7 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/liveplan"
+	"github.com/kplan-dev/kplan/internal/testcluster"
 )
 
 var (
@@ -343,4 +345,70 @@ func TestWebhookLivePlan(t *testing.T) {
 	if _, err := e.dyn.Resource(cmGVR).Namespace(hookNS).Get(ctx, "fresh", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("ConfigMap fresh after two live plans: %v", err)
 	}
+}
+
+// What a live plan costs on the test cluster: one target of n ConfigMaps
+// applied, then planned with a tenth changed, a tenth new and a tenth
+// removed, and planned again as a drift check (the deployed render
+// against itself).
+func TestLivePlanCost(t *testing.T) {
+	const n = 300
+	cluster := testcluster.Start(t)
+	getter := deploy.NewGetter(cluster.Kubeconfig, "")
+	ctx := context.Background()
+	cms := func(from, to int, value string) []*unstructured.Unstructured {
+		var out []*unstructured.Unstructured
+		for i := from; i < to; i++ {
+			v := value
+			if i%10 != 0 {
+				v = "same"
+			}
+			out = append(out, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+				"metadata": map[string]any{"name": fmt.Sprintf("cm-%04d", i)}, "data": map[string]any{"v": v, "payload": strings.Repeat("x", 512)}}})
+		}
+		return out
+	}
+	inv := deploy.ConfigMapInventory("inventory", "cost", "")
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "cost"}}}
+	deployed := append([]*unstructured.Unstructured{ns}, cms(0, n, "old")...)
+	start := time.Now()
+	if _, err := deploy.New(getter).Apply(ctx, inv.DeepCopy(), cloneAll(deployed), deploy.Options{Namespace: "cost", ReconcileTimeout: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("apply of %d objects: %.2f s", len(deployed), time.Since(start).Seconds())
+
+	// A tenth of the objects changed (i%10 == 0), a tenth removed, a tenth
+	// new.
+	head := append([]*unstructured.Unstructured{ns}, cms(0, n-n/10, "new")...)
+	head = append(head, cms(n, n+n/10, "new")...)
+	res, err := liveplan.New(getter).Plan(ctx, liveplan.Input{Inventory: inv.DeepCopy(), Objects: head, Namespace: "cost", Prune: true, Deployed: cloneAll(deployed)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := (n - n/10 + 9) / 10
+	if got := [4]int{res.Count(liveplan.Create), res.Count(liveplan.Configure), res.Count(liveplan.Unchanged), res.Count(liveplan.Prune)}; got != [4]int{n / 10, changed, n - n/10 - changed + 1, n / 10} {
+		t.Errorf("create, configure, unchanged, prune = %v", got)
+	}
+	if d := res.Drifted(); len(d) != 0 || len(res.Findings()) != 0 {
+		t.Errorf("drift %v, findings %v", d, res.Findings())
+	}
+	rows := len(res.Rows)
+	t.Logf("live plan of %d objects (%d rows): %.2f s, %.2f ms per object", len(head), rows, res.Took.Seconds(), res.Took.Seconds()*1000/float64(rows))
+
+	res, err = liveplan.New(getter).Plan(ctx, liveplan.Input{Inventory: inv.DeepCopy(), Objects: cloneAll(deployed), Namespace: "cost", Deployed: cloneAll(deployed)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Count(liveplan.Unchanged) != len(deployed) {
+		t.Errorf("the deployed render against itself: %d of %d unchanged", res.Count(liveplan.Unchanged), len(deployed))
+	}
+	t.Logf("drift check of %d objects: %.2f s, %.2f ms per object", len(deployed), res.Took.Seconds(), res.Took.Seconds()*1000/float64(len(deployed)))
+}
+
+func cloneAll(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		out[i] = o.DeepCopy()
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -174,7 +175,7 @@ func (e *Engine) Plan(ctx context.Context, in Input) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to the cluster: %w", err)
 	}
-	p := &planner{dyn: dyn, mapper: mapper, inv: id, policy: cmp.Or(in.Policy, "must-match"), deployed: map[string]*unstructured.Unstructured{}}
+	p := &planner{lists: map[string]*liveList{}, dyn: dyn, mapper: mapper, inv: id, policy: cmp.Or(in.Policy, "must-match"), deployed: map[string]*unstructured.Unstructured{}}
 	objs := p.defaulted(in.Objects, ns)
 	for _, o := range p.defaulted(in.Deployed, ns) {
 		p.deployed[Key(o)] = o
@@ -182,12 +183,29 @@ func (e *Engine) Plan(ctx context.Context, in Input) (*Result, error) {
 	p.index(objs)
 	rendered := map[string]bool{}
 	for _, o := range objs {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
 		rendered[refOf(o.GroupVersionKind().GroupKind(), o.GetNamespace(), o.GetName())] = true
-		res.Rows = append(res.Rows, p.apply(ctx, o))
 	}
+	// A few dry-runs at once: each waits on the API server, which
+	// handles them in parallel; the client's rate limit still holds.
+	rows := make([]Row, len(objs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(Workers, max(len(objs), 1)) {
+		wg.Go(func() {
+			for i := range next {
+				rows[i] = p.apply(ctx, objs[i])
+			}
+		})
+	}
+	for i := range objs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	res.Rows = append(res.Rows, rows...)
 	if in.Prune {
 		prev, err := e.previous(ctx, invObj, id)
 		if err != nil {
@@ -243,8 +261,63 @@ func (e *Engine) previous(ctx context.Context, invObj *unstructured.Unstructured
 	return got.GetObjectRefs(), nil
 }
 
+// Workers is how many objects one Plan dry-runs at once.
+const Workers = 8
+
+// live reads a live object through one List per resource and namespace:
+// a request per object would double the requests the client's rate
+// limit lets through. Not found is apierrors.IsNotFound.
+func (p *planner) live(ctx context.Context, m *meta.RESTMapping, ns, name string) (*unstructured.Unstructured, error) {
+	if m.Scope.Name() != meta.RESTScopeNameNamespace {
+		ns = ""
+	}
+	key := m.Resource.String() + "\x00" + ns
+	p.mu.Lock()
+	l, ok := p.lists[key]
+	if !ok {
+		l = &liveList{}
+		p.lists[key] = l
+	}
+	p.mu.Unlock()
+	l.once.Do(func() {
+		var r dynamic.ResourceInterface = p.dyn.Resource(m.Resource)
+		if ns != "" {
+			r = p.dyn.Resource(m.Resource).Namespace(ns)
+		}
+		list, err := r.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			l.err = err
+			return
+		}
+		l.items = make(map[string]*unstructured.Unstructured, len(list.Items))
+		for i := range list.Items {
+			l.items[list.Items[i].GetName()] = &list.Items[i]
+		}
+	})
+	if l.err != nil {
+		if apierrors.IsNotFound(l.err) {
+			// The namespace does not exist: neither does the object.
+			return nil, apierrors.NewNotFound(m.Resource.GroupResource(), name)
+		}
+		return nil, l.err
+	}
+	if o := l.items[name]; o != nil {
+		return o.DeepCopy(), nil
+	}
+	return nil, apierrors.NewNotFound(m.Resource.GroupResource(), name)
+}
+
+// liveList is one resource's live objects in one namespace.
+type liveList struct {
+	once  sync.Once
+	items map[string]*unstructured.Unstructured
+	err   error
+}
+
 // planner holds what one Plan shares across its objects.
 type planner struct {
+	mu    sync.Mutex
+	lists map[string]*liveList
 	dyn      dynamic.Interface
 	mapper   meta.RESTMapper
 	inv      kinv.Identity
@@ -303,7 +376,7 @@ func (p *planner) apply(ctx context.Context, o *unstructured.Unstructured) Row {
 	if m.Scope.Name() == meta.RESTScopeNameNamespace {
 		r = p.dyn.Resource(m.Resource).Namespace(o.GetNamespace())
 	}
-	live, err := r.Get(ctx, o.GetName(), metav1.GetOptions{})
+	live, err := p.live(ctx, m, o.GetNamespace(), o.GetName())
 	switch {
 	case apierrors.IsNotFound(err):
 		live = nil
