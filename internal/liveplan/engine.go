@@ -316,8 +316,8 @@ type liveList struct {
 
 // planner holds what one Plan shares across its objects.
 type planner struct {
-	mu    sync.Mutex
-	lists map[string]*liveList
+	mu       sync.Mutex
+	lists    map[string]*liveList
 	dyn      dynamic.Interface
 	mapper   meta.RESTMapper
 	inv      kinv.Identity
