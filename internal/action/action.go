@@ -390,7 +390,7 @@ func annotate(a *githubactions.Action, p *inventorydiff.Plan, prefix string) {
 			a.WithFieldsMap(map[string]string{"file": file, "title": "kplan: this change breaks " + o.Path}).Errorf("%s", oneLine(msg))
 		}
 		for _, why := range o.Dangerous {
-			a.WithFieldsMap(map[string]string{"file": file, "title": "kplan: dangerous change in " + o.Path}).Warningf("%s", oneLine(why))
+			a.WithFieldsMap(map[string]string{"file": file, "title": "kplan: dangerous change in " + o.Path}).Warningf("%s", oneLine(why.String()))
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kplan-dev/kplan/internal/danger"
 	"github.com/kplan-dev/kplan/internal/inventory"
 )
 
@@ -77,8 +78,9 @@ type Overlay struct {
 	Detached  []string
 	Changed   []Change
 	Unchanged int
-	// Dangerous explains each risky prune.
-	Dangerous []string
+	// Dangerous are the change's dangerous findings (internal/danger):
+	// what it prunes, refusals, access widening, inventory changes.
+	Dangerous []danger.Finding
 	BaseErr   string
 	HeadErr   string
 	// Targets name the .kplan.yaml targets that deploy the overlay.
@@ -246,6 +248,7 @@ func compareOverlay(path string, b Side, inBase bool, h Side, inHead bool) Overl
 	// Objects are matched by identity (group, kind, namespace, name), as
 	// the API server matches them; lists hold seed keys.
 	var added, pruned []string
+	var changedFindings []danger.Finding
 	for _, r := range hi.Refs {
 		ho := hi.Objects[r]
 		bo, ok := bi.Objects[r]
@@ -259,6 +262,7 @@ func compareOverlay(path string, b Side, inBase bool, h Side, inHead bool) Overl
 				c.BaseKey = bo.Key
 			}
 			o.Changed = append(o.Changed, c)
+			changedFindings = append(changedFindings, objectFindings(ho.Key, bo, ho)...)
 		} else {
 			o.Unchanged++
 		}
@@ -280,7 +284,11 @@ func compareOverlay(path string, b Side, inBase bool, h Side, inHead bool) Overl
 		}
 	}
 	slices.SortFunc(o.Changed, func(a, b Change) int { return strings.Compare(a.Key, b.Key) })
-	o.Dangerous = dangers(o, len(bi.Keys), len(hi.Keys))
+	o.Dangerous = dangers(o, bi, len(hi.Keys))
+	o.Dangerous = append(o.Dangerous, changedFindings...)
+	for _, k := range o.Added {
+		o.Dangerous = append(o.Dangerous, objectFindings(k, nil, hi.Object(k))...)
+	}
 	if inBase && inHead {
 		o.Dangerous = append(o.Dangerous, inventoryDanger(o.BaseInventory, o.HeadInventory, len(bi.Keys))...)
 	}
@@ -395,54 +403,58 @@ func kept(obj *inventory.Object) bool {
 	return false
 }
 
-// dangerousKinds are objects whose deletion loses data or cascades.
-var dangerousKinds = map[string]string{
-	"~G_Namespace": "deletes every object in the namespace",
-	"apiextensions.k8s.io_CustomResourceDefinition": "deletes every custom resource of this type",
-	"~G_PersistentVolumeClaim":                      "may delete the volume's data",
-}
-
-func dangers(o Overlay, baseCount, headCount int) []string {
-	var out []string
+// dangers are the findings of what the change prunes: each object (a
+// Namespace, CRD or PVC loses data) and the overlay emptied.
+func dangers(o Overlay, bi *inventory.Inventory, headCount int) []danger.Finding {
+	var out []danger.Finding
 	for _, k := range o.Pruned {
-		id, err := inventory.ParseKey(k)
-		if err != nil {
-			continue
-		}
-		g := id.Group
-		if g == "" {
-			g = "~G"
-		}
-		if why, ok := dangerousKinds[g+"_"+id.Kind]; ok {
-			out = append(out, fmt.Sprintf("prunes %s %s: %s", id.Kind, displayName(id), why))
-		}
+		out = append(out, objectFindings(k, bi.Object(k), nil)...)
 	}
-	if baseCount > 0 && headCount == 0 && len(o.Pruned) > 0 {
-		out = append(out, fmt.Sprintf("prunes every object of the overlay (%d)", len(o.Pruned)))
+	if len(bi.Keys) > 0 && headCount == 0 && len(o.Pruned) > 0 {
+		out = append(out, danger.PruneAllFinding(len(o.Pruned)))
 	}
 	return out
 }
 
+// objectFindings runs the danger rules on one object's sides (nil: absent
+// on that side). The objects are read as the diff reads them, in the
+// namespace they land in.
+func objectFindings(key string, b, h *inventory.Object) []danger.Finding {
+	side := func(obj *inventory.Object) (map[string]any, bool) {
+		if obj == nil {
+			return nil, true
+		}
+		m, err := obj.Node.Map()
+		if err != nil {
+			return nil, false
+		}
+		defaultNamespace(m, obj)
+		return m, true
+	}
+	bm, ok1 := side(b)
+	hm, ok2 := side(h)
+	if !ok1 || !ok2 {
+		return nil // unreadable: the diff shows it so
+	}
+	return danger.Check(danger.Change{Key: key, Before: bm, After: hm})
+}
+
 // inventoryDanger explains what the next apply does when the inventory
 // an overlay records its objects in changes (cli-utils semantics).
-func inventoryDanger(b, h *inventory.Identity, objects int) []string {
+func inventoryDanger(b, h *inventory.Identity, objects int) []danger.Finding {
+	finding := func(why string) []danger.Finding {
+		return []danger.Finding{{Rule: danger.InventoryChange, Reason: why}}
+	}
 	switch {
 	case b == nil || h == nil || *b == *h || objects == 0:
 		return nil
 	case b.ID != h.ID:
-		return []string{fmt.Sprintf("inventory changes from %s to %s: the next apply finds the %d objects already owned by inventory-id %s and, by the must-match policy, skips them (neither updated nor pruned); keep the old inventory or adopt them on purpose (--inventory-policy adopt-all)",
-			b, h, objects, b.ID)}
+		return finding(fmt.Sprintf("inventory changes from %s to %s: the next apply finds the %d objects already owned by inventory-id %s and, by the must-match policy, skips them (neither updated nor pruned); keep the old inventory or adopt them on purpose (--inventory-policy adopt-all)",
+			b, h, objects, b.ID))
 	default:
-		return []string{fmt.Sprintf("inventory object changes from %s to %s with the same inventory-id: the next apply starts an empty inventory, so objects removed before it are never pruned and the old inventory object stays; keep the old name",
-			b, h)}
+		return finding(fmt.Sprintf("inventory object changes from %s to %s with the same inventory-id: the next apply starts an empty inventory, so objects removed before it are never pruned and the old inventory object stays; keep the old name",
+			b, h))
 	}
-}
-
-func displayName(id inventory.ID) string {
-	if id.Namespace == "" {
-		return id.Name
-	}
-	return id.Namespace + "/" + id.Name
 }
 
 // IntroducedFailures are the overlays this change breaks: they fail to

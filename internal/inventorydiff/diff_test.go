@@ -25,18 +25,20 @@ func inv(t *testing.T, docs ...string) *inventory.Inventory {
 }
 
 const (
-	deployV1 = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: app}\nspec: {replicas: 1, template: {spec: {containers: [{name: web, image: 'web:1'}]}}}"
-	deployV2 = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: app}\nspec: {replicas: 1, template: {spec: {containers: [{name: web, image: 'web:2'}]}}}"
-	svc      = "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: app}\nspec: {ports: [{port: 80}]}"
-	ns       = "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}"
-	crd      = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}"
-	pvc      = "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: app}"
-	cmOld    = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: conf-g6cf8tfc4b, namespace: app}\ndata: {level: info}"
-	cmNew    = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: conf-kb969b4c4f, namespace: app}\ndata: {level: debug}"
-	detached = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: keepme, namespace: app, annotations: {client.lifecycle.config.k8s.io/deletion: detach}}"
-	keptCM   = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: keep2, namespace: app, annotations: {cli-utils.sigs.k8s.io/on-remove: keep}}"
-	secretV1 = "apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: app}\ndata: {password: aHVudGVyMg==, user: YWRtaW4=}\nstringData: {token: s3cr3t-plain}"
-	secretV2 = "apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: app}\ndata: {password: bmV3LXNlY3JldA==, user: YWRtaW4=, extra: ZXh0cmE=}\nstringData: {token: an0ther-plain}"
+	deployV1       = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: app}\nspec: {replicas: 1, template: {spec: {containers: [{name: web, image: 'web:1'}]}}}"
+	deployV2       = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: app}\nspec: {replicas: 1, template: {spec: {containers: [{name: web, image: 'web:2'}]}}}"
+	svc            = "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: app}\nspec: {ports: [{port: 80}]}"
+	ns             = "apiVersion: v1\nkind: Namespace\nmetadata: {name: app}"
+	crd            = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}"
+	pvc            = "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: app}"
+	cmOld          = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: conf-g6cf8tfc4b, namespace: app}\ndata: {level: info}"
+	cmNew          = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: conf-kb969b4c4f, namespace: app}\ndata: {level: debug}"
+	detached       = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: keepme, namespace: app, annotations: {client.lifecycle.config.k8s.io/deletion: detach}}"
+	keptCM         = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: keep2, namespace: app, annotations: {cli-utils.sigs.k8s.io/on-remove: keep}}"
+	deploySelector = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: app}\nspec: {replicas: 1, selector: {matchLabels: {app: web}}, template: {spec: {containers: [{name: web, image: 'web:1'}]}}}"
+	privilegedPod  = "apiVersion: v1\nkind: Pod\nmetadata: {name: debug, namespace: app}\nspec: {hostPID: true, containers: [{name: sh, image: busybox, securityContext: {privileged: true}}]}"
+	secretV1       = "apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: app}\ndata: {password: aHVudGVyMg==, user: YWRtaW4=}\nstringData: {token: s3cr3t-plain}"
+	secretV2       = "apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: app}\ndata: {password: bmV3LXNlY3JldA==, user: YWRtaW4=, extra: ZXh0cmE=}\nstringData: {token: an0ther-plain}"
 )
 
 func TestCompareOverlay(t *testing.T) {
@@ -60,7 +62,14 @@ func TestCompareOverlay(t *testing.T) {
 			pruned:    []string{"apiextensions.k8s.io_v1_CustomResourceDefinition||widgets.example.com", "~G_v1_Namespace||app", "~G_v1_PersistentVolumeClaim|app|data"},
 			dangerous: []string{"CustomResourceDefinition widgets.example.com", "Namespace app", "PersistentVolumeClaim app/data"}, status: Changed},
 		{name: "everything pruned", base: []string{deployV1, svc}, head: nil,
-			pruned: []string{"apps_v1_Deployment|app|web", "~G_v1_Service|app|web"}, dangerous: []string{"every object of the overlay (2)"}, status: Changed},
+			pruned: []string{"apps_v1_Deployment|app|web", "~G_v1_Service|app|web"}, dangerous: []string{"every object of the overlay (2) [prune-all]"}, status: Changed},
+		// The danger rules see changes in place with both sides, added
+		// objects with their head side, in the namespace they land in.
+		{name: "a change the API server refuses, an added privileged pod", base: []string{deployV1, svc}, head: []string{deploySelector, svc, privilegedPod},
+			added: []string{"~G_v1_Pod|app|debug"}, changed: []string{"apps_v1_Deployment|app|web"},
+			dangerous: []string{"Deployment app/web: changes spec.selector", "Pod app/debug: container sh runs privileged", "Pod app/debug: sets hostPID: true: its pods see and can signal every process of the node [host-pid]"}, status: Changed},
+		{name: "scaled to zero", base: []string{deployV1}, head: []string{strings.Replace(deployV1, "replicas: 1", "replicas: 0", 1)},
+			changed: []string{"apps_v1_Deployment|app|web"}, dangerous: []string{"scales to 0 replicas (from 1): it stops running [scale-to-zero]"}, status: Changed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,7 +105,7 @@ func TestCompareOverlay(t *testing.T) {
 				t.Errorf("dangerous = %q, want %d entries like %q", o.Dangerous, len(tc.dangerous), tc.dangerous)
 			}
 			for i, d := range tc.dangerous {
-				if i < len(o.Dangerous) && !strings.Contains(o.Dangerous[i], d) {
+				if i < len(o.Dangerous) && !strings.Contains(o.Dangerous[i].String(), d) {
 					t.Errorf("dangerous[%d] = %q, want it to mention %q", i, o.Dangerous[i], d)
 				}
 			}

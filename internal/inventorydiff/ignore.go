@@ -2,6 +2,7 @@ package inventorydiff
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -137,9 +138,23 @@ func (p *Plan) Ignore(rules ...IgnoreRules) {
 				}
 			}
 		}
+		flagged := map[string]bool{}
+		for _, f := range o.Dangerous {
+			flagged[f.Object] = true
+		}
 		kept := o.Changed[:0]
 		for _, c := range o.Changed {
 			kind := Kind(c.Key)
+			if flagged[c.Key] {
+				// A dangerous change shows whole: the finding points at it.
+				for _, a := range all {
+					if a.kind == kind || (a.field != "" && slices.ContainsFunc(c.Fields, func(f FieldChange) bool { return matchPath(a.field, f.Path) })) {
+						a.rule.Kept++
+					}
+				}
+				kept = append(kept, c)
+				continue
+			}
 			if kind != "Secret" {
 				hid := false
 				for _, a := range all {

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/kplan-dev/kplan/internal/closure"
+	"github.com/kplan-dev/kplan/internal/danger"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
@@ -44,9 +45,12 @@ type planner struct {
 	// closures of every overlay on each side, for the files none reads.
 	closures [2]map[string]*closure.Closure
 
-	mu          sync.Mutex
-	overlays    []inventorydiff.Overlay
-	lonely      map[string]pair // overlays on one side only, compared last (moves)
+	mu       sync.Mutex
+	overlays []inventorydiff.Overlay
+	lonely   map[string]pair // overlays on one side only, compared last (moves)
+	// headKeys are the objects each rendered overlay has on head, for
+	// the objects two overlays render (duplicates).
+	headKeys    map[string][]string
 	cacheFailed bool
 	built       int // builds done, for Options.Progress
 }
@@ -59,6 +63,7 @@ type side struct {
 	overlays map[string]bool
 	targets  *repoconfig.Config // nil: no .kplan.yaml, or one without targets
 	ignore   repoconfig.Ignore  // .kplan.yaml's noise filters
+	disabled []string           // .kplan.yaml's dangerous.disable
 }
 
 // namespace is where the overlay's namespaced objects rendered without a
@@ -105,8 +110,9 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 			return nil, err
 		}
 		var ignore repoconfig.Ignore
+		var disabled []string
 		if cfg != nil {
-			ignore = cfg.Ignore
+			ignore, disabled = cfg.Ignore, cfg.Dangerous.Disable
 		}
 		if !cfg.HasTargets() {
 			cfg = nil // only ignore rules: overlays are discovered
@@ -116,7 +122,7 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 			f.Targets = cfg.Overlays()
 		}
 		filters = append(filters, f)
-		sides[i] = &side{s: s, targets: cfg, ignore: ignore, overlays: map[string]bool{}}
+		sides[i] = &side{s: s, targets: cfg, ignore: ignore, disabled: disabled, overlays: map[string]bool{}}
 	}
 	trees, err := render.DiscoverAll([]filesys.FileSystem{base.FS, head.FS}, filters)
 	if err != nil {
@@ -191,6 +197,13 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 		if o.HeadErr == "" && sides[1].overlays[o.Path] && (o.Status != inventorydiff.Unchanged || o.HeadHash != "") {
 			o.Notes = notes.overlay(o.Path)
 		}
+	}
+	if err := p.duplicates(ctx, sides[1]); err != nil {
+		return nil, err
+	}
+	off := disabledRules(sides)
+	for i := range p.overlays {
+		p.overlays[i].Dangerous = danger.Without(p.overlays[i].Dangerous, off)
 	}
 	plan := &inventorydiff.Plan{Base: base.Rev, Head: head.Rev, BaseLabel: p.opts.BaseLabel, HeadLabel: p.opts.HeadLabel,
 		Overlays: p.overlays, Totals: inventorydiff.Sum(p.overlays), Unread: unread}
@@ -482,6 +495,7 @@ func (p *planner) compare(overlay string, pr pair) {
 	o.HeadDigest = digest
 	p.mu.Lock()
 	p.overlays = append(p.overlays, o)
+	p.keepHeadKeys(overlay, pr.sides[1])
 	p.mu.Unlock()
 }
 
@@ -520,6 +534,7 @@ func (p *planner) compareLonely(sides [2]*side) {
 			o := inventorydiff.CompareOne(a, b, true, h, true)
 			o.Status, o.MovedFrom, o.HeadDigest = inventorydiff.Moved, r, digest
 			p.overlays = append(p.overlays, o)
+			p.keepHeadKeys(a, h)
 			delete(p.lonely, r)
 			delete(p.lonely, a)
 			added[i] = ""
@@ -531,6 +546,7 @@ func (p *planner) compareLonely(sides [2]*side) {
 		ov := inventorydiff.CompareOne(o, pr.sides[0], pr.present[0], pr.sides[1], pr.present[1])
 		if pr.present[1] {
 			ov.HeadDigest = headDigest(pr.sides[1])
+			p.keepHeadKeys(o, pr.sides[1])
 		}
 		if pr.present[0] && sides[0].targets != nil {
 			// A target taken out of .kplan.yaml is no longer deployed;
@@ -687,7 +703,7 @@ func (p *planner) checkSharedInventories(ctx context.Context, sides [2]*side) er
 		return nil
 	}
 	head := sides[1]
-	ids, err := p.identities(ctx, head, unknown)
+	ids, err := p.identities(ctx, head, unknown, p.headKeysMap())
 	if err != nil {
 		return err
 	}
@@ -741,8 +757,9 @@ func sameCluster(sd *side, a, b string) bool {
 	return false
 }
 
-// identities renders overlays on one side for their inventory alone.
-func (p *planner) identities(ctx context.Context, sd *side, overlays []string) (map[string]*inventory.Identity, error) {
+// identities renders overlays on one side for their inventory alone;
+// keys, when not nil, gets each rendered overlay's object keys.
+func (p *planner) identities(ctx context.Context, sd *side, overlays []string, keys map[string][]string) (map[string]*inventory.Identity, error) {
 	if len(overlays) == 0 {
 		return nil, nil
 	}
@@ -771,6 +788,9 @@ func (p *planner) identities(ctx context.Context, sd *side, overlays []string) (
 		side := p.toSide(sd, o, objs, err)
 		mu.Lock()
 		out[o] = side.Inventory.Identity()
+		if keys != nil && side.Err == nil && side.Inventory != nil {
+			keys[o] = side.Inventory.Keys
+		}
 		mu.Unlock()
 	})
 	p.stats.Rendered += len(overlays)

@@ -11,8 +11,11 @@
 //	ignore:                          # noise filters for plans; the plan says what each hid
 //	  fields: ["metadata.annotations.checksum/*"]
 //	  kinds: [HorizontalPodAutoscaler]
+//	dangerous:                       # the plan's danger rules (internal/danger)
+//	  disable: [scale-to-zero]       # rule ids not reported; off only when base and head both say so
 //
-// A file may hold only ignore rules: overlays are then discovered.
+// A file may hold only ignore rules and danger settings: overlays are
+// then discovered.
 //
 // The Action plans exactly these overlays, grouped by target; the webhook
 // reads the file at the commit it deploys. Without the file, overlays are
@@ -29,6 +32,8 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kplan-dev/kplan/internal/danger"
 )
 
 // File is the repository-relative name of the file.
@@ -43,6 +48,14 @@ type Config struct {
 	Targets []Target `yaml:"targets"`
 	// Ignore are noise filters the plan applies (and reports).
 	Ignore Ignore `yaml:"ignore"`
+	// Dangerous configures the plan's danger rules.
+	Dangerous Dangerous `yaml:"dangerous"`
+}
+
+// Dangerous configures the danger rules (internal/danger).
+type Dangerous struct {
+	// Disable are the ids of rules whose findings the plan leaves out.
+	Disable []string `yaml:"disable"`
 }
 
 // Ignore are field path patterns and kinds whose changes a plan leaves
@@ -78,7 +91,7 @@ func Parse(data []byte) (*Config, error) {
 		errs = append(errs, fmt.Errorf("%s: targets[%d].%s: %s", File, i, field, fmt.Sprintf(format, args...)))
 	}
 	ignoring := len(c.Ignore.Fields)+len(c.Ignore.Kinds) > 0
-	if len(c.Targets) == 0 && !ignoring {
+	if len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 {
 		errs = append(errs, fmt.Errorf("%s: targets: list at least one target (or delete the file to plan every overlay)", File))
 	}
 	for i, f := range c.Ignore.Fields {
@@ -93,6 +106,9 @@ func Parse(data []byte) (*Config, error) {
 		case "Secret":
 			errs = append(errs, fmt.Errorf("%s: ignore.kinds[%d]: a Secret's changes are never ignored (their values never show anyway)", File, i))
 		}
+	}
+	if err := danger.CheckIDs(c.Dangerous.Disable); err != nil {
+		errs = append(errs, fmt.Errorf("%s: dangerous.disable: %w", File, err))
 	}
 	names := map[string]int{}
 	for i := range c.Targets {

@@ -67,3 +67,18 @@ func TestParseIgnore(t *testing.T) {
 		})
 	}
 }
+
+func TestParseDangerous(t *testing.T) {
+	c, err := Parse([]byte("dangerous:\n  disable: [scale-to-zero, host-path]\n"))
+	if err != nil || c.HasTargets() || strings.Join(c.Dangerous.Disable, ",") != "scale-to-zero,host-path" {
+		t.Fatalf("%+v, %v: want the rules off and overlays discovered", c, err)
+	}
+	_, err = Parse([]byte("targets:\n  - name: a\n    overlay: o\ndangerous:\n  disable: [scale-to-0]\n"))
+	if err == nil || !strings.Contains(err.Error(), `.kplan.yaml: dangerous.disable: unknown danger rule "scale-to-0": the rules are prune-stateful, `) ||
+		!strings.Contains(err.Error(), "scale-to-zero") {
+		t.Fatalf("err = %v, want it to name the unknown rule and the valid ones", err)
+	}
+	if _, err := Parse([]byte("dangerous:\n  disabled: [host-path]\n")); err == nil || !strings.Contains(err.Error(), "field disabled not found") {
+		t.Fatalf("a misspelt setting: err = %v", err)
+	}
+}

@@ -122,7 +122,11 @@ func (m *md) render(d detail, maxRows int, open bool) string {
 	}
 	fmt.Fprintf(&b, "Planned %s. %d %s unchanged.", commits(p), unchanged, plural(unchanged, "overlay", "overlays"))
 	if n := p.Totals.Dangerous; n > 0 {
-		fmt.Fprintf(&b, " ⚠️ **%d dangerous %s**.", n, plural(n, "change", "changes"))
+		fmt.Fprintf(&b, " ⚠️ **%d dangerous %s**", n, plural(n, "change", "changes"))
+		if g := m.opts.DangerGate.sentence(); g != "" {
+			fmt.Fprintf(&b, ": %s", g)
+		}
+		b.WriteString(".")
 	}
 	if n := len(p.IntroducedFailures()); n > 0 {
 		fmt.Fprintf(&b, " ❌ **%d %s broken by this change**.", n, plural(n, "overlay", "overlays"))
@@ -359,8 +363,8 @@ func (m *md) writeOverlay(b *strings.Builder, o *inventorydiff.Overlay, d detail
 	if msg, _ := o.Problem(); msg != "" {
 		fmt.Fprintf(b, "> ❌ **Cannot be applied safely** (%s): %s\n\n", failureLine(o), msg)
 	}
-	for _, why := range o.Dangerous {
-		fmt.Fprintf(b, "> ⚠️ **Dangerous:** %s\n", why)
+	for _, f := range o.Dangerous {
+		fmt.Fprintf(b, "> ⚠️ **Dangerous:** %s (`%s`)\n", f.Reason, f.Rule)
 	}
 	if len(o.Dangerous) > 0 {
 		b.WriteString("\n")

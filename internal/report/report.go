@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kplan-dev/kplan/internal/danger"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/prcomment"
@@ -31,6 +32,32 @@ type Options struct {
 	// to the job summary, an artifact), for a Markdown report that had
 	// to leave something out to fit; "" says to run kplan diff.
 	Complete string
+	// DangerGate says what dangerous findings mean for the check; zero:
+	// nothing is said.
+	DangerGate DangerGate
+}
+
+// DangerGate is the Action's fail-on-dangerous, as the comment tells it.
+type DangerGate struct {
+	// Fails says the check fails on dangerous findings.
+	Fails bool
+	// Label acknowledges them; Acknowledged says the PR carries it.
+	Label        string
+	Acknowledged bool
+}
+
+// sentence is what the gate says after the count of dangerous changes
+// ("" when nothing).
+func (g DangerGate) sentence() string {
+	switch {
+	case g.Acknowledged:
+		return fmt.Sprintf("acknowledged by the label `%s`", g.Label)
+	case g.Fails && g.Label != "":
+		return fmt.Sprintf("this check fails until they are fixed or the label `%s` acknowledges them", g.Label)
+	case g.Fails:
+		return "this check fails until they are fixed"
+	}
+	return ""
 }
 
 // CheckDiffStyle refuses a diff style that is neither fields nor unified.
@@ -176,7 +203,10 @@ type jsonOverlay struct {
 	Replaced  []jsonReplacement                      `json:"replaced"`
 	Detached  []string                               `json:"detached"`
 	Unchanged int                                    `json:"unchanged"`
-	Dangerous []string                               `json:"dangerous"`
+	// Dangerous are the findings as lines (reason and [rule]);
+	// DangerousFindings the same, typed.
+	Dangerous         []string                               `json:"dangerous"`
+	DangerousFindings []danger.Finding                       `json:"dangerousFindings"`
 	Fields    map[string][]inventorydiff.FieldChange `json:"fields,omitempty"`
 	// AddedYAML is each added object as kustomize build prints it
 	// (Secret values masked).
@@ -289,11 +319,15 @@ func JSONWith(p *inventorydiff.Plan, opts Options) ([]byte, error) {
 			Targets: o.Targets, MovedFrom: o.MovedFrom, SharedWith: o.SharedWith,
 			Added: nonNil(o.Added), Pruned: nonNil(o.Pruned), Detached: nonNil(o.Detached),
 			Changed: []string{}, Replaced: []jsonReplacement{},
-			Unchanged: o.Unchanged, Dangerous: nonNil(o.Dangerous),
+			Unchanged: o.Unchanged, Dangerous: []string{}, DangerousFindings: []danger.Finding{},
 			Error:     overlayError(o),
 			AddedYAML: o.AddedYAML,
 			File:      o.File, Notes: o.Notes,
 			Digest: o.HeadDigest,
+		}
+		for _, f := range o.Dangerous {
+			j.Dangerous = append(j.Dangerous, f.String())
+			j.DangerousFindings = append(j.DangerousFindings, f)
 		}
 		if msg, introduced := o.Problem(); msg != "" {
 			j.Failure = "existing"

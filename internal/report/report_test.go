@@ -136,8 +136,11 @@ func TestJSONShape(t *testing.T) {
 			Pruned  []string
 			Changed []string
 			Error   *string
+			// Dangerous reads as lines; DangerousFindings is typed.
+			Dangerous         []string
+			DangerousFindings []struct{ Rule, Object, Reason string }
 		}
-		Totals struct{ Added, Changed, Pruned int }
+		Totals struct{ Added, Changed, Pruned, Dangerous int }
 	}
 	if err := json.Unmarshal(data, &got); err != nil {
 		t.Fatal(err)
@@ -148,8 +151,34 @@ func TestJSONShape(t *testing.T) {
 		fmt.Sprint(a.Changed) != "[apps_v1_Deployment|a|web ~G_v1_Secret|a|db]" || a.Error != nil {
 		t.Errorf("overlay = %+v", a)
 	}
-	if got.Totals.Added != 1 || got.Totals.Changed != 2 || got.Totals.Pruned != 1 {
+	if got.Totals.Added != 1 || got.Totals.Changed != 2 || got.Totals.Pruned != 1 || got.Totals.Dangerous != 1 {
 		t.Errorf("totals = %+v", got.Totals)
+	}
+	if fmt.Sprint(a.Dangerous) != "[prunes Namespace a: deletes every object in the namespace [prune-stateful]]" ||
+		len(a.DangerousFindings) != 1 || a.DangerousFindings[0].Rule != "prune-stateful" || a.DangerousFindings[0].Object != "~G_v1_Namespace||a" ||
+		a.DangerousFindings[0].Reason != "prunes Namespace a: deletes every object in the namespace" {
+		t.Errorf("dangerous %q, findings %+v", a.Dangerous, a.DangerousFindings)
+	}
+	if b := got.Overlays[1]; b.Dangerous == nil || b.DangerousFindings == nil {
+		t.Errorf("an overlay without findings has dangerous %v and dangerousFindings %v, want []", b.Dangerous, b.DangerousFindings)
+	}
+}
+
+// The comment says what the findings mean for the check: nothing, that
+// it fails until a label acknowledges them, or that the label did.
+func TestMarkdownDangerGate(t *testing.T) {
+	for _, tc := range []struct {
+		gate DangerGate
+		want string
+	}{
+		{DangerGate{}, "⚠️ **1 dangerous change**.\n"},
+		{DangerGate{Fails: true, Label: "kplan/allow-dangerous"}, "⚠️ **1 dangerous change**: this check fails until they are fixed or the label `kplan/allow-dangerous` acknowledges them.\n"},
+		{DangerGate{Fails: true, Label: "kplan/allow-dangerous", Acknowledged: true}, "⚠️ **1 dangerous change**: acknowledged by the label `kplan/allow-dangerous`.\n"},
+	} {
+		md := MarkdownWith(samplePlan(t), "", MaxCommentSize, Options{DangerGate: tc.gate})
+		if !strings.Contains(md, tc.want) || !strings.Contains(md, "> ⚠️ **Dangerous:** prunes Namespace a: deletes every object in the namespace (`prune-stateful`)\n") {
+			t.Errorf("gate %+v: markdown lacks %q:\n%s", tc.gate, tc.want, md)
+		}
 	}
 }
 

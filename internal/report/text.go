@@ -56,8 +56,8 @@ func TextWith(w io.Writer, p *inventorydiff.Plan, opts Options) error {
 		if changed := inventoryChange(o); changed != "" {
 			ew.printf("  %s\n", changed)
 		}
-		for _, why := range o.Dangerous {
-			ew.printf("  ! DANGEROUS: %s\n", why)
+		for _, f := range o.Dangerous {
+			ew.printf("  ! DANGEROUS: %s\n", f)
 		}
 		for _, n := range o.Notes {
 			ew.printf("  note: kustomize warns: %s\n", n)

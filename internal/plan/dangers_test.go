@@ -1,0 +1,108 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kplan-dev/kplan/internal/danger"
+	"github.com/kplan-dev/kplan/internal/inventorydiff"
+)
+
+// findings are an overlay's dangerous findings by rule.
+func findings(t *testing.T, p *inventorydiff.Plan, overlay string) map[string][]danger.Finding {
+	t.Helper()
+	for _, o := range p.Overlays {
+		if o.Path == overlay {
+			out := map[string][]danger.Finding{}
+			for _, f := range o.Dangerous {
+				out[f.Rule] = append(out[f.Rule], f)
+			}
+			return out
+		}
+	}
+	t.Fatalf("no overlay %s in the plan", overlay)
+	return nil
+}
+
+// An object the change makes a second overlay render for the same
+// cluster is a finding on the overlay that adds it; overlays whose
+// targets deploy to other environments may render it too.
+func TestDuplicateObjects(t *testing.T) {
+	for _, tc := range []struct {
+		name, kplanYAML string
+		want            bool
+	}{
+		{"no targets: every planned overlay", "", true},
+		{"targets in one environment", "targets:\n  - {name: a, overlay: overlays/a, environment: prod}\n  - {name: b, overlay: overlays/b, environment: prod}\n", true},
+		{"targets in two environments", "targets:\n  - {name: a, overlay: overlays/a, environment: prod}\n  - {name: b, overlay: overlays/b, environment: staging}\n", false},
+		{"the rule off on base and head", "dangerous:\n  disable: [duplicate-object]\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			git(t, dir, "init", "-q", "-b", "main")
+			files := map[string]string{
+				"overlays/a/kustomization.yaml": "namespace: apps\nresources: [shared.yaml]\n",
+				"overlays/a/shared.yaml":        cm("shared", "k: v"),
+				"overlays/b/kustomization.yaml": "namespace: apps\nresources: [own.yaml]\n",
+				"overlays/b/own.yaml":           cm("own", "k: v"),
+			}
+			if tc.kplanYAML != "" {
+				files[".kplan.yaml"] = tc.kplanYAML
+			}
+			write(t, dir, files)
+			base := commit(t, dir, "base")
+			write(t, dir, map[string]string{
+				"overlays/b/kustomization.yaml": "namespace: apps\nresources: [own.yaml, shared.yaml]\n",
+				"overlays/b/shared.yaml":        cm("shared", "k: other"),
+			})
+			head := commit(t, dir, "b renders a's ConfigMap too")
+			_, p, _ := plans(t, dir, base, head)
+			got := findings(t, p, "overlays/b")[danger.DuplicateObject]
+			if !tc.want {
+				if len(got) > 0 {
+					t.Fatalf("findings %+v, want none", got)
+				}
+				return
+			}
+			if len(got) != 1 || got[0].Object != "~G_v1_ConfigMap|apps|shared" ||
+				!strings.HasPrefix(got[0].Reason, "ConfigMap apps/shared is also rendered by overlays/a, deployed to the same cluster") {
+				t.Fatalf("findings %+v, want overlays/b's ConfigMap apps/shared, also overlays/a's", got)
+			}
+			if other := findings(t, p, "overlays/a")[danger.DuplicateObject]; len(other) > 0 {
+				t.Errorf("overlays/a did not change but has %+v", other)
+			}
+		})
+	}
+}
+
+// A rule is off only when base and head both turn it off: a pull request
+// that turns it off still sees its findings; one that turns it back on
+// sees them at once.
+func TestDisabledRulesNeedBothSides(t *testing.T) {
+	scaled := func(n string) string {
+		return strings.Replace(strings.ReplaceAll(deployYAML, "IMAGE", "1"), "spec:\n  template:", "spec:\n  replicas: "+n+"\n  template:", 1)
+	}
+	off := "dangerous:\n  disable: [scale-to-zero]\n"
+	for _, tc := range []struct {
+		name, base, head string
+		want             int
+	}{
+		{"on both sides", "", "", 1},
+		{"off on head only", "", off, 1},
+		{"off on base only", off, "", 1},
+		{"off on both", off, off, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			git(t, dir, "init", "-q", "-b", "main")
+			write(t, dir, map[string]string{"app/kustomization.yaml": "resources: [d.yaml]\n", "app/d.yaml": scaled("3"), ".kplan.yaml": tc.base})
+			base := commit(t, dir, "base")
+			write(t, dir, map[string]string{"app/d.yaml": scaled("0"), ".kplan.yaml": tc.head})
+			head := commit(t, dir, "scale to zero")
+			_, p, _ := plans(t, dir, base, head)
+			if got := findings(t, p, "app")[danger.ScaleToZero]; len(got) != tc.want || p.Totals.Dangerous != tc.want {
+				t.Fatalf("findings %+v, totals %d; want %d", got, p.Totals.Dangerous, tc.want)
+			}
+		})
+	}
+}
