@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"path"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -76,8 +76,12 @@ type Target struct {
 	Closure *closure.Closure
 	Err     error
 	Elapsed time.Duration
+	// Deferred: Plan found that the change cannot affect the target, and
+	// did not build it (Objects is empty).
+	Deferred bool
 
 	gen   *generated
+	built []string // the paths its build reads (no declarations), sorted
 	reads []string // IDs of targets whose ConfigMaps/Secrets it read
 }
 
@@ -90,6 +94,8 @@ type Skipped struct {
 type Result struct {
 	Targets []*Target // sorted by ID
 	Skipped []Skipped
+
+	pool varPool // the ConfigMaps and Secrets the targets apply
 }
 
 // Target returns the target with the given ID, or nil.
@@ -104,15 +110,76 @@ func (r *Result) Target(id string) *Target {
 // Build finds and builds the Flux Kustomizations of s applied from this
 // repository: the roots first, then the ones their builds output.
 func (e *Engine) Build(ctx context.Context, s *snapshot.Snapshot) (*Result, error) {
+	return e.buildSide(ctx, s, nil)
+}
+
+// Plan builds both sides of a change, leaving unbuilt (Deferred) the
+// targets the change cannot affect: on both sides, a target whose
+// closure meets no changed path, whose spec and substitution variables
+// are the same, that outputs no Flux Kustomization and no ConfigMap or
+// Secret another one substitutes from. Every other target is built on
+// both sides where it exists.
+func (e *Engine) Plan(ctx context.Context, base, head *snapshot.Snapshot, changed map[string]bool) ([2]*Result, error) {
+	snaps := [2]*snapshot.Snapshot{base, head}
+	var res [2]*Result
+	for i, s := range snaps {
+		r, err := e.buildSide(ctx, s, changed)
+		if err != nil {
+			return res, err
+		}
+		res[i] = r
+	}
+	for i := range res {
+		var todo []*Target
+		for _, t := range res[i].Targets {
+			if !t.Deferred {
+				continue
+			}
+			o := res[1-i].Target(t.ID())
+			if o == nil || !o.Deferred || !reflect.DeepEqual(o.Object, t.Object) || res[i].pool.key(t.Kustomization) != res[1-i].pool.key(o.Kustomization) {
+				t.Deferred = false
+				todo = append(todo, t)
+			}
+		}
+		e.buildAll(ctx, snaps[i], e.opts.Scratch, todo, nil)
+		for _, t := range todo {
+			if t.Err == nil {
+				e.postBuild(ctx, t, res[i].pool)
+			}
+		}
+	}
+	return res, nil
+}
+
+// buildSide is Build, deferring the targets that meet no changed path
+// when changed is not nil.
+func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed map[string]bool) (*Result, error) {
 	declared, err := Discover(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	scratch, err := os.MkdirTemp(e.opts.Scratch, "kplan-flux-")
-	if err != nil {
-		return nil, fmt.Errorf("Flux scratch directory: %w", err)
+	scratch := e.opts.Scratch
+	var deferrable func(t *Target) bool
+	if changed != nil {
+		files := map[string]bool{}
+		for _, d := range declared {
+			files[d.File] = true
+		}
+		names := substituteNames(declared)
+		deferrable = func(t *Target) bool {
+			if t.Closure.Meets(changed) || !t.Closure.Bounded() {
+				return false
+			}
+			for _, p := range t.built {
+				// It may output a Flux Kustomization, or a ConfigMap or
+				// Secret some Kustomization substitutes from.
+				if files[p] || mayName(ctx, s, p, names) {
+					return false
+				}
+			}
+			return true
+		}
 	}
-	defer os.RemoveAll(scratch)
 
 	// A root is a declared Kustomization no other one reads the file of.
 	readers := make([][]string, len(declared)) // IDs of others whose closure holds its file
@@ -132,10 +199,10 @@ func (e *Engine) Build(ctx context.Context, s *snapshot.Snapshot) (*Result, erro
 			}
 		}
 	}
-	res := &Result{}
+	pool := varPool{}
+	res := &Result{pool: pool}
 	targets := map[string]*Target{}
 	matched := make([]bool, len(declared))
-	pool := varPool{}
 	var level []*Kustomization
 	for i, d := range declared {
 		if len(readers[i]) == 0 {
@@ -164,7 +231,7 @@ func (e *Engine) Build(ctx context.Context, s *snapshot.Snapshot) (*Result, erro
 				targets[k.ID()] = t
 				built = append(built, t)
 			}
-			e.buildAll(ctx, s, scratch, built)
+			e.buildAll(ctx, s, scratch, built, deferrable)
 			for _, t := range built {
 				if t.Err == nil {
 					pool.add(t.ID(), t.Objects)
@@ -172,10 +239,10 @@ func (e *Engine) Build(ctx context.Context, s *snapshot.Snapshot) (*Result, erro
 			}
 			level = nil
 			for _, t := range built {
-				if t.Err == nil {
+				if t.Err == nil && !t.Deferred {
 					e.postBuild(ctx, t, pool)
 				}
-				if t.Err != nil {
+				if t.Err != nil || t.Deferred {
 					continue
 				}
 				for _, o := range t.Objects {
@@ -258,14 +325,15 @@ func (e *Engine) rawClosure(ctx context.Context, s *snapshot.Snapshot, scratch s
 	return e.closure(ctx, s, &Target{Kustomization: k, gen: g})
 }
 
-// buildAll builds targets concurrently, each failing alone.
-func (e *Engine) buildAll(ctx context.Context, s *snapshot.Snapshot, scratch string, ts []*Target) {
+// buildAll builds targets concurrently, each failing alone; those
+// deferrable says may wait are left Deferred.
+func (e *Engine) buildAll(ctx context.Context, s *snapshot.Snapshot, scratch string, ts []*Target, deferrable func(*Target) bool) {
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for _, t := range ts {
 		g.Go(func() error {
 			start := time.Now()
-			t.Err = e.build(ctx, s, scratch, t)
+			t.Err = e.build(ctx, s, scratch, t, deferrable)
 			t.Elapsed = time.Since(start)
 			if t.Err != nil {
 				slog.Debug("Flux Kustomization failed", "id", t.ID(), "err", t.Err)
@@ -277,13 +345,20 @@ func (e *Engine) buildAll(ctx context.Context, s *snapshot.Snapshot, scratch str
 }
 
 // build runs Flux's generator and kustomize build for t.
-func (e *Engine) build(ctx context.Context, s *snapshot.Snapshot, scratch string, t *Target) error {
-	g, err := generate(ctx, s, scratch, t.Kustomization)
-	if err != nil {
-		return err
+func (e *Engine) build(ctx context.Context, s *snapshot.Snapshot, scratch string, t *Target, deferrable func(*Target) bool) error {
+	g := t.gen
+	if g == nil {
+		var err error
+		if g, err = generate(ctx, s, scratch, t.Kustomization); err != nil {
+			return err
+		}
+		t.gen = g
+		t.Closure = e.closure(ctx, s, t)
 	}
-	t.gen = g
-	t.Closure = e.closure(ctx, s, t)
+	if deferrable != nil && deferrable(t) {
+		t.Deferred = true
+		return nil
+	}
 	if err := s.Load(ctx, t.Closure.Paths); err != nil {
 		return fmt.Errorf("Flux Kustomization %s: %w", t.ID(), err)
 	}
@@ -345,6 +420,7 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 			}
 		}
 	}
+	t.built = sorted(set)
 	addDeclaration(set, t.File)
 	c.Paths = sorted(set)
 	return c

@@ -2,10 +2,13 @@ package flux
 
 import (
 	"context"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
@@ -167,5 +170,108 @@ func TestClosureOfFluxTargets(t *testing.T) {
 				t.Errorf("%s: closure holds %s", tc.target, p)
 			}
 		}
+	}
+}
+
+// layoutWith is the layout with some files replaced.
+func layoutWith(t *testing.T, files map[string]string) *snapshot.Snapshot {
+	t.Helper()
+	m := fstest.MapFS{}
+	err := fs.WalkDir(os.DirFS("../../testdata/flux-layout"), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(filepath.Join("../../testdata/flux-layout", p))
+		m[p] = &fstest.MapFile{Data: data}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, c := range files {
+		m[p] = &fstest.MapFile{Data: []byte(c)}
+	}
+	s, err := snapshot.FromFS(m, "head")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestPlanDefersWhatTheChangeCannotAffect(t *testing.T) {
+	pvc, err := os.ReadFile("../../testdata/flux-layout/components/backup/pvc.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deploy, err := os.ReadFile("../../testdata/flux-layout/apps/podinfo/app/deployment.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings, err := os.ReadFile("../../testdata/flux-layout/clusters/dev/cluster-settings.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		files   map[string]string
+		built   []string          // on both sides; the others deferred on both
+		changed map[string]string // target -> an object that differs
+	}{
+		{"the shared component changes every app using it",
+			map[string]string{"components/backup/pvc.yaml": strings.Replace(string(pvc), "1Gi", "2Gi", 1)},
+			[]string{"flux-system/apps", "flux-system/echo", "flux-system/flux-system", "flux-system/podinfo"},
+			map[string]string{"flux-system/podinfo": "podinfo-backup", "flux-system/echo": "dev-echo-backup"}},
+		{"one app's manifest defers the other app",
+			map[string]string{"apps/podinfo/app/deployment.yaml": strings.Replace(string(deploy), "replicas: 1", "replicas: 3", 1)},
+			[]string{"flux-system/apps", "flux-system/flux-system", "flux-system/podinfo"},
+			map[string]string{"flux-system/podinfo": "podinfo"}},
+		{"a substituteFrom ConfigMap changes the app substituting from it",
+			map[string]string{"clusters/dev/cluster-settings.yaml": strings.Replace(string(settings), "dev.example.test", "dev.example.org", 1)},
+			[]string{"flux-system/apps", "flux-system/flux-system", "flux-system/podinfo"},
+			map[string]string{"flux-system/podinfo": "podinfo"}},
+		{"a file nothing reads defers every app",
+			map[string]string{"apps/unused/settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: unused\n"},
+			[]string{"flux-system/apps", "flux-system/flux-system"},
+			nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			base, head := layout(t), layoutWith(t, tc.files)
+			res, err := New(Options{Scratch: t.TempDir()}).Plan(context.Background(), base, head, snapshot.Changed(base.Index, head.Index))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range res {
+				var built []string
+				for _, tg := range r.Targets {
+					if tg.Err != nil {
+						t.Errorf("side %d %s: %v", i, tg.ID(), tg.Err)
+					}
+					if !tg.Deferred {
+						built = append(built, tg.ID())
+					}
+				}
+				if !slices.Equal(built, tc.built) {
+					t.Errorf("side %d built %v, want %v", i, built, tc.built)
+				}
+			}
+			for id, name := range tc.changed {
+				b, h := res[0].Target(id), res[1].Target(id)
+				var bo, ho string
+				for _, o := range b.Objects {
+					if o.GetName() == name {
+						bo = o.MustString()
+					}
+				}
+				for _, o := range h.Objects {
+					if o.GetName() == name {
+						ho = o.MustString()
+					}
+				}
+				if bo == "" || bo == ho {
+					t.Errorf("%s: %s does not change:\n%s", id, name, ho)
+				}
+			}
+		})
 	}
 }

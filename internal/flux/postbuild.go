@@ -1,6 +1,7 @@
 package flux
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
 // Owner labels kustomize-controller (and `flux build kustomization`) puts
@@ -73,6 +76,66 @@ func (p varPool) add(id string, objs []*yaml.RNode) {
 		}
 		p[poolKey(kind, o.GetNamespace(), o.GetName())] = vs
 	}
+}
+
+// key names the variables k's substituteFrom resolves to, for comparing
+// two sides without substituting.
+func (p varPool) key(k *Kustomization) string {
+	raw, _, _ := unstructured.NestedSlice(k.Object, "spec", "postBuild", "substituteFrom")
+	var b strings.Builder
+	for _, r := range raw {
+		m, _ := r.(map[string]any)
+		kind, _ := m["kind"].(string)
+		name, _ := m["name"].(string)
+		vs := p[poolKey(kind, k.Namespace, name)]
+		fmt.Fprintf(&b, "%s/%s=", kind, name)
+		if vs != nil {
+			for _, n := range slices.Sorted(maps.Keys(vs.values)) {
+				fmt.Fprintf(&b, "%q:%q,", n, vs.values[n])
+			}
+			b.WriteString(vs.unknown)
+		}
+		b.WriteString(";")
+	}
+	return b.String()
+}
+
+// substituteNames are the names of the ConfigMaps and Secrets any of
+// the declared Kustomizations substitutes from.
+func substituteNames(declared []Declared) []string {
+	set := map[string]bool{}
+	for _, d := range declared {
+		raw, _, _ := unstructured.NestedSlice(d.Object, "spec", "postBuild", "substituteFrom")
+		for _, r := range raw {
+			if m, ok := r.(map[string]any); ok {
+				if name, _ := m["name"].(string); name != "" {
+					set[name] = true
+				}
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// mayName says whether the file at p may define one of the named
+// objects: it holds the name (a generator's file, an env file, YAML).
+func mayName(ctx context.Context, s *snapshot.Snapshot, p string, names []string) bool {
+	if len(names) == 0 {
+		return false
+	}
+	if _, ok := s.Index.ID(p); !ok {
+		return false
+	}
+	data, err := s.ReadFile(ctx, p)
+	if err != nil {
+		return true
+	}
+	for _, n := range names {
+		if bytes.Contains(data, []byte(n)) {
+			return true
+		}
+	}
+	return false
 }
 
 // postBuilt is a build after Flux's post-build steps.
