@@ -50,6 +50,10 @@ type Config struct {
 	Ignore Ignore `yaml:"ignore"`
 	// Dangerous configures the plan's danger rules.
 	Dangerous Dangerous `yaml:"dangerous"`
+	// Flux turns Flux mode on or off (internal/flux): the plan's targets
+	// are then the repository's Flux Kustomizations. Unset: on when the
+	// repository holds one whose source is the flux-system GitRepository.
+	Flux *bool `yaml:"flux"`
 }
 
 // Dangerous configures the danger rules (internal/danger).
@@ -91,7 +95,7 @@ func Parse(data []byte) (*Config, error) {
 		errs = append(errs, fmt.Errorf("%s: targets[%d].%s: %s", File, i, field, fmt.Sprintf(format, args...)))
 	}
 	ignoring := len(c.Ignore.Fields)+len(c.Ignore.Kinds) > 0
-	if len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 {
+	if len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 && c.Flux == nil {
 		errs = append(errs, fmt.Errorf("%s: targets: list at least one target (or delete the file to plan every overlay)", File))
 	}
 	for i, f := range c.Ignore.Fields {

@@ -82,3 +82,35 @@ func TestParseDangerous(t *testing.T) {
 		t.Fatalf("a misspelt setting: err = %v", err)
 	}
 }
+
+func TestParseFlux(t *testing.T) {
+	tests := []struct {
+		data string
+		want *bool
+		err  string
+	}{
+		{"flux: true\n", new(true), ""},
+		{"flux: false\n", new(false), ""},
+		{"targets:\n  - name: a\n    overlay: o\n", nil, ""},
+		{"flux: yes please\n", nil, "cannot unmarshal"},
+	}
+	for _, tc := range tests {
+		c, err := Parse([]byte(tc.data))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: err %v, want %q", tc.data, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.data, err)
+			continue
+		}
+		if (c.Flux == nil) != (tc.want == nil) || (c.Flux != nil && *c.Flux != *tc.want) {
+			t.Errorf("%q: flux %v, want %v", tc.data, c.Flux, tc.want)
+		}
+		if c.HasTargets() != strings.Contains(tc.data, "targets") {
+			t.Errorf("%q: HasTargets %v", tc.data, c.HasTargets())
+		}
+	}
+}
