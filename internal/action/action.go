@@ -17,6 +17,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,6 +50,10 @@ type inputs struct {
 	// remoteHosts may be fetched from by renders; forkRemoteHosts instead
 	// for pull requests from forks and pull_request_target runs.
 	remoteHosts, forkRemoteHosts []string
+	// failOnDangerous fails the step on dangerous findings unless the
+	// pull request carries allowDangerousLabel.
+	failOnDangerous     bool
+	allowDangerousLabel string
 }
 
 func readInputs(a *githubactions.Action) (inputs, error) {
@@ -68,12 +73,13 @@ func readInputs(a *githubactions.Action) (inputs, error) {
 	}
 	in.remoteHosts = render.Patterns(a.GetInput("remote-hosts"))
 	in.forkRemoteHosts = render.Patterns(a.GetInput("fork-remote-hosts"))
+	in.allowDangerousLabel = strings.TrimSpace(a.GetInput("allow-dangerous-label"))
 	var err error
 	bools := []struct {
 		name string
 		def  bool
 		dst  *bool
-	}{{"fail-on-error", true, &in.failOnError}, {"comment", true, &in.comment}, {"enable-helm", false, &in.enableHelm}}
+	}{{"fail-on-error", true, &in.failOnError}, {"comment", true, &in.comment}, {"enable-helm", false, &in.enableHelm}, {"fail-on-dangerous", false, &in.failOnDangerous}}
 	for _, b := range bools {
 		*b.dst, err = boolInput(a.GetInput(b.name), b.def)
 		if err != nil {
@@ -160,7 +166,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	opts := report.Options{DiffStyle: in.diffStyle}
+	opts := report.Options{DiffStyle: in.diffStyle, DangerGate: dangerGate(in, pr)}
 	if err := report.TextWith(stdout, p, opts); err != nil {
 		return err
 	}
@@ -206,11 +212,58 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if existing := preexistingFailures(p); len(existing) > 0 {
 		log.Warn("overlays that already fail on the base commit: reported in the plan, not failing the step", "overlays", strings.Join(existing, ", "))
 	}
+	var failures []error
 	if in.failOnError && len(introduced) > 0 {
-		return fmt.Errorf("this change breaks %d %s: %s (see the plan comment; set fail-on-error: false to only report)",
-			len(introduced), plural(len(introduced), "overlay", "overlays"), strings.Join(introduced, ", "))
+		failures = append(failures, fmt.Errorf("this change breaks %d %s: %s (see the plan comment; set fail-on-error: false to only report)",
+			len(introduced), plural(len(introduced), "overlay", "overlays"), strings.Join(introduced, ", ")))
 	}
-	return nil
+	if err := checkDangerous(p, opts.DangerGate, log); err != nil {
+		failures = append(failures, err)
+	}
+	return errors.Join(failures...)
+}
+
+// dangerGate is what fail-on-dangerous means for this pull request: the
+// labels are the event's (a workflow that runs on labeled re-plans when
+// a maintainer adds the label).
+func dangerGate(in inputs, pr *github.PullRequest) report.DangerGate {
+	g := report.DangerGate{Fails: in.failOnDangerous, Label: in.allowDangerousLabel}
+	if !g.Fails || g.Label == "" {
+		return g
+	}
+	for _, l := range pr.Labels {
+		if strings.EqualFold(l.GetName(), g.Label) {
+			g.Acknowledged = true
+		}
+	}
+	return g
+}
+
+// checkDangerous fails the step on the plan's dangerous findings when the
+// gate says so and no label acknowledged them.
+func checkDangerous(p *inventorydiff.Plan, g report.DangerGate, log *slog.Logger) error {
+	n := p.Totals.Dangerous
+	if n == 0 || !g.Fails {
+		return nil
+	}
+	var rules []string
+	for _, o := range p.Overlays {
+		for _, f := range o.Dangerous {
+			if !slices.Contains(rules, f.Rule) {
+				rules = append(rules, f.Rule)
+			}
+		}
+	}
+	if g.Acknowledged {
+		log.Info("dangerous changes acknowledged by the pull request's label", "count", n, "rules", strings.Join(rules, ","), "label", g.Label)
+		return nil
+	}
+	how := "fix them"
+	if g.Label != "" {
+		how += fmt.Sprintf(", or have a maintainer add the label %q to the pull request (the workflow must run on pull_request types labeled/unlabeled)", g.Label)
+	}
+	return fmt.Errorf("the plan has %d dangerous %s (%s; see the plan comment): %s, or set fail-on-dangerous: false to only report",
+		n, plural(n, "change", "changes"), strings.Join(rules, ", "), how)
 }
 
 // preexistingFailures are the overlays that fail on head (a render error,

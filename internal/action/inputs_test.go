@@ -49,3 +49,24 @@ func TestIgnoreInputs(t *testing.T) {
 		}
 	}
 }
+
+func TestDangerInputs(t *testing.T) {
+	for _, c := range []struct {
+		fail, label, err string
+		want             bool
+	}{
+		{want: false},
+		{fail: "true", label: "risk-ok", want: true},
+		{fail: "maybe", err: "input fail-on-dangerous"},
+	} {
+		env := map[string]string{"INPUT_FAIL-ON-DANGEROUS": c.fail, "INPUT_ALLOW-DANGEROUS-LABEL": c.label}
+		a := githubactions.New(githubactions.WithGetenv(func(k string) string { return env[k] }), githubactions.WithWriter(io.Discard))
+		in, err := readInputs(a)
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("fail-on-dangerous %q: err %v, want %q", c.fail, err, c.err)
+		case c.err == "" && (err != nil || in.failOnDangerous != c.want || in.allowDangerousLabel != c.label):
+			t.Errorf("fail-on-dangerous %q label %q: %v %q, %v", c.fail, c.label, in.failOnDangerous, in.allowDangerousLabel, err)
+		}
+	}
+}
