@@ -50,6 +50,10 @@ type Options struct {
 	// (rendered or read from the cache): for a progress line on a
 	// terminal. It is called from the building goroutines, one at a time.
 	Progress func(done, total int)
+	// Flux turns Flux mode on or off (internal/flux: the repository's
+	// Flux Kustomizations become the plan's targets); nil leaves it to
+	// head's .kplan.yaml, then to whether the repository has any.
+	Flux *bool
 }
 
 // cacheMaxAge is how long an unused render cache entry is kept.

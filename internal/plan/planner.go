@@ -44,6 +44,9 @@ type planner struct {
 
 	// closures of every overlay on each side, for the files none reads.
 	closures [2]map[string]*closure.Closure
+	// flux holds the Flux Kustomizations planned as targets; nil when
+	// Flux mode is off.
+	flux *fluxPlan
 
 	mu       sync.Mutex
 	overlays []inventorydiff.Overlay
@@ -169,7 +172,18 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 		}
 	}
 
+	if on, err := p.fluxMode(ctx, sides); err != nil {
+		return nil, err
+	} else if on {
+		if p.flux, err = p.planFluxTargets(ctx, sides, skip); err != nil {
+			return nil, err
+		}
+	}
 	jobs := p.jobs(sides, skip)
+	if p.flux != nil {
+		p.flux.addClosures(p.closures)
+		p.flux.compare(p)
+	}
 	unread := p.unread(sides, changed)
 	done("closures")
 	if err := p.runJobs(ctx, sides, jobs); err != nil {
@@ -198,10 +212,13 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 			o.Notes = notes.overlay(o.Path)
 		}
 	}
-	if err := p.duplicates(ctx, sides[1]); err != nil {
-		return nil, err
+	if p.flux != nil {
+		p.flux.decorate(p.overlays)
 	}
 	off := disabledRules(sides)
+	if err := p.duplicates(ctx, sides[1], off[danger.DuplicateObject]); err != nil {
+		return nil, err
+	}
 	for i := range p.overlays {
 		p.overlays[i].Dangerous = danger.Without(p.overlays[i].Dangerous, off)
 	}
@@ -695,7 +712,7 @@ func (p *planner) checkSharedInventories(ctx context.Context, sides [2]*side) er
 	for i := range p.overlays {
 		o := &p.overlays[i]
 		anyChanged = anyChanged || changedID(o)
-		if o.HeadInventory == nil && o.HeadErr == "" && o.Status == inventorydiff.Unchanged && o.HeadHash == "" {
+		if o.HeadInventory == nil && o.HeadErr == "" && o.Status == inventorydiff.Unchanged && o.HeadHash == "" && !p.flux.has(o.Path) {
 			unknown = append(unknown, o.Path) // not rendered
 		}
 	}

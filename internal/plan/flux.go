@@ -1,0 +1,164 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"slices"
+
+	"github.com/kplan-dev/kplan/internal/closure"
+	"github.com/kplan-dev/kplan/internal/deploy"
+	"github.com/kplan-dev/kplan/internal/flux"
+	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/repoconfig"
+)
+
+// fluxPlan is the Flux Kustomizations of both sides, each a target
+// planned by its identity (namespace/name) instead of the kustomize
+// directories its build reads.
+type fluxPlan struct {
+	res [2]*flux.Result
+}
+
+// fluxMode says whether to plan Flux Kustomizations: Options.Flux when
+// set, else head's .kplan.yaml `flux:`, else whether either side holds a
+// Flux Kustomization whose source is the repository.
+func (p *planner) fluxMode(ctx context.Context, sides [2]*side) (bool, error) {
+	if p.opts.Flux != nil {
+		return *p.opts.Flux, nil
+	}
+	if cfg, _ := readTargets(ctx, sides[1].s); cfg != nil && cfg.Flux != nil {
+		return *cfg.Flux, nil
+	}
+	for _, sd := range sides {
+		ds, err := flux.Discover(ctx, sd.s)
+		if err != nil {
+			return false, err
+		}
+		for _, d := range ds {
+			if kind, src := d.Source(); kind == "GitRepository" && src == flux.DefaultSource {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// planFluxTargets builds the Flux Kustomizations of both sides (those
+// the change cannot affect are left unbuilt; changed nil builds all) and
+// drops the discovered overlays their builds read: those are planned as
+// Flux applies them, in their targets.
+func (p *planner) planFluxTargets(ctx context.Context, sides [2]*side, changed map[string]bool) (*fluxPlan, error) {
+	e := flux.New(flux.Options{Render: p.opts.Render})
+	res, err := e.Plan(ctx, sides[0].s, sides[1].s, changed)
+	if err != nil {
+		return nil, fmt.Errorf("Flux Kustomizations: %w", err)
+	}
+	fx := &fluxPlan{res: res}
+	for i, sd := range sides {
+		for _, sk := range res[i].Skipped {
+			p.log.Info("Flux Kustomization not planned", "side", sd.s.Rev, "id", sk.ID, "file", sk.File, "reason", sk.Reason)
+		}
+		read := map[string]bool{}
+		for _, t := range res[i].Targets {
+			if t.Closure != nil {
+				for _, q := range t.Closure.Paths {
+					read[q] = true
+				}
+			}
+		}
+		for o := range sd.overlays {
+			if read[o] {
+				delete(sd.overlays, o)
+			}
+		}
+	}
+	return fx, nil
+}
+
+// has says whether id names a Flux target.
+func (fx *fluxPlan) has(id string) bool {
+	return fx != nil && (fx.res[0].Target(id) != nil || fx.res[1].Target(id) != nil)
+}
+
+// addClosures makes the Flux targets' closures count as read, for the
+// changed files nothing reads.
+func (fx *fluxPlan) addClosures(cs [2]map[string]*closure.Closure) {
+	for i, res := range fx.res {
+		for _, t := range res.Targets {
+			if t.Closure != nil && cs[i] != nil {
+				cs[i][t.ID()] = t.Closure
+			}
+		}
+	}
+}
+
+// compare compares each Flux target's sides; one left unbuilt on both
+// is unchanged, as an overlay the change cannot affect.
+func (fx *fluxPlan) compare(p *planner) {
+	ids := map[string]bool{}
+	for _, res := range fx.res {
+		for _, t := range res.Targets {
+			ids[t.ID()] = true
+		}
+	}
+	for _, id := range slices.Sorted(mapKeys(ids)) {
+		p.stats.Overlays++
+		b, h := fx.res[0].Target(id), fx.res[1].Target(id)
+		if b != nil && h != nil && b.Deferred && h.Deferred {
+			p.stats.Skipped++
+			p.compare(id, pair{present: [2]bool{true, true}, sides: [2]inventorydiff.Side{unrendered(), unrendered()}})
+			continue
+		}
+		var pr pair
+		for i, res := range fx.res {
+			if t := res.Target(id); t != nil {
+				pr.present[i] = true
+				pr.sides[i] = p.fluxSide(t)
+			}
+		}
+		p.compare(id, pr)
+	}
+}
+
+// fluxSide is a Flux target's render as the planner compares it: the
+// namespace of objects without one is default, where Flux applies them.
+func (p *planner) fluxSide(t *flux.Target) inventorydiff.Side {
+	if t.Err != nil {
+		return inventorydiff.Side{Err: t.Err}
+	}
+	// Flux keeps its own inventory: no ResourceGroup file is read.
+	files := func(name string) ([]byte, error) { return nil, fs.ErrNotExist }
+	inv, err := deploy.Planned(render.Result{Path: t.Path(), Objects: t.Objects}, files, repoconfig.DefaultNamespace)
+	if err != nil {
+		return inventorydiff.Side{Err: fmt.Errorf("Flux Kustomization %s: %w", t.ID(), err)}
+	}
+	return inventorydiff.Side{Inventory: inv}
+}
+
+// decorate names each Flux target's file, and adds
+// what kplan could not render or know offline to its notes.
+func (fx *fluxPlan) decorate(overlays []inventorydiff.Overlay) {
+	for i := range overlays {
+		o := &overlays[i]
+		var t *flux.Target
+		for _, res := range []*flux.Result{fx.res[1], fx.res[0]} {
+			if t = res.Target(o.Path); t != nil {
+				break
+			}
+		}
+		if t == nil {
+			continue
+		}
+		// The title is the identity (o.Path); its file is where it is
+		// declared.
+		if t.File != "" {
+			o.File = t.File
+		}
+		o.Notes = append(o.Notes, t.Notes...)
+		for _, nr := range t.NotRendered {
+			o.Notes = append(o.Notes, nr+": not rendered (Flux's helm-controller installs it; kplan plans the HelmRelease object only)")
+		}
+	}
+}
