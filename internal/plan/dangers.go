@@ -31,9 +31,13 @@ func (p *planner) keepHeadKeys(overlay string, h inventorydiff.Side) {
 // deploying to the same cluster renders on head too. The overlays a
 // changed-only plan did not render are rendered on head for it (as for
 // shared inventories), only when the change adds an object: the
-// changed-only plan finds what the full plan finds.
-func (p *planner) duplicates(ctx context.Context, head *side) error {
+// changed-only plan finds what the full plan finds. With the rule off
+// (.kplan.yaml), nothing is rendered for it.
+func (p *planner) duplicates(ctx context.Context, head *side, off bool) error {
 	defer func() { p.headKeys = nil }()
+	if off {
+		return nil // the rule is off: nothing is rendered for it
+	}
 	var adding []string
 	for i := range p.overlays {
 		if len(p.overlays[i].Added) > 0 {

@@ -31,11 +31,14 @@ func TestDuplicateObjects(t *testing.T) {
 	for _, tc := range []struct {
 		name, kplanYAML string
 		want            bool
+		// rendered is how many builds the changed-only plan does: b on
+		// both sides, and a on head when it may deploy where b does.
+		rendered int
 	}{
-		{"no targets: every planned overlay", "", true},
-		{"targets in one environment", "targets:\n  - {name: a, overlay: overlays/a, environment: prod}\n  - {name: b, overlay: overlays/b, environment: prod}\n", true},
-		{"targets in two environments", "targets:\n  - {name: a, overlay: overlays/a, environment: prod}\n  - {name: b, overlay: overlays/b, environment: staging}\n", false},
-		{"the rule off on base and head", "dangerous:\n  disable: [duplicate-object]\n", false},
+		{"no targets: every planned overlay", "", true, 3},
+		{"targets in one environment", "targets:\n  - {name: a, overlay: overlays/a, environment: prod}\n  - {name: b, overlay: overlays/b, environment: prod}\n", true, 3},
+		{"targets in two environments", "targets:\n  - {name: a, overlay: overlays/a, environment: prod}\n  - {name: b, overlay: overlays/b, environment: staging}\n", false, 2},
+		{"the rule off on base and head: nothing rendered for it", "dangerous:\n  disable: [duplicate-object]\n", false, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -56,7 +59,10 @@ func TestDuplicateObjects(t *testing.T) {
 				"overlays/b/shared.yaml":        cm("shared", "k: other"),
 			})
 			head := commit(t, dir, "b renders a's ConfigMap too")
-			_, p, _ := plans(t, dir, base, head)
+			_, p, st := plans(t, dir, base, head)
+			if st.Rendered != tc.rendered {
+				t.Errorf("the changed-only plan rendered %d times, want %d", st.Rendered, tc.rendered)
+			}
 			got := findings(t, p, "overlays/b")[danger.DuplicateObject]
 			if !tc.want {
 				if len(got) > 0 {
