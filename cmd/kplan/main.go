@@ -226,6 +226,7 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 	f.BoolVar(&exitCode, "exit-code", false, "exit 2 when the plan has changes")
 	f.BoolVar(&full, "full", false, "render every overlay on both sides, not only those the change can affect")
 	f.StringVar(&cacheDir, "cache-dir", "", "keep renders in this directory between runs (ignored with --full)")
+	fluxMode := f.Bool("flux", false, "plan the repository's Flux Kustomizations as Flux applies them, one target each (--flux=false: plan kustomize directories only; default: .kplan.yaml's flux:, else on when a Kustomization's source is the flux-system GitRepository)")
 	f.StringVar(&diffStyle, "diff-style", report.DiffFields, "how changes inside objects are shown: fields (each changed field, multi-line values as line diffs, added objects' YAML) or unified (every object's YAML as unified diffs, as kustomize build | diff -u)")
 	f.StringSliceVar(&ignoreFields, "ignore-field", nil, "leave out changes of fields matching this path pattern (repeatable; e.g. 'metadata.annotations.checksum/*', * matches any characters); the report says how many each hid; adds, prunes, dangers and Secret data are never hidden")
 	f.StringSliceVar(&ignoreKinds, "ignore-kind", nil, "leave out changes in place of objects of this kind (repeatable; their adds and prunes still show; Secret is refused)")
@@ -249,11 +250,15 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 			return fmt.Errorf("--ignore-field/--ignore-kind: %w", err)
 		}
 		reportKustomizeWarnings(cmd.Context())
+		var flux *bool
+		if f.Changed("flux") {
+			flux = fluxMode
+		}
 		p, err := plan.Run(cmd.Context(), plan.Options{
 			RepoDir: dir, Base: base, Head: head,
 			Filter: render.Filter{Include: append(render.Patterns(overlays), args...), Exclude: render.Patterns(exclude)},
 			Render: ropts, Logger: logger, Full: full, CacheDir: cacheDir, Ignore: ignore,
-			Progress: progress(cmd.ErrOrStderr()),
+			Progress: progress(cmd.ErrOrStderr()), Flux: flux,
 		})
 		if err != nil {
 			return err
