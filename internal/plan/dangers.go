@@ -28,7 +28,9 @@ func (p *planner) keepHeadKeys(overlay string, h inventorydiff.Side) {
 
 // duplicates adds a duplicate-object finding to each overlay that the
 // change makes render an object (it adds it) that another overlay
-// deploying to the same cluster renders on head too. The overlays a
+// deploying to the same cluster already renders (on head, not added by
+// this change: alternative installs sharing a base that gains an object
+// are not flagged, nor two overlays the change adds together). The overlays a
 // changed-only plan did not render are rendered on head for it (as for
 // shared inventories), only when the change adds an object: the
 // changed-only plan finds what the full plan finds. With the rule off
@@ -61,6 +63,20 @@ func (p *planner) duplicates(ctx context.Context, head *side, off bool) error {
 	if _, err := p.identities(ctx, head, unknown, keys); err != nil {
 		return err
 	}
+	// What each overlay adds: an object two overlays add together (a
+	// base they share gained it) is not this change's collision; they
+	// already render that base's objects alike.
+	adds := map[string]map[string]bool{}
+	for i := range p.overlays {
+		for _, k := range p.overlays[i].Added {
+			if id, err := inventory.ParseKey(k); err == nil {
+				if adds[p.overlays[i].Path] == nil {
+					adds[p.overlays[i].Path] = map[string]bool{}
+				}
+				adds[p.overlays[i].Path][id.Ref()] = true
+			}
+		}
+	}
 	byRef := map[string][]string{}
 	for overlay, ks := range keys {
 		for _, k := range ks {
@@ -79,7 +95,7 @@ func (p *planner) duplicates(ctx context.Context, head *side, off bool) error {
 			var others []string
 			for _, other := range byRef[id.Ref()] {
 				// A shared inventory is already this overlay's problem.
-				if other != o.Path && !slices.Contains(o.SharedWith, other) && sameCluster(head, o.Path, other) {
+				if other != o.Path && !adds[other][id.Ref()] && !slices.Contains(o.SharedWith, other) && sameCluster(head, o.Path, other) {
 					others = append(others, other)
 				}
 			}

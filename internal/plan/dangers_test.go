@@ -112,3 +112,36 @@ func TestDisabledRulesNeedBothSides(t *testing.T) {
 		})
 	}
 }
+
+// Overlays sharing a base that gains an object add it together: not a
+// collision the change makes (alternative installs of one application
+// render their base alike); a copy of an overlay is.
+func TestDuplicateObjectsSharedBase(t *testing.T) {
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	write(t, dir, map[string]string{
+		"base/kustomization.yaml":       "namespace: apps\nresources: [cm.yaml]\n",
+		"base/cm.yaml":                  cm("app", "k: v"),
+		"installs/a/kustomization.yaml": "resources: [../../base]\n",
+		"installs/b/kustomization.yaml": "resources: [../../base]\nlabels: [{pairs: {variant: b}}]\n",
+	})
+	base := commit(t, dir, "base")
+	write(t, dir, map[string]string{
+		"base/kustomization.yaml": "namespace: apps\nresources: [cm.yaml, extra.yaml]\n",
+		"base/extra.yaml":         cm("extra", "k: v"),
+	})
+	shared := commit(t, dir, "the base gains an object")
+	_, p, _ := plans(t, dir, base, shared)
+	for _, o := range []string{"installs/a", "installs/b"} {
+		if got := findings(t, p, o)[danger.DuplicateObject]; len(got) > 0 {
+			t.Errorf("%s: %+v, want none: both add the base's object", o, got)
+		}
+	}
+	write(t, dir, map[string]string{"installs/c/kustomization.yaml": "resources: [../../base]\n"})
+	copied := commit(t, dir, "a copy of installs/a")
+	_, p, _ = plans(t, dir, shared, copied)
+	got := findings(t, p, "installs/c")[danger.DuplicateObject]
+	if len(got) != 2 || !strings.Contains(got[0].Reason, "also rendered by installs/a, installs/b, deployed") {
+		t.Errorf("installs/c: %+v, want its two objects, also installs/a's and installs/b's", got)
+	}
+}
