@@ -14,6 +14,7 @@ import (
 	fluxkustomize "github.com/fluxcd/pkg/kustomize"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -165,6 +166,11 @@ func postBuild(ctx context.Context, k *Kustomization, objs []*yaml.RNode, pool v
 			return nil, err
 		}
 	}
+	objs, err := decodeAsFlux(out.objects)
+	if err != nil {
+		return nil, fmt.Errorf("Flux Kustomization %s: %w", k.ID(), err)
+	}
+	out.objects = objs
 	labels, _, _ := unstructured.NestedStringMap(k.Object, "spec", "commonMetadata", "labels")
 	annotations, _, _ := unstructured.NestedStringMap(k.Object, "spec", "commonMetadata", "annotations")
 	for _, o := range out.objects {
@@ -182,6 +188,31 @@ func postBuild(ctx context.Context, k *Kustomization, objs []*yaml.RNode, pool v
 				return nil, fmt.Errorf("Flux Kustomization %s: annotate %s %s: %w", k.ID(), o.GetKind(), o.GetName(), err)
 			}
 		}
+	}
+	return out, nil
+}
+
+// decodeAsFlux reads objects back as kustomize-controller reads its
+// build before applying it (ssautil.ReadObjects): printed as YAML and
+// decoded by Kubernetes' YAML decoder. The decoders differ on some
+// scalars (a folded block with more-indented lines gains a blank line),
+// and the cluster gets what Flux's decoder made.
+func decodeAsFlux(objs []*yaml.RNode) ([]*yaml.RNode, error) {
+	out := make([]*yaml.RNode, 0, len(objs))
+	for _, o := range objs {
+		s, err := o.String()
+		if err != nil {
+			return nil, fmt.Errorf("print %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+		var u unstructured.Unstructured
+		if err := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(s), 2048).Decode(&u); err != nil {
+			return nil, fmt.Errorf("decode %s %s as Flux does: %w", o.GetKind(), o.GetName(), err)
+		}
+		n, err := yaml.FromMap(u.Object)
+		if err != nil {
+			return nil, fmt.Errorf("decode %s %s as Flux does: %w", o.GetKind(), o.GetName(), err)
+		}
+		out = append(out, n)
 	}
 	return out, nil
 }

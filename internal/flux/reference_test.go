@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+	"sigs.k8s.io/kustomize/api/resource"
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
@@ -70,7 +71,17 @@ func referenceIn(root string, k *Kustomization, vars map[string]string) ([]strin
 	labels, _, _ := unstructured.NestedStringMap(obj, "spec", "commonMetadata", "labels")
 	annotations, _, _ := unstructured.NestedStringMap(obj, "spec", "commonMetadata", "annotations")
 	var out []string
+	// As kustomize-controller reads its build (ssautil.ReadObjects).
+	var objs []*yaml.RNode
 	for _, res := range m.Resources() {
+		objs = append(objs, &res.RNode)
+	}
+	decoded, err := decodeAsFlux(objs)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range decoded {
+		res := &resource.Resource{RNode: *n}
 		if len(annotations) > 0 {
 			a := res.GetAnnotations()
 			for n, v := range annotations {
