@@ -156,9 +156,12 @@ func (fx *fluxPlan) decorate(overlays []inventorydiff.Overlay) {
 		if t.File != "" {
 			o.File = t.File
 		}
-		o.Notes = append(o.Notes, t.Notes...)
+		// "Flux: " tells the reports these are not kustomize's warnings.
+		for _, n := range t.Notes {
+			o.Notes = append(o.Notes, "Flux: "+n)
+		}
 		for _, nr := range t.NotRendered {
-			o.Notes = append(o.Notes, nr+": not rendered (Flux's helm-controller installs it; kplan plans the HelmRelease object only)")
+			o.Notes = append(o.Notes, "Flux: "+nr+" is not rendered (Flux's helm-controller installs its chart; kplan plans the HelmRelease object only)")
 		}
 	}
 }

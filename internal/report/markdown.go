@@ -409,13 +409,33 @@ func inventoryChange(o *inventorydiff.Overlay) string {
 	return fmt.Sprintf("Inventory: %s → %s.", b, h)
 }
 
-// writeNotes shows kustomize's warnings about the overlay's files.
+// fluxNote starts the notes internal/plan gives a Flux target: what it
+// could not render or know offline, not kustomize's warnings.
+const fluxNote = "Flux: "
+
+// writeNotes shows kustomize's warnings about the overlay's files, and
+// what a Flux target could not render or know offline.
 func writeNotes(b *strings.Builder, o *inventorydiff.Overlay) {
-	if len(o.Notes) == 0 {
+	var kust, flux []string
+	for _, n := range o.Notes {
+		if rest, ok := strings.CutPrefix(n, fluxNote); ok {
+			flux = append(flux, rest)
+		} else {
+			kust = append(kust, n)
+		}
+	}
+	if len(flux) > 0 {
+		b.WriteString("> [!NOTE]\n> Flux:\n")
+		for _, n := range flux {
+			fmt.Fprintf(b, "> - %s\n", html.EscapeString(n))
+		}
+		b.WriteString("\n")
+	}
+	if len(kust) == 0 {
 		return
 	}
 	b.WriteString("> [!NOTE]\n> kustomize warns:\n")
-	for _, n := range o.Notes {
+	for _, n := range kust {
 		file, msg, ok := strings.Cut(n, ": ")
 		if ok {
 			fmt.Fprintf(b, "> - `%s`: %s\n", file, msg)

@@ -60,7 +60,11 @@ func TextWith(w io.Writer, p *inventorydiff.Plan, opts Options) error {
 			ew.printf("  ! DANGEROUS: %s\n", f)
 		}
 		for _, n := range o.Notes {
-			ew.printf("  note: kustomize warns: %s\n", n)
+			if rest, ok := strings.CutPrefix(n, fluxNote); ok {
+				ew.printf("  note: %s\n", rest)
+			} else {
+				ew.printf("  note: kustomize warns: %s\n", n)
+			}
 		}
 		if opts.unified() {
 			textUnified(ew, o)
