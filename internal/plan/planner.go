@@ -780,14 +780,40 @@ func (p *planner) identities(ctx context.Context, sd *side, overlays []string, k
 	if len(overlays) == 0 {
 		return nil, nil
 	}
+	out := make(map[string]*inventory.Identity, len(overlays))
+	var mu sync.Mutex
+	record := func(o string, side inventorydiff.Side) {
+		mu.Lock()
+		defer mu.Unlock()
+		out[o] = side.Inventory.Identity()
+		if keys != nil && side.Err == nil && side.Inventory != nil {
+			keys[o] = side.Inventory.Keys
+		}
+	}
+	// The render cache first, as for the plan's own builds: unaffected
+	// overlays render on head as they did on earlier plans.
 	var paths []string
+	var todo []string
 	all := false
 	cs := map[string]*closure.Closure{}
+	cacheKeys := map[string]string{}
 	for _, o := range overlays {
 		c := sd.closures.Overlay(o)
 		cs[o] = c
+		if p.cache != nil && c.Bounded() {
+			cacheKeys[o] = p.cacheKey(sd.s, c)
+			if e, ok := p.cache.Get(cacheKeys[o]); ok {
+				record(o, p.toSide(sd, o, e.Objects, e.Err))
+				p.stats.CacheHits++
+				continue
+			}
+		}
+		todo = append(todo, o)
 		all = all || c.Unbounded != ""
 		paths = append(paths, c.Paths...)
+	}
+	if len(todo) == 0 {
+		return out, nil
 	}
 	var err error
 	if all {
@@ -798,18 +824,18 @@ func (p *planner) identities(ctx context.Context, sd *side, overlays []string, k
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]*inventory.Identity, len(overlays))
-	var mu sync.Mutex
-	parallel(ctx, p.workers(), overlays, func(o string) {
+	parallel(ctx, p.workers(), todo, func(o string) {
 		objs, err := p.kust.Render(sd.s.FS, o, cs[o].OpenAPI)
-		side := p.toSide(sd, o, objs, err)
-		mu.Lock()
-		out[o] = side.Inventory.Identity()
-		if keys != nil && side.Err == nil && side.Inventory != nil {
-			keys[o] = side.Inventory.Keys
+		var timeout *render.TimeoutError
+		if key := cacheKeys[o]; key != "" && ctx.Err() == nil && !errors.As(err, &timeout) {
+			if perr := p.cache.Put(key, rendercache.Entry{Objects: objs, Err: err}); perr == nil {
+				mu.Lock()
+				p.stats.Stored++
+				mu.Unlock()
+			}
 		}
-		mu.Unlock()
+		record(o, p.toSide(sd, o, objs, err))
 	})
-	p.stats.Rendered += len(overlays)
+	p.stats.Rendered += len(todo)
 	return out, ctx.Err()
 }
