@@ -103,6 +103,11 @@ func TestFluxRepositoryPlan(t *testing.T) {
 			if o.Path == "flux-system/podinfo" && o.File != "apps/podinfo/ks.yaml" {
 				t.Errorf("podinfo's file %q, want the file declaring it", o.File)
 			}
+			if o.Path == "flux-system/echo" && !slices.ContainsFunc(o.Notes, func(n string) bool {
+				return strings.HasPrefix(n, "Flux: HelmRelease echo/dev-echo-redis is not rendered")
+			}) {
+				t.Errorf("echo's notes %q: its HelmRelease must be listed as not rendered", o.Notes)
+			}
 		}
 		for _, id := range []string{"flux-system/flux-system", "flux-system/apps", "flux-system/podinfo", "flux-system/echo"} {
 			if !slices.Contains(ids, id) {
