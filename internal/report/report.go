@@ -193,21 +193,21 @@ func overlayError(o *inventorydiff.Overlay) string {
 
 // jsonOverlay is the JSON form of one overlay.
 type jsonOverlay struct {
-	Path      string                                 `json:"path"`
-	Status    inventorydiff.Status                   `json:"status"`
-	Base      jsonSide                               `json:"base"`
-	Head      jsonSide                               `json:"head"`
-	Added     []string                               `json:"added"`
-	Pruned    []string                               `json:"pruned"`
-	Changed   []string                               `json:"changed"`
-	Replaced  []jsonReplacement                      `json:"replaced"`
-	Detached  []string                               `json:"detached"`
-	Unchanged int                                    `json:"unchanged"`
+	Path      string               `json:"path"`
+	Status    inventorydiff.Status `json:"status"`
+	Base      jsonSide             `json:"base"`
+	Head      jsonSide             `json:"head"`
+	Added     []string             `json:"added"`
+	Pruned    []string             `json:"pruned"`
+	Changed   []string             `json:"changed"`
+	Replaced  []jsonReplacement    `json:"replaced"`
+	Detached  []string             `json:"detached"`
+	Unchanged int                  `json:"unchanged"`
 	// Dangerous are the findings as lines (reason and [rule]);
 	// DangerousFindings the same, typed.
 	Dangerous         []string                               `json:"dangerous"`
 	DangerousFindings []danger.Finding                       `json:"dangerousFindings"`
-	Fields    map[string][]inventorydiff.FieldChange `json:"fields,omitempty"`
+	Fields            map[string][]inventorydiff.FieldChange `json:"fields,omitempty"`
 	// AddedYAML is each added object as kustomize build prints it
 	// (Secret values masked).
 	AddedYAML map[string]string `json:"addedYaml,omitempty"`
