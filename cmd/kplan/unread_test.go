@@ -6,10 +6,11 @@ import (
 	"testing"
 )
 
-// A change nothing here reads is never a bare "no change": a file reached
-// only through a Flux Kustomization's spec.components (as onedr0p/home-ops'
-// shared backup component is) and a README are listed as unread, the YAML
-// with a hint; a file an overlay reads is not listed.
+// A change nothing here reads is never a bare "no change": a README is
+// listed as unread; a file reached only through a Flux Kustomization's
+// spec.components (as onedr0p/home-ops' shared backup component is) is
+// planned in Flux mode, and without it listed as unread with a hint; a
+// file an overlay reads is not listed.
 func TestDiffListsChangedFilesNoOverlayReads(t *testing.T) {
 	dir := t.TempDir()
 	git(t, dir, "init", "-q", "-b", "main")
@@ -31,9 +32,20 @@ func TestDiffListsChangedFilesNoOverlayReads(t *testing.T) {
 	})
 	git(t, dir, "commit", "-qam", "bigger backups")
 
+	// Flux mode (detected from the Flux Kustomization): the component is
+	// read by the Flux target and planned; only the README is unread.
 	out, stderr, err := kplan(t, nil, "diff", "-C", dir, "--base", base, "--head", "HEAD")
 	if err != nil {
 		t.Fatalf("kplan diff: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(out, "1 changed file no overlay reads") || !strings.Contains(out, "  README.md\n") || strings.Contains(out, "  components/backup/pvc.yaml —") ||
+		!strings.Contains(out, "flux-system/web") {
+		t.Errorf("Flux mode:\n%s", out)
+	}
+	// Without Flux mode nothing kplan plans reads the component.
+	out, stderr, err = kplan(t, nil, "diff", "-C", dir, "--base", base, "--head", "HEAD", "--flux=false")
+	if err != nil {
+		t.Fatalf("kplan diff --flux=false: %v\n%s", err, stderr)
 	}
 	for _, want := range []string{
 		"No overlay reads these changed files",
@@ -45,11 +57,11 @@ func TestDiffListsChangedFilesNoOverlayReads(t *testing.T) {
 			t.Errorf("text plan lacks %q:\n%s", want, out)
 		}
 	}
-	md, _, _ := kplan(t, nil, "diff", "-C", dir, "--base", base, "--head", "HEAD", "-o", "markdown")
+	md, _, _ := kplan(t, nil, "diff", "-C", dir, "--base", base, "--head", "HEAD", "-o", "markdown", "--flux=false")
 	if !strings.Contains(md, "**No overlay reads these changed files** (2)") || !strings.Contains(md, "- ⚠️ `components/backup/pvc.yaml` — YAML beside") {
 		t.Errorf("Markdown plan:\n%s", md)
 	}
-	js, _, _ := kplan(t, nil, "diff", "-C", dir, "--base", base, "--head", "HEAD", "-o", "json")
+	js, _, _ := kplan(t, nil, "diff", "-C", dir, "--base", base, "--head", "HEAD", "-o", "json", "--flux=false")
 	var p struct {
 		Summary string
 		Unread  []struct{ Path, Hint string }
@@ -62,7 +74,7 @@ func TestDiffListsChangedFilesNoOverlayReads(t *testing.T) {
 	// A file the overlay reads is planned, not listed.
 	write(t, dir, map[string]string{"apps/web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {k: v2}\n"})
 	git(t, dir, "commit", "-qam", "web")
-	out, _, _ = kplan(t, nil, "diff", "-C", dir, "--base", "HEAD~", "--head", "HEAD")
+	out, _, _ = kplan(t, nil, "diff", "-C", dir, "--base", "HEAD~", "--head", "HEAD", "--flux=false")
 	if strings.Contains(out, "No overlay reads") || !strings.Contains(out, "0 to add, 1 to change, 0 to prune in 1 of 1 overlays.") {
 		t.Errorf("a read file:\n%s", out)
 	}
