@@ -101,6 +101,9 @@ func (fx *fluxPlan) compare(p *planner) {
 	for _, res := range fx.res {
 		for _, t := range res.Targets {
 			ids[t.ID()] = true
+			if !t.Deferred {
+				p.stats.Rendered++ // a Flux build of one side
+			}
 		}
 	}
 	for _, id := range slices.Sorted(mapKeys(ids)) {
