@@ -18,7 +18,9 @@ import (
 // planned by its identity (namespace/name) instead of the kustomize
 // directories its build reads.
 type fluxPlan struct {
-	res [2]*flux.Result
+	res   [2]*flux.Result
+	built int // target sides built, for the plan's work
+	p     *planner
 }
 
 // fluxMode says whether to plan Flux Kustomizations: Options.Flux when
@@ -55,7 +57,7 @@ func (p *planner) planFluxTargets(ctx context.Context, sides [2]*side, changed m
 	if err != nil {
 		return nil, fmt.Errorf("Flux Kustomizations: %w", err)
 	}
-	fx := &fluxPlan{res: res}
+	fx := &fluxPlan{res: res, p: p}
 	for i, sd := range sides {
 		for _, sk := range res[i].Skipped {
 			p.log.Info("Flux Kustomization not planned", "side", sd.s.Rev, "id", sk.ID, "file", sk.File, "reason", sk.Reason)
@@ -102,7 +104,7 @@ func (fx *fluxPlan) compare(p *planner) {
 		for _, t := range res.Targets {
 			ids[t.ID()] = true
 			if !t.Deferred {
-				p.stats.Rendered++ // a Flux build of one side
+				fx.built++
 			}
 		}
 	}
@@ -143,6 +145,8 @@ func (p *planner) fluxSide(t *flux.Target) inventorydiff.Side {
 // decorate names each Flux target's file, and adds
 // what kplan could not render or know offline to its notes.
 func (fx *fluxPlan) decorate(overlays []inventorydiff.Overlay) {
+	// After the overlays' builds, which set the count.
+	fx.p.stats.Rendered += fx.built
 	for i := range overlays {
 		o := &overlays[i]
 		var t *flux.Target
