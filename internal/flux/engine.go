@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
@@ -46,6 +47,7 @@ type Options struct {
 type Engine struct {
 	k    *render.Kustomizer
 	opts Options
+	gen  *genMemo
 }
 
 // New returns an Engine for opts.
@@ -59,7 +61,7 @@ func New(opts Options) *Engine {
 	if opts.Memo == nil {
 		opts.Memo = closure.NewMemo()
 	}
-	return &Engine{k: render.NewKustomizer(ro), opts: opts}
+	return &Engine{k: render.NewKustomizer(ro), opts: opts, gen: &genMemo{m: map[string]*generated{}}}
 }
 
 // Target is one Flux Kustomization's build.
@@ -187,7 +189,7 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 		if e.skip(declared[i].Kustomization) != "" {
 			continue // another source's paths are not this repository's
 		}
-		c := e.rawClosure(ctx, s, scratch, declared[i].Kustomization)
+		c := e.rawClosure(ctx, s, declared[i].Kustomization)
 		if c == nil {
 			continue
 		}
@@ -315,14 +317,64 @@ func (e *Engine) skip(k *Kustomization) string {
 	return ""
 }
 
-// rawClosure is a declared Kustomization's closure from its spec as
-// written, nil if its kustomization cannot be generated.
-func (e *Engine) rawClosure(ctx context.Context, s *snapshot.Snapshot, scratch string, k *Kustomization) *closure.Closure {
-	g, err := generate(ctx, s, scratch, k)
-	if err != nil {
-		return nil
+// rawClosure is what a declared Kustomization's build reads by its
+// spec as written, for finding the roots: its path's build with its
+// components, or the path's whole tree when Flux would generate its
+// kustomization. It runs no generator: which files a build reads does
+// not depend on the rest of the spec.
+func (e *Engine) rawClosure(ctx context.Context, s *snapshot.Snapshot, k *Kustomization) *closure.Closure {
+	dir := k.Path()
+	set := map[string]bool{}
+	has := false
+	for _, name := range konfig.RecognizedKustomizationFileNames() {
+		if _, ok := s.Index.ID(join(dir, name)); ok {
+			has = true
+		}
 	}
-	return e.closure(ctx, s, &Target{Kustomization: k, gen: g})
+	b := closure.New(closure.SnapshotSource(ctx, s), closure.Options{Memo: e.opts.Memo})
+	out := &closure.Closure{Overlay: k.ID()}
+	add := func(c *closure.Closure) {
+		for _, p := range c.Paths {
+			set[p] = true
+		}
+		out.Remote = append(out.Remote, c.Remote...)
+		out.OpenAPI = out.OpenAPI || c.OpenAPI
+		if out.Unbounded == "" {
+			out.Unbounded = c.Unbounded
+		}
+	}
+	if has {
+		add(b.Overlay(dir))
+	} else {
+		// Flux lists the path's manifests and the directories below with
+		// a kustomization: those files, those builds, and a kustomization
+		// file appearing anywhere it walks count.
+		sc := scanOf(s, dir)
+		for _, p := range sc.files {
+			set[p] = true
+		}
+		for _, d := range sc.dirs {
+			set[d] = true
+			for _, name := range konfig.RecognizedKustomizationFileNames() {
+				set[join(d, name)] = true
+			}
+		}
+		for _, d := range sc.kdirs {
+			add(b.Overlay(d))
+		}
+	}
+	comps, _, _ := unstructured.NestedStringSlice(k.Object, "spec", "components")
+	for _, c := range comps {
+		add(b.Overlay(path.Clean(path.Join(dir, c))))
+	}
+	for p := range set {
+		for d := path.Dir(p); d != "." && !set[d]; d = path.Dir(d) {
+			set[d] = true
+		}
+	}
+	set["."] = true
+	out.Paths = sorted(set)
+	return out
 }
 
 // buildAll builds targets concurrently, each failing alone; those
@@ -346,19 +398,18 @@ func (e *Engine) buildAll(ctx context.Context, s *snapshot.Snapshot, scratch str
 
 // build runs Flux's generator and kustomize build for t.
 func (e *Engine) build(ctx context.Context, s *snapshot.Snapshot, scratch string, t *Target, deferrable func(*Target) bool) error {
-	g := t.gen
-	if g == nil {
-		var err error
-		if g, err = generate(ctx, s, scratch, t.Kustomization); err != nil {
-			return err
-		}
-		t.gen = g
+	if t.Closure == nil {
 		t.Closure = e.closure(ctx, s, t)
 	}
 	if deferrable != nil && deferrable(t) {
 		t.Deferred = true
 		return nil
 	}
+	g, err := e.gen.generate(ctx, s, scratch, t.Kustomization)
+	if err != nil {
+		return err
+	}
+	t.gen = g
 	if err := s.Load(ctx, t.Closure.Paths); err != nil {
 		return fmt.Errorf("Flux Kustomization %s: %w", t.ID(), err)
 	}
@@ -397,31 +448,24 @@ func (e *Engine) postBuild(ctx context.Context, t *Target, pool varPool) {
 	}
 }
 
-// closure is what t's own build reads: its path built with the
-// generated kustomization (and, when Flux generated one, the path's
-// whole tree, any YAML file of which it would list), the file declaring
-// t and the kustomization files of the directories above that file
-// (they set its namespace, patch it). Build adds its ancestors' and its
-// substitution sources' (ownClosure).
+// closure is what t's own build reads (rawClosure: the same paths as
+// the build with the generated kustomization), plus the file declaring t
+// and the kustomization files of the directories above that file (they
+// set its namespace, patch it). Build adds its ancestors' and its
+// substitution sources' (complete).
 func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *closure.Closure {
-	src := overlaySource{Source: closure.SnapshotSource(ctx, s), file: t.gen.File, data: t.gen.Data}
-	c := closure.New(src, closure.Options{Memo: e.opts.Memo}).Overlay(t.Path())
-	c.Overlay = t.ID()
+	c := e.rawClosure(ctx, s, t.Kustomization)
+	t.built = c.Paths
 	set := map[string]bool{}
 	for _, p := range c.Paths {
 		set[p] = true
 	}
-	dir := t.Path()
-	if t.gen.Created {
-		prefix := dir + "/"
-		for _, p := range s.Index.Paths() {
-			if dir == "." || strings.HasPrefix(p, prefix) {
-				set[p] = true
-			}
+	addDeclaration(set, t.File)
+	for p := range set {
+		for d := path.Dir(p); d != "." && !set[d]; d = path.Dir(d) {
+			set[d] = true
 		}
 	}
-	t.built = sorted(set)
-	addDeclaration(set, t.File)
 	c.Paths = sorted(set)
 	return c
 }

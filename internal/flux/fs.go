@@ -7,7 +7,6 @@ import (
 
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -68,25 +67,4 @@ func (o *overlayFS) CleanedAbs(p string) (filesys.ConfirmedDir, string, error) {
 		return filesys.ConfirmedDir(path.Dir(o.file)), path.Base(o.file), nil
 	}
 	return o.FileSystem.CleanedAbs(p)
-}
-
-// overlaySource is the closure's view of the same replacement.
-type overlaySource struct {
-	closure.Source
-	file string // repository-relative
-	data []byte
-}
-
-func (o overlaySource) Stat(rel string) closure.Kind {
-	if rel == o.file {
-		return closure.File
-	}
-	return o.Source.Stat(rel)
-}
-
-func (o overlaySource) ReadFile(rel string) ([]byte, error) {
-	if rel == o.file {
-		return o.data, nil
-	}
-	return o.Source.ReadFile(rel)
 }

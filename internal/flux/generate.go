@@ -2,11 +2,17 @@ package flux
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 
 	fluxkustomize "github.com/fluxcd/pkg/kustomize"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -27,13 +33,74 @@ type generated struct {
 	Created bool
 }
 
-// generate runs Flux's own generator (fluxcd/pkg/kustomize) for k. That
+// generateIn runs Flux's own generator (fluxcd/pkg/kustomize) for k. That
 // generator reads from disk only (the version that builds with this
 // repository's Go has no file system option), so it runs on a scratch
 // copy of what it reads: the path's kustomization file, or when there
 // is none the path's YAML files (it lists those that parse as
 // Kubernetes objects), and the components, for ignoreMissingComponents.
-func generate(ctx context.Context, s *snapshot.Snapshot, scratch string, k *Kustomization) (*generated, error) {
+// genMemo remembers generated kustomizations by everything the generator
+// reads: the two sides of a plan, and the root search and the build of
+// one side, generate the same ones, and each costs a scratch copy.
+type genMemo struct {
+	mu sync.Mutex
+	m  map[string]*generated
+}
+
+// generate is generateIn through the memo.
+func (gm *genMemo) generate(ctx context.Context, s *snapshot.Snapshot, scratch string, k *Kustomization) (*generated, error) {
+	key, err := genKey(s, k)
+	if err != nil {
+		return generateIn(ctx, s, scratch, k)
+	}
+	gm.mu.Lock()
+	g, ok := gm.m[key]
+	gm.mu.Unlock()
+	if ok {
+		return g, nil
+	}
+	g, err = generateIn(ctx, s, scratch, k)
+	if err != nil {
+		return nil, err // errors are rare and cheap to find again
+	}
+	gm.mu.Lock()
+	gm.m[key] = g
+	gm.mu.Unlock()
+	return g, nil
+}
+
+// genKey names the generator's inputs for k in s.
+func genKey(s *snapshot.Snapshot, k *Kustomization) (string, error) {
+	obj, err := json.Marshal(k.Object) // map keys sorted: stable
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	dir := k.Path()
+	fmt.Fprintf(h, "%s\x00%s\x00", dir, obj)
+	has := false
+	for _, name := range konfig.RecognizedKustomizationFileNames() {
+		st := s.Index.State(join(dir, name))
+		has = has || strings.HasPrefix(st, "f:")
+		fmt.Fprintf(h, "%s\x00", st)
+	}
+	if !has {
+		sc := scanOf(s, dir)
+		for _, p := range sc.files {
+			fmt.Fprintf(h, "%s=%s\x00", p, s.Index.State(p))
+		}
+		for _, d := range sc.kdirs {
+			fmt.Fprintf(h, "%s/\x00", d)
+		}
+	}
+	comps, _, _ := unstructured.NestedStringSlice(k.Object, "spec", "components")
+	for _, c := range comps {
+		fmt.Fprintf(h, "%s=%s\x00", c, s.Index.State(path.Clean(path.Join(dir, c))))
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func generateIn(ctx context.Context, s *snapshot.Snapshot, scratch string, k *Kustomization) (*generated, error) {
 	dir := k.Path()
 	tmp, err := os.MkdirTemp(scratch, "gen-")
 	if err != nil {
@@ -69,19 +136,22 @@ func generate(ctx context.Context, s *snapshot.Snapshot, scratch string, k *Kust
 		}
 	}
 	if !has {
-		prefix := dir + "/"
-		if dir == "." {
-			prefix = ""
-		}
-		for _, p := range s.Index.Paths() {
-			if !strings.HasPrefix(p, prefix) {
-				continue
-			}
-			ext := path.Ext(p)
-			if ext == ".yaml" || ext == ".yml" || snapshot.IsKustomizationFile(p) {
+		sc := scanOf(s, dir)
+		for _, p := range sc.files {
+			if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" {
 				if err := copyFile(p); err != nil {
 					return nil, fmt.Errorf("Flux Kustomization %s: %w", k.ID(), err)
 				}
+			}
+		}
+		// The generator lists these directories without reading them.
+		for _, d := range sc.kdirs {
+			dst := filepath.Join(root, filepath.FromSlash(d), konfig.DefaultKustomizationFileName())
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return nil, fmt.Errorf("Flux Kustomization %s: %w", k.ID(), err)
+			}
+			if err := os.WriteFile(dst, nil, 0o644); err != nil {
+				return nil, fmt.Errorf("Flux Kustomization %s: %w", k.ID(), err)
 			}
 		}
 	}
@@ -116,3 +186,61 @@ func generate(ctx context.Context, s *snapshot.Snapshot, scratch string, k *Kust
 
 // join is path.Join for repository-relative paths, "." for the top.
 func join(dir, name string) string { return path.Join(dir, name) }
+
+// scan is what Flux's generator walks in a path without a kustomization
+// file: it lists the YAML files that parse as objects and the
+// directories holding a kustomization file, which it does not enter.
+type scan struct {
+	files []string // every file below dir outside kdirs, sorted
+	kdirs []string // directories below dir holding a kustomization file, outside others
+	dirs  []string // directories it walks (dir, and those outside kdirs)
+}
+
+func scanOf(s *snapshot.Snapshot, dir string) *scan {
+	prefix := dir + "/"
+	if dir == "." {
+		prefix = ""
+	}
+	var under []string
+	kust := map[string]bool{}
+	for _, p := range s.Index.Paths() {
+		if strings.HasPrefix(p, prefix) {
+			under = append(under, p)
+			if snapshot.IsKustomizationFile(p) && path.Dir(p) != dir {
+				kust[path.Dir(p)] = true
+			}
+		}
+	}
+	// inside: the outermost directory below dir above p that
+	// holds a kustomization file ("" for none).
+	inside := func(p string) string {
+		found := ""
+		for d := path.Dir(p); d != dir && d != "."; d = path.Dir(d) {
+			if kust[d] {
+				found = d
+			}
+		}
+		return found
+	}
+	sc := &scan{}
+	dirs := map[string]bool{dir: true}
+	kd := map[string]bool{}
+	for _, p := range under {
+		if d := inside(p); d != "" {
+			kd[d] = true
+			continue
+		}
+		sc.files = append(sc.files, p)
+		for d := path.Dir(p); d != dir && d != "."; d = path.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	for d := range kd {
+		if inside(d+"/x") == d { // not below another
+			sc.kdirs = append(sc.kdirs, d)
+		}
+	}
+	slices.Sort(sc.kdirs)
+	sc.dirs = slices.Sorted(maps.Keys(dirs))
+	return sc
+}
