@@ -92,6 +92,11 @@ func TestBuildFluxLayout(t *testing.T) {
 		{"flux-system/podinfo", "PersistentVolumeClaim", "podinfo-backup", "podinfo", nil},
 		// namePrefix, images and an inline JSON6902 patch; the path has no
 		// kustomization.yaml, so Flux lists its manifests
+		{"flux-system/flux-system",
+			// generated: the manifests it lists, the build of the directory
+			// with a kustomization it lists, a kustomization that may appear
+			[]string{"clusters/dev/apps.yaml", "clusters/dev/cluster-settings.yaml", "clusters/dev/flux-system/gotk-sync.yaml", "clusters/dev/kustomization.yaml"},
+			[]string{"apps/podinfo/ks.yaml", "apps/kustomization.yaml"}},
 		{"flux-system/echo", "Deployment", "dev-echo", "echo", map[string]string{
 			"spec.replicas":           "2",
 			"metadata.labels.cluster": "dev",
