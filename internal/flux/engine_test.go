@@ -92,11 +92,6 @@ func TestBuildFluxLayout(t *testing.T) {
 		{"flux-system/podinfo", "PersistentVolumeClaim", "podinfo-backup", "podinfo", nil},
 		// namePrefix, images and an inline JSON6902 patch; the path has no
 		// kustomization.yaml, so Flux lists its manifests
-		{"flux-system/flux-system",
-			// generated: the manifests it lists, the build of the directory
-			// with a kustomization it lists, a kustomization that may appear
-			[]string{"clusters/dev/apps.yaml", "clusters/dev/cluster-settings.yaml", "clusters/dev/flux-system/gotk-sync.yaml", "clusters/dev/kustomization.yaml"},
-			[]string{"apps/podinfo/ks.yaml", "apps/kustomization.yaml"}},
 		{"flux-system/echo", "Deployment", "dev-echo", "echo", map[string]string{
 			"spec.replicas":           "2",
 			"metadata.labels.cluster": "dev",
@@ -158,6 +153,11 @@ func TestClosureOfFluxTargets(t *testing.T) {
 				"clusters/dev/cluster-settings.yaml", // substituteFrom
 			},
 			[]string{"apps/echo/app/deployment.yaml", "apps/unused/settings.yaml"}},
+		{"flux-system/flux-system",
+			// generated: the manifests it lists, the build of the directory
+			// with a kustomization it lists, a kustomization that may appear
+			[]string{"clusters/dev/apps.yaml", "clusters/dev/cluster-settings.yaml", "clusters/dev/flux-system/gotk-sync.yaml", "clusters/dev/kustomization.yaml"},
+			[]string{"apps/podinfo/ks.yaml", "apps/kustomization.yaml"}},
 		{"flux-system/echo",
 			// generated kustomization: the path's whole tree counts
 			[]string{"apps/echo/ks.yaml", "apps/echo/app/deployment.yaml", "apps/echo/app/helmrelease.yaml", "apps/echo/app/kustomization.yaml", "components/backup/pvc.yaml"},
