@@ -24,14 +24,19 @@ type fluxPlan struct {
 }
 
 // fluxMode says whether to plan Flux Kustomizations: Options.Flux when
-// set, else head's .kplan.yaml `flux:`, else whether either side holds a
-// Flux Kustomization whose source is the repository.
+// set, else head's .kplan.yaml `flux:`, else off when that file lists
+// targets (kplan deploys them), else whether either side holds a Flux
+// Kustomization whose source is the repository.
 func (p *planner) fluxMode(ctx context.Context, sides [2]*side) (bool, error) {
 	if p.opts.Flux != nil {
 		return *p.opts.Flux, nil
 	}
-	if cfg, _ := readTargets(ctx, sides[1].s); cfg != nil && cfg.Flux != nil {
+	cfg, _ := readTargets(ctx, sides[1].s)
+	if cfg != nil && cfg.Flux != nil {
 		return *cfg.Flux, nil
+	}
+	if cfg.HasTargets() {
+		return false, nil // kplan deploys the targets it lists
 	}
 	for _, sd := range sides {
 		ds, err := flux.Discover(ctx, sd.s)
