@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kplan-dev/kplan/test/gittest"
 )
 
 // fluxPlan is the part of kplan diff's JSON a Flux plan is checked on.
@@ -149,11 +151,22 @@ func TestFluxRepositoryPlan(t *testing.T) {
 	})
 
 	t.Run("flux off", func(t *testing.T) {
-		p := diff(t, "main~3", "main~2", "--flux=false")
-		for _, o := range p.Overlays {
-			if strings.HasPrefix(o.Path, "flux-system/") {
-				t.Errorf("--flux=false plans the Flux target %s", o.Path)
+		noFlux := func(p fluxPlan, how string) {
+			t.Helper()
+			if len(p.Overlays) == 0 {
+				t.Errorf("%s: no overlays planned", how)
+			}
+			for _, o := range p.Overlays {
+				if strings.HasPrefix(o.Path, "flux-system/") {
+					t.Errorf("%s plans the Flux target %s", how, o.Path)
+				}
 			}
 		}
+		noFlux(diff(t, "main~3", "main~2", "--flux=false"), "--flux=false")
+		git(t, dir, "checkout", "-q", "-b", "no-flux", "main~2")
+		gittest.Write(t, dir, map[string]string{".kplan.yaml": "flux: false\n"})
+		git(t, dir, "add", ".kplan.yaml")
+		git(t, dir, "commit", "-qm", "flux off")
+		noFlux(diff(t, "main~3", "no-flux"), ".kplan.yaml flux: false")
 	})
 }
