@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -52,6 +53,10 @@ func TestDiffHostileInputsFailTheirOverlaysOnly(t *testing.T) {
 
 	start := time.Now()
 	cmd := exec.Command(kplan, "diff", "-C", dir, "--base", "main~2", "--head", "main", "--format", "json")
+	// Go's default collector, not kplan's (GOGC=400 under a 400 MiB soft
+	// limit, which lets garbage reach 400 MiB on a loaded machine): peak
+	// RSS then tracks what is held.
+	cmd.Env = append(os.Environ(), "GOGC=100")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
