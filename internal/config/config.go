@@ -27,6 +27,8 @@
 //	            namespace: default      # where namespaced objects rendered without one go; default "default"
 //	            allowReplaceInventory: false # default false: refuse a deploy that prunes every object
 //	                                    # its inventory held while adding others (a copied inventory)
+//	            requireReviewedPlan: false # default false: refuse a merge whose render is not the one
+//	                                    # its PR's plan comment showed (label kplan/apply-unreviewed overrides once)
 //	      - name: release               # a branch whose targets the repository declares
 //	        targetsFrom: .kplan.yaml    # read at each deployed commit (internal/repoconfig)
 //	        environments:               # required with targetsFrom: environment name → cluster
@@ -123,6 +125,11 @@ type Settings struct {
 	// the one the pull request's plan comment showed (its digest).
 	RequireReviewedPlan bool
 }
+
+// ApplyUnreviewedLabel, added to a merged pull request, deploys its merge
+// once without requireReviewedPlan's check while it is still the
+// branch's tip: someone with write access owns the difference.
+const ApplyUnreviewedLabel = "kplan/apply-unreviewed"
 
 // Cluster identifies the cluster the settings point at, for the check
 // that no two targets share an inventory there.

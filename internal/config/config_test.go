@@ -29,7 +29,7 @@ func TestLoadExample(t *testing.T) {
 				{Name: "main", Targets: []Target{
 					{Name: "prod-eu", Overlay: "overlays/prod-eu", Environment: "production-eu", Namespace: "shop",
 						Settings: Settings{Kubeconfig: "/etc/kplan/prod-eu.kubeconfig", Context: "prod-eu", Prune: true,
-							ReconcileTimeout: 5 * time.Minute, InventoryPolicy: "must-match"}},
+							ReconcileTimeout: 5 * time.Minute, InventoryPolicy: "must-match", RequireReviewedPlan: true}},
 					{Name: "prod-us", Overlay: "overlays/prod-us", Environment: "prod-us", Namespace: "default",
 						Inventory: &Inventory{Kind: "ResourceGroup", Name: "inventory-prod-us", Namespace: "kplan", ID: "inventory-prod-us-kplan"},
 						Settings:  defaults},

@@ -9,6 +9,7 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,6 +50,10 @@ type Intent struct {
 	// LivePlan says the intent is a pull request's live plan, not a
 	// deploy: SHA is the PR's head, Branch its base, PR its number.
 	LivePlan bool
+	// AcknowledgedBy is the login that added config.ApplyUnreviewedLabel
+	// to the merged PR: its merge deploys once without requireReviewedPlan's
+	// check, if it is still the branch's tip.
+	AcknowledgedBy string
 }
 
 // Outcome classifies a delivery, for logs and metrics.
@@ -354,6 +359,7 @@ func (h *Handler) decide(d *delivery, payload []byte) (*Intent, string, error) {
 		repo, ref, sha string
 		prNumber       int
 		live           bool
+		ack            string
 	)
 	switch e := ev.(type) {
 	case *github.PingEvent:
@@ -391,6 +397,12 @@ func (h *Handler) decide(d *delivery, payload []byte) (*Intent, string, error) {
 		case livePlanActions[e.GetAction()] && h.live != nil:
 			// Planned against the live clusters, never deployed.
 			sha, live = pr.GetHead().GetSHA(), true
+		case e.GetAction() == "labeled" && e.GetLabel().GetName() == config.ApplyUnreviewedLabel:
+			if !pr.GetMerged() {
+				return nil, "label " + config.ApplyUnreviewedLabel + " on a pull request not merged", nil
+			}
+			// Who owns deploying what was not reviewed: logged and reported.
+			ack = cmp.Or(e.GetSender().GetLogin(), "someone unnamed")
 		case e.GetAction() != "closed":
 			return nil, "pull request " + e.GetAction(), nil
 		case !pr.GetMerged():
@@ -407,14 +419,15 @@ func (h *Handler) decide(d *delivery, payload []byte) (*Intent, string, error) {
 	}
 	name := h.cfg.Repository(repo).Name
 	return &Intent{
-		Repo:       name,
-		Branch:     ref,
-		SHA:        sha,
-		CloneURL:   h.cfg.CloneURL(name),
-		PR:         prNumber,
-		DeliveryID: d.id,
-		Targets:    slices.Clone(targets),
-		LivePlan:   live,
+		Repo:           name,
+		Branch:         ref,
+		SHA:            sha,
+		CloneURL:       h.cfg.CloneURL(name),
+		PR:             prNumber,
+		DeliveryID:     d.id,
+		Targets:        slices.Clone(targets),
+		LivePlan:       live,
+		AcknowledgedBy: ack,
 	}, "", nil
 }
 
