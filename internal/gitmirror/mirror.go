@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 )
@@ -147,13 +148,8 @@ func (m *Mirrors) FetchPull(ctx context.Context, cloneURL string, number int) (d
 func (m *Mirrors) fetchRef(ctx context.Context, cloneURL, ref, short, what string) (dir, sha string, err error) {
 	dir = m.dirFor(cloneURL)
 	defer m.lock(dir)()
-	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err != nil {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return "", "", fmt.Errorf("mirror of %s: %w", cloneURL, err)
-		}
-		if _, err := m.git(ctx, dir, "init", "-q", "--bare"); err != nil {
-			return "", "", fmt.Errorf("mirror of %s: %w", cloneURL, err)
-		}
+	if err := m.create(ctx, dir, cloneURL); err != nil {
+		return "", "", err
 	}
 	token, err := m.token(ctx, cloneURL)
 	if err != nil {
@@ -167,6 +163,72 @@ func (m *Mirrors) fetchRef(ctx context.Context, cloneURL, ref, short, what strin
 		return "", "", fmt.Errorf("%s of %s: %w", what, cloneURL, err)
 	}
 	return dir, sha, nil
+}
+
+// create makes the empty bare mirror of cloneURL at dir unless it
+// exists; dir is locked.
+func (m *Mirrors) create(ctx context.Context, dir, cloneURL string) error {
+	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("mirror of %s: %w", cloneURL, err)
+	}
+	if _, err := m.git(ctx, dir, "init", "-q", "--bare"); err != nil {
+		return fmt.Errorf("mirror of %s: %w", cloneURL, err)
+	}
+	return nil
+}
+
+// objectName is a full commit SHA (SHA-1 or SHA-256): nothing else may
+// reach git's command line as a commit to fetch.
+var objectName = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+
+// FetchCommit makes sure commit sha is in the mirror of cloneURL and
+// returns the mirror's directory: it is there already, or fetched by its
+// SHA (GitHub serves any commit of the repository, even one no branch
+// reaches, such as an old test merge of a pull request), or else from
+// pull request pr's refs (refs/pull/N/merge, then refs/pull/N/head) for a
+// server that refuses SHAs. The commit is not kept under a ref: it is
+// read right away.
+func (m *Mirrors) FetchCommit(ctx context.Context, cloneURL, sha string, pr int) (string, error) {
+	if !objectName.MatchString(sha) {
+		return "", fmt.Errorf("fetch commit %q from %s: not a full commit SHA", sha, cloneURL)
+	}
+	dir := m.dirFor(cloneURL)
+	defer m.lock(dir)()
+	if err := m.create(ctx, dir, cloneURL); err != nil {
+		return "", err
+	}
+	has := func() bool {
+		_, err := m.git(ctx, dir, "cat-file", "-e", sha+"^{commit}")
+		return err == nil
+	}
+	if has() {
+		return dir, nil
+	}
+	token, err := m.token(ctx, cloneURL)
+	if err != nil {
+		return "", err
+	}
+	_, bySHA := m.gitWith(ctx, dir, token, "fetch", "-q", "--no-tags", "--no-write-fetch-head", cloneURL, sha)
+	if bySHA == nil && has() {
+		return dir, nil
+	}
+	errs := []string{fmt.Sprintf("by SHA: %v", bySHA)}
+	if pr > 0 {
+		for _, ref := range []string{fmt.Sprintf("refs/pull/%d/merge", pr), fmt.Sprintf("refs/pull/%d/head", pr)} {
+			if _, err := m.gitWith(ctx, dir, token, "fetch", "-q", "--no-tags", "--no-write-fetch-head", cloneURL, ref); err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %v", ref, err))
+				continue
+			}
+			if has() {
+				return dir, nil
+			}
+			errs = append(errs, ref+" does not reach it")
+		}
+	}
+	return "", fmt.Errorf("fetch commit %s from %s: %s", sha, cloneURL, strings.Join(errs, "; "))
 }
 
 // IsAncestor reports whether commit a is an ancestor of commit b, or b

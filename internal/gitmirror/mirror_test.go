@@ -189,3 +189,88 @@ func TestFetchPull(t *testing.T) {
 		t.Errorf("a PR the server lacks: %v", err)
 	}
 }
+
+// FetchCommit brings in the commit a plan reviewed: from the mirror when
+// it is there, by SHA when the server serves SHAs, else from the pull
+// request's refs; a commit nothing serves is an error naming each way.
+func TestFetchCommit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// v0 makes the client speak protocol v0, where the server serves
+		// only what its refs' tips are (uploadpack.allowAnySHA1InWant
+		// false); over v2 git serves any commit it has, as GitHub does.
+		v0      bool
+		pr      int    // the PR number FetchCommit is given
+		on      string // the ref whose tip's parent is the commit; "" none
+		fetched bool   // the mirror already fetched main, which reaches it
+		absent  bool   // the server does not have the commit at all
+		wantErr string // "" succeeds
+	}{
+		{name: "in the mirror already", on: "refs/heads/main", fetched: true},
+		{name: "by SHA", on: "refs/pull/7/merge"},
+		{name: "SHAs refused: by the PR's merge ref", v0: true, on: "refs/pull/7/merge", pr: 7},
+		{name: "SHAs refused: by the PR's head ref", v0: true, on: "refs/pull/7/head", pr: 7},
+		{name: "SHAs refused, no PR", v0: true, on: "refs/pull/7/merge", wantErr: "by SHA"},
+		{name: "the server lacks it", pr: 7, absent: true, wantErr: "refs/pull/7/head does not reach it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.v0 {
+				global := filepath.Join(t.TempDir(), "gitconfig")
+				os.WriteFile(global, []byte("[protocol]\n\tversion = 0\n"), 0o644)
+				t.Setenv("GIT_CONFIG_GLOBAL", global)
+			}
+			root := t.TempDir()
+			repo := filepath.Join(root, "octo", "config.git")
+			os.MkdirAll(repo, 0o755)
+			git(t, repo, "init", "-q", "-b", "main")
+			base := commit(t, repo, "a.yaml", "a: 1\n")
+			git(t, repo, "checkout", "-q", "--detach")
+			want := commit(t, repo, "b.yaml", "b: 1\n")
+			child := commit(t, repo, "c.yaml", "c: 1\n")
+			git(t, repo, "checkout", "-q", "main")
+			// Every pull ref exists; only tc.on reaches the commit, and
+			// not as its tip (a tip is served by SHA even over v0).
+			git(t, repo, "update-ref", "refs/pull/7/merge", base)
+			git(t, repo, "update-ref", "refs/pull/7/head", base)
+			if tc.on != "" {
+				git(t, repo, "update-ref", tc.on, child)
+			}
+			if tc.absent {
+				git(t, repo, "update-ref", "refs/heads/main", base)
+				git(t, repo, "checkout", "-qf", "main")
+				git(t, repo, "reflog", "expire", "--expire=now", "--all")
+				git(t, repo, "gc", "-q", "--prune=now")
+			}
+			srv := githttp.Serve(t, root, "tok")
+			url := srv.URL + "/octo/config.git"
+			ctx := context.Background()
+			m := &Mirrors{Dir: t.TempDir(), Token: []byte("tok")}
+			if tc.fetched {
+				if _, _, err := m.Fetch(ctx, url, "main"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := srv.Fetches.Load()
+			dir, err := m.FetchCommit(ctx, url, want, tc.pr)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), want) {
+					t.Fatalf("FetchCommit: %v, want an error naming %s and saying %q", err, want, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("FetchCommit: %v", err)
+			}
+			if got := git(t, dir, "show", want+":b.yaml"); got != "b: 1" {
+				t.Errorf("the commit's content in the mirror: %q", got)
+			}
+			if asked := srv.Fetches.Load() - before; tc.fetched != (asked == 0) {
+				t.Errorf("the server was asked %d times; in the mirror already: %v", asked, tc.fetched)
+			}
+		})
+	}
+	m := &Mirrors{Dir: t.TempDir()}
+	if _, err := m.FetchCommit(context.Background(), "https://git.example/octo/config.git", "--upload-pack=touch /tmp/x", 7); err == nil || !strings.Contains(err.Error(), "not a full commit SHA") {
+		t.Errorf("an option as a SHA: %v", err)
+	}
+}
