@@ -206,7 +206,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				return
 			}
 			for _, t := range i.Targets {
-				if err := dep.Submit(t.Name, deployer.Request{SHA: i.SHA, PR: i.PR, Delivery: i.DeliveryID}); err != nil {
+				if err := dep.Submit(t.Name, deployer.Request{SHA: i.SHA, PR: i.PR, Delivery: i.DeliveryID, Acknowledged: i.AcknowledgedBy}); err != nil {
 					log.Error("submit", "target", t.Name, "err", err)
 				}
 			}

@@ -103,6 +103,10 @@ type Request struct {
 	SHA      string
 	PR       int
 	Delivery string
+	// Acknowledged is who added config.ApplyUnreviewedLabel to PR: the
+	// commit applies once without requireReviewedPlan's check, if it is
+	// still the branch's tip.
+	Acknowledged string
 }
 
 // Outcome of one deploy.
@@ -144,6 +148,10 @@ type Mirror interface {
 	IsAncestor(ctx context.Context, dir, a, b string) bool
 	// Snapshot reads the tree of commit sha in the mirror at dir.
 	Snapshot(ctx context.Context, dir, sha string) (*snapshot.Snapshot, error)
+	// FetchCommit brings commit sha into the mirror (by SHA, else through
+	// pull request pr's refs) and returns the mirror's directory: the
+	// commit a plan reviewed, which no branch may reach any more.
+	FetchCommit(ctx context.Context, cloneURL, sha string, pr int) (dir string, err error)
 }
 
 // GitMirror is the Mirror of git mirrors fetched over HTTP.
@@ -272,6 +280,10 @@ func (d *Deployer) Submit(target string, r Request) error {
 		// A merge sends a push and a pull_request for the same commit:
 		// keep the one that knows the PR.
 	default:
+		if r.SHA == w.next.SHA && r.Acknowledged == "" {
+			// The merge's delivery after the label's: still acknowledged.
+			r.Acknowledged = w.next.Acknowledged
+		}
 		w.next = &r
 	}
 	w.mu.Unlock()
@@ -418,7 +430,11 @@ func (d *Deployer) resolve(ctx context.Context, log *slog.Logger, t Target, r *R
 			"requested", r.SHA, "tip", tip, "delivery", r.Delivery)
 	}
 	if r.SHA != tip {
-		r.SHA, r.PR = tip, 0
+		if r.Acknowledged != "" {
+			log.Warn("the commit acknowledged with the label is no longer the branch's tip; the tip is checked against its own plan",
+				"label", config.ApplyUnreviewedLabel, "by", r.Acknowledged, "acknowledged", r.SHA, "tip", tip)
+		}
+		r.SHA, r.PR, r.Acknowledged = tip, 0, ""
 	}
 	return dir, nil
 }
@@ -459,12 +475,12 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	dir, err := d.resolve(ctx, log, t, &r)
 	reason := ReasonFetchFailed
 	var (
-		target *deploy.Target
-		digest string
+		target  *deploy.Target
+		planned *inventory.Inventory
 	)
 	if err == nil {
 		reason = ReasonRenderFailed
-		target, digest, err = d.render(ctx, t, dir, r.SHA)
+		target, planned, err = d.render(ctx, t, dir, r.SHA)
 	}
 	if err == nil {
 		// Recorded before the first renders are awaited, so that the other
@@ -519,13 +535,18 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 		log.Info("not deploying: the branch's tip is older than the commit the cluster runs; push a new commit to deploy", "tip", sha, "deployed", ann[AnnotationSHA])
 		return
 	}
-	review := d.review(ctx, t, sha, r.PR, digest)
+	review := d.review(ctx, log, t, sha, r.PR, planned)
 	if t.RequireReviewedPlan && !review.Ok() {
 		if review == nil {
 			review = &Review{Verdict: Unknown, Err: "the webhook has no GitHub access to read plans"}
 		}
-		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: refusal(t, review), Reason: ReasonRefused, Review: review})
-		return
+		if r.Acknowledged == "" {
+			d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: refusal(t, review), Reason: ReasonRefused, Review: review})
+			return
+		}
+		review.Acknowledged = r.Acknowledged
+		log.Warn("applying what requireReviewedPlan refuses, acknowledged with the label", "label", config.ApplyUnreviewedLabel,
+			"by", r.Acknowledged, "sha", sha, "pr", r.PR, "review", review.Describe())
 	}
 	d.mu.Lock()
 	delete(d.lastFailed, t.Key())
@@ -609,17 +630,13 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// render renders the target's overlay at sha from the mirror.
-// It also returns the digest of the render as a plan computes it
-// (deploy.Planned), to compare with the plan reviewed.
-func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*deploy.Target, string, error) {
+// render renders the target's overlay at sha from the mirror. With
+// Reviews, it also returns the inventory a plan computes of the render
+// (deploy.Planned), whose digest is compared with the plan reviewed.
+func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*deploy.Target, *inventory.Inventory, error) {
 	s, err := d.Mirrors.Snapshot(ctx, dir, sha)
 	if err != nil {
-		return nil, "", err
-	}
-	tree, err := render.Discover(s.FS, render.Filter{})
-	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	if !t.AllowRemoteBases && len(t.RemoteHosts) == 0 {
 		// A deploy must not depend on what another server returns at that
@@ -627,36 +644,46 @@ func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*depl
 		c := closure.New(closure.SnapshotSource(ctx, s), closure.Options{}).Overlay(t.Overlay)
 		if len(c.Remote) > 0 {
 			r := c.Remote[0]
-			return nil, "", fmt.Errorf("%s uses the remote %s %s (in %s); remote resources are off for target %s (list the hosts it may fetch from in remoteHosts in the config; allowRemoteBases alone fetches nothing)", t.Overlay, r.Field, r.Ref, r.File, t.Name)
+			return nil, nil, fmt.Errorf("%s uses the remote %s %s (in %s); remote resources are off for target %s (list the hosts it may fetch from in remoteHosts in the config; allowRemoteBases alone fetches nothing)", t.Overlay, r.Field, r.Ref, r.File, t.Name)
 		}
 	}
 	// What the render fetches, only from the hosts the target lists.
 	policy, err := netpolicy.New(t.RemoteHosts, "the target's remoteHosts in the webhook's config: [%s]")
 	if err != nil {
-		return nil, "", fmt.Errorf("target %s: remoteHosts: %w", t.Name, err)
+		return nil, nil, fmt.Errorf("target %s: remoteHosts: %w", t.Name, err)
 	}
-	rs, err := render.Render(ctx, s.FS, tree, []string{t.Overlay}, render.Options{Remote: policy})
+	r, files, err := renderOverlay(ctx, s, t.Overlay, policy)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
+	}
+	var planned *inventory.Inventory
+	if d.Reviews != nil {
+		if planned, err = deploy.Planned(r, files, cmp.Or(t.Namespace, deploy.DefaultNamespace)); err != nil {
+			return nil, nil, err
+		}
+	}
+	// NewTarget copies the objects (through JSON): planned keeps its own.
+	tg, err := deploy.NewTarget(r, files, deploy.TargetOptions{Inventory: t.Inventory, Namespace: t.Namespace})
+	return tg, planned, err
+}
+
+// renderOverlay renders one overlay of a commit's tree, fetching http(s)
+// resources through policy; files reads the overlay's own files.
+func renderOverlay(ctx context.Context, s *snapshot.Snapshot, overlay string, policy *netpolicy.Policy) (render.Result, deploy.Files, error) {
+	tree, err := render.Discover(s.FS, render.Filter{})
+	if err != nil {
+		return render.Result{}, nil, err
+	}
+	rs, err := render.Render(ctx, s.FS, tree, []string{overlay}, render.Options{Remote: policy})
+	if err != nil {
+		return render.Result{}, nil, err
 	}
 	if rs[0].Err != nil {
-		return nil, "", rs[0].Err
+		return render.Result{}, nil, rs[0].Err
 	}
 	// The overlay's files, for its ResourceGroup file.
-	files := func(name string) ([]byte, error) { return s.FS.ReadFile(snapshot.Abs(path.Join(t.Overlay, name))) }
-	digest := ""
-	if d.Reviews != nil {
-		// Before NewTarget, which takes the objects over.
-		inv, err := deploy.Planned(rs[0], files, cmp.Or(t.Namespace, deploy.DefaultNamespace))
-		if err != nil {
-			return nil, "", err
-		}
-		if digest, err = inv.Digest(); err != nil {
-			return nil, "", err
-		}
-	}
-	tg, err := deploy.NewTarget(rs[0], files, deploy.TargetOptions{Inventory: t.Inventory, Namespace: t.Namespace})
-	return tg, digest, err
+	files := func(name string) ([]byte, error) { return s.FS.ReadFile(snapshot.Abs(path.Join(overlay, name))) }
+	return rs[0], files, nil
 }
 
 // inventoryKey identifies an inventory in a cluster. Two targets clash

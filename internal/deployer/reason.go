@@ -31,7 +31,8 @@ const (
 	ReasonInventoryConflict Reason = "InventoryConflict"
 	// ReasonRefused: the apply was refused before changing anything,
 	// because it would prune every object its inventory holds (a copied
-	// inventory, an empty render).
+	// inventory, an empty render), or because requireReviewedPlan found
+	// the merged render not the one reviewed.
 	ReasonRefused Reason = "Refused"
 	// ReasonApplyFailed: the apply failed (the cluster unreachable, a
 	// request refused).

@@ -1,10 +1,17 @@
 package deployer
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
+	"github.com/kplan-dev/kplan/internal/config"
+	"github.com/kplan-dev/kplan/internal/deploy"
+	"github.com/kplan-dev/kplan/internal/inventory"
+	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/prcomment"
 )
 
@@ -42,6 +49,15 @@ type Review struct {
 	Applied  string // the merged render's digest
 	Head     string // the commit the plan rendered
 	Err      string // why GitHub could not be asked (Unknown)
+	// Diff is how the merged render differs from the reviewed one (the
+	// plan's head commit rendered again as the base side), objects and
+	// fields, Secret values hidden; for Differs, unless DiffErr says why
+	// the reviewed commit could not be fetched or rendered.
+	Diff    *inventorydiff.Overlay
+	DiffErr string
+	// Acknowledged is who added config.ApplyUnreviewedLabel: the deploy
+	// applied though requireReviewedPlan refuses it.
+	Acknowledged string
 }
 
 // Ok says whether requireReviewedPlan lets the deploy apply.
@@ -49,6 +65,14 @@ func (r *Review) Ok() bool { return r != nil && (r.Verdict == AsReviewed || r.Ve
 
 // Describe is the review in words, for the deploy's reports.
 func (r *Review) Describe() string {
+	s := r.verdict()
+	if r.Acknowledged != "" {
+		s += fmt.Sprintf("; applied without the reviewed-plan check: @%s added the label %s", r.Acknowledged, config.ApplyUnreviewedLabel)
+	}
+	return s
+}
+
+func (r *Review) verdict() string {
 	switch r.Verdict {
 	case AsReviewed:
 		return fmt.Sprintf("applied exactly as reviewed in #%d", r.PR)
@@ -70,12 +94,30 @@ func (r *Review) Describe() string {
 // reviewTimeout bounds the search for the plan reviewed.
 const reviewTimeout = 20 * time.Second
 
-// review compares a merged render's digest with the plan reviewed on its
-// pull request; nil when the deployer has no Reviews.
-func (d *Deployer) review(ctx context.Context, t Target, sha string, pr int, digest string) *Review {
-	if d.Reviews == nil {
+// explainTimeout bounds fetching and rendering the reviewed commit to
+// show how a merge differs from it.
+const explainTimeout = time.Minute
+
+// review compares a merged render (planned: its inventory as a plan
+// computes it) with the plan reviewed on its pull request, and when they
+// differ, says how; nil when the deployer has no Reviews.
+func (d *Deployer) review(ctx context.Context, log *slog.Logger, t Target, sha string, pr int, planned *inventory.Inventory) *Review {
+	if d.Reviews == nil || planned == nil {
 		return nil
 	}
+	digest, err := planned.Digest()
+	if err != nil {
+		return &Review{Verdict: Unknown, Err: "the merged render's digest: " + err.Error()}
+	}
+	r := d.compare(ctx, t, sha, pr, digest)
+	if r.Verdict == Differs {
+		d.explain(ctx, log, t, r, planned)
+	}
+	return r
+}
+
+// compare compares a merged render's digest with the plan reviewed.
+func (d *Deployer) compare(ctx context.Context, t Target, sha string, pr int, digest string) *Review {
 	// GitHub slow or down must not hold the deploy: the comparison is
 	// then unknown (and refused only under requireReviewedPlan).
 	rctx, cancel := context.WithTimeout(ctx, reviewTimeout)
@@ -102,8 +144,64 @@ func (d *Deployer) review(ctx context.Context, t Target, sha string, pr int, dig
 	return r
 }
 
+// explain renders the commit the plan reviewed (fetched by SHA: a test
+// merge no branch reaches) and compares it with the merged render, so
+// the reports show which objects and fields differ. It costs a fetch
+// and a render, only when the digests differ; what fails is said in
+// DiffErr and the deploy goes on.
+func (d *Deployer) explain(ctx context.Context, log *slog.Logger, t Target, r *Review, merged *inventory.Inventory) {
+	ctx, cancel := context.WithTimeout(ctx, explainTimeout)
+	defer cancel()
+	reviewed, err := d.reviewedRender(ctx, t, r.Head, r.PR)
+	if err != nil {
+		r.DiffErr = err.Error()
+		log.Warn("cannot show how the merge differs from the reviewed plan", "pr", r.PR, "reviewed", r.Head, "err", err)
+		return
+	}
+	o := inventorydiff.CompareOne(t.Overlay, inventorydiff.Side{Inventory: reviewed}, true, inventorydiff.Side{Inventory: merged}, true)
+	// Kept with the outcome until the PR's comment is replaced: keys and
+	// field changes only, no YAML.
+	o.AddedYAML, o.PrunedYAML, o.Dangerous = nil, nil, nil
+	for i := range o.Changed {
+		o.Changed[i].Unified = ""
+	}
+	r.Diff = &o
+}
+
+// reviewedRender renders the target's overlay at the commit a plan
+// reviewed as the planner did (deploy.Planned, in the target's
+// namespace). The commit may be a pull request's content never merged:
+// it renders without network access.
+func (d *Deployer) reviewedRender(ctx context.Context, t Target, sha string, pr int) (*inventory.Inventory, error) {
+	if sha == "" {
+		return nil, fmt.Errorf("the plan comment names no commit")
+	}
+	dir, err := d.Mirrors.FetchCommit(ctx, t.CloneURL, sha, pr)
+	if err != nil {
+		return nil, fmt.Errorf("the reviewed commit %s cannot be fetched: %w", short(sha), err)
+	}
+	s, err := d.Mirrors.Snapshot(ctx, dir, sha)
+	if err != nil {
+		return nil, fmt.Errorf("the reviewed commit %s: %w", short(sha), err)
+	}
+	none, err := netpolicy.New(nil, "")
+	if err != nil {
+		return nil, err
+	}
+	res, files, err := renderOverlay(ctx, s, t.Overlay, none)
+	if err != nil {
+		return nil, fmt.Errorf("the reviewed commit %s does not render %s here: %w", short(sha), t.Overlay, err)
+	}
+	return deploy.Planned(res, files, cmp.Or(t.Namespace, deploy.DefaultNamespace))
+}
+
 // refusal is the error of a deploy requireReviewedPlan stops, saying how
 // to go on.
 func refusal(t Target, r *Review) error {
-	return fmt.Errorf("refusing to apply (requireReviewedPlan): %s. The cluster is unchanged. To deploy, merge again through a pull request whose plan shows this state (an empty commit is enough), or set requireReviewedPlan: false for target %s", r.Describe(), t.Name)
+	label := ""
+	if r.PR > 0 {
+		label = fmt.Sprintf(", or add the label %s to #%d to apply this commit once as it is (while it is the branch's tip)", config.ApplyUnreviewedLabel, r.PR)
+	}
+	return fmt.Errorf("refusing to apply (requireReviewedPlan): %s. The cluster is unchanged. To deploy, merge a pull request whose plan shows this state (re-run the plan after the base moved; an empty commit is enough)%s, or set requireReviewedPlan: false for target %s",
+		r.Describe(), label, t.Name)
 }

@@ -29,6 +29,10 @@ type fakeMirror struct {
 	failFetch  int // fetches that fail before the server answers again
 	fetches    int
 	snapshotOf []string // the commits read
+	// unserved are commits FetchCommit cannot bring in; fetched the
+	// commits it was asked for.
+	unserved map[string]bool
+	fetched  []string
 }
 
 func newFakeMirror(tip string, tree fstest.MapFS) *fakeMirror {
@@ -72,6 +76,16 @@ func (m *fakeMirror) Snapshot(ctx context.Context, dir, sha string) (*snapshot.S
 		return nil, fmt.Errorf("commit %s is not in the mirror", sha)
 	}
 	return snapshot.FromFS(tree, sha)
+}
+
+func (m *fakeMirror) FetchCommit(ctx context.Context, cloneURL, sha string, pr int) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fetched = append(m.fetched, sha)
+	if _, ok := m.trees[sha]; !ok || m.unserved[sha] {
+		return "", fmt.Errorf("fetch commit %s from %s: by SHA: not our ref; refs/pull/%d/merge does not reach it", sha, cloneURL, pr)
+	}
+	return "mirror", nil
 }
 
 // fakeEngine is a cluster of one inventory: its annotations, and the
