@@ -118,8 +118,11 @@ func TestWebhookAppliesWhatWasReviewed(t *testing.T) {
 			if !require {
 				e.waitDeployed(merged)
 				body := e.deployComment(3, "differs from the plan reviewed in #3")
-				if !strings.Contains(body, "the base branch changed this target after the plan") {
-					t.Errorf("deploy comment:\n%s", body)
+				// And how: the object and field main changed, reviewed → merged.
+				for _, want := range []string{"the base branch changed this target after the plan", "~ ConfigMap a (hook)", `~ data.v: "a" → "late"`} {
+					if !strings.Contains(body, want) {
+						t.Errorf("deploy comment lacks %q:\n%s", want, body)
+					}
 				}
 				// PR 5's plan comment is kplan's, exact digest and all, but
 				// posted by someone else: it counts for nothing.
@@ -134,7 +137,9 @@ func TestWebhookAppliesWhatWasReviewed(t *testing.T) {
 			if !strings.Contains(st.Description, "refusing to apply (requireReviewedPlan)") {
 				t.Errorf("status of the refused merge: %+v", st)
 			}
-			e.deployComment(3, "differs from the plan reviewed in #3")
+			if body := e.deployComment(3, "differs from the plan reviewed in #3"); !strings.Contains(body, `~ data.v: "a" → "late"`) || !strings.Contains(body, "kplan/apply-unreviewed") {
+				t.Errorf("the refusal's comment does not say how the merge differs or how to go on:\n%s", body)
+			}
 			if sha, _ := e.deployed(); sha != merge2 {
 				t.Errorf("the refused merge changed the cluster: it records %s, want %s", sha, merge2)
 			}

@@ -72,6 +72,15 @@ func (r *Review) Describe() string {
 	return s
 }
 
+// brief is the verdict without its details, for a refusal that must fit
+// a commit status and a table cell (the review's own line has them).
+func (r *Review) brief() string {
+	if r.Verdict == Differs {
+		return fmt.Sprintf("differs from the plan reviewed in #%d", r.PR)
+	}
+	return r.verdict()
+}
+
 func (r *Review) verdict() string {
 	switch r.Verdict {
 	case AsReviewed:
@@ -200,8 +209,8 @@ func (d *Deployer) reviewedRender(ctx context.Context, t Target, sha string, pr 
 func refusal(t Target, r *Review) error {
 	label := ""
 	if r.PR > 0 {
-		label = fmt.Sprintf(", or add the label %s to #%d to apply this commit once as it is (while it is the branch's tip)", config.ApplyUnreviewedLabel, r.PR)
+		label = fmt.Sprintf(", add the label %s to #%d (applies this commit once, while it is the branch's tip)", config.ApplyUnreviewedLabel, r.PR)
 	}
-	return fmt.Errorf("refusing to apply (requireReviewedPlan): %s. The cluster is unchanged. To deploy, merge a pull request whose plan shows this state (re-run the plan after the base moved; an empty commit is enough)%s, or set requireReviewedPlan: false for target %s",
-		r.Describe(), label, t.Name)
+	return fmt.Errorf("refusing to apply (requireReviewedPlan): %s; the cluster is unchanged. To deploy: re-run the plan and merge (an empty commit is enough)%s, or set requireReviewedPlan: false for target %s",
+		r.brief(), label, t.Name)
 }

@@ -77,7 +77,7 @@ func TestDeployAppliesWhatWasReviewed(t *testing.T) {
 		{"the base moved after the plan", fakeReviews{plan: planned("app", "b")}, false, []string{"c"}, Differs, "differs from the plan reviewed in #3"},
 		{"the base moved, requireReviewedPlan", fakeReviews{plan: planned("app", "b")}, true, nil, Differs, "refusing to apply (requireReviewedPlan): differs from the plan reviewed in #3"},
 		{"a target the PR cannot change", fakeReviews{plan: planned("other", "c")}, true, []string{"c"}, Unaffected, "not changed by #3"},
-		{"no plan comment, requireReviewedPlan", fakeReviews{}, true, nil, NoPlan, "no reviewed plan (#3 has no kplan plan comment). The cluster is unchanged"},
+		{"no plan comment, requireReviewedPlan", fakeReviews{}, true, nil, NoPlan, "no reviewed plan (#3 has no kplan plan comment); the cluster is unchanged"},
 		{"GitHub down, requireReviewedPlan", fakeReviews{err: errors.New("GET …/comments: 502")}, true, nil, Unknown, "not compared with the reviewed plan (GET …/comments: 502)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -258,7 +258,7 @@ func TestApplyUnreviewedLabel(t *testing.T) {
 				"differs from the plan reviewed in #3: the plan rendered r as sha256:00000000000000000000000000000000, the merge renders"}},
 		{"the refusal names the label",
 			[]Request{{SHA: "c", PR: 3}}, "", nil,
-			[]string{"or add the label kplan/apply-unreviewed to #3 to apply this commit once as it is"}},
+			[]string{"add the label kplan/apply-unreviewed to #3 (applies this commit once"}},
 		{"acknowledged, then a resync: applied once",
 			[]Request{{SHA: "c", PR: 3, Acknowledged: "alice"}, {}}, "", []string{"c"},
 			[]string{"applied without the reviewed-plan check: @alice added the label kplan/apply-unreviewed"}},

@@ -27,6 +27,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
+	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/prcomment"
 )
 
@@ -427,6 +428,9 @@ func comment(byTarget map[string]deployer.Outcome) string {
 		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", n, environment(o.Target), short(o.SHA), res)
 	}
 	for _, n := range names {
+		writeReviewDiff(&b, n, byTarget[n].Review)
+	}
+	for _, n := range names {
 		o := byTarget[n]
 		if o.Result == nil || len(o.Result.Objects) == 0 {
 			continue
@@ -464,6 +468,38 @@ func short(sha string) string {
 // cell makes text safe in a Markdown table cell: one line, pipes escaped.
 func cell(s string) string {
 	return strings.ReplaceAll(strings.Join(strings.Fields(s), " "), "|", `\|`)
+}
+
+// writeReviewDiff says, for a merge that differs from the plan reviewed,
+// how: the objects the merge applies that the plan did not show and the
+// reverse, and each changed field (Secret values hidden), reviewed →
+// merged; or why that could not be worked out.
+func writeReviewDiff(b *strings.Builder, target string, r *deployer.Review) {
+	if r == nil || r.Verdict != deployer.Differs {
+		return
+	}
+	if r.Diff == nil {
+		if r.DiffErr != "" {
+			fmt.Fprintf(b, "\n%s: how the merge differs from the plan reviewed in #%d is not known: %s\n", target, r.PR, Public(r.DiffErr))
+		}
+		return
+	}
+	d := r.Diff
+	fmt.Fprintf(b, "\n<details open><summary>%s: how the merge differs from the plan reviewed in #%d (%d added, %d changed, %d removed)</summary>\n\n",
+		target, r.PR, len(d.Added), len(d.Changed), len(d.Pruned))
+	for _, k := range d.Added {
+		fmt.Fprintf(b, "- \\+ %s: not in the plan reviewed\n", cell(inventorydiff.Name(k)))
+	}
+	for _, c := range d.Changed {
+		fmt.Fprintf(b, "- ~ %s\n", cell(inventorydiff.Name(c.Key)))
+		for _, f := range c.Fields {
+			fmt.Fprintf(b, "  - `%s`\n", strings.NewReplacer("`", "'", "\n", " ").Replace(clip(f.Header(), 200)))
+		}
+	}
+	for _, k := range d.Pruned {
+		fmt.Fprintf(b, "- \\- %s: in the plan reviewed, not applied\n", cell(inventorydiff.Name(k)))
+	}
+	b.WriteString("\n</details>\n")
 }
 
 // reviewMark marks a deploy's comparison with the plan reviewed.
