@@ -31,6 +31,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
 	"github.com/kplan-dev/kplan/internal/report"
+	"github.com/kplan-dev/kplan/internal/shard"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 	"github.com/kplan-dev/kplan/internal/version"
 )
@@ -126,7 +127,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%w\nRun '%s --help' for usage", err, cmd.CommandPath())
 	})
-	root.AddCommand(diffCmd(logger), renderCmd(), applyCmd(), initCmd(), migrateCmd(), demoCmd(logger), versionCmd())
+	root.AddCommand(diffCmd(logger), mergeCmd(), renderCmd(), applyCmd(), initCmd(), migrateCmd(), demoCmd(logger), versionCmd())
 	return root.ExecuteContext(ctx)
 }
 
@@ -206,6 +207,7 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 		diffStyle             string
 		ignoreFields          []string
 		ignoreKinds           []string
+		shardFlag             string
 	)
 	cmd := &cobra.Command{
 		Use:   "diff --base REV [--head REV] [OVERLAY...]",
@@ -230,10 +232,18 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 	f.StringVar(&diffStyle, "diff-style", report.DiffFields, "how changes inside objects are shown: fields (each changed field, multi-line values as line diffs, added objects' YAML) or unified (every object's YAML as unified diffs, as kustomize build | diff -u)")
 	f.StringSliceVar(&ignoreFields, "ignore-field", nil, "leave out changes of fields matching this path pattern (repeatable; e.g. 'metadata.annotations.checksum/*', * matches any characters); the report says how many each hid; adds, prunes, dangers and Secret data are never hidden")
 	f.StringSliceVar(&ignoreKinds, "ignore-kind", nil, "leave out changes in place of objects of this kind (repeatable; their adds and prunes still show; Secret is refused)")
+	f.StringVar(&shardFlag, "shard", "", "plan share I of N of the overlays (e.g. 2/3) and write it as a part for kplan merge (with -o json); merge applies --exit-code and --fail-on-error")
 	rf.register(f)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if base == "" {
 			return errors.New("diff: --base is required (e.g. --base main)")
+		}
+		share, err := shard.Parse(shardFlag)
+		if err != nil {
+			return fmt.Errorf("--shard: %w", err)
+		}
+		if share.On() && *format != "json" {
+			return fmt.Errorf("--shard %s writes a part for kplan merge: add -o json (kplan merge prints the plan in any format)", share)
 		}
 		ropts, err := rf.options()
 		if err != nil {
@@ -258,23 +268,32 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 			RepoDir: dir, Base: base, Head: head,
 			Filter: render.Filter{Include: append(render.Patterns(overlays), args...), Exclude: render.Patterns(exclude)},
 			Render: ropts, Logger: logger, Full: full, CacheDir: cacheDir, Ignore: ignore,
-			Progress: progress(cmd.ErrOrStderr()), Flux: flux,
+			Progress: progress(cmd.ErrOrStderr()), Flux: flux, Shard: share,
 		})
 		if err != nil {
 			return err
 		}
+		if share.On() {
+			return writePart(cmd.OutOrStdout(), shard.NewPart(p, share, version.String()))
+		}
 		if err := writeReport(cmd.OutOrStdout(), p, *format, report.Options{DiffStyle: diffStyle}); err != nil {
 			return err
 		}
-		if failOnError && len(p.IntroducedFailures()) > 0 {
-			return exitError(1)
-		}
-		if exitCode && p.Totals.ChangedOverlays > 0 {
-			return exitError(2)
-		}
-		return nil
+		return planExit(p, failOnError, exitCode)
 	}
 	return cmd
+}
+
+// planExit is how a printed plan ends kplan: 1 when the change breaks an
+// overlay (failOnError), 2 when it has changes (exitCode).
+func planExit(p *inventorydiff.Plan, failOnError, exitCode bool) error {
+	if failOnError && len(p.IntroducedFailures()) > 0 {
+		return exitError(1)
+	}
+	if exitCode && p.Totals.ChangedOverlays > 0 {
+		return exitError(2)
+	}
+	return nil
 }
 
 // checkFormat refuses an output format before any work is done.

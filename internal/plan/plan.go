@@ -20,6 +20,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/shard"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -54,6 +55,9 @@ type Options struct {
 	// Flux Kustomizations become the plan's targets); nil leaves it to
 	// head's .kplan.yaml, then to whether the repository has any.
 	Flux *bool
+	// Shard, when on, plans only that share of the overlays (the rest are
+	// left out of the plan); kplan merge joins the shares.
+	Shard shard.Shard
 }
 
 // cacheMaxAge is how long an unused render cache entry is kept.

@@ -28,6 +28,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/rendercache"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
 	"github.com/kplan-dev/kplan/internal/resourcegroup"
+	"github.com/kplan-dev/kplan/internal/shard"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -56,6 +57,8 @@ type planner struct {
 	headKeys    map[string][]string
 	cacheFailed bool
 	built       int // builds done, for Options.Progress
+	// owned are the overlays this shard plans; nil: all of them.
+	owned map[string]bool
 }
 
 // side is one revision, discovered.
@@ -175,6 +178,9 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	if on, err := p.fluxMode(ctx, sides); err != nil {
 		return nil, err
 	} else if on {
+		if p.opts.Shard.On() {
+			return nil, fmt.Errorf("--shard: Flux mode plans its targets in one run; plan without --shard (or with --flux=false)")
+		}
 		if p.flux, err = p.planFluxTargets(ctx, sides, skip); err != nil {
 			return nil, err
 		}
@@ -221,6 +227,11 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	}
 	for i := range p.overlays {
 		p.overlays[i].Dangerous = danger.Without(p.overlays[i].Dangerous, off)
+	}
+	if p.owned != nil {
+		// The others' overlays were planned unrendered, for the findings
+		// across overlays; their own shards plan them.
+		p.overlays = slices.DeleteFunc(p.overlays, func(o inventorydiff.Overlay) bool { return !p.owned[o.Path] })
 	}
 	plan := &inventorydiff.Plan{Base: base.Rev, Head: head.Rev, BaseLabel: p.opts.BaseLabel, HeadLabel: p.opts.HeadLabel,
 		Overlays: p.overlays, Totals: inventorydiff.Sum(p.overlays), Unread: unread}
@@ -308,9 +319,11 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
 	}
 	wg.Wait()
 	p.closures = closures
+	if p.opts.Shard.On() {
+		p.owned = p.share(sides, slices.Sorted(mapKeys(all)), changed)
+	}
 	var jobs []*job
 	for _, o := range slices.Sorted(mapKeys(all)) {
-		p.stats.Overlays++
 		pr := &pair{}
 		var cs [2]*closure.Closure
 		for i, sd := range sides {
@@ -319,6 +332,11 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
 				cs[i] = closures[i][o]
 			}
 		}
+		if p.owned != nil && !p.owned[o] {
+			p.compare(o, pair{present: pr.present, sides: [2]inventorydiff.Side{unrendered(), unrendered()}})
+			continue
+		}
+		p.stats.Overlays++
 		if sides[0].tree.Errors[o] != nil || sides[1].tree.Errors[o] != nil {
 			for i, sd := range sides {
 				pr.sides[i] = unrendered()
@@ -329,8 +347,7 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
 			p.compare(o, *pr)
 			continue
 		}
-		if !p.opts.Full && pr.present[0] && pr.present[1] && unaffected(cs[0], changed) && unaffected(cs[1], changed) &&
-			!changed[path.Join(o, resourcegroup.DefaultFile)] && sides[0].namespace(o) == sides[1].namespace(o) {
+		if p.skip(sides, o, pr.present, cs, changed) {
 			p.stats.Skipped++
 			p.compare(o, pair{present: pr.present, sides: [2]inventorydiff.Side{unrendered(), unrendered()}})
 			continue
@@ -348,6 +365,54 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
 		}
 	}
 	return jobs
+}
+
+// skip says the change cannot affect the overlay: the plan reports it
+// unchanged without rendering it.
+func (p *planner) skip(sides [2]*side, o string, present [2]bool, cs [2]*closure.Closure, changed map[string]bool) bool {
+	return !p.opts.Full && present[0] && present[1] && unaffected(cs[0], changed) && unaffected(cs[1], changed) &&
+		!changed[path.Join(o, resourcegroup.DefaultFile)] && sides[0].namespace(o) == sides[1].namespace(o)
+}
+
+// share picks the overlays this shard plans, the same way in every
+// shard: each overlay weighs the paths its builds read (nothing when the
+// plan skips it), and the overlays present on one side only go together,
+// for a removed overlay and a new one may be one moved.
+func (p *planner) share(sides [2]*side, all []string, changed map[string]bool) map[string]bool {
+	var units []shard.Unit
+	lonely := shard.Unit{}
+	for _, o := range all {
+		var present [2]bool
+		var cs [2]*closure.Closure
+		u := shard.Unit{Overlays: []string{o}}
+		for i, sd := range sides {
+			if present[i] = sd.overlays[o]; present[i] {
+				cs[i] = p.closures[i][o]
+				u.Cost += len(cs[i].Paths)
+			}
+		}
+		if sides[0].tree.Errors[o] != nil || sides[1].tree.Errors[o] != nil || p.skip(sides, o, present, cs, changed) {
+			u.Cost = 0
+		}
+		if present[0] != present[1] {
+			lonely.Overlays = append(lonely.Overlays, o)
+			lonely.Cost += u.Cost
+			continue
+		}
+		units = append(units, u)
+	}
+	if len(lonely.Overlays) > 0 {
+		units = append(units, lonely)
+	}
+	owned := map[string]bool{}
+	for i, s := range shard.Assign(units, p.opts.Shard.Count) {
+		if s == p.opts.Shard.Index {
+			for _, o := range units[i].Overlays {
+				owned[o] = true
+			}
+		}
+	}
+	return owned
 }
 
 // unaffected: the build reads only repository paths, and none changed,

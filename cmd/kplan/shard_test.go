@@ -1,0 +1,131 @@
+package main
+
+import (
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// shardRepo is a repository of seven overlays and a change that edits a
+// base two of them share, edits one overlay, breaks one, removes one and
+// adds one, leaving two alone.
+func shardRepo(t *testing.T) (dir, base, head string) {
+	t.Helper()
+	dir = t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	files := map[string]string{
+		"base/kustomization.yaml": "resources:\n- cm.yaml\n",
+		"base/cm.yaml":            configMap("shared", "a: '1'"),
+	}
+	for _, o := range []string{"shared-a", "shared-b", "edited", "broken", "removed", "still-1", "still-2"} {
+		dir := "overlays/" + o
+		files[dir+"/kustomization.yaml"] = "namePrefix: " + o + "-\nresources:\n- cm.yaml\n"
+		files[dir+"/cm.yaml"] = configMap("own", "v: '1'")
+		if strings.HasPrefix(o, "shared") {
+			files[dir+"/kustomization.yaml"] += "- ../../base\n"
+		}
+	}
+	write(t, dir, files)
+	base = commitAll(t, dir, "base")
+	write(t, dir, map[string]string{
+		"base/cm.yaml":                       configMap("shared", "a: '2'"),
+		"overlays/edited/cm.yaml":            configMap("own", "v: '2'"),
+		"overlays/broken/kustomization.yaml": "resources:\n- missing.yaml\n",
+		"overlays/removed":                   "",
+		"overlays/added/kustomization.yaml":  "resources:\n- cm.yaml\n",
+		"overlays/added/cm.yaml":             configMap("new", "v: '1'"),
+	})
+	head = commitAll(t, dir, "head")
+	return dir, base, head
+}
+
+// exitOf is the exit status a kplan run ends with.
+func exitOf(t *testing.T, err error, stderr string) int {
+	t.Helper()
+	var exit exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		return int(exit)
+	}
+	t.Fatalf("kplan: %v\n%s", err, stderr)
+	return -1
+}
+
+// writeParts plans each shard of n into its own part file.
+func writeParts(t *testing.T, dir, base, head string, n int) []string {
+	t.Helper()
+	var parts []string
+	for i := 1; i <= n; i++ {
+		out, stderr, err := kplan(t, nil, "diff", "-C", dir, "--base", base, "--head", head, "--shard", strconv.Itoa(i)+"/"+strconv.Itoa(n), "-o", "json")
+		if err != nil {
+			t.Fatalf("kplan diff --shard %d/%d: %v\n%s", i, n, err, stderr)
+		}
+		name := filepath.Join(t.TempDir(), "part-"+strconv.Itoa(i)+".json")
+		if err := os.WriteFile(name, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, name)
+	}
+	return parts
+}
+
+// The parts of --shard 1/3, 2/3 and 3/3 merge into the plan kplan diff
+// prints unsharded — in JSON but for the work section, in Markdown but
+// for its footer (time and renders are per run), in text — and in exit
+// codes; each shard plans a share.
+func TestShardedPlanMergesToTheUnshardedPlan(t *testing.T) {
+	t.Parallel()
+	dir, base, head := shardRepo(t)
+	parts := writeParts(t, dir, base, head, 3)
+	for _, p := range parts {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), `"Path":"overlays/`) {
+			t.Errorf("%s plans no overlay: the shards are not shared out\n%s", p, data)
+		}
+	}
+	for _, flags := range [][]string{{"-o", "json"}, {"-o", "json", "--fail-on-error=false", "--exit-code"}, {"-o", "markdown"}, {"-o", "text"}} {
+		want, stderr, err := kplan(t, nil, append([]string{"diff", "-C", dir, "--base", base, "--head", head}, flags...)...)
+		wantExit := exitOf(t, err, stderr)
+		got, stderr, err := kplan(t, nil, append(append([]string{"merge"}, parts...), flags...)...)
+		gotExit := exitOf(t, err, stderr)
+		switch flags[1] {
+		case "json":
+			want, got = withoutWork(t, want), withoutWork(t, got)
+		case "markdown":
+			want, got = withoutFooter(want), withoutFooter(got)
+		}
+		if got != want {
+			t.Errorf("merge %q printed\n%s\nwant, as kplan diff unsharded:\n%s", flags, got, want)
+		}
+		if gotExit != wantExit {
+			t.Errorf("merge %q exits %d, kplan diff unsharded %d", flags, gotExit, wantExit)
+		}
+	}
+	p := diffJSON(t, "-C", dir, "--base", base, "--head", head)
+	want := map[string]string{"overlays/added": "new", "overlays/broken": "error", "overlays/edited": "changed", "overlays/removed": "removed",
+		"overlays/shared-a": "changed", "overlays/shared-b": "changed", "overlays/still-1": "unchanged", "overlays/still-2": "unchanged"}
+	if got := statuses(p); !maps.Equal(got, want) {
+		t.Errorf("the unsharded plan is not the case this test is for: %v, want %v", got, want)
+	}
+}
+
+// withoutFooter is a Markdown plan without the line saying what the plan
+// rendered and how long it took: the work of each run.
+func withoutFooter(md string) string {
+	var keep []string
+	for _, l := range strings.Split(md, "\n") {
+		if !strings.HasPrefix(l, "<sub>kplan planned") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
