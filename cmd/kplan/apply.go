@@ -57,10 +57,11 @@ func applyCmd() *cobra.Command {
 		if err := checkFormat(*format, "text", "json"); err != nil {
 			return err
 		}
-		ropts, err := rf.options()
+		ropts, closeGit, err := rf.options()
 		if err != nil {
 			return err
 		}
+		defer closeGit()
 		ctx := cmd.Context()
 		if timeout > 0 {
 			var cancel context.CancelFunc

@@ -24,6 +24,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/batchgc"
 	"github.com/kplan-dev/kplan/internal/demo"
+	"github.com/kplan-dev/kplan/internal/gitbase"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
@@ -164,6 +165,7 @@ type renderFlags struct {
 	remoteHosts    []string
 	maxReadBytes   int64
 	maxPathDepth   int
+	gitCache       string
 }
 
 func (r *renderFlags) register(fs *pflag.FlagSet) {
@@ -173,27 +175,42 @@ func (r *renderFlags) register(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&r.remoteHosts, "remote-hosts", nil, "hosts renders may fetch http(s) resources from (comma-separated or repeated): HOST, *.DOMAIN or *; "+
 		"loopback, private, link-local and metadata addresses only for a host named exactly; default none")
 	fs.Int64Var(&r.maxReadBytes, "max-render-bytes", render.DefaultMaxReadBytes, "bytes one overlay's render may read (its files, each time read, and fetched resources); -1 for no limit")
+	fs.StringVar(&r.gitCache, "git-cache", "", "directory keeping the git repositories remote bases name, fetched from --remote-hosts (default: kplan/git in the user's cache directory)")
 	fs.IntVar(&r.maxPathDepth, "max-path-depth", render.DefaultMaxPathDepth, "levels deep a path one render reads may be (at most "+strconv.Itoa(snapshot.MaxPathDepth)+"); -1 for no limit")
 }
 
-func (r *renderFlags) options() (render.Options, error) {
+// options returns the render options the flags set, and what closes
+// their git cache.
+func (r *renderFlags) options() (render.Options, func(), error) {
 	o := render.Options{EnableHelm: r.enableHelm, HelmCommand: r.helmCommand, MaxReadBytes: r.maxReadBytes, MaxPathDepth: r.maxPathDepth}
 	if r.maxReadBytes == 0 || r.maxPathDepth == 0 {
-		return o, fmt.Errorf("--max-render-bytes and --max-path-depth: want a limit, or -1 for none")
+		return o, nil, fmt.Errorf("--max-render-bytes and --max-path-depth: want a limit, or -1 for none")
 	}
 	policy, err := netpolicy.New(r.remoteHosts, "--remote-hosts %s")
 	if err != nil {
-		return o, fmt.Errorf("--remote-hosts: %w", err)
+		return o, nil, fmt.Errorf("--remote-hosts: %w", err)
 	}
 	o.Remote = policy
+	dir := r.gitCache
+	if dir == "" {
+		c, err := os.UserCacheDir()
+		if err != nil {
+			return o, nil, fmt.Errorf("--git-cache: no user cache directory (%w); name one", err)
+		}
+		dir = filepath.Join(c, "kplan", "git")
+	}
+	cache := gitbase.New(dir, policy)
+	o.Git = cache
+	done := func() { _ = cache.Close() }
 	switch r.loadRestrictor {
 	case "LoadRestrictionsRootOnly", "rootOnly", "":
 	case "LoadRestrictionsNone", "none":
 		o.LoadRestrictorNone = true
 	default:
-		return o, fmt.Errorf("--load-restrictor %q: want LoadRestrictionsRootOnly or LoadRestrictionsNone", r.loadRestrictor)
+		done()
+		return o, nil, fmt.Errorf("--load-restrictor %q: want LoadRestrictionsRootOnly or LoadRestrictionsNone", r.loadRestrictor)
 	}
-	return o, nil
+	return o, done, nil
 }
 
 func diffCmd(logger *slog.Logger) *cobra.Command {
@@ -245,10 +262,11 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 		if share.On() && *format != "json" {
 			return fmt.Errorf("--shard %s writes a part for kplan merge: add -o json (kplan merge prints the plan in any format)", share)
 		}
-		ropts, err := rf.options()
+		ropts, closeGit, err := rf.options()
 		if err != nil {
 			return err
 		}
+		defer closeGit()
 		if err := checkFormat(*format, "text", "markdown", "md", "json"); err != nil {
 			return err
 		}
@@ -337,10 +355,11 @@ func renderCmd() *cobra.Command {
 		if len(dirs) == 0 {
 			dirs = []string{"."}
 		}
-		ropts, err := rf.options()
+		ropts, closeGit, err := rf.options()
 		if err != nil {
 			return err
 		}
+		defer closeGit()
 		stdout := cmd.OutOrStdout()
 		var failed []error
 		for i, dir := range dirs {

@@ -227,6 +227,16 @@ func (p *Policy) newClient() *http.Client {
 	}
 }
 
+// DialContext connects as the policy's HTTP client does (dialContext),
+// for other clients that hold to the policy: kplan's proxy for git.
+func (p *Policy) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	if p == nil {
+		host, _, _ := net.SplitHostPort(addr)
+		return nil, (*Policy)(nil).refused("", host, "", "renders fetch from no host")
+	}
+	return p.dialContext(ctx, network, addr)
+}
+
 // dialContext connects to addr ("host:port", as the transport asks before
 // any lookup) when the policy allows the host, and refuses, after the
 // lookup and before connecting, every special-purpose address unless the

@@ -36,7 +36,8 @@ type hostCache struct {
 // krusty looks first or falls back to.
 //
 //   - A git base (a component, or a resource that is not an http(s) URL)
-//     is never cloned: the render refuses it.
+//     is fetched by the render's git cache when it has one (its policy
+//     decides), and refused without one.
 //   - An http(s) resource is fetched through the render's network policy,
 //     without a proxy; kplan fails it early only when the policy allows
 //     the host and the host does not resolve. A host the policy refuses
@@ -51,6 +52,9 @@ func (p *planner) remoteFailure(ctx context.Context, s *snapshot.Snapshot, j *jo
 			continue
 		}
 		if r.Field == "components" || !closure.IsRemoteFile(r.Ref) {
+			if p.opts.Render.Git != nil {
+				continue // the render fetches it, as the policy allows
+			}
 			return fmt.Errorf("render %s: %s entry %q of %s is a remote git base: kustomize clones it to disk, "+
 				"where kplan's build from the repository snapshot cannot read it, so kplan fails the overlay without cloning",
 				j.overlay, r.Field, r.Ref, r.File)

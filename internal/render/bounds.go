@@ -363,19 +363,21 @@ type guardFS struct {
 	filesys.FileSystem
 	ctx      context.Context
 	budget   *budget
-	fetcher  Fetcher // nil: nothing is fetched
-	maxRead  int64   // < 0: no limit
-	maxDepth int     // < 0: no limit
+	fetcher  Fetcher    // nil: nothing is fetched
+	git      GitFetcher // nil: no git base is fetched
+	maxRead  int64      // < 0: no limit
+	maxDepth int        // < 0: no limit
 
 	mu       sync.Mutex
 	refused  error             // the first refusal, which fails the render
 	remote   map[string]string // path krusty sees -> the URL it stands for
+	mounts   []string          // directories of fetched git bases, served from disk
 	readLeft int64
 	secrets  scrubber // what the render's errors must not show
 }
 
 func newGuardFS(ctx context.Context, fSys filesys.FileSystem, k *Kustomizer) *guardFS {
-	return &guardFS{FileSystem: fSys, ctx: ctx, budget: newBudget(k.maxAliasNodes), fetcher: k.remote,
+	return &guardFS{FileSystem: fSys, ctx: ctx, budget: newBudget(k.maxAliasNodes), fetcher: k.remote, git: k.git,
 		maxRead: k.maxRead, readLeft: k.maxRead, maxDepth: k.maxDepth}
 }
 
@@ -484,7 +486,7 @@ func (g *guardFS) ReadFile(p string) ([]byte, error) {
 	if ref, ok := g.remoteURL(p); ok {
 		data, err = g.fetch(ref)
 	} else {
-		data, err = g.FileSystem.ReadFile(p)
+		data, err = g.fs(p).ReadFile(p)
 	}
 	if err != nil {
 		return nil, g.tooLarge(p, err)
@@ -508,10 +510,10 @@ func (g *guardFS) Open(p string) (filesys.File, error) {
 		// krusty reads files with ReadFile; nothing opens these.
 		return nil, fmt.Errorf("open %s: a remote resource is read, not opened", relName(p))
 	}
-	if !g.FileSystem.IsDir(p) {
+	if !g.fs(p).IsDir(p) {
 		// Measure what the file will give; krusty itself reads files
 		// with ReadFile.
-		data, err := g.FileSystem.ReadFile(p)
+		data, err := g.fs(p).ReadFile(p)
 		var tl *snapshot.TooLargeError
 		switch {
 		case errors.As(err, &tl):
@@ -522,7 +524,7 @@ func (g *guardFS) Open(p string) (filesys.File, error) {
 			}
 		}
 	}
-	return g.FileSystem.Open(p)
+	return g.fs(p).Open(p)
 }
 
 func (g *guardFS) Exists(p string) bool {
@@ -532,21 +534,21 @@ func (g *guardFS) Exists(p string) bool {
 	if _, ok := g.remoteURL(p); ok {
 		return g.ctx.Err() == nil
 	}
-	return g.ctx.Err() == nil && (g.FileSystem.Exists(p) || g.remoteDirOf(p))
+	return g.ctx.Err() == nil && (g.fs(p).Exists(p) || g.remoteDirOf(p))
 }
 
 func (g *guardFS) IsDir(p string) bool {
 	if g.deep(p) != nil {
 		return false
 	}
-	return g.ctx.Err() == nil && (g.FileSystem.IsDir(p) || g.remoteDirOf(p))
+	return g.ctx.Err() == nil && (g.fs(p).IsDir(p) || g.remoteDirOf(p))
 }
 
 func (g *guardFS) ReadDir(p string) ([]string, error) {
 	if err := g.stopped("read directory", p); err != nil {
 		return nil, err
 	}
-	return g.FileSystem.ReadDir(p)
+	return g.fs(p).ReadDir(p)
 }
 
 func (g *guardFS) CleanedAbs(p string) (filesys.ConfirmedDir, string, error) {
@@ -559,21 +561,21 @@ func (g *guardFS) CleanedAbs(p string) (filesys.ConfirmedDir, string, error) {
 		d, f := path.Split(path.Clean(p))
 		return filesys.ConfirmedDir(path.Clean(d)), f, nil
 	}
-	return g.FileSystem.CleanedAbs(p)
+	return g.fs(p).CleanedAbs(p)
 }
 
 func (g *guardFS) Glob(pattern string) ([]string, error) {
 	if err := g.stopped("glob", pattern); err != nil {
 		return nil, err
 	}
-	return g.FileSystem.Glob(pattern)
+	return g.fs(pattern).Glob(pattern)
 }
 
 func (g *guardFS) Walk(p string, fn filepath.WalkFunc) error {
 	if err := g.stopped("walk", p); err != nil {
 		return err
 	}
-	return g.FileSystem.Walk(p, func(p string, info fs.FileInfo, err error) error {
+	return g.fs(p).Walk(p, func(p string, info fs.FileInfo, err error) error {
 		if serr := g.stopped("walk", p); serr != nil {
 			return serr
 		}

@@ -30,7 +30,8 @@ type Fetcher interface {
 // read: an http(s) URL in a field that loads a file becomes a path under
 // the kustomization's directory (remoteDir), which guardFS serves by
 // fetching the URL through Options.Remote; a git base (a resources or
-// components entry kustomize would clone) fails the render. Builtin
+// components entry kustomize would clone) is fetched by Options.Git
+// (gitbase.go). Builtin
 // plugin configs (apiVersion: builtin) read through the render are
 // rewritten the same way, since their paths load through the same
 // loader.
@@ -50,13 +51,14 @@ var (
 	baseKeys   = map[string]bool{"resources": true, "bases": true, "components": true}
 )
 
-// RemoteError says a render met a remote base kplan does not fetch.
+// RemoteError says a render met a remote base, and has no git cache to
+// fetch it with.
 type RemoteError struct {
 	File, Field, Ref string
 }
 
 func (e *RemoteError) Error() string {
-	return fmt.Sprintf("%s entry %q of %s is a remote git base: kustomize would clone it with git, outside kplan's network policy, so kplan does not render it; vendor the base into the repository", e.Field, e.Ref, e.File)
+	return fmt.Sprintf("%s entry %q of %s is a remote git base: kustomize would clone it with git, outside kplan's network policy, and this render fetches no git repository; vendor the base into the repository", e.Field, e.Ref, e.File)
 }
 
 // mayBeRemote is a cheap first look before parsing a file.
@@ -218,14 +220,14 @@ func (g *guardFS) rewriteRef(file string, n *yaml.Node, key string) (bool, error
 	if closure.IsRemoteFile(ref) {
 		if key == "components" || (baseKeys[key] && gitURL(ref)) {
 			// A directory in a git repository: kustomize would clone.
-			return false, &RemoteError{File: relName(file), Field: key, Ref: ref}
+			return g.gitBase(file, dir, key, n, ref)
 		}
 		n.Value = prefix + g.remoteFile(dir, ref)
 		n.Style = 0
 		return true, nil
 	}
-	if baseKeys[key] && closure.IsRemote(ref) && !g.FileSystem.Exists(path.Join(dir, ref)) {
-		return false, &RemoteError{File: relName(file), Field: key, Ref: ref}
+	if baseKeys[key] && closure.IsRemote(ref) && !g.fs(dir).Exists(path.Join(dir, ref)) {
+		return g.gitBase(file, dir, key, n, ref)
 	}
 	return false, nil
 }

@@ -43,9 +43,11 @@ type Options struct {
 	// touches may be: 0 is DefaultMaxPathDepth, < 0 no limit.
 	MaxPathDepth int
 	// Remote fetches the http(s) URLs kustomizations name, as the
-	// network policy it holds allows; nil fetches nothing. Git bases
-	// are never cloned.
+	// network policy it holds allows; nil fetches nothing.
 	Remote Fetcher
+	// Git fetches the git repositories kustomizations name as remote
+	// bases (gitbase.Cache); nil refuses them.
+	Git GitFetcher
 }
 
 // Result is one overlay's render.
@@ -111,6 +113,7 @@ type Kustomizer struct {
 	timeout       time.Duration // <= 0: none
 	maxAliasNodes int           // < 0: none
 	remote        Fetcher
+	git           GitFetcher
 	maxRead       int64 // < 0: none
 	maxDepth      int   // < 0: none
 }
@@ -131,7 +134,7 @@ func NewKustomizer(opts Options) *Kustomizer {
 			kopts.PluginConfig.HelmConfig.Command = "helm"
 		}
 	}
-	k := &Kustomizer{kopts: kopts, timeout: opts.Timeout, maxAliasNodes: opts.MaxAliasNodes, remote: opts.Remote,
+	k := &Kustomizer{kopts: kopts, timeout: opts.Timeout, maxAliasNodes: opts.MaxAliasNodes, remote: opts.Remote, git: opts.Git,
 		maxRead: opts.MaxReadBytes, maxDepth: opts.MaxPathDepth}
 	if k.maxRead == 0 {
 		k.maxRead = DefaultMaxReadBytes

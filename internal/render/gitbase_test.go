@@ -1,0 +1,96 @@
+package render
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kplan-dev/kplan/internal/gitbase"
+	"github.com/kplan-dev/kplan/internal/netpolicy"
+	"github.com/kplan-dev/kplan/test/githttp"
+	"github.com/kplan-dev/kplan/test/gittest"
+)
+
+// TestGitBasesRender: resources and components naming a git repository
+// on a loopback server render from the tree at their ref, with the
+// repository's own relative bases and the overlay's transformers; a host
+// the policy does not list fails only its overlay, naming the setting,
+// without a request to it.
+func TestGitBasesRender(t *testing.T) {
+	t.Parallel()
+	root, work := t.TempDir(), t.TempDir()
+	gittest.Git(t, root, "init", "-q", "--bare", "org/base.git")
+	gittest.Git(t, work, "init", "-q", "-b", "main")
+	gittest.Write(t, work, map[string]string{
+		"common/kustomization.yaml": "resources: [sa.yaml]\n",
+		"common/sa.yaml":            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: app\n",
+		"app/kustomization.yaml":    "resources: [cm.yaml, ../common]\n",
+		"app/cm.yaml":               "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  version: one\n",
+		"label/kustomization.yaml":  "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nlabels:\n- pairs:\n    from: component\n",
+	})
+	gittest.Git(t, work, "add", "-A")
+	gittest.Git(t, work, "commit", "-qm", "v1")
+	gittest.Git(t, work, "tag", "v1")
+	gittest.Git(t, work, "push", "-q", filepath.Join(root, "org/base.git"), "main", "v1")
+	srv := githttp.Serve(t, root, "")
+
+	s := memFS(t, map[string]string{
+		"overlay/kustomization.yaml": "namePrefix: prod-\nresources:\n- " + srv.URL + "/org/base.git//app?ref=v1\ncomponents:\n- " + srv.URL + "/org/base.git//label?ref=v1\n",
+		"other/kustomization.yaml":   "resources: [cm.yaml]\n",
+		"other/cm.yaml":              "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\n",
+	})
+	render := func(t *testing.T, hosts ...string) map[string]Result {
+		t.Helper()
+		p, err := netpolicy.New(hosts, "--remote-hosts %s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache := gitbase.New(t.TempDir(), p)
+		t.Cleanup(func() { _ = cache.Close() })
+		tree, err := Discover(s.FS, Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := Render(context.Background(), s.FS, tree, tree.Overlays, Options{Remote: p, Git: cache})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]Result{}
+		for _, r := range rs {
+			out[r.Path] = r
+		}
+		return out
+	}
+
+	t.Run("allowed", func(t *testing.T) {
+		got := render(t, "127.0.0.1")
+		r := got["overlay"]
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		out, err := YAML(r.Objects)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"name: prod-app\n", "version: one", "kind: ServiceAccount", "from: component"} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("render lacks %q:\n%s", want, out)
+			}
+		}
+	})
+	t.Run("host not listed", func(t *testing.T) {
+		before := srv.Fetches.Load()
+		got := render(t, "example.com")
+		err := got["overlay"].Err
+		if err == nil || !strings.Contains(err.Error(), "allow it with --remote-hosts 127.0.0.1") {
+			t.Errorf("err = %v, want a refusal naming --remote-hosts 127.0.0.1", err)
+		}
+		if got["other"].Err != nil {
+			t.Errorf("other overlay: %v", got["other"].Err)
+		}
+		if n := srv.Fetches.Load() - before; n != 0 {
+			t.Errorf("%d fetches reached the server", n)
+		}
+	})
+}
