@@ -27,9 +27,11 @@ lint:
 	$(GO) tool -modfile=tools/go.mod actionlint
 
 # etcd and kube-apiserver for the tests that need a real cluster, built
-# from tools/cluster (about 4 minutes the first time, then cached).
+# from tools/cluster (about 4 minutes the first time, then cached), and
+# helm and kustomize for the Helm tests, from tools/helm (as long again).
 cluster:
 	$(GO) run ./internal/testcluster/prebuild
+	$(GO) run ./internal/testhelm/prebuild
 
 # Benchmarks print ratios against a peer measured in the same run.
 bench: cluster

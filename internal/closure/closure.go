@@ -52,6 +52,13 @@ type Source interface {
 	ReadFile(rel string) ([]byte, error)
 }
 
+// Lister is a Source that can list the files under a directory, which a
+// build with helm charts needs (helm reads whole chart directories).
+type Lister interface {
+	// Files lists the files under dir (repository-relative), at any depth.
+	Files(dir string) []string
+}
+
 // Options are the render options that change what a build reads.
 type Options struct {
 	// EnableHelm: helm runs outside the snapshot, so helmCharts cannot be
@@ -295,7 +302,7 @@ func (b *Builder) read(n *node, dir string) {
 		}
 	}
 	if len(k.HelmCharts) > 0 && b.opts.EnableHelm {
-		n.unbounded = fmt.Sprintf("%s: helmCharts run helm, which reads charts outside the repository snapshot", file)
+		r.helm(k.HelmGlobals, k.HelmCharts)
 	}
 	for _, f := range []struct {
 		name    string
@@ -313,6 +320,47 @@ type refs struct {
 	n    *node
 	dir  string
 	file string
+}
+
+// helm reads what helm will: the chart home, every file under it (the
+// render writes it to disk for helm), the values files, and, for a chart
+// from a chart repository that the chart home lacks, the repository.
+func (r refs) helm(globals *types.HelmGlobals, charts []types.HelmChart) {
+	home := types.HelmDefaultHome
+	if globals != nil && globals.ChartHome != "" {
+		home = globals.ChartHome
+	}
+	if path.IsAbs(home) {
+		r.unbound(fmt.Sprintf("%s: helmGlobals.chartHome %s is outside the repository", r.file, home))
+		return
+	}
+	lister, ok := r.b.src.(Lister)
+	if !ok {
+		r.unbound(fmt.Sprintf("%s: helmCharts read whole chart directories, which this source cannot list", r.file))
+		return
+	}
+	home = resolve(r.dir, home)
+	r.n.paths = append(r.n.paths, home)
+	r.n.paths = append(r.n.paths, lister.Files(home)...)
+	for _, c := range charts {
+		if c.ValuesFile != "" {
+			r.load(c.ValuesFile, "helmCharts")
+		}
+		for _, f := range c.AdditionalValuesFiles {
+			r.load(f, "helmCharts")
+		}
+		if c.Repo == "" {
+			continue
+		}
+		chartHome := home // as krusty's absChartHome
+		if c.Version != "" {
+			chartHome = join(home, c.Name+"-"+c.Version)
+		}
+		r.n.paths = append(r.n.paths, join(chartHome, c.Name))
+		if r.b.src.Stat(join(chartHome, c.Name)) != Dir {
+			r.remote(c.Repo, "helmCharts")
+		}
+	}
 }
 
 func (r refs) remote(ref, field string) {

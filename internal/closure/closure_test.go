@@ -239,7 +239,11 @@ func TestUnbounded(t *testing.T) {
 		{name: "unknown field", kust: "resources: []\nnewField: [x.yaml]\n", reason: "unknown field"},
 		{name: "plugin", kust: "transformers: [\"apiVersion: example.com/v1\\nkind: Mine\\nmetadata: {name: m}\\n\"]\n", reason: "plugin"},
 		{name: "generator dir", kust: "generators: [gens]\n", reason: "builds a kustomization"},
-		{name: "helm enabled", kust: "helmCharts: [{name: c}]\n", helm: true, reason: "helm"},
+		// A local chart is its chart home's files; one from a chart
+		// repository the chart home lacks is remote.
+		{name: "helm local chart", kust: "helmCharts: [{name: c}]\n", helm: true, bounded: true},
+		{name: "helm chart from a repository", kust: "helmCharts: [{name: c, repo: https://charts.example.com, version: 1.0.0}]\n", helm: true, remote: true},
+		{name: "helm absolute chart home", kust: "helmGlobals: {chartHome: /opt/charts}\nhelmCharts: [{name: c}]\n", helm: true, reason: "outside the repository"},
 		{name: "helm disabled", kust: "helmCharts: [{name: c}]\n", bounded: true},
 		{name: "builtin transformer", kust: "transformers: [\"apiVersion: builtin\\nkind: PrefixTransformer\\nmetadata: {name: p}\\nprefix: x-\\n\"]\n", bounded: true},
 	}

@@ -2,6 +2,9 @@ package closure
 
 import (
 	"context"
+	"slices"
+	"strings"
+	"sync"
 
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
@@ -9,13 +12,14 @@ import (
 // snapshotSource reads a snapshot as the closure needs it: existence from
 // its index, content as committed.
 type snapshotSource struct {
-	ctx context.Context
-	s   *snapshot.Snapshot
+	ctx   context.Context
+	s     *snapshot.Snapshot
+	paths func() []string // the index's sorted files, listed once
 }
 
 // SnapshotSource is a Source over s; reads that wait for git use ctx.
 func SnapshotSource(ctx context.Context, s *snapshot.Snapshot) Source {
-	return snapshotSource{ctx: ctx, s: s}
+	return snapshotSource{ctx: ctx, s: s, paths: sync.OnceValue(s.Index.Paths)}
 }
 
 func (src snapshotSource) Stat(rel string) Kind {
@@ -30,4 +34,17 @@ func (src snapshotSource) Stat(rel string) Kind {
 
 func (src snapshotSource) ReadFile(rel string) ([]byte, error) {
 	return src.s.ReadFile(src.ctx, rel)
+}
+
+func (src snapshotSource) Files(dir string) []string {
+	all := src.paths()
+	if dir == "." {
+		return all
+	}
+	i, _ := slices.BinarySearch(all, dir+"/")
+	j := i
+	for j < len(all) && strings.HasPrefix(all[j], dir+"/") {
+		j++
+	}
+	return all[i:j]
 }

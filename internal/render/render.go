@@ -190,6 +190,20 @@ func (k *Kustomizer) RenderContext(ctx context.Context, fSys filesys.FileSystem,
 		defer cancel()
 	}
 	guard := newGuardFS(ctx, fSys, k)
+	var (
+		view    filesys.FileSystem = guard
+		root                       = snapshot.Abs(dir)
+		helm    *helmFS
+		cleanup = func() {}
+	)
+	if k.kopts.PluginConfig.HelmConfig.Enabled {
+		var err error
+		if helm, root, cleanup, err = newHelmFS(guard, dir); err != nil {
+			unlock()
+			return nil, err
+		}
+		view = helm
+	}
 	type built struct {
 		objs []*yaml.RNode
 		err  error
@@ -197,7 +211,11 @@ func (k *Kustomizer) RenderContext(ctx context.Context, fSys filesys.FileSystem,
 	done := make(chan built, 1) // buffered: an abandoned build never blocks
 	go func() {
 		defer unlock()
-		objs, err := renderOne(guard, dir, k.kopts)
+		defer cleanup() // once the build is over: an abandoned one goes on
+		objs, err := renderAt(view, dir, root, k.kopts)
+		if helm != nil {
+			err = helm.scrub(err)
+		}
 		done <- built{objs, err}
 	}()
 	var b built
@@ -232,7 +250,13 @@ func lockSchema(exclusive bool) func() {
 	return schemaMu.RUnlock
 }
 
-func renderOne(fSys filesys.FileSystem, dir string, kopts *krusty.Options) (objs []*yaml.RNode, err error) {
+func renderOne(fSys filesys.FileSystem, dir string, kopts *krusty.Options) ([]*yaml.RNode, error) {
+	return renderAt(fSys, dir, snapshot.Abs(dir), kopts)
+}
+
+// renderAt builds dir (repository-relative) from root, its absolute path
+// in fSys.
+func renderAt(fSys filesys.FileSystem, dir, root string, kopts *krusty.Options) (objs []*yaml.RNode, err error) {
 	// krusty is a deep library; a panic on odd input must fail this overlay,
 	// not the whole plan.
 	defer func() {
@@ -240,7 +264,7 @@ func renderOne(fSys filesys.FileSystem, dir string, kopts *krusty.Options) (objs
 			objs, err = nil, fmt.Errorf("render %s: kustomize panicked: %v", dir, p)
 		}
 	}()
-	m, err := krusty.MakeKustomizer(kopts).Run(fSys, snapshot.Abs(dir))
+	m, err := krusty.MakeKustomizer(kopts).Run(fSys, root)
 	if err != nil {
 		return nil, fmt.Errorf("render %s: %s", dir, err.Error())
 	}

@@ -1,0 +1,416 @@
+package render
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/blang/semver/v4"
+	"sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/kplan-dev/kplan/internal/snapshot"
+)
+
+// helm runs as a separate process (krusty's HelmChartInflationGenerator
+// execs it) and reads charts and values files from the real disk, at paths
+// below the kustomization's directory. A render with helm enabled
+// therefore runs krusty on helmFS: the same files, named under a private
+// temporary directory that stands for snapshot.Root, where the chart homes
+// and values files of the kustomizations that inflate charts are written
+// (from the snapshot, through the render's guard: budgets apply and the
+// reads are the render's) just before krusty reads those kustomizations.
+//
+// Charts from a chart repository are pulled by kplan, not helm: the
+// repository's index.yaml and the chart archive are fetched through the
+// render's network policy (Options.Remote) and unpacked where `helm pull
+// --untar` would put them, so helm itself reaches no network.
+type helmFS struct {
+	g    *guardFS // the render's file system, under snapshot.Root
+	disk string   // the directory standing for snapshot.Root
+
+	mu     sync.Mutex
+	copied map[string]bool // repository paths already written to disk
+	pulled []string        // disk directories holding pulled charts
+}
+
+// newHelmFS returns the helm view of g and the directory krusty builds
+// dir (repository-relative) from; cleanup removes what it wrote.
+func newHelmFS(g *guardFS, dir string) (h *helmFS, root string, cleanup func(), err error) {
+	disk, err := os.MkdirTemp("", "kplan-helm-")
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("render %s: create a directory for helm: %w", dir, err)
+	}
+	h = &helmFS{g: g, disk: filepath.ToSlash(disk), copied: map[string]bool{}}
+	return h, path.Join(h.disk, filepath.ToSlash(dir)), func() { os.RemoveAll(disk) }, nil
+}
+
+// repo is the snapshot path a disk path of the render stands for.
+func (h *helmFS) repo(p string) string {
+	p = filepath.ToSlash(p)
+	if p == h.disk {
+		return snapshot.Root
+	}
+	if r, ok := strings.CutPrefix(p, h.disk+"/"); ok {
+		return snapshot.Root + "/" + r
+	}
+	return p
+}
+
+// onDisk is the render's disk path for a snapshot path.
+func (h *helmFS) onDisk(p string) string {
+	if p == snapshot.Root {
+		return h.disk
+	}
+	if r, ok := strings.CutPrefix(p, snapshot.Root+"/"); ok {
+		return h.disk + "/" + r
+	}
+	return p
+}
+
+// scrub names the render's disk paths in err as the snapshot paths they
+// stand for, so that messages do not depend on the temporary directory.
+func (h *helmFS) scrub(err error) error {
+	if err == nil || !strings.Contains(err.Error(), h.disk) {
+		return err
+	}
+	return &renamedError{msg: strings.ReplaceAll(err.Error(), h.disk, snapshot.Root), err: err}
+}
+
+type renamedError struct {
+	msg string
+	err error
+}
+
+func (e *renamedError) Error() string { return e.msg }
+func (e *renamedError) Unwrap() error { return e.err }
+
+// inPulled says whether the disk path p lies in a pulled chart, which
+// only the disk holds.
+func (h *helmFS) inPulled(p string) bool {
+	p = filepath.ToSlash(p)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, d := range h.pulled {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *helmFS) ReadFile(p string) ([]byte, error) {
+	if h.inPulled(p) {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		return data, h.g.check(h.repo(p), data)
+	}
+	r := h.repo(p)
+	data, err := h.g.ReadFile(r)
+	if err != nil || !isKustomization(r) || !mentionsHelm(data) {
+		return data, err
+	}
+	if err := h.prepare(r, data); err != nil {
+		return nil, h.g.fail(err)
+	}
+	return data, nil
+}
+
+func (h *helmFS) Open(p string) (filesys.File, error) {
+	if h.inPulled(p) {
+		return nil, fmt.Errorf("open %s: a pulled chart is read, not opened", h.repo(p))
+	}
+	return h.g.Open(h.repo(p))
+}
+
+func (h *helmFS) Exists(p string) bool {
+	if h.inPulled(p) {
+		_, err := os.Stat(p)
+		return err == nil
+	}
+	return h.g.Exists(h.repo(p))
+}
+
+func (h *helmFS) IsDir(p string) bool {
+	if h.inPulled(p) {
+		fi, err := os.Stat(p)
+		return err == nil && fi.IsDir()
+	}
+	return h.g.IsDir(h.repo(p))
+}
+
+func (h *helmFS) ReadDir(p string) ([]string, error) { return h.g.ReadDir(h.repo(p)) }
+
+func (h *helmFS) CleanedAbs(p string) (filesys.ConfirmedDir, string, error) {
+	if h.inPulled(p) {
+		if h.IsDir(p) {
+			return filesys.ConfirmedDir(path.Clean(p)), "", nil
+		}
+		d, f := path.Split(path.Clean(p))
+		return filesys.ConfirmedDir(path.Clean(d)), f, nil
+	}
+	d, f, err := h.g.CleanedAbs(h.repo(p))
+	return filesys.ConfirmedDir(h.onDisk(string(d))), f, err
+}
+
+func (h *helmFS) Glob(pattern string) ([]string, error) {
+	m, err := h.g.Glob(h.repo(pattern))
+	for i := range m {
+		m[i] = h.onDisk(m[i])
+	}
+	return m, err
+}
+
+func (h *helmFS) Walk(p string, fn filepath.WalkFunc) error {
+	return h.g.Walk(h.repo(p), func(q string, info fs.FileInfo, err error) error {
+		return fn(h.onDisk(q), info, err)
+	})
+}
+
+func (h *helmFS) Create(p string) (filesys.File, error) { return h.g.Create(h.repo(p)) }
+func (h *helmFS) Mkdir(p string) error                  { return h.g.Mkdir(h.repo(p)) }
+func (h *helmFS) MkdirAll(p string) error               { return h.g.MkdirAll(h.repo(p)) }
+func (h *helmFS) RemoveAll(p string) error              { return h.g.RemoveAll(h.repo(p)) }
+func (h *helmFS) WriteFile(p string, data []byte) error { return h.g.WriteFile(h.repo(p), data) }
+
+// mentionsHelm is a cheap first look before parsing a kustomization.
+func mentionsHelm(data []byte) bool {
+	return bytes.Contains(data, []byte("helmChart")) || bytes.Contains(data, []byte("helmGlobals"))
+}
+
+// prepare writes to disk what helm will read for the kustomization file
+// (a snapshot path): its chart home and additional values files, and the
+// charts it names from chart repositories that the chart home lacks.
+func (h *helmFS) prepare(file string, data []byte) error {
+	var k types.Kustomization
+	if err := sigsyaml.Unmarshal(data, &k); err != nil {
+		return nil // krusty reports it
+	}
+	k.FixKustomization()
+	if len(k.HelmCharts) == 0 {
+		return nil
+	}
+	rel := relName(file)
+	dir := path.Dir(file)
+	home := types.HelmDefaultHome
+	if k.HelmGlobals != nil && k.HelmGlobals.ChartHome != "" {
+		home = k.HelmGlobals.ChartHome
+	}
+	if path.IsAbs(filepath.ToSlash(home)) {
+		return fmt.Errorf("%s: helmGlobals.chartHome %s is absolute: kplan renders charts from the repository only (give a path relative to the kustomization)", rel, home)
+	}
+	home = path.Join(dir, filepath.ToSlash(home))
+	if err := h.copyTree(rel, "helmGlobals.chartHome", home); err != nil {
+		return err
+	}
+	for _, c := range k.HelmCharts {
+		for _, f := range c.AdditionalValuesFiles {
+			if err := h.copyTree(rel, "additionalValuesFiles", path.Join(dir, filepath.ToSlash(f))); err != nil {
+				return err
+			}
+		}
+		if c.Repo == "" {
+			continue // krusty reports a chart that is not there
+		}
+		chartHome := home
+		if c.Version != "" {
+			chartHome = path.Join(home, c.Name+"-"+c.Version) // as krusty's absChartHome
+		}
+		if fi, err := os.Stat(path.Join(h.onDisk(chartHome), c.Name)); err == nil && fi.IsDir() {
+			continue // in the repository: krusty does not pull it
+		}
+		if err := h.pull(rel, c, h.onDisk(chartHome)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyTree writes the repository file or directory at p (a snapshot path)
+// to the render's disk, once. A path outside the repository is refused;
+// a missing one is left for krusty or helm to report.
+func (h *helmFS) copyTree(file, field, p string) error {
+	if p != snapshot.Root && !strings.HasPrefix(p, snapshot.Root+"/") {
+		return fmt.Errorf("%s: %s %s is outside the repository, which is all a render reads", file, field, relName(p))
+	}
+	h.mu.Lock()
+	done := h.copied[p]
+	h.copied[p] = true
+	h.mu.Unlock()
+	if done || !h.g.Exists(p) {
+		return nil
+	}
+	if !h.g.IsDir(p) {
+		return h.copyFile(p)
+	}
+	return h.g.Walk(p, func(q string, info fs.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if info.IsDir() {
+			return os.MkdirAll(h.onDisk(q), 0o755)
+		}
+		return h.copyFile(q)
+	})
+}
+
+func (h *helmFS) copyFile(p string) error {
+	data, err := h.g.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	d := h.onDisk(p)
+	if err := os.MkdirAll(path.Dir(d), 0o755); err != nil {
+		return fmt.Errorf("write %s for helm: %w", relName(p), err)
+	}
+	if err := os.WriteFile(d, data, 0o644); err != nil {
+		return fmt.Errorf("write %s for helm: %w", relName(p), err)
+	}
+	return nil
+}
+
+// chartIndex is the part of a chart repository's index.yaml a pull reads.
+type chartIndex struct {
+	Entries map[string][]struct {
+		Version string   `json:"version"`
+		URLs    []string `json:"urls"`
+	} `json:"entries"`
+}
+
+// pull fetches chart c from its repository into the disk directory into,
+// as `helm pull --repo R --version V --untar --untardir into` does, but
+// through the render's network policy.
+func (h *helmFS) pull(file string, c types.HelmChart, into string) error {
+	what := fmt.Sprintf("%s: helmCharts %s from %s", file, c.Name, c.Repo)
+	if strings.HasPrefix(c.Repo, "oci://") {
+		return fmt.Errorf("%s: kplan does not pull charts from OCI registries; commit the chart under the chart home (helmGlobals.chartHome) instead", what)
+	}
+	base, err := url.Parse(strings.TrimSuffix(c.Repo, "/") + "/")
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") {
+		return fmt.Errorf("%s: the repository is not an http(s) URL", what)
+	}
+	data, err := h.fetch(base.JoinPath("index.yaml").String())
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	var ix chartIndex
+	if err := sigsyaml.Unmarshal(data, &ix); err != nil {
+		return fmt.Errorf("%s: read the repository's index.yaml: %w", what, err)
+	}
+	var pick string
+	var urls []string
+	var best semver.Version
+	for _, e := range ix.Entries[c.Name] {
+		if c.Version != "" {
+			if strings.TrimPrefix(e.Version, "v") == strings.TrimPrefix(c.Version, "v") {
+				pick, urls = e.Version, e.URLs
+				break
+			}
+			continue
+		}
+		// No version: the newest release, as helm picks it.
+		v, err := semver.ParseTolerant(e.Version)
+		if err != nil || (len(v.Pre) > 0 && !c.Devel) {
+			continue
+		}
+		if pick == "" || v.GT(best) {
+			pick, urls, best = e.Version, e.URLs, v
+		}
+	}
+	if pick == "" || len(urls) == 0 {
+		want := c.Version
+		if want == "" {
+			want = "any release"
+		}
+		return fmt.Errorf("%s: the repository's index has no chart %s at %s (kplan matches versions exactly)", what, c.Name, want)
+	}
+	ref, err := url.Parse(urls[0])
+	if err != nil {
+		return fmt.Errorf("%s: chart URL %q: %w", what, urls[0], err)
+	}
+	u := base.ResolveReference(ref).String()
+	tgz, err := h.fetch(u)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if err := h.untar(tgz, into, c.Name); err != nil {
+		return fmt.Errorf("%s: unpack %s: %w", what, u, err)
+	}
+	return nil
+}
+
+// fetch reads a URL through the render's network policy, within its read
+// budget.
+func (h *helmFS) fetch(u string) ([]byte, error) {
+	if h.g.fetcher == nil {
+		return nil, fmt.Errorf("fetch %s refused: this render fetches from no host (hosts are listed with kplan's --remote-hosts, the Action's remote-hosts input or a webhook target's remoteHosts)", u)
+	}
+	data, err := h.g.fetcher.Fetch(h.g.ctx, u, h.g.bytesLeft())
+	if err != nil {
+		return nil, err
+	}
+	return data, h.g.take(u, int64(len(data)))
+}
+
+// untar unpacks a chart archive into dir, which then holds the chart's
+// directory, name; what it unpacks counts against the render's read
+// budget.
+func (h *helmFS) untar(tgz []byte, dir, name string) error {
+	zr, err := gzip.NewReader(bytes.NewReader(tgz))
+	if err != nil {
+		return err
+	}
+	tr := tar.NewReader(zr)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if hdr.Typeflag != tar.TypeReg {
+			continue // helm's chart loader reads regular files only
+		}
+		p := path.Clean(filepath.ToSlash(hdr.Name))
+		if path.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../") {
+			return fmt.Errorf("entry %q leaves the chart", hdr.Name)
+		}
+		if h.g.maxRead >= 0 && hdr.Size > h.g.bytesLeft() {
+			return h.g.fail(&ReadLimitError{File: hdr.Name, Size: hdr.Size, Limit: h.g.maxRead})
+		}
+		data, err := io.ReadAll(io.LimitReader(tr, hdr.Size))
+		if err != nil {
+			return err
+		}
+		if err := h.g.take(hdr.Name, int64(len(data))); err != nil {
+			return h.g.fail(err)
+		}
+		d := path.Join(dir, p)
+		if err := os.MkdirAll(path.Dir(d), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(d, data, 0o644); err != nil {
+			return err
+		}
+	}
+	h.mu.Lock()
+	h.pulled = append(h.pulled, path.Join(dir, name))
+	slices.Sort(h.pulled)
+	h.mu.Unlock()
+	return nil
+}

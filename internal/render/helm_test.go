@@ -1,0 +1,162 @@
+package render
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kplan-dev/kplan/internal/netpolicy"
+	"github.com/kplan-dev/kplan/internal/testhelm"
+)
+
+// helmBin returns the directory of the pinned helm and kustomize commands.
+func helmBin(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	dir, err := testhelm.Binaries(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// readTree returns the files under dir, keyed by their path below it,
+// each under prefix.
+func readTree(t *testing.T, dir, prefix string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		files[prefix+filepath.ToSlash(rel)] = string(data)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// kustomizeBuild runs `kustomize build --enable-helm` on overlay of files
+// written to disk.
+func kustomizeBuild(t *testing.T, bin string, files map[string]string, overlay string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(filepath.Join(bin, "kustomize"), "build", "--enable-helm", "--helm-command", filepath.Join(bin, "helm"), filepath.Join(dir, overlay))
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("kustomize build %s: %v\n%s", overlay, err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+// A local chart (with values inline, from the chart and from an
+// additional values file) and charts from a chart repository on loopback
+// (a pinned version and the newest) render as `kustomize build
+// --enable-helm` renders them with the same helm; the repository is
+// reached only through the network policy, and a host it does not allow
+// is refused before any request, naming the setting.
+func TestHelmChartsRenderLikeKustomize(t *testing.T) {
+	t.Parallel()
+	bin := helmBin(t)
+	var hits atomic.Int64
+	repo := http.FileServer(http.Dir(filepath.Join("testdata", "helm", "chartrepo")))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		repo.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	files := readTree(t, filepath.Join("testdata", "helm", "local"), "local/")
+	files["pulled/kustomization.yaml"] = "namespace: pulled\nhelmCharts:\n" +
+		"- name: greet\n  repo: " + srv.URL + "\n  version: 0.1.0\n  releaseName: pinned\n" +
+		"- name: greet\n  repo: " + srv.URL + "/\n  releaseName: newest\n  valuesInline:\n    message: inline\n"
+	s := memFS(t, files)
+	tree, err := Discover(s.FS, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(srv.URL, "http://")
+	host = host[:strings.LastIndex(host, ":")]
+	render := func(t *testing.T, hosts []string) map[string]Result {
+		t.Helper()
+		p, err := netpolicy.New(hosts, "--remote-hosts %s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		results, err := Render(context.Background(), s.FS, tree, tree.Overlays,
+			Options{EnableHelm: true, HelmCommand: filepath.Join(bin, "helm"), Remote: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]Result{}
+		for _, r := range results {
+			out[r.Path] = r
+		}
+		return out
+	}
+
+	t.Run("host not allowed", func(t *testing.T) {
+		hits.Store(0)
+		got := render(t, nil)
+		var refused *netpolicy.RefusedError
+		err := got["pulled"].Err
+		if !errors.As(err, &refused) || !strings.Contains(err.Error(), "allow it with --remote-hosts ") ||
+			!strings.Contains(err.Error(), "pulled/kustomization.yaml: helmCharts greet from "+srv.URL) {
+			t.Errorf("pulled: err = %v, want the chart repository refused, naming the chart and --remote-hosts", err)
+		}
+		if n := hits.Load(); n != 0 {
+			t.Errorf("the chart repository got %d requests", n)
+		}
+		if got["local"].Err != nil {
+			t.Errorf("local: %v", got["local"].Err)
+		}
+	})
+	t.Run("like kustomize", func(t *testing.T) {
+		got := render(t, []string{host})
+		for _, o := range []string{"local", "pulled"} {
+			if got[o].Err != nil {
+				t.Fatalf("%s: %v", o, got[o].Err)
+			}
+			want := kustomizeBuild(t, bin, files, o)
+			if y := toYAML(t, got[o].Objects); y != want {
+				t.Errorf("%s renders\n%s\nkustomize build --enable-helm gives\n%s", o, y, want)
+			}
+		}
+		// What the fixtures are for, beyond equality.
+		y := toYAML(t, got["local"].Objects) + toYAML(t, got["pulled"].Objects)
+		for _, want := range []string{"replicas: 2", "greeting: from additionalValuesFiles", "namespace: demo",
+			"name: pinned-greet", `chart: 0.1.0`, "name: newest-greet", `chart: 0.2.0`, "message: inline"} {
+			if !strings.Contains(y, want) {
+				t.Errorf("the renders do not hold %q:\n%s", want, y)
+			}
+		}
+	})
+}

@@ -1,0 +1,3 @@
+{{- define "hello.fullname" -}}
+{{ .Release.Name }}-{{ .Chart.Name }}
+{{- end -}}

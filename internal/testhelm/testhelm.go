@@ -1,0 +1,152 @@
+// Package testhelm gives the Helm tests the helm and kustomize commands
+// they compare kplan with: built from the tools/helm module (whose go.mod
+// pins both versions) into ~/.cache/kplan, once per version.
+package testhelm
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// BinEnv names an environment variable pointing to a directory that
+// holds prebuilt helm and kustomize executables; nothing is built then.
+const BinEnv = "KPLAN_HELM_BIN"
+
+// Binaries returns a directory holding the helm and kustomize executables,
+// building them the first time (minutes on a small machine; `make
+// cluster` does it before the tests).
+func Binaries(ctx context.Context) (string, error) {
+	if dir := os.Getenv(BinEnv); dir != "" {
+		if err := check(dir); err != nil {
+			return "", fmt.Errorf("%s=%s: %w", BinEnv, dir, err)
+		}
+		return dir, nil
+	}
+	mod, err := moduleDir()
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, name := range []string{"go.mod", "go.sum"} {
+		b, err := os.ReadFile(filepath.Join(mod, name))
+		if err != nil {
+			return "", fmt.Errorf("hash tools/helm: %w", err)
+		}
+		fmt.Fprintf(h, "%s %d\n", name, len(b))
+		h.Write(b)
+	}
+	fmt.Fprintf(h, "%s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	root, err := os.UserCacheDir()
+	if err != nil {
+		root = os.TempDir()
+	}
+	root = filepath.Join(root, "kplan")
+	final := filepath.Join(root, "helm-"+hex.EncodeToString(h.Sum(nil))[:16])
+	if check(final) == nil {
+		return final, nil
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", fmt.Errorf("create binary cache dir: %w", err)
+	}
+	unlock, err := lock(ctx, final+".lock")
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if check(final) == nil { // built while we waited
+		return final, nil
+	}
+	if err := os.RemoveAll(final); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(root, "build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", tmp+string(filepath.Separator),
+		"helm.sh/helm/v3/cmd/helm", "sigs.k8s.io/kustomize/kustomize/v5")
+	cmd.Dir = mod
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build helm and kustomize in %s: %w\n%s", mod, err, stderr.String())
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return "", err
+	}
+	return final, check(final)
+}
+
+func check(dir string) error {
+	for _, name := range []string{"helm", "kustomize"} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return fmt.Errorf("%s is not an executable file", filepath.Join(dir, name))
+		}
+	}
+	return nil
+}
+
+// moduleDir finds tools/helm above the working directory (go test runs
+// in the package's directory) or this file.
+func moduleDir() (string, error) {
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		starts = append(starts, filepath.Dir(file))
+	}
+	for _, dir := range starts {
+		for {
+			cand := filepath.Join(dir, "tools", "helm")
+			if _, err := os.Stat(filepath.Join(cand, "go.mod")); err == nil {
+				return cand, nil
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
+	return "", fmt.Errorf("cannot find tools/helm/go.mod above %v; run inside the kplan repository or set %s", starts, BinEnv)
+}
+
+// lock takes an exclusive lock on path: concurrent test processes build
+// once.
+func lock(ctx context.Context, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open build lock: %w", err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for another process building helm (%s): %w", strings.TrimSuffix(path, ".lock"), ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
