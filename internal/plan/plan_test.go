@@ -273,13 +273,24 @@ func TestRemoteAndUnbounded(t *testing.T) {
 		}
 	}
 	// Without the host listed: refused by the render, never looked up.
+	// The refusal does not depend on the network, so the changed-only
+	// plan skips the overlay the change does not reach; the full plan
+	// shows the refusal.
 	lookups := &countLookups{}
-	p, st, err := Execute(context.Background(), Options{RepoDir: dir, Base: base, Head: head, Resolver: lookups})
+	_, st, err = Execute(context.Background(), Options{RepoDir: dir, Base: base, Head: head, Resolver: lookups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.FailFast != 2 || st.Skipped != 1 || lookups.n.Load() != 0 {
+		t.Errorf("no hosts listed: %d builds failed fast (want the git base's 2), %d overlays skipped (want remote's 1), %d lookups (want none)",
+			st.FailFast, st.Skipped, lookups.n.Load())
+	}
+	p, st, err := Execute(context.Background(), Options{RepoDir: dir, Base: base, Head: head, Resolver: lookups, Full: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.FailFast != 2 || lookups.n.Load() != 0 {
-		t.Errorf("no hosts listed: %d builds failed fast (want the git base's 2), %d lookups (want none)", st.FailFast, lookups.n.Load())
+		t.Errorf("no hosts listed, full plan: %d builds failed fast (want the git base's 2), %d lookups (want none)", st.FailFast, lookups.n.Load())
 	}
 	for _, o := range p.Overlays {
 		if o.Path == "remote" && !strings.Contains(o.HeadErr, "refused") {

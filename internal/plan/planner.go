@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/url"
 	"path"
 	"runtime"
 	"runtime/debug"
@@ -370,7 +371,7 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
 // skip says the change cannot affect the overlay: the plan reports it
 // unchanged without rendering it.
 func (p *planner) skip(sides [2]*side, o string, present [2]bool, cs [2]*closure.Closure, changed map[string]bool) bool {
-	return !p.opts.Full && present[0] && present[1] && unaffected(cs[0], changed) && unaffected(cs[1], changed) &&
+	return !p.opts.Full && present[0] && present[1] && p.unaffected(cs[0], changed) && p.unaffected(cs[1], changed) &&
 		!changed[path.Join(o, resourcegroup.DefaultFile)] && sides[0].namespace(o) == sides[1].namespace(o)
 }
 
@@ -416,9 +417,34 @@ func (p *planner) share(sides [2]*side, all []string, changed map[string]bool) m
 }
 
 // unaffected: the build reads only repository paths, and none changed,
-// so it reads exactly what it read on the other side.
-func unaffected(c *closure.Closure, changed map[string]bool) bool {
-	return c.Bounded() && !c.Meets(changed)
+// so it reads exactly what it read on the other side. A remote reference
+// the network policy refuses reads nothing either: the build fails on it
+// the same way on both sides, whatever the network does.
+func (p *planner) unaffected(c *closure.Closure, changed map[string]bool) bool {
+	if c.Unbounded != "" || c.Meets(changed) {
+		return false
+	}
+	for _, r := range c.Remote {
+		if !p.refused(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// refused says whether the render surely refuses to fetch a remote
+// reference: an http(s) URL whose host the policy does not allow (git
+// bases over http(s) follow the same rule). Other forms may be fetched.
+func (p *planner) refused(r closure.Remote) bool {
+	u, err := url.Parse(r.Ref)
+	if err != nil || u.Hostname() == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	if p.opts.Render.Remote == nil {
+		return true // renders fetch nothing
+	}
+	c, ok := p.opts.Render.Remote.(interface{ Check(*url.URL) error })
+	return ok && c.Check(u) != nil
 }
 
 // unrendered is the side of an overlay the change cannot affect: the plan
