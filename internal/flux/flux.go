@@ -122,6 +122,12 @@ func Discover(ctx context.Context, s *snapshot.Snapshot) ([]Declared, error) {
 			yamls = append(yamls, p)
 		}
 	}
+	// Only files naming the group can declare one: the others are read
+	// once, not kept.
+	yamls, err := s.Containing(ctx, yamls, Group)
+	if err != nil {
+		return nil, fmt.Errorf("discover Flux Kustomizations: %w", err)
+	}
 	// One batch from git; the files stay visible to builds, as they are
 	// in the tree.
 	if err := s.Load(ctx, yamls); err != nil {

@@ -24,6 +24,9 @@ type Blobs struct {
 	pinned map[string][]byte
 	// large are the sizes of blobs over MaxFileSize, never held.
 	large map[string]int64
+	// holds remembers, by needle then blob id, what Containing found,
+	// so that the other side of a plan scans only its own blobs.
+	holds map[string]map[string]bool
 }
 
 // MaxFileSize is the largest file a snapshot holds. A larger one reads
@@ -61,7 +64,8 @@ func (b *Blobs) putLarge(id string, size int64) {
 
 // NewBlobs reads blobs from the git repository at repoDir.
 func NewBlobs(repoDir string) *Blobs {
-	return &Blobs{repoDir: repoDir, data: map[string][]byte{}, pinned: map[string][]byte{}, large: map[string]int64{}}
+	return &Blobs{repoDir: repoDir, data: map[string][]byte{}, pinned: map[string][]byte{}, large: map[string]int64{},
+		holds: map[string]map[string]bool{}}
 }
 
 func newMemBlobs() *Blobs { return NewBlobs("") }
@@ -121,7 +125,7 @@ func (b *Blobs) get(ctx context.Context, ids []string) (map[string][]byte, error
 	if b.repoDir == "" {
 		return nil, fmt.Errorf("blob %s is not loaded", missing[0])
 	}
-	read, large, err := catFile(ctx, b.repoDir, missing)
+	read, large, err := readAll(ctx, b.repoDir, missing)
 	if err != nil {
 		return nil, err
 	}
@@ -136,9 +140,78 @@ func (b *Blobs) get(ctx context.Context, ids []string) (map[string][]byte, error
 	return out, nil
 }
 
+// contain says which of ids hold needle. Contents not in memory are
+// read from git and dropped at once: scanning a whole tree costs a pass
+// over its contents, not their memory. Blobs over MaxFileSize hold
+// nothing (no render reads them).
+func (b *Blobs) contain(ctx context.Context, ids []string, needle string) (map[string]bool, error) {
+	b.mu.Lock()
+	known := b.holds[needle]
+	if known == nil {
+		known = map[string]bool{}
+		b.holds[needle] = known
+	}
+	out := make(map[string]bool, len(ids))
+	var missing []string
+	for _, id := range ids {
+		if _, done := out[id]; done {
+			continue
+		}
+		if has, ok := known[id]; ok {
+			out[id] = has
+		} else if data, ok := b.pinned[id]; ok {
+			out[id] = bytes.Contains(data, []byte(needle))
+		} else if data, ok := b.data[id]; ok {
+			out[id] = bytes.Contains(data, []byte(needle))
+		} else if _, ok := b.large[id]; ok {
+			out[id] = false
+		} else {
+			out[id] = false
+			missing = append(missing, id)
+		}
+	}
+	b.mu.Unlock()
+	if len(missing) > 0 {
+		if b.repoDir == "" {
+			return nil, fmt.Errorf("blob %s is not loaded", missing[0])
+		}
+		err := catFile(ctx, b.repoDir, missing, false, func(id string, data []byte, size int64) {
+			out[id] = data != nil && bytes.Contains(data, []byte(needle))
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	b.mu.Lock()
+	for id, has := range out {
+		known[id] = has
+	}
+	b.mu.Unlock()
+	return out, nil
+}
+
+// readAll reads blobs with `git cat-file --batch` and keeps them.
+func readAll(ctx context.Context, repoDir string, ids []string) (map[string][]byte, map[string]int64, error) {
+	out := make(map[string][]byte, len(ids))
+	large := map[string]int64{}
+	err := catFile(ctx, repoDir, ids, true, func(id string, data []byte, size int64) {
+		if data == nil {
+			large[id] = size
+		} else {
+			out[id] = data
+		}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, large, nil
+}
+
 // catFile reads blobs with `git cat-file --batch`: one process for any
-// number of objects, contents exactly as committed.
-func catFile(ctx context.Context, repoDir string, ids []string) (map[string][]byte, map[string]int64, error) {
+// number of objects, contents exactly as committed. fn gets each content
+// (nil, with its size, for one over MaxFileSize); unless keep, the
+// content is only valid during the call.
+func catFile(ctx context.Context, repoDir string, ids []string, keep bool, fn func(id string, data []byte, size int64)) error {
 	cmd := exec.CommandContext(ctx, "git", "cat-file", "--batch")
 	cmd.Dir = repoDir
 	cmd.Env = append(cmd.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
@@ -147,17 +220,16 @@ func catFile(ctx context.Context, repoDir string, ids []string) (map[string][]by
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, nil, fmt.Errorf("git cat-file: %w", err)
+		return fmt.Errorf("git cat-file: %w", err)
 	}
-	out := make(map[string][]byte, len(ids))
-	large := map[string]int64{}
 	r := bufio.NewReaderSize(stdout, 1<<16)
+	var buf []byte
 	var perr error
 	for range ids {
-		if perr = readObject(r, out, large); perr != nil {
+		if perr = readObject(r, keep, &buf, fn); perr != nil {
 			break
 		}
 	}
@@ -165,17 +237,17 @@ func catFile(ctx context.Context, repoDir string, ids []string) (map[string][]by
 		io.Copy(io.Discard, stdout) // let git finish writing before Wait
 	}
 	if err := cmd.Wait(); err != nil {
-		return nil, nil, fmt.Errorf("git cat-file in %s: %v: %s", repoDir, err, strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("git cat-file in %s: %v: %s", repoDir, err, strings.TrimSpace(stderr.String()))
 	}
 	if perr != nil {
-		return nil, nil, fmt.Errorf("git cat-file in %s: %w", repoDir, perr)
+		return fmt.Errorf("git cat-file in %s: %w", repoDir, perr)
 	}
-	return out, large, nil
+	return nil
 }
 
-// readObject reads one "<id> <type> <size>\n<content>\n" record; content
-// over MaxFileSize is skipped, its size recorded in large.
-func readObject(r *bufio.Reader, out map[string][]byte, large map[string]int64) error {
+// readObject reads one "<id> <type> <size>\n<content>\n" record into a
+// new slice (keep) or into *buf; content over MaxFileSize is skipped.
+func readObject(r *bufio.Reader, keep bool, buf *[]byte, fn func(id string, data []byte, size int64)) error {
 	header, err := r.ReadString('\n')
 	if err != nil {
 		return fmt.Errorf("read header: %w", err)
@@ -192,13 +264,21 @@ func readObject(r *bufio.Reader, out map[string][]byte, large map[string]int64) 
 		if _, err := io.CopyN(io.Discard, r, int64(n)+1); err != nil {
 			return fmt.Errorf("read object %s: %w", f[0], err)
 		}
-		large[f[0]] = int64(n)
+		fn(f[0], nil, int64(n))
 		return nil
 	}
-	data := make([]byte, n+1) // content and its trailing newline
+	var data []byte
+	if keep {
+		data = make([]byte, n+1) // content and its trailing newline
+	} else {
+		if cap(*buf) < n+1 {
+			*buf = make([]byte, n+1)
+		}
+		data = (*buf)[:n+1]
+	}
 	if _, err := io.ReadFull(r, data); err != nil {
 		return fmt.Errorf("read object %s: %w", f[0], err)
 	}
-	out[f[0]] = data[:n:n]
+	fn(f[0], data[:n:n], int64(n))
 	return nil
 }

@@ -402,6 +402,31 @@ func (s *Snapshot) ReadFile(ctx context.Context, rel string) ([]byte, error) {
 	return got[id], nil
 }
 
+// Containing returns the paths, among paths, of files whose content
+// holds needle, in their order, without loading the others into FS or
+// memory: a search over the whole tree (Flux Kustomizations anywhere)
+// costs one pass over it. Both sides of a plan share the answers of the
+// contents they share.
+func (s *Snapshot) Containing(ctx context.Context, paths []string, needle string) ([]string, error) {
+	ids := make([]string, 0, len(paths))
+	for _, p := range paths {
+		if id, ok := s.Index.ID(p); ok {
+			ids = append(ids, id)
+		}
+	}
+	has, err := s.blobs.contain(ctx, ids, needle)
+	if err != nil {
+		return nil, fmt.Errorf("search the files of %s: %w", s.Rev, err)
+	}
+	var out []string
+	for _, p := range paths {
+		if id, ok := s.Index.ID(p); ok && has[id] {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
 // Blobs is where the snapshot's contents come from.
 func (s *Snapshot) Blobs() *Blobs { return s.blobs }
 

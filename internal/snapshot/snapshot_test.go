@@ -188,3 +188,56 @@ func TestOpenLoadsLazily(t *testing.T) {
 		t.Errorf("files = %d, want 6 (the symlinked directory's two count)", s.Files)
 	}
 }
+
+// Containing finds the files holding a string on both sides of a plan
+// and loads none of them: a search of the whole tree keeps nothing.
+func TestContainingLoadsNothing(t *testing.T) {
+	dir := t.TempDir()
+	write := func(files map[string]string) {
+		for name, content := range files {
+			p := filepath.Join(dir, name)
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(map[string]string{
+		"flux/ks.yaml":   "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\n",
+		"apps/cm.yaml":   "kind: ConfigMap\n",
+		"apps/copy.yaml": "kind: ConfigMap\n",
+	})
+	git(t, dir, "init", "-q")
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-qm", "base")
+	write(map[string]string{"apps/cm.yaml": "# kustomize.toolkit.fluxcd.io\nkind: ConfigMap\n"})
+	git(t, dir, "commit", "-qam", "head")
+
+	ctx := context.Background()
+	blobs := NewBlobs(dir)
+	paths := []string{"apps/cm.yaml", "apps/copy.yaml", "flux/ks.yaml", "missing.yaml"}
+	for _, c := range []struct {
+		rev  string
+		want string
+	}{
+		{"HEAD~1", "flux/ks.yaml"},
+		{"HEAD", "apps/cm.yaml flux/ks.yaml"},
+	} {
+		s, err := Open(ctx, dir, c.rev, blobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Containing(ctx, paths, "kustomize.toolkit.fluxcd.io")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("%s: %q hold the group, want %q", c.rev, got, c.want)
+		}
+		for _, p := range paths {
+			if _, err := s.FS.ReadFile(Abs(p)); err == nil {
+				t.Errorf("%s: %s is loaded after the search", c.rev, p)
+			}
+		}
+	}
+}
