@@ -241,9 +241,11 @@ func TestActionForkAndBrokenOverlay(t *testing.T) {
 	if err := r.run(t); err != nil {
 		t.Errorf("fail-on-error false: %v", err)
 	}
-	r.env["GITHUB_EVENT_NAME"] = "push"
-	if err := r.run(t); err == nil || !strings.Contains(err.Error(), "pull_request") {
-		t.Errorf("push event: %v", err)
+	// Pushes warm the render cache (action_scale_test.go); other events
+	// are refused, saying which to use.
+	r.env["GITHUB_EVENT_NAME"] = "issues"
+	if err := r.run(t); err == nil || !strings.Contains(err.Error(), "on: pull_request") {
+		t.Errorf("issues event: %v", err)
 	}
 }
 
@@ -506,9 +508,12 @@ func actionInputEnv(t *testing.T) map[string]string {
 		Runs    struct {
 			Using string
 			Steps []struct {
-				ID  string
-				Env map[string]string
-				Run string
+				ID   string
+				Env  map[string]string
+				Run  string
+				Uses string
+				If   string
+				With map[string]string
 			}
 		}
 	}
@@ -519,10 +524,32 @@ func actionInputEnv(t *testing.T) map[string]string {
 		t.Fatalf("action.yml runs using %q, want composite", meta.Runs.Using)
 	}
 	var stepEnv map[string]string
+	// The render cache is restored before the plan and saved after it,
+	// even when the plan fails the step, at the same path and key.
+	var restore, save map[string]string
+	pinned := regexp.MustCompile(`^[\w.-]+/[\w./-]+@[0-9a-f]{40}$`)
 	for _, s := range meta.Runs.Steps {
 		if s.ID == "kplan" {
 			stepEnv = s.Env
+			if restore == nil || save != nil {
+				t.Error("action.yml: the kplan step must come after the cache restore step and before the save step")
+			}
 		}
+		if s.Uses != "" && !pinned.MatchString(s.Uses) {
+			t.Errorf("action.yml: %s is not pinned by commit SHA", s.Uses)
+		}
+		switch {
+		case strings.HasPrefix(s.Uses, "actions/cache/restore@"):
+			restore = s.With
+		case strings.HasPrefix(s.Uses, "actions/cache/save@"):
+			save = s.With
+			if !strings.HasPrefix(s.If, "always()") {
+				t.Errorf("action.yml: the cache save step runs if %q: it must save after a failing plan too (always())", s.If)
+			}
+		}
+	}
+	if restore == nil || save == nil || restore["path"] != save["path"] || restore["key"] != save["key"] || restore["restore-keys"] == "" {
+		t.Errorf("action.yml: the render cache's restore (%v) and save (%v) steps must share path and key, and restore have restore-keys", restore, save)
 	}
 	if stepEnv == nil {
 		t.Fatal("action.yml has no step with id kplan and an env")

@@ -4,6 +4,7 @@
 package action
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -32,6 +33,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/prcomment"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/report"
+	"github.com/kplan-dev/kplan/internal/shard"
 )
 
 // inputs are the action.yml inputs.
@@ -54,7 +56,18 @@ type inputs struct {
 	// pull request carries allowDangerousLabel.
 	failOnDangerous     bool
 	allowDangerousLabel string
+	// shard plans a share of the overlays and writes it as a part for a
+	// later merge run, posting nothing.
+	shard shard.Shard
+	// merge is the directory holding the parts of a sharded run: the
+	// plan is theirs, merged, and nothing is rendered.
+	merge string
 }
+
+// autoCacheDir is the cache-dir input's default: the render cache under
+// the runner's temporary directory, where action.yml's cache steps
+// restore and save it.
+const autoCacheDir = "auto"
 
 func readInputs(a *githubactions.Action) (inputs, error) {
 	in := inputs{
@@ -74,7 +87,14 @@ func readInputs(a *githubactions.Action) (inputs, error) {
 	in.remoteHosts = render.Patterns(a.GetInput("remote-hosts"))
 	in.forkRemoteHosts = render.Patterns(a.GetInput("fork-remote-hosts"))
 	in.allowDangerousLabel = strings.TrimSpace(a.GetInput("allow-dangerous-label"))
+	in.merge = strings.TrimSpace(a.GetInput("merge"))
 	var err error
+	if in.shard, err = shard.Parse(strings.TrimSpace(a.GetInput("shard"))); err != nil {
+		return in, fmt.Errorf("input shard: %w", err)
+	}
+	if in.shard.On() && in.merge != "" {
+		return in, errors.New("inputs shard and merge: a step either plans a shard or merges the parts; set one")
+	}
 	bools := []struct {
 		name string
 		def  bool
@@ -123,12 +143,11 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("read the workflow context: %w", err)
 	}
-	ev, err := pullRequestEvent(gctx)
+	ev, err := readEvent(gctx)
 	if err != nil {
 		return err
 	}
-	pr := ev.GetPullRequest()
-	owner, repo := ev.GetRepo().GetOwner().GetLogin(), ev.GetRepo().GetName()
+	pr := ev.pr
 
 	dir := gctx.Workspace
 	if dir == "" {
@@ -138,33 +157,14 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		dir = filepath.Join(dir, in.workDir)
 	}
 	g := gitcli.Repo{Dir: dir, Env: fetchAuth(ctx, dir, gctx.ServerURL, in.token)}
-	c, err := planCommits(ctx, g, gctx.EventName, pr, log)
-	if err != nil {
-		return err
+	var p *inventorydiff.Plan
+	if in.merge != "" {
+		p, err = mergeParts(resolve(gctx.Workspace, in.merge), log)
+	} else {
+		p, err = planChange(ctx, a, g, gctx, ev, in, getenv, log)
 	}
-	ropts := render.Options{LoadRestrictorNone: in.loadRestrictor == "LoadRestrictionsNone", EnableHelm: in.enableHelm}
-	policy, fork, err := remotePolicy(in, gctx.EventName, pr)
-	if err != nil {
-		return fmt.Errorf("inputs remote-hosts/fork-remote-hosts: %w", err)
-	}
-	if fork {
-		log.Info("the head is from a fork or the run is pull_request_target: renders fetch only from fork-remote-hosts", "hosts", in.forkRemoteHosts)
-	}
-	ropts.Remote = policy
-	cacheDir := in.cacheDir
-	if cacheDir != "" && !filepath.IsAbs(cacheDir) {
-		// As actions/cache resolves its path: against the workspace.
-		cacheDir = filepath.Join(gctx.Workspace, cacheDir)
-	}
-	a.Group("kplan: render and compare the overlays the change can affect")
-	p, err := plan.Run(ctx, plan.Options{
-		RepoDir: dir, Base: c.base, Head: c.head, BaseLabel: c.baseLabel, HeadLabel: c.headLabel,
-		Filter: render.Filter{Include: in.include, Exclude: in.exclude},
-		Render: ropts, Logger: log, CacheDir: cacheDir, Ignore: in.ignore,
-	})
-	a.EndGroup()
-	if err != nil {
-		return err
+	if err != nil || p == nil {
+		return err // a shard's part is written: the merge run reports
 	}
 	opts := report.Options{DiffStyle: in.diffStyle, DangerGate: dangerGate(in, pr)}
 	if err := report.TextWith(stdout, p, opts); err != nil {
@@ -201,8 +201,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	a.SetOutput("report-file", reportFile)
-	if in.comment {
-		if err := comment(ctx, a, getenv, in.token, owner, repo, pr.GetNumber(), md, log); err != nil {
+	if in.comment && pr != nil {
+		if err := comment(ctx, a, getenv, in.token, ev.owner, ev.repo, pr.GetNumber(), md, log); err != nil {
 			return err
 		}
 	}
@@ -223,12 +223,71 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return errors.Join(failures...)
 }
 
+// planChange plans the event's change: a pull request's (commits.go), or
+// a push's, the pushed commit against its first parent, every overlay
+// rendered through the cache so that the branch's pull requests find
+// their base side there. A shard writes its part and returns no plan.
+func planChange(ctx context.Context, a *githubactions.Action, g gitcli.Repo, gctx *githubactions.GitHubContext, ev event, in inputs, getenv func(string) string, log *slog.Logger) (*inventorydiff.Plan, error) {
+	var (
+		c   commits
+		err error
+	)
+	if ev.pr != nil {
+		c, err = planCommits(ctx, g, gctx.EventName, ev.pr, log)
+	} else {
+		c, err = pushCommits(ctx, g, ev.branch, log)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ropts := render.Options{LoadRestrictorNone: in.loadRestrictor == "LoadRestrictionsNone", EnableHelm: in.enableHelm}
+	policy, fork, err := remotePolicy(in, gctx.EventName, ev.pr)
+	if err != nil {
+		return nil, fmt.Errorf("inputs remote-hosts/fork-remote-hosts: %w", err)
+	}
+	if fork {
+		log.Info("the head is from a fork or the run is pull_request_target: renders fetch only from fork-remote-hosts", "hosts", in.forkRemoteHosts)
+	}
+	ropts.Remote = policy
+	cacheDir := in.cacheDir
+	switch {
+	case cacheDir == autoCacheDir:
+		cacheDir = filepath.Join(cmp.Or(getenv("RUNNER_TEMP"), os.TempDir()), "kplan-cache")
+	case cacheDir != "":
+		// As actions/cache resolves its path: against the workspace.
+		cacheDir = resolve(gctx.Workspace, cacheDir)
+	}
+	a.Group("kplan: render and compare the overlays the change can affect")
+	p, err := plan.Run(ctx, plan.Options{
+		RepoDir: g.Dir, Base: c.base, Head: c.head, BaseLabel: c.baseLabel, HeadLabel: c.headLabel,
+		Filter: render.Filter{Include: in.include, Exclude: in.exclude},
+		Render: ropts, Logger: log, CacheDir: cacheDir, Ignore: in.ignore,
+		Warm: ev.pr == nil && cacheDir != "", Shard: in.shard,
+	})
+	a.EndGroup()
+	if err != nil {
+		return nil, err
+	}
+	if in.shard.On() {
+		return nil, writePart(a, p, in.shard, getenv, log)
+	}
+	return p, nil
+}
+
+// resolve makes a path of an input absolute against the workspace.
+func resolve(workspace, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(workspace, p)
+}
+
 // dangerGate is what fail-on-dangerous means for this pull request: the
 // labels are the event's (a workflow that runs on labeled re-plans when
 // a maintainer adds the label).
 func dangerGate(in inputs, pr *github.PullRequest) report.DangerGate {
 	g := report.DangerGate{Fails: in.failOnDangerous, Label: in.allowDangerousLabel}
-	if !g.Fails || g.Label == "" {
+	if !g.Fails || g.Label == "" || pr == nil {
 		return g
 	}
 	for _, l := range pr.Labels {
@@ -307,26 +366,45 @@ func fetchAuth(ctx context.Context, dir, serverURL, token string) []string {
 		"GIT_CONFIG_VALUE_0=Authorization: Basic " + basic}
 }
 
-// pullRequestEvent reads the event that triggered the workflow.
-func pullRequestEvent(gctx *githubactions.GitHubContext) (*github.PullRequestEvent, error) {
+// event is what the Action reads of the event that triggered it.
+type event struct {
+	pr          *github.PullRequest // nil on a push
+	owner, repo string
+	branch      string // the branch a push updated
+}
+
+// readEvent reads the event that triggered the workflow: a pull request,
+// or a push to a branch.
+func readEvent(gctx *githubactions.GitHubContext) (event, error) {
 	switch gctx.EventName {
-	case "pull_request", "pull_request_target":
+	case "pull_request", "pull_request_target", "push":
 	default:
-		return nil, fmt.Errorf("kplan plans pull requests, but this workflow ran on %q: trigger it with on: pull_request", gctx.EventName)
+		return event{}, fmt.Errorf("kplan plans pull requests and pushes, but this workflow ran on %q: trigger it with on: pull_request (and on: push to warm the render cache)", gctx.EventName)
 	}
 	data, err := os.ReadFile(gctx.EventPath)
 	if err != nil {
-		return nil, fmt.Errorf("read the event payload (GITHUB_EVENT_PATH): %w", err)
+		return event{}, fmt.Errorf("read the event payload (GITHUB_EVENT_PATH): %w", err)
+	}
+	if gctx.EventName == "push" {
+		var ev github.PushEvent
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return event{}, fmt.Errorf("parse the event payload %s: %w", gctx.EventPath, err)
+		}
+		branch, ok := strings.CutPrefix(ev.GetRef(), "refs/heads/")
+		if !ok {
+			return event{}, fmt.Errorf("the push event %s updates %q, not a branch: run kplan on pushes to branches", gctx.EventPath, ev.GetRef())
+		}
+		return event{owner: ev.GetRepo().GetOwner().GetLogin(), repo: ev.GetRepo().GetName(), branch: branch}, nil
 	}
 	var ev github.PullRequestEvent
 	if err := json.Unmarshal(data, &ev); err != nil {
-		return nil, fmt.Errorf("parse the event payload %s: %w", gctx.EventPath, err)
+		return event{}, fmt.Errorf("parse the event payload %s: %w", gctx.EventPath, err)
 	}
 	pr := ev.GetPullRequest()
 	if pr.GetBase().GetRef() == "" || pr.GetHead().GetSHA() == "" || pr.GetNumber() == 0 {
-		return nil, fmt.Errorf("the event payload %s has no pull_request.base.ref, head.sha or number: is it a pull request event?", gctx.EventPath)
+		return event{}, fmt.Errorf("the event payload %s has no pull_request.base.ref, head.sha or number: is it a pull request event?", gctx.EventPath)
 	}
-	return &ev, nil
+	return event{pr: pr, owner: ev.GetRepo().GetOwner().GetLogin(), repo: ev.GetRepo().GetName()}, nil
 }
 
 func writeOutputs(a *githubactions.Action, p *inventorydiff.Plan, opts report.Options, getenv func(string) string) error {

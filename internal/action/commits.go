@@ -59,6 +59,28 @@ func planCommits(ctx context.Context, g gitcli.Repo, event string, pr *github.Pu
 	return c, nil
 }
 
+// pushCommits are a push's: the checked-out commit against its first
+// parent (a root commit against itself).
+func pushCommits(ctx context.Context, g gitcli.Repo, branch string, log *slog.Logger) (commits, error) {
+	head, err := g.ResolveCommit(ctx, "HEAD")
+	if err != nil {
+		return commits{}, fmt.Errorf("read the checked-out commit (does the job run actions/checkout first?): %w", err)
+	}
+	parents, err := g.Parents(ctx, head)
+	if err != nil {
+		return commits{}, err
+	}
+	c := commits{base: head, head: head, baseLabel: branch + " at " + short(head), headLabel: branch + " at " + short(head), rule: "a root commit: against itself"}
+	if len(parents) > 0 {
+		if err := g.EnsureCommit(ctx, remote, parents[0]); err != nil {
+			return commits{}, fmt.Errorf("fetch the parent of the pushed commit %s: %w"+fetchHint, head, err)
+		}
+		c.base, c.baseLabel, c.rule = parents[0], branch+" at "+short(parents[0]), "a push: the pushed commit against its first parent"
+	}
+	log.Info("commits planned", "event", "push", "rule", c.rule, "base", c.base, "head", c.head)
+	return c, nil
+}
+
 func pullRequestCommits(ctx context.Context, g gitcli.Repo, branch, prHead string) (commits, error) {
 	head, err := g.ResolveCommit(ctx, "HEAD")
 	if err != nil {

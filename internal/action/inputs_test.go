@@ -70,3 +70,26 @@ func TestDangerInputs(t *testing.T) {
 		}
 	}
 }
+
+func TestShardAndMergeInputs(t *testing.T) {
+	for _, c := range []struct {
+		shard, merge, err string
+		want              string
+	}{
+		{want: "0/0"},
+		{shard: "2/3", want: "2/3"},
+		{shard: "4/3", err: "input shard"},
+		{shard: "1/2", merge: "parts", err: "inputs shard and merge"},
+		{merge: "parts", want: "0/0"},
+	} {
+		env := map[string]string{"INPUT_SHARD": c.shard, "INPUT_MERGE": c.merge}
+		a := githubactions.New(githubactions.WithGetenv(func(k string) string { return env[k] }), githubactions.WithWriter(io.Discard))
+		in, err := readInputs(a)
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("shard %q merge %q: err %v, want %q", c.shard, c.merge, err, c.err)
+		case c.err == "" && (err != nil || in.shard.String() != c.want || in.merge != c.merge):
+			t.Errorf("shard %q merge %q: %v %q, %v", c.shard, c.merge, in.shard, in.merge, err)
+		}
+	}
+}

@@ -24,10 +24,14 @@ func remotePolicy(in inputs, event string, pr *github.PullRequest) (*netpolicy.P
 }
 
 // untrusted says whether the pull request's head comes from outside the
-// base repository, or the run is a pull_request_target one.
+// base repository, or the run is a pull_request_target one; a push's is
+// the repository's own.
 func untrusted(event string, pr *github.PullRequest) bool {
 	if event == "pull_request_target" {
 		return true
+	}
+	if pr == nil {
+		return false // a push: the repository's own branch
 	}
 	head, base := pr.GetHead().GetRepo().GetFullName(), pr.GetBase().GetRepo().GetFullName()
 	// A fork that was deleted has no head repository: still a fork.

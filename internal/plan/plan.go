@@ -35,6 +35,10 @@ type Options struct {
 	// Full renders every overlay on both sides, even those the change
 	// cannot affect, and ignores CacheDir: the reference plan.
 	Full bool
+	// Warm renders every overlay on both sides, as Full, but through
+	// CacheDir: a run on the default branch fills the cache pull requests
+	// read their base side from, rendering only what is not there yet.
+	Warm bool
 	// CacheDir keeps renders between runs, keyed by the content of their
 	// closure; "" keeps none.
 	CacheDir string

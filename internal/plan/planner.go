@@ -163,7 +163,7 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	// plan skips overlays by it too.
 	changed := snapshot.Changed(base.Index, head.Index)
 	skip := changed
-	if p.opts.Full {
+	if p.opts.Full || p.opts.Warm {
 		skip = nil
 	}
 	if !p.opts.Full {
@@ -371,7 +371,7 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
 // skip says the change cannot affect the overlay: the plan reports it
 // unchanged without rendering it.
 func (p *planner) skip(sides [2]*side, o string, present [2]bool, cs [2]*closure.Closure, changed map[string]bool) bool {
-	return !p.opts.Full && present[0] && present[1] && p.unaffected(cs[0], changed) && p.unaffected(cs[1], changed) &&
+	return !p.opts.Full && !p.opts.Warm && present[0] && present[1] && p.unaffected(cs[0], changed) && p.unaffected(cs[1], changed) &&
 		!changed[path.Join(o, resourcegroup.DefaultFile)] && sides[0].namespace(o) == sides[1].namespace(o)
 }
 
