@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -64,6 +65,53 @@ func TestDiffPlansAChartTemplateChange(t *testing.T) {
 		}
 		if p.Totals.Changed != 2 || p.Totals.ChangedOverlays != 2 {
 			t.Errorf("%q: totals %+v", extra, p.Totals)
+		}
+	}
+}
+
+// Renders stored with --cache-dir are reused by the same helm and not by
+// another: the cache key names helm's version.
+func TestCachedChartRendersNameTheHelm(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	bin, err := testhelm.Binaries(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	helm := filepath.Join(bin, "helm")
+	// The same helm, saying it is another version.
+	other := filepath.Join(t.TempDir(), "helm")
+	script := "#!/bin/sh\nif [ \"$1\" = version ]; then echo v3.99.0; exit 0; fi\nexec " + helm + " \"$@\"\n"
+	if err := os.WriteFile(other, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	write(t, dir, map[string]string{
+		"app/charts/c/Chart.yaml":        "apiVersion: v2\nname: c\nversion: 1.0.0\n",
+		"app/charts/c/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n",
+		"app/kustomization.yaml":         "helmCharts:\n- {name: c, releaseName: r}\n",
+	})
+	base := commitAll(t, dir, "base")
+	write(t, dir, map[string]string{"app/kustomization.yaml": "helmCharts:\n- {name: c, releaseName: r2}\n"})
+	head := commitAll(t, dir, "rename")
+	cache := t.TempDir()
+	for _, run := range []struct {
+		name, helm string
+		hits       int
+	}{{"cold", helm, 0}, {"warm", helm, 2}, {"another helm", other, 0}} {
+		out, stderr, err := kplan(t, nil, "diff", "-C", dir, "--base", base, "--head", head, "-o", "json",
+			"--enable-helm", "--helm-command", run.helm, "--cache-dir", cache)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", run.name, err, stderr)
+		}
+		var p struct{ Work struct{ CacheHits int } }
+		if err := json.Unmarshal([]byte(out), &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Work.CacheHits != run.hits {
+			t.Errorf("%s: %d renders from the cache, want %d", run.name, p.Work.CacheHits, run.hits)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/url"
+	"os/exec"
 	"path"
 	"runtime"
 	"runtime/debug"
@@ -173,6 +174,10 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 				return nil, err
 			}
 			p.cache = c
+			if p.opts.Render.EnableHelm {
+				// Stored renders depend on the helm that made them.
+				p.version = buildVersion() + " " + helmVersion(ctx, p.opts.Render.HelmCommand)
+			}
 		}
 	}
 
@@ -712,8 +717,8 @@ func joinIdentities(ids []inventory.Identity) string {
 }
 
 // cacheKey names a build by everything it depends on: kplan's and
-// kustomize's versions, the render options, the overlay, and the state
-// of every path of its closure.
+// kustomize's versions (and helm's, when enabled), the render options, the
+// overlay, and the state of every path of its closure.
 func (p *planner) cacheKey(s *snapshot.Snapshot, c *closure.Closure) string {
 	if p.version == "" {
 		p.version = buildVersion()
@@ -725,6 +730,22 @@ func (p *planner) cacheKey(s *snapshot.Snapshot, c *closure.Closure) string {
 		parts = append(parts, path+"="+s.Index.State(path))
 	}
 	return rendercache.Key(parts...)
+}
+
+// helmVersion names the helm a render with charts runs, as `helm version`
+// prints it. A helm that cannot say gets a name no other run shares: its
+// renders are stored, and never reused.
+func helmVersion(ctx context.Context, command string) string {
+	if command == "" {
+		command = "helm"
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, command, "version").Output()
+	if err != nil {
+		return fmt.Sprintf("helm=%s unknown (%v) %d", command, err, time.Now().UnixNano())
+	}
+	return "helm=" + strings.TrimSpace(string(out))
 }
 
 // buildVersion names the code a render comes from: the kplan build and
