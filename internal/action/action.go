@@ -27,6 +27,7 @@ import (
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/kplan-dev/kplan/internal/batchgc"
+	"github.com/kplan-dev/kplan/internal/gitbase"
 	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/plan"
@@ -249,6 +250,11 @@ func planChange(ctx context.Context, a *githubactions.Action, g gitcli.Repo, gct
 		log.Info("the head is from a fork or the run is pull_request_target: renders fetch only from fork-remote-hosts", "hosts", in.forkRemoteHosts)
 	}
 	ropts.Remote = policy
+	// Git remote bases are fetched for this job only, from the hosts the
+	// policy allows.
+	gitCache := gitbase.New(filepath.Join(cmp.Or(getenv("RUNNER_TEMP"), os.TempDir()), "kplan-git"), policy)
+	defer gitCache.Close()
+	ropts.Git = gitCache
 	cacheDir := in.cacheDir
 	switch {
 	case cacheDir == autoCacheDir:

@@ -1,0 +1,135 @@
+package test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kplan-dev/kplan/test/githttp"
+	"github.com/kplan-dev/kplan/test/gittest"
+)
+
+// remoteBasePlan is the part of kplan diff's JSON checked here.
+type remoteBasePlan struct {
+	Overlays []struct {
+		Path    string   `json:"path"`
+		Status  string   `json:"status"`
+		Changed []string `json:"changed"`
+		Digest  string   `json:"digest"`
+		Head    struct {
+			Hash  string `json:"hash"`
+			Error string `json:"error"`
+		} `json:"head"`
+		Fields map[string][]struct {
+			Path, Op, Old, New string
+		} `json:"fields"`
+	} `json:"overlays"`
+}
+
+// A repository whose overlays use a git remote base on a loopback git
+// server: kplan diff renders it, plans a bump of its ?ref= (tag v1 → v2)
+// as the change in the base's objects, re-renders a base pinned to a
+// branch when the branch moves (with a render cache), and refuses a host
+// --remote-hosts does not name, naming the setting, without a request.
+func TestDiffRemoteGitBases(t *testing.T) {
+	t.Parallel()
+	kplan := buildKplan(t)
+	root, up := t.TempDir(), t.TempDir()
+	git(t, root, "init", "-q", "--bare", "org/base.git")
+	upstream := filepath.Join(root, "org/base.git")
+	git(t, up, "init", "-q", "-b", "main")
+	release := func(version, tag string) {
+		gittest.Write(t, up, map[string]string{
+			"app/kustomization.yaml": "resources: [cm.yaml]\n",
+			"app/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  version: " + version + "\n",
+		})
+		git(t, up, "add", "-A")
+		git(t, up, "commit", "-qm", version)
+		if tag != "" {
+			git(t, up, "tag", tag)
+		}
+		git(t, up, "push", "-q", "--tags", upstream, "main")
+	}
+	release("one", "v1")
+	release("two", "v2")
+	srv := githttp.Serve(t, root, "")
+	base := srv.URL + "/org/base.git//app?ref="
+	refused := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1) + "/org/base.git//app?ref=v1"
+
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	gittest.Write(t, dir, map[string]string{
+		"pinned/kustomization.yaml":  "resources:\n- " + base + "v1\n",
+		"branch/kustomization.yaml":  "namePrefix: branch-\nresources:\n- " + base + "main\n",
+		"refused/kustomization.yaml": "resources:\n- " + refused + "\n",
+	})
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-qm", "remote bases")
+	gittest.Write(t, dir, map[string]string{"pinned/kustomization.yaml": "resources:\n- " + base + "v2\n"})
+	git(t, dir, "commit", "-qam", "bump the base to v2")
+
+	gitCache, renderCache := t.TempDir(), t.TempDir()
+	diff := func() remoteBasePlan {
+		t.Helper()
+		cmd := exec.Command(kplan, "diff", "-C", dir, "--base", "main~1", "--head", "main", "-o", "json", "--fail-on-error=false",
+			"--remote-hosts", "127.0.0.1", "--git-cache", gitCache, "--cache-dir", renderCache)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("kplan diff: %v\n%s", err, stderr.String())
+		}
+		var p remoteBasePlan
+		if err := json.Unmarshal(stdout.Bytes(), &p); err != nil {
+			t.Fatalf("plan JSON: %v\n%s", err, stdout.String())
+		}
+		return p
+	}
+	byPath := func(p remoteBasePlan, path string) int {
+		for i, o := range p.Overlays {
+			if o.Path == path {
+				return i
+			}
+		}
+		t.Fatalf("no overlay %s in the plan", path)
+		return -1
+	}
+
+	before := srv.Fetches.Load()
+	p := diff()
+	pinned := p.Overlays[byPath(p, "pinned")]
+	if pinned.Status != "changed" || len(pinned.Changed) != 1 || !strings.Contains(pinned.Changed[0], "ConfigMap") {
+		t.Errorf("pinned: status %s, changed %v; want the ConfigMap changed", pinned.Status, pinned.Changed)
+	}
+	found := false
+	for _, fields := range pinned.Fields {
+		for _, f := range fields {
+			found = found || (f.Path == "data.version" && f.Old == `"one"` && f.New == `"two"`)
+		}
+	}
+	if !found {
+		t.Errorf("pinned: fields %+v, want data.version one → two", pinned.Fields)
+	}
+	branch := p.Overlays[byPath(p, "branch")]
+	if branch.Head.Error != "" || branch.Status != "unchanged" {
+		t.Errorf("branch: status %s, error %q; want it rendered, unchanged", branch.Status, branch.Head.Error)
+	}
+	ref := p.Overlays[byPath(p, "refused")]
+	if !strings.Contains(ref.Head.Error, "allow it with --remote-hosts localhost") {
+		t.Errorf("refused: error %q, want one naming --remote-hosts localhost", ref.Head.Error)
+	}
+	if srv.Fetches.Load() == before {
+		t.Errorf("the git server saw no fetch")
+	}
+
+	// The branch moves upstream: the next plan renders its new commit,
+	// whatever the render cache holds.
+	release("three", "")
+	p = diff()
+	moved := p.Overlays[byPath(p, "branch")]
+	if moved.Head.Error != "" || moved.Digest == "" || moved.Digest == branch.Digest {
+		t.Errorf("branch after a push: digest %s (was %s), error %q; want a new render", moved.Digest, branch.Digest, moved.Head.Error)
+	}
+}
