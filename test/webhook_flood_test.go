@@ -51,8 +51,14 @@ stateDir: %s
 }
 
 // deliverWhile sends a signed push every interval until stop is closed and
-// fails the test unless every one is answered 202 within a second; it
-// returns how many were sent and the slowest answer.
+// fails the test unless every one is answered 202 well within GitHub's
+// 10 s delivery timeout (half of it: on an idle machine answers take
+// milliseconds, but a CI machine running other tests can starve the
+// webhook for seconds); it returns how many were sent and the slowest
+// answer, which the README's figures come from.
+// githubTimeout is how long GitHub waits for a delivery's answer.
+const githubTimeout = 10 * time.Second
+
 func (e *hookEnv) deliverWhile(stop <-chan struct{}, interval time.Duration) (int, time.Duration) {
 	e.t.Helper()
 	var slowest time.Duration
@@ -67,8 +73,8 @@ func (e *hookEnv) deliverWhile(stop <-chan struct{}, interval time.Duration) (in
 		code := e.send("push", pushPayload(e.t, hookRepo, strings.Repeat("0", 40), sha), "", true)
 		took := time.Since(t0)
 		slowest = max(slowest, took)
-		if code != http.StatusAccepted || took > time.Second {
-			e.t.Errorf("signed delivery %d during the attack: HTTP %d after %v, want 202 within a second", n, code, took)
+		if code != http.StatusAccepted || took > githubTimeout/2 {
+			e.t.Errorf("signed delivery %d during the attack: HTTP %d after %v, want 202 within %v", n, code, took, githubTimeout/2)
 		}
 	}
 }
@@ -145,7 +151,7 @@ func trickle(t *testing.T, addr string, declared int, interval time.Duration, st
 
 // 64 connections trickling their bodies a byte every 200 ms (declaring
 // 25 MB, 2 KB, or chunked) do not keep signed deliveries waiting: each is
-// answered 202 within a second while they trickle. Each slow body is
+// answered 202 in time (deliverWhile) while they trickle. Each slow body is
 // answered 408 when its 10 s deadline passes, and /metrics counts them.
 func TestWebhookSlowBodyAttack(t *testing.T) {
 	const slow = 64

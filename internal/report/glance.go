@@ -27,6 +27,7 @@ type member struct {
 type group struct {
 	kind    string
 	members []member
+	pos     map[member]int // members' indexes: a plan may hold thousands
 }
 
 // groups finds the identical changes of a plan, across overlays, in the
@@ -50,10 +51,11 @@ func findGroups(p *inventorydiff.Plan) groups {
 			sig := kind + "\x00" + string(data)
 			g := bySig[sig]
 			if g == nil {
-				g = &group{kind: kind}
+				g = &group{kind: kind, pos: map[member]int{}}
 				bySig[sig] = g
 			}
 			m := member{o.Path, c.Key}
+			g.pos[m] = len(g.members)
 			g.members = append(g.members, m)
 			out[m] = g
 		}

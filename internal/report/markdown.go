@@ -513,10 +513,8 @@ func (m *md) objects(o *inventorydiff.Overlay, fields bool) string {
 const maxGroupNames = 10
 
 func (g *group) index(m member) int {
-	for i, x := range g.members {
-		if x == m {
-			return i
-		}
+	if i, ok := g.pos[m]; ok {
+		return i
 	}
 	return -1
 }
