@@ -322,9 +322,10 @@ type refs struct {
 	file string
 }
 
-// helm reads what helm will: the chart home, every file under it (the
-// render writes it to disk for helm), the values files, and, for a chart
-// from a chart repository that the chart home lacks, the repository.
+// helm reads what helm will: every file under each chart's directory in
+// the chart home (the render writes them to disk for helm), the values
+// files, and, for a chart from a chart repository that the chart home
+// lacks, the repository.
 func (r refs) helm(globals *types.HelmGlobals, charts []types.HelmChart) {
 	home := types.HelmDefaultHome
 	if globals != nil && globals.ChartHome != "" {
@@ -340,8 +341,6 @@ func (r refs) helm(globals *types.HelmGlobals, charts []types.HelmChart) {
 		return
 	}
 	home = resolve(r.dir, home)
-	r.n.paths = append(r.n.paths, home)
-	r.n.paths = append(r.n.paths, lister.Files(home)...)
 	for _, c := range charts {
 		if c.ValuesFile != "" {
 			r.load(c.ValuesFile, "helmCharts")
@@ -349,15 +348,14 @@ func (r refs) helm(globals *types.HelmGlobals, charts []types.HelmChart) {
 		for _, f := range c.AdditionalValuesFiles {
 			r.load(f, "helmCharts")
 		}
-		if c.Repo == "" {
-			continue
-		}
 		chartHome := home // as krusty's absChartHome
-		if c.Version != "" {
+		if c.Version != "" && c.Repo != "" {
 			chartHome = join(home, c.Name+"-"+c.Version)
 		}
-		r.n.paths = append(r.n.paths, join(chartHome, c.Name))
-		if r.b.src.Stat(join(chartHome, c.Name)) != Dir {
+		chart := join(chartHome, c.Name)
+		r.n.paths = append(r.n.paths, chart)
+		r.n.paths = append(r.n.paths, lister.Files(chart)...)
+		if c.Repo != "" && r.b.src.Stat(chart) != Dir {
 			r.remote(c.Repo, "helmCharts")
 		}
 	}

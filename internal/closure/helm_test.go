@@ -15,10 +15,11 @@ import (
 )
 
 // An overlay inflating a local chart, through a base, holds in its closure
-// every file the helm render reads (the chart home, whose directories the
-// render lists to write them for helm, and the values files), so that a
-// change to a chart template selects it; a chart committed under a
-// repository chart's home is not remote.
+// every file the helm render reads (the directories of the charts it
+// names, which the render lists to write them for helm, and the values
+// files), so that a change to a chart template selects it, and not the
+// other charts of the chart home; a chart committed where a repository
+// chart is pulled to is not remote.
 func TestHelmChartHomeIsInTheClosure(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -40,6 +41,7 @@ func TestHelmChartHomeIsInTheClosure(t *testing.T) {
 		"base/more.yaml":             "who: c\n",
 		"overlay/kustomization.yaml": "resources: [../base]\n",
 		"unrelated/x.yaml":           "a: b\n",
+		"charts/unused/Chart.yaml":   "apiVersion: v2\nname: unused\nversion: 1.0.0\n",
 	}
 	for name, content := range chart {
 		files["charts/c/"+name] = content
@@ -56,8 +58,11 @@ func TestHelmChartHomeIsInTheClosure(t *testing.T) {
 			t.Errorf("the closure lacks %s", want)
 		}
 	}
-	if _, ok := slices.BinarySearch(c.Paths, "unrelated/x.yaml"); ok {
-		t.Errorf("the closure holds unrelated/x.yaml")
+	// Another chart of the same home is not read.
+	for _, p := range []string{"unrelated/x.yaml", "charts/unused/Chart.yaml"} {
+		if _, ok := slices.BinarySearch(c.Paths, p); ok {
+			t.Errorf("the closure holds %s", p)
+		}
 	}
 	tree, err := render.Discover(s.FS, render.Filter{})
 	if err != nil {

@@ -193,8 +193,9 @@ func mentionsHelm(data []byte) bool {
 }
 
 // prepare writes to disk what helm will read for the kustomization file
-// (a snapshot path): its chart home and additional values files, and the
-// charts it names from chart repositories that the chart home lacks.
+// (a snapshot path): the directories of the charts it names under its
+// chart home, its additional values files, and the charts from chart
+// repositories that the chart home lacks.
 func (h *helmFS) prepare(file string, data []byte) error {
 	var k types.Kustomization
 	if err := sigsyaml.Unmarshal(data, &k); err != nil {
@@ -214,21 +215,26 @@ func (h *helmFS) prepare(file string, data []byte) error {
 		return fmt.Errorf("%s: helmGlobals.chartHome %s is absolute: kplan renders charts from the repository only (give a path relative to the kustomization)", rel, home)
 	}
 	home = path.Join(dir, filepath.ToSlash(home))
-	if err := h.copyTree(rel, "helmGlobals.chartHome", home); err != nil {
-		return err
-	}
 	for _, c := range k.HelmCharts {
 		for _, f := range c.AdditionalValuesFiles {
 			if err := h.copyTree(rel, "additionalValuesFiles", path.Join(dir, filepath.ToSlash(f))); err != nil {
 				return err
 			}
 		}
+		// Only the chart's own directory: a chart home may be far larger
+		// (the repository's top, say).
+		chartHome := home
+		if c.Version != "" && c.Repo != "" {
+			chartHome = path.Join(home, c.Name+"-"+c.Version) // as krusty's absChartHome
+		}
+		if err := h.copyTree(rel, "helmGlobals.chartHome", path.Join(chartHome, c.Name)); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(h.onDisk(chartHome), 0o755); err != nil {
+			return fmt.Errorf("write %s for helm: %w", relName(chartHome), err)
+		}
 		if c.Repo == "" {
 			continue // krusty reports a chart that is not there
-		}
-		chartHome := home
-		if c.Version != "" {
-			chartHome = path.Join(home, c.Name+"-"+c.Version) // as krusty's absChartHome
 		}
 		if fi, err := os.Stat(path.Join(h.onDisk(chartHome), c.Name)); err == nil && fi.IsDir() {
 			continue // in the repository: krusty does not pull it
