@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -231,12 +230,7 @@ func labelled(t *testing.T, path string, labels ...string) string {
 
 // buildAction builds the Action's binary, as action.yml runs it.
 func buildAction(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "kplan-action")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/action").CombinedOutput(); err != nil {
-		t.Fatalf("build kplan-action: %v\n%s", err, out)
-	}
-	return bin
+	return program(t, "../cmd/action")
 }
 
 // runBinary runs the Action's binary with the runner's environment and

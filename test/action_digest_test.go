@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -93,10 +92,5 @@ func TestPlanDigestIsStableAndPerOverlay(t *testing.T) {
 
 // buildKplan builds the kplan CLI for a test.
 func buildKplan(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "kplan")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kplan").CombinedOutput(); err != nil {
-		t.Fatalf("build kplan: %v\n%s", err, out)
-	}
-	return bin
+	return program(t, "../cmd/kplan")
 }

@@ -59,6 +59,7 @@ const (
 // the PodDisruptionBudget and NetworkPolicy select its pods and the
 // NetworkPolicy admits the port the Service sends to.
 func TestDeployManifests(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	cmds := readmeInstall(t)
 	var applied []string

@@ -88,6 +88,7 @@ spec:
 // A late delivery of a merge that a force-push removed deploys the
 // branch's tip: B's objects are pruned and B is never applied again.
 func TestWebhookForcePushDeploysTheTip(t *testing.T) {
+	t.Parallel()
 	e := newHookEnv(t, "1h")
 	shaA := e.commit("a")
 	e.start()
@@ -124,6 +125,7 @@ func TestWebhookForcePushDeploysTheTip(t *testing.T) {
 // commit's pending status gets a final state, either the next deploy's
 // own (same commit) or "error" (the branch moved on while it was down).
 func TestWebhookKilledMidDeployFinishesItsReports(t *testing.T) {
+	t.Parallel()
 	e := newHookEnvBranch(t, "1h", `
         targets:
           - name: prod
@@ -195,6 +197,7 @@ var hostPort = regexp.MustCompile(`\b\d{1,3}(\.\d{1,3}){3}\b|localhost|\[::1?\]|
 // of failure everywhere GitHub shows it — no address — while the webhook's
 // log has the whole error.
 func TestWebhookUnreachableClusterShowsNoAddress(t *testing.T) {
+	t.Parallel()
 	e := newHookEnv(t, "1h")
 	sha1 := e.commit("a")
 	logs := e.startWithEnv("KPLAN_WEBHOOK_SECRET="+hookSecret, "KPLAN_GITHUB_TOKEN="+hookToken)
@@ -233,6 +236,7 @@ func TestWebhookUnreachableClusterShowsNoAddress(t *testing.T) {
 // GitHub's secondary rate limit (403, then 429, with Retry-After) on the
 // first reports: every report still arrives with the right final state.
 func TestWebhookReportsThroughSecondaryRateLimits(t *testing.T) {
+	t.Parallel()
 	e := newHookEnv(t, "1h")
 	sha1 := e.commit("a")
 	e.gh.SecondaryRateLimitNext(4, http.StatusForbidden, time.Second)

@@ -218,6 +218,7 @@ func row(body, object string) string {
 // drift, and the API server's refusals with its own messages; a push to
 // the PR edits the same comment; the drift check exports the hand edit.
 func TestWebhookLivePlan(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	e := newHookEnv(t, "2s")

@@ -138,6 +138,7 @@ func sample(body, series string) float64 {
 // checked its JWT, fetches and reports with them, and mints a new one
 // before the old expires; /metrics then counts the deliveries and deploys.
 func TestWebhookGitHubAppAndMetrics(t *testing.T) {
+	t.Parallel()
 	e := &hookEnv{t: t}
 	e.cluster = testcluster.Start(t)
 	var err error

@@ -80,6 +80,7 @@ func (e *hookEnv) deployComment(n int, want string) string {
 // requireReviewedPlan the differing merge is refused, the cluster
 // untouched, until a merge whose plan matches.
 func TestWebhookAppliesWhatWasReviewed(t *testing.T) {
+	t.Parallel()
 	for _, require := range []bool{false, true} {
 		name := "reports"
 		if require {

@@ -277,15 +277,11 @@ stateDir: %s
 }
 
 func buildWebhook(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "kplan-webhook")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/webhook").CombinedOutput(); err != nil {
-		t.Fatalf("build the webhook: %v\n%s", err, out)
-	}
-	return bin
+	return program(t, "../cmd/webhook")
 }
 
 func TestWebhookDeploysOnMerge(t *testing.T) {
+	t.Parallel()
 	// No periodic resync during this test: after the one at start, every
 	// deploy comes from a delivery.
 	e := newHookEnv(t, "1h")
@@ -403,6 +399,7 @@ func eq(t *testing.T, what string, got, want []string) {
 // the newest commit; an unreachable API server fails a deploy with a
 // reported error, and the next resync succeeds once it is back.
 func TestWebhookRecovers(t *testing.T) {
+	t.Parallel()
 	e := newHookEnv(t, "2s")
 	sha1 := e.commit("a")
 	e.start()
@@ -538,6 +535,7 @@ func (e *hookEnv) configMap(ns, name string) bool {
 // Two targets of one cluster with the same explicit inventory: the
 // webhook does not start, and says which targets.
 func TestWebhookRefusesSharedInventoryAtStart(t *testing.T) {
+	t.Parallel()
 	bin := buildWebhook(t)
 	cfg := filepath.Join(t.TempDir(), "webhook.yaml")
 	os.WriteFile(cfg, []byte(`repositories:
@@ -565,6 +563,7 @@ func TestWebhookRefusesSharedInventoryAtStart(t *testing.T) {
 // staging with its resourcegroup.yaml): neither is applied, and both
 // commit statuses say which targets and why.
 func TestWebhookRefusesTargetsRenderingOneInventory(t *testing.T) {
+	t.Parallel()
 	e := newHookEnvBranch(t, "1h", `
         targets:
           - {name: staging, overlay: staging, kubeconfig: KUBECONFIG, reconcileTimeout: 20s}
@@ -596,6 +595,7 @@ func TestWebhookRefusesTargetsRenderingOneInventory(t *testing.T) {
 // a target deploys it, into the namespace it names; a target whose
 // environment the webhook does not map is reported and not deployed.
 func TestWebhookTargetsFromRepository(t *testing.T) {
+	t.Parallel()
 	e := newHookEnvBranch(t, "1h", `
         targetsFrom: .kplan.yaml
         environments:
