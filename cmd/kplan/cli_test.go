@@ -15,12 +15,12 @@ import (
 // codes.
 func TestHelpForEveryCommand(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"help"}, {"diff", "--help"}, {"render", "-h"}, {"apply", "--help"},
-		{"init", "--help"}, {"migrate", "--help"}, {"demo", "--help"}, {"version", "--help"}, {"completion", "--help"}, {"help", "diff"}} {
+		{"init", "--help"}, {"migrate", "--help"}, {"demo", "--help"}, {"version", "--help"}, {"merge", "--help"}, {"completion", "--help"}, {"help", "diff"}} {
 		out, stderr, err := kplan(t, nil, args...)
 		if err != nil || !strings.Contains(out, "Usage:") || stderr != "" {
 			t.Errorf("kplan %q: err %v, stderr %q, stdout without usage:\n%s", args, err, stderr, out)
 		}
-		if args[0] != "completion" && args[0] != "help" && !strings.Contains(out, "2  diff --exit-code only") {
+		if args[0] != "completion" && args[0] != "help" && !strings.Contains(out, "2  diff and merge --exit-code only") {
 			t.Errorf("kplan %q: help does not document the exit codes:\n%s", args, out)
 		}
 	}

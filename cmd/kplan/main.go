@@ -92,8 +92,8 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e))
 // (terraform's -detailed-exitcode convention).
 const exitCodes = `Exit codes:
   0  success
-  1  any error, usage errors included (and for diff, an overlay the change breaks)
-  2  diff --exit-code only: the plan has changes`
+  1  any error, usage errors included (and for diff and merge, an overlay the change breaks)
+  2  diff and merge --exit-code only: the plan has changes`
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	level := slog.LevelWarn

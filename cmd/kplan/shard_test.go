@@ -10,9 +10,9 @@ import (
 	"testing"
 )
 
-// shardRepo is a repository of seven overlays and a change that edits a
-// base two of them share, edits one overlay, breaks one, removes one and
-// adds one, leaving two alone.
+// shardRepo is a repository of eight overlays and a change that edits a
+// base two of them share, edits one overlay, breaks one, removes one,
+// moves one and adds one, leaving two alone.
 func shardRepo(t *testing.T) (dir, base, head string) {
 	t.Helper()
 	dir = t.TempDir()
@@ -21,7 +21,7 @@ func shardRepo(t *testing.T) (dir, base, head string) {
 		"base/kustomization.yaml": "resources:\n- cm.yaml\n",
 		"base/cm.yaml":            configMap("shared", "a: '1'"),
 	}
-	for _, o := range []string{"shared-a", "shared-b", "edited", "broken", "removed", "still-1", "still-2"} {
+	for _, o := range []string{"shared-a", "shared-b", "edited", "broken", "removed", "still-1", "still-2", "old-home"} {
 		dir := "overlays/" + o
 		files[dir+"/kustomization.yaml"] = "namePrefix: " + o + "-\nresources:\n- cm.yaml\n"
 		files[dir+"/cm.yaml"] = configMap("own", "v: '1'")
@@ -39,6 +39,7 @@ func shardRepo(t *testing.T) (dir, base, head string) {
 		"overlays/added/kustomization.yaml":  "resources:\n- cm.yaml\n",
 		"overlays/added/cm.yaml":             configMap("new", "v: '1'"),
 	})
+	git(t, dir, "mv", "overlays/old-home", "overlays/new-home")
 	head = commitAll(t, dir, "head")
 	return dir, base, head
 }
@@ -101,6 +102,9 @@ func TestShardedPlanMergesToTheUnshardedPlan(t *testing.T) {
 		case "json":
 			want, got = withoutWork(t, want), withoutWork(t, got)
 		case "markdown":
+			if !strings.Contains(got, "<sub>kplan planned 10 overlays on 3 runners: ") {
+				t.Errorf("the merged comment's footer does not say the plan ran on 3 runners:\n%s", got)
+			}
 			want, got = withoutFooter(want), withoutFooter(got)
 		}
 		if got != want {
@@ -112,7 +116,7 @@ func TestShardedPlanMergesToTheUnshardedPlan(t *testing.T) {
 	}
 	p := diffJSON(t, "-C", dir, "--base", base, "--head", head)
 	want := map[string]string{"overlays/added": "new", "overlays/broken": "error", "overlays/edited": "changed", "overlays/removed": "removed",
-		"overlays/shared-a": "changed", "overlays/shared-b": "changed", "overlays/still-1": "unchanged", "overlays/still-2": "unchanged"}
+		"overlays/new-home": "moved", "overlays/shared-a": "changed", "overlays/shared-b": "changed", "overlays/still-1": "unchanged", "overlays/still-2": "unchanged"}
 	if got := statuses(p); !maps.Equal(got, want) {
 		t.Errorf("the unsharded plan is not the case this test is for: %v, want %v", got, want)
 	}
@@ -128,4 +132,29 @@ func withoutFooter(md string) string {
 		}
 	}
 	return strings.Join(keep, "\n")
+}
+
+// merge refuses a set with a shard missing, naming it, parts of
+// different commits and a shard given twice.
+func TestMergeRefusesMissingShardsAndOtherCommits(t *testing.T) {
+	t.Parallel()
+	dir, base, head := shardRepo(t)
+	parts := writeParts(t, dir, base, head, 3)
+	write(t, dir, map[string]string{"overlays/still-1/cm.yaml": configMap("own", "v: '3'")})
+	later := commitAll(t, dir, "later")
+	other := writeParts(t, dir, base, later, 3)
+	for _, c := range []struct {
+		name  string
+		parts []string
+		want  string
+	}{
+		{"missing", []string{parts[0], parts[2]}, "shard 2/3 missing"},
+		{"other commits", []string{parts[0], other[1], parts[2]}, "parts of different commits"},
+		{"twice", []string{parts[0], parts[1], parts[1]}, "shard 2/3 given twice"},
+	} {
+		out, _, err := kplan(t, nil, append([]string{"merge", "-o", "json"}, c.parts...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) || out != "" {
+			t.Errorf("%s: merge printed %q and returned %v, want nothing printed and an error saying %q", c.name, out, err, c.want)
+		}
+	}
 }

@@ -38,4 +38,7 @@ type Work struct {
 	Rendered  int           // kustomize builds run (one overlay on one side each)
 	CacheHits int           // builds read from the render cache instead
 	Took      time.Duration // the whole plan, reading git included
+	// Shards is how many runners shared the plan (kplan merge): the
+	// counts are their sums and Took the longest; 0 for one run.
+	Shards int
 }

@@ -259,8 +259,11 @@ func footer(p *inventorydiff.Plan) string {
 	if w == nil {
 		return ""
 	}
-	s := fmt.Sprintf("kplan planned %d %s: %d kustomize %s",
-		w.Overlays, plural(w.Overlays, "overlay", "overlays"), w.Rendered, plural(w.Rendered, "build", "builds"))
+	s := fmt.Sprintf("kplan planned %d %s", w.Overlays, plural(w.Overlays, "overlay", "overlays"))
+	if w.Shards > 1 {
+		s += fmt.Sprintf(" on %d runners", w.Shards)
+	}
+	s += fmt.Sprintf(": %d kustomize %s", w.Rendered, plural(w.Rendered, "build", "builds"))
 	if w.CacheHits > 0 {
 		s += fmt.Sprintf(", %d from the cache", w.CacheHits)
 	}

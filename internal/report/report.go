@@ -274,6 +274,9 @@ type jsonWork struct {
 	Rendered  int   `json:"rendered"`
 	CacheHits int   `json:"cacheHits"`
 	TookMs    int64 `json:"tookMs"`
+	// Shards is how many runners shared a merged plan (its tookMs is the
+	// longest one's).
+	Shards int `json:"shards,omitempty"`
 }
 
 type jsonTotals struct {
@@ -306,7 +309,7 @@ func JSONWith(p *inventorydiff.Plan, opts Options) ([]byte, error) {
 		out.Images = append(out.Images, j)
 	}
 	if w := p.Work; w != nil {
-		out.Work = &jsonWork{w.Overlays, w.Skipped, w.Rendered, w.CacheHits, w.Took.Milliseconds()}
+		out.Work = &jsonWork{w.Overlays, w.Skipped, w.Rendered, w.CacheHits, w.Took.Milliseconds(), w.Shards}
 	}
 	t := p.Totals
 	out.Totals = jsonTotals{t.Added, t.Changed, t.Pruned, t.Detached, t.Overlays, t.ChangedOverlays, t.Failed, len(p.IntroducedFailures()), t.Dangerous}

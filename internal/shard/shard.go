@@ -194,6 +194,9 @@ func Merge(parts []Named) (*inventorydiff.Plan, error) {
 	}
 	slices.SortFunc(out.Overlays, func(a, b inventorydiff.Overlay) int { return cmp.Compare(a.Path, b.Path) })
 	out.Totals = inventorydiff.Sum(out.Overlays)
+	if work != nil {
+		work.Shards = s0.Count
+	}
 	out.Work = work
 	return out, nil
 }
