@@ -28,8 +28,9 @@ import (
 // execs it) and reads charts and values files from the real disk, at paths
 // below the kustomization's directory. A render with helm enabled
 // therefore runs krusty on helmFS: the same files, named under a private
-// temporary directory that stands for snapshot.Root, where the chart homes
-// and values files of the kustomizations that inflate charts are written
+// temporary directory that stands for "/", where the directories of the
+// charts and the values files of the kustomizations that inflate them are
+// written
 // (from the snapshot, through the render's guard: budgets apply and the
 // reads are the render's) just before krusty reads those kustomizations.
 //
@@ -38,8 +39,8 @@ import (
 // render's network policy (Options.Remote) and unpacked where `helm pull
 // --untar` would put them, so helm itself reaches no network.
 type helmFS struct {
-	g    *guardFS // the render's file system, under snapshot.Root
-	disk string   // the directory standing for snapshot.Root
+	g    *guardFS // the render's file system
+	disk string   // the directory standing for "/"
 
 	mu     sync.Mutex
 	copied map[string]bool // repository paths already written to disk
@@ -54,31 +55,27 @@ func newHelmFS(g *guardFS, dir string) (h *helmFS, root string, cleanup func(), 
 		return nil, "", nil, fmt.Errorf("render %s: create a directory for helm: %w", dir, err)
 	}
 	h = &helmFS{g: g, disk: filepath.ToSlash(disk), copied: map[string]bool{}}
-	return h, path.Join(h.disk, filepath.ToSlash(dir)), func() { os.RemoveAll(disk) }, nil
+	return h, h.onDisk(snapshot.Abs(dir)), func() { os.RemoveAll(disk) }, nil
 }
 
-// repo is the snapshot path a disk path of the render stands for.
+// repo is the path, in the render's file system, that a path krusty
+// sees stands for. krusty sees every path under the private directory
+// (snapshot.Root as disk/repo), so that relative paths keep their depth:
+// a git base's tree on disk, named relative to the kustomization, is
+// reached from disk/repo/... as from /repo/....
 func (h *helmFS) repo(p string) string {
 	p = filepath.ToSlash(p)
 	if p == h.disk {
-		return snapshot.Root
+		return "/"
 	}
 	if r, ok := strings.CutPrefix(p, h.disk+"/"); ok {
-		return snapshot.Root + "/" + r
+		return "/" + r
 	}
 	return p
 }
 
-// onDisk is the render's disk path for a snapshot path.
-func (h *helmFS) onDisk(p string) string {
-	if p == snapshot.Root {
-		return h.disk
-	}
-	if r, ok := strings.CutPrefix(p, snapshot.Root+"/"); ok {
-		return h.disk + "/" + r
-	}
-	return p
-}
+// onDisk is the path krusty sees for a path of the render's file system.
+func (h *helmFS) onDisk(p string) string { return h.disk + p }
 
 // scrub names the render's disk paths in err as the snapshot paths they
 // stand for, so that messages do not depend on the temporary directory.
@@ -86,7 +83,7 @@ func (h *helmFS) scrub(err error) error {
 	if err == nil || !strings.Contains(err.Error(), h.disk) {
 		return err
 	}
-	return &renamedError{msg: strings.ReplaceAll(err.Error(), h.disk, snapshot.Root), err: err}
+	return &renamedError{msg: strings.ReplaceAll(err.Error(), h.disk, ""), err: err}
 }
 
 type renamedError struct {
@@ -250,7 +247,7 @@ func (h *helmFS) prepare(file string, data []byte) error {
 // to the render's disk, once. A path outside the repository is refused;
 // a missing one is left for krusty or helm to report.
 func (h *helmFS) copyTree(file, field, p string) error {
-	if p != snapshot.Root && !strings.HasPrefix(p, snapshot.Root+"/") {
+	if !h.readable(p) {
 		return fmt.Errorf("%s: %s %s is outside the repository, which is all a render reads", file, field, relName(p))
 	}
 	h.mu.Lock()
@@ -272,6 +269,22 @@ func (h *helmFS) copyTree(file, field, p string) error {
 		}
 		return h.copyFile(q)
 	})
+}
+
+// readable says whether p is in the repository or in a git base's tree
+// the render fetched.
+func (h *helmFS) readable(p string) bool {
+	if p == snapshot.Root || strings.HasPrefix(p, snapshot.Root+"/") {
+		return true
+	}
+	h.g.mu.Lock()
+	defer h.g.mu.Unlock()
+	for _, m := range h.g.mounts {
+		if p == m || strings.HasPrefix(p, m+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func (h *helmFS) copyFile(p string) error {

@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kplan-dev/kplan/internal/gitbase"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/testhelm"
+	"github.com/kplan-dev/kplan/test/githttp"
+	"github.com/kplan-dev/kplan/test/gittest"
 )
 
 // helmBin returns the directory of the pinned helm and kustomize commands.
@@ -159,4 +162,49 @@ func TestHelmChartsRenderLikeKustomize(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A git remote base that inflates a chart of its own repository renders
+// with helm enabled, as `kustomize build --enable-helm` renders the same
+// base from disk: the base's tree is reached from the overlay however deep
+// kplan's directory for helm is.
+func TestHelmChartInAGitBase(t *testing.T) {
+	t.Parallel()
+	bin := helmBin(t)
+	root, work := t.TempDir(), t.TempDir()
+	gittest.Git(t, root, "init", "-q", "--bare", "org/base.git")
+	gittest.Git(t, work, "init", "-q", "-b", "main")
+	base := readTree(t, filepath.Join("testdata", "helm", "local"), "app/")
+	gittest.Write(t, work, base)
+	gittest.Git(t, work, "add", "-A")
+	gittest.Git(t, work, "commit", "-qm", "v1")
+	gittest.Git(t, work, "tag", "v1")
+	gittest.Git(t, work, "push", "-q", filepath.Join(root, "org/base.git"), "main", "v1")
+	srv := githttp.Serve(t, root, "")
+	s := memFS(t, map[string]string{
+		"overlay/kustomization.yaml": "namePrefix: prod-\nresources:\n- " + srv.URL + "/org/base.git//app?ref=v1\n",
+	})
+	p, err := netpolicy.New([]string{"127.0.0.1"}, "--remote-hosts %s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := gitbase.New(t.TempDir(), p)
+	t.Cleanup(func() { _ = cache.Close() })
+	tree, err := Discover(s.FS, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := Render(context.Background(), s.FS, tree, []string{"overlay"},
+		Options{EnableHelm: true, HelmCommand: filepath.Join(bin, "helm"), Remote: p, Git: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs[0].Err != nil {
+		t.Fatal(rs[0].Err)
+	}
+	base["overlay/kustomization.yaml"] = "namePrefix: prod-\nresources:\n- ../app\n"
+	want := kustomizeBuild(t, bin, base, "overlay")
+	if got := toYAML(t, rs[0].Objects); got != want || !strings.Contains(got, "name: prod-web-hello") {
+		t.Errorf("renders\n%s\nkustomize build --enable-helm of the same base on disk gives\n%s", got, want)
+	}
 }
