@@ -212,6 +212,63 @@ func (b *Builder) Overlay(dir string) *Closure {
 	return c
 }
 
+// Probe tells, for one set of changed paths, whether overlays' closures
+// meet it without building them: a change of a few files then costs a
+// look at each kustomization, not the union of every overlay's paths.
+type Probe struct {
+	b       *Builder
+	changed map[string]bool
+	own     map[*node]bool // whether the node's own paths meet changed
+}
+
+// Probe returns a Probe of changed on b's tree.
+func (b *Builder) Probe(changed map[string]bool) *Probe {
+	return &Probe{b: b, changed: changed, own: map[*node]bool{}}
+}
+
+// Overlay says whether Overlay(dir).Meets(changed), and returns the
+// closure without its Paths: what it reads outside the repository, why
+// it is unbounded, whether it sets a schema.
+func (p *Probe) Overlay(dir string) (bool, *Closure) {
+	c := &Closure{Overlay: dir}
+	meets := p.changed["."]
+	seen := map[string]bool{}
+	stack := []string{clean(dir)}
+	for len(stack) > 0 {
+		d := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[d] {
+			continue
+		}
+		seen[d] = true
+		n := p.b.node(d)
+		meets = meets || p.meets(n)
+		c.Remote = append(c.Remote, n.remote...)
+		if n.unbounded != "" && c.Unbounded == "" {
+			c.Unbounded = n.unbounded
+		}
+		c.OpenAPI = c.OpenAPI || n.openapi
+		stack = append(stack, n.subs...)
+	}
+	return meets, c
+}
+
+// meets says whether a node's paths, or the directories above them
+// (which Overlay adds), are changed.
+func (p *Probe) meets(n *node) bool {
+	if m, ok := p.own[n]; ok {
+		return m
+	}
+	m := false
+	for _, q := range n.paths {
+		for ; q != "." && !m; q = path.Dir(q) {
+			m = p.changed[q]
+		}
+	}
+	p.own[n] = m
+	return m
+}
+
 func (b *Builder) node(dir string) *node {
 	if n, ok := b.nodes[dir]; ok {
 		return n

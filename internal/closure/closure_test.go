@@ -411,3 +411,40 @@ func writeFile(p string, r io.Reader, mode os.FileMode) error {
 	}
 	return f.Close()
 }
+
+// A probe answers, for any one changed path, what the overlay's closure
+// answers, and says the same of what the build reads outside the tree.
+func TestProbeAgreesWithOverlay(t *testing.T) {
+	story, err := snapshot.FromFS(demo.Story(), "story")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]*snapshot.Snapshot{"fields": snapshotOf(t, fieldsTree), "story": story} {
+		tree, err := render.Discover(s.FS, render.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := closure.New(closure.SnapshotSource(context.Background(), s), closure.Options{})
+		candidates := map[string]bool{"elsewhere/x.yaml": true}
+		for _, o := range tree.Overlays {
+			for _, p := range b.Overlay(o).Paths {
+				candidates[p] = true
+				candidates[p+"/below"] = true
+			}
+		}
+		for p := range candidates {
+			changed := map[string]bool{p: true}
+			probe := b.Probe(changed)
+			for _, o := range tree.Overlays {
+				c := b.Overlay(o)
+				meets, outline := probe.Overlay(o)
+				if meets != c.Meets(changed) {
+					t.Errorf("%s: %s changed: the probe says %v, the closure %v", name, p, meets, c.Meets(changed))
+				}
+				if outline.Unbounded != c.Unbounded || outline.OpenAPI != c.OpenAPI || len(outline.Remote) != len(c.Remote) {
+					t.Errorf("%s: %s: the probe's outline %+v differs from the closure %+v", name, o, outline, c)
+				}
+			}
+		}
+	}
+}

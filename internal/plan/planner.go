@@ -61,6 +61,9 @@ type planner struct {
 	built       int // builds done, for Options.Progress
 	// owned are the overlays this shard plans; nil: all of them.
 	owned map[string]bool
+	// met says, while jobs probes closures, whether an overlay's closure
+	// on each side meets the change (closures then have no paths).
+	met [2]map[string]bool
 }
 
 // side is one revision, discovered.
@@ -306,11 +309,15 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
 	}
 	// Each side on its own core. The builders share their memo of parsed
 	// kustomizations, so the head goes through its overlays backwards:
-	// the sides then parse different files until they meet.
+	// the sides then parse different files until they meet. Unless the
+	// plan is full, an overlay is probed first — does its closure meet
+	// the change? — and only those the plan may build get their paths:
+	// the union of every overlay's paths costs more than the rest.
 	var closures [2]map[string]*closure.Closure
 	var wg sync.WaitGroup
 	for i, sd := range sides {
 		closures[i] = map[string]*closure.Closure{}
+		p.met[i] = map[string]bool{}
 		overlays := slices.Sorted(maps.Keys(sd.overlays))
 		if i == 1 {
 			slices.Reverse(overlays)
@@ -318,13 +325,48 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if p.opts.Full || p.opts.Warm {
+				for _, o := range overlays {
+					closures[i][o] = sd.closures.Overlay(o)
+				}
+				return
+			}
+			probe := sd.closures.Probe(changed)
 			for _, o := range overlays {
-				closures[i][o] = sd.closures.Overlay(o)
+				p.met[i][o], closures[i][o] = probe.Overlay(o)
 			}
 		}()
 	}
 	wg.Wait()
 	p.closures = closures
+	if !p.opts.Full && !p.opts.Warm {
+		// Those the change may affect, or that fail on discovery, need
+		// their paths: to load, to key the cache, to weigh the shards.
+		var need []string
+		for _, o := range slices.Sorted(mapKeys(all)) {
+			var present [2]bool
+			var cs [2]*closure.Closure
+			for i, sd := range sides {
+				present[i], cs[i] = sd.overlays[o], closures[i][o]
+			}
+			if !p.skip(sides, o, present, cs, changed) {
+				need = append(need, o)
+			}
+		}
+		for i, sd := range sides {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, o := range need {
+					if sd.overlays[o] {
+						closures[i][o] = sd.closures.Overlay(o)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		p.met = [2]map[string]bool{}
+	}
 	if p.opts.Shard.On() {
 		p.owned = p.share(sides, slices.Sorted(mapKeys(all)), changed)
 	}
@@ -376,7 +418,7 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
 // skip says the change cannot affect the overlay: the plan reports it
 // unchanged without rendering it.
 func (p *planner) skip(sides [2]*side, o string, present [2]bool, cs [2]*closure.Closure, changed map[string]bool) bool {
-	return !p.opts.Full && !p.opts.Warm && present[0] && present[1] && p.unaffected(cs[0], changed) && p.unaffected(cs[1], changed) &&
+	return !p.opts.Full && !p.opts.Warm && present[0] && present[1] && p.unaffected(0, o, cs[0], changed) && p.unaffected(1, o, cs[1], changed) &&
 		!changed[path.Join(o, resourcegroup.DefaultFile)] && sides[0].namespace(o) == sides[1].namespace(o)
 }
 
@@ -425,8 +467,12 @@ func (p *planner) share(sides [2]*side, all []string, changed map[string]bool) m
 // so it reads exactly what it read on the other side. A remote reference
 // the network policy refuses reads nothing either: the build fails on it
 // the same way on both sides, whatever the network does.
-func (p *planner) unaffected(c *closure.Closure, changed map[string]bool) bool {
-	if c.Unbounded != "" || c.Meets(changed) {
+func (p *planner) unaffected(side int, o string, c *closure.Closure, changed map[string]bool) bool {
+	meets, probed := p.met[side][o]
+	if !probed {
+		meets = c.Meets(changed)
+	}
+	if c.Unbounded != "" || meets {
 		return false
 	}
 	for _, r := range c.Remote {
