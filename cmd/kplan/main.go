@@ -292,7 +292,19 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 			return err
 		}
 		if share.On() {
-			return writePart(cmd.OutOrStdout(), shard.NewPart(p, share, version.String()))
+			// Every flag but -C, --base, --head, --shard, --cache-dir and
+			// the output's:
+			// the shards of one run must plan the same overlays alike.
+			var opts []string
+			f.VisitAll(func(fl *pflag.Flag) {
+				switch fl.Name {
+				case "dir", "base", "head", "shard", "cache-dir", "output", "exit-code", "fail-on-error", "diff-style":
+				default:
+					opts = append(opts, "--"+fl.Name+"="+fl.Value.String())
+				}
+			})
+			opts = append(opts, args...)
+			return writePart(cmd.OutOrStdout(), shard.NewPart(p, share, version.String(), strings.Join(opts, " ")))
 		}
 		if err := writeReport(cmd.OutOrStdout(), p, *format, report.Options{DiffStyle: diffStyle}); err != nil {
 			return err

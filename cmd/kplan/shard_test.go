@@ -58,12 +58,13 @@ func exitOf(t *testing.T, err error, stderr string) int {
 	return -1
 }
 
-// writeParts plans each shard of n into its own part file.
-func writeParts(t *testing.T, dir, base, head string, n int) []string {
+// writeParts plans each shard of n into its own part file, with extra
+// flags.
+func writeParts(t *testing.T, dir, base, head string, n int, extra ...string) []string {
 	t.Helper()
 	var parts []string
 	for i := 1; i <= n; i++ {
-		out, stderr, err := kplan(t, nil, "diff", "-C", dir, "--base", base, "--head", head, "--shard", strconv.Itoa(i)+"/"+strconv.Itoa(n), "-o", "json")
+		out, stderr, err := kplan(t, nil, append([]string{"diff", "-C", dir, "--base", base, "--head", head, "--shard", strconv.Itoa(i) + "/" + strconv.Itoa(n), "-o", "json"}, extra...)...)
 		if err != nil {
 			t.Fatalf("kplan diff --shard %d/%d: %v\n%s", i, n, err, stderr)
 		}
@@ -135,7 +136,7 @@ func withoutFooter(md string) string {
 }
 
 // merge refuses a set with a shard missing, naming it, parts of
-// different commits and a shard given twice.
+// different commits or flags and a shard given twice.
 func TestMergeRefusesMissingShardsAndOtherCommits(t *testing.T) {
 	t.Parallel()
 	dir, base, head := shardRepo(t)
@@ -143,6 +144,7 @@ func TestMergeRefusesMissingShardsAndOtherCommits(t *testing.T) {
 	write(t, dir, map[string]string{"overlays/still-1/cm.yaml": configMap("own", "v: '3'")})
 	later := commitAll(t, dir, "later")
 	other := writeParts(t, dir, base, later, 3)
+	excluding := writeParts(t, dir, base, head, 3, "--exclude", "overlays/still-1")
 	for _, c := range []struct {
 		name  string
 		parts []string
@@ -151,6 +153,7 @@ func TestMergeRefusesMissingShardsAndOtherCommits(t *testing.T) {
 		{"missing", []string{parts[0], parts[2]}, "shard 2/3 missing"},
 		{"other commits", []string{parts[0], other[1], parts[2]}, "parts of different commits"},
 		{"twice", []string{parts[0], parts[1], parts[1]}, "shard 2/3 given twice"},
+		{"other flags", []string{parts[0], excluding[1], parts[2]}, "run every shard with the same flags"},
 	} {
 		out, _, err := kplan(t, nil, append([]string{"merge", "-o", "json"}, c.parts...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) || out != "" {

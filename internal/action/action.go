@@ -275,7 +275,11 @@ func planChange(ctx context.Context, a *githubactions.Action, g gitcli.Repo, gct
 		return nil, err
 	}
 	if in.shard.On() {
-		return nil, writePart(a, p, in.shard, getenv, log)
+		// The inputs that choose and render the overlays: the shards of
+		// one run must share them.
+		options := fmt.Sprintf("overlays=%q exclude=%q load-restrictor=%q enable-helm=%t remote-hosts=%q fork-remote-hosts=%q fork=%t ignore-fields=%q ignore-kinds=%q",
+			in.include, in.exclude, in.loadRestrictor, in.enableHelm, in.remoteHosts, in.forkRemoteHosts, fork, in.ignore.Fields, in.ignore.Kinds)
+		return nil, writePart(a, p, in.shard, options, getenv, log)
 	}
 	return p, nil
 }

@@ -22,8 +22,8 @@ const partPrefix = "kplan-part-"
 
 // writePart stores a shard's plan under RUNNER_TEMP for the job to upload
 // (the part-file output).
-func writePart(a *githubactions.Action, p *inventorydiff.Plan, s shard.Shard, getenv func(string) string, log *slog.Logger) error {
-	data, err := json.Marshal(shard.NewPart(p, s, version.String()))
+func writePart(a *githubactions.Action, p *inventorydiff.Plan, s shard.Shard, options string, getenv func(string) string, log *slog.Logger) error {
+	data, err := json.Marshal(shard.NewPart(p, s, version.String(), options))
 	if err != nil {
 		return err
 	}

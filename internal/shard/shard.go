@@ -93,14 +93,18 @@ type Part struct {
 	Shard   string `json:"shard"`   // I/N
 	Base    string `json:"base"`
 	Head    string `json:"head"`
+	// Options are what the run was asked to plan and how (overlays,
+	// rendering flags), as the caller spells them: every shard of a run
+	// must plan the same overlays the same way.
+	Options string `json:"options"`
 	// Plan is the share's plan as kplan holds it, so that the merged plan
 	// prints in every format as the unsharded one does.
 	Plan *inventorydiff.Plan `json:"plan"`
 }
 
-// NewPart wraps a shard's plan.
-func NewPart(p *inventorydiff.Plan, s Shard, version string) Part {
-	return Part{Format: Format, Version: version, Shard: s.String(), Base: p.Base, Head: p.Head, Plan: p}
+// NewPart wraps a shard's plan, planned with options.
+func NewPart(p *inventorydiff.Plan, s Shard, version, options string) Part {
+	return Part{Format: Format, Version: version, Shard: s.String(), Base: p.Base, Head: p.Head, Options: options, Plan: p}
 }
 
 // Decode reads a part written by Marshal.
@@ -147,6 +151,8 @@ func Merge(parts []Named) (*inventorydiff.Plan, error) {
 		case p.Base != first.Part.Base || p.Head != first.Part.Head:
 			return nil, fmt.Errorf("%s plans head %s against base %s, but %s plans head %s against base %s: parts of different commits; merge the parts of one run",
 				n.Name, p.Head, p.Base, first.Name, first.Part.Head, first.Part.Base)
+		case p.Options != first.Part.Options:
+			return nil, fmt.Errorf("%s was planned with options %s and %s with %s: run every shard with the same flags", n.Name, p.Options, first.Name, first.Part.Options)
 		case s.Count != s0.Count:
 			return nil, fmt.Errorf("%s is shard %s and %s is shard %s: parts of different shard counts; merge the parts of one run", n.Name, s, first.Name, s0)
 		case seen[s.Index] != "":
