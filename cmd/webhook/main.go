@@ -165,6 +165,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		dep.Resync = cfg.ResyncInterval
 		dep.Metrics = deployMetrics
 		dep.Reviews = reporter
+		dep.GitBases = filepath.Join(cfg.StateDir, "git-bases")
 		return dep
 	}
 

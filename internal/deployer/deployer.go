@@ -15,10 +15,14 @@ package deployer
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -29,6 +33,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/deploy"
+	"github.com/kplan-dev/kplan/internal/gitbase"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
@@ -191,6 +196,10 @@ type Deployer struct {
 	// whether the deploy applies it (and, with requireReviewedPlan, to
 	// refuse one that does not).
 	Reviews Reviews
+	// GitBases is the directory git remote bases are fetched into, one
+	// cache per target (targets fetch under their own remoteHosts); ""
+	// is a directory under the system's temporary directory.
+	GitBases string
 
 	started chan struct{}
 
@@ -652,7 +661,16 @@ func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*depl
 	if err != nil {
 		return nil, nil, fmt.Errorf("target %s: remoteHosts: %w", t.Name, err)
 	}
-	r, files, err := renderOverlay(ctx, s, t.Overlay, policy)
+	var git render.GitFetcher
+	if len(t.RemoteHosts) > 0 {
+		// Git remote bases come through the same policy; a cache per
+		// target, as one target's deploys never overlap.
+		sum := sha256.Sum256([]byte(t.Key()))
+		c := gitbase.New(filepath.Join(cmp.Or(d.GitBases, filepath.Join(os.TempDir(), "kplan-git-bases")), hex.EncodeToString(sum[:8])), policy)
+		defer c.Close()
+		git = c
+	}
+	r, files, err := renderOverlay(ctx, s, t.Overlay, policy, git)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -668,13 +686,14 @@ func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*depl
 }
 
 // renderOverlay renders one overlay of a commit's tree, fetching http(s)
-// resources through policy; files reads the overlay's own files.
-func renderOverlay(ctx context.Context, s *snapshot.Snapshot, overlay string, policy *netpolicy.Policy) (render.Result, deploy.Files, error) {
+// resources through policy and git remote bases through git (nil refuses
+// them); files reads the overlay's own files.
+func renderOverlay(ctx context.Context, s *snapshot.Snapshot, overlay string, policy *netpolicy.Policy, git render.GitFetcher) (render.Result, deploy.Files, error) {
 	tree, err := render.Discover(s.FS, render.Filter{})
 	if err != nil {
 		return render.Result{}, nil, err
 	}
-	rs, err := render.Render(ctx, s.FS, tree, []string{overlay}, render.Options{Remote: policy})
+	rs, err := render.Render(ctx, s.FS, tree, []string{overlay}, render.Options{Remote: policy, Git: git})
 	if err != nil {
 		return render.Result{}, nil, err
 	}

@@ -197,7 +197,7 @@ func (d *Deployer) reviewedRender(ctx context.Context, t Target, sha string, pr 
 	if err != nil {
 		return nil, err
 	}
-	res, files, err := renderOverlay(ctx, s, t.Overlay, none)
+	res, files, err := renderOverlay(ctx, s, t.Overlay, none, nil)
 	if err != nil {
 		return nil, fmt.Errorf("the reviewed commit %s does not render %s here: %w", short(sha), t.Overlay, err)
 	}

@@ -1,0 +1,84 @@
+package test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kplan-dev/kplan/test/githttp"
+	"github.com/kplan-dev/kplan/test/gittest"
+)
+
+// A target whose overlay uses a git remote base deploys the base at the
+// ref the commit names when the target's remoteHosts name its server, as
+// kplan diff and the Action render it; a bump of the base's ?ref= deploys
+// the new version.
+func TestWebhookDeploysGitRemoteBases(t *testing.T) {
+	t.Parallel()
+	root, up := t.TempDir(), t.TempDir()
+	git(t, root, "init", "-q", "--bare", "org/base.git")
+	git(t, up, "init", "-q", "-b", "main")
+	for _, v := range []struct{ version, tag string }{{"one", "v1"}, {"two", "v2"}} {
+		gittest.Write(t, up, map[string]string{
+			"app/kustomization.yaml": "resources: [cm.yaml]\n",
+			"app/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shared}\ndata: {version: " + v.version + "}\n",
+		})
+		git(t, up, "add", "-A")
+		git(t, up, "commit", "-qm", v.version)
+		git(t, up, "tag", v.tag)
+		git(t, up, "push", "-q", "--tags", filepath.Join(root, "org/base.git"), "main")
+	}
+	upstream := githttp.Serve(t, root, "")
+
+	e := newHookEnvBranch(t, "1h", `
+        targets:
+          - name: prod
+            overlay: app
+            environment: production
+            kubeconfig: KUBECONFIG
+            reconcileTimeout: 20s
+            remoteHosts: ["127.0.0.1"]`)
+	commit := func(ref string) string {
+		e.commit("a")
+		k := "namespace: hook\nresources:\n- ns.yaml\n- rg.yaml\n- a.yaml\n- " + upstream.URL + "/org/base.git//app?ref=" + ref + "\n"
+		if err := os.WriteFile(filepath.Join(e.repo, "app", "kustomization.yaml"), []byte(k), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		git(t, e.repo, "commit", "-qam", "base at "+ref)
+		return git(t, e.repo, "rev-parse", "HEAD")
+	}
+	version := func() string {
+		u, err := e.dyn.Resource(cmGVR).Namespace(hookNS).Get(context.Background(), "shared", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the remote base's ConfigMap: %v", err)
+		}
+		v, _, _ := unstructured.NestedString(u.Object, "data", "version")
+		return v
+	}
+
+	sha1 := commit("v1")
+	e.start()
+	if code := e.send("push", pushPayload(t, hookRepo, strings.Repeat("0", 40), sha1), "", true); code != http.StatusAccepted {
+		t.Fatalf("push: HTTP %d", code)
+	}
+	e.waitDeployed(sha1)
+	eq(t, "ConfigMaps with the base at v1", e.configMaps(), []string{"a", "shared"})
+	if v := version(); v != "one" {
+		t.Errorf("the base at v1 deployed version %q, want one", v)
+	}
+
+	sha2 := commit("v2")
+	if code := e.send("push", pushPayload(t, hookRepo, sha1, sha2), "", true); code != http.StatusAccepted {
+		t.Fatalf("push: HTTP %d", code)
+	}
+	e.waitDeployed(sha2)
+	if v := version(); v != "two" {
+		t.Errorf("the base bumped to v2 deployed version %q, want two", v)
+	}
+}
