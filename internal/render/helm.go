@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -118,7 +119,7 @@ func (h *helmFS) ReadFile(p string) ([]byte, error) {
 	}
 	r := h.repo(p)
 	data, err := h.g.ReadFile(r)
-	if err != nil || !isKustomization(r) || !mentionsHelm(data) {
+	if err != nil || !mentionsHelm(data) {
 		return data, err
 	}
 	if err := h.prepare(r, data); err != nil {
@@ -184,35 +185,89 @@ func (h *helmFS) MkdirAll(p string) error               { return h.g.MkdirAll(h.
 func (h *helmFS) RemoveAll(p string) error              { return h.g.RemoveAll(h.repo(p)) }
 func (h *helmFS) WriteFile(p string, data []byte) error { return h.g.WriteFile(h.repo(p), data) }
 
-// mentionsHelm is a cheap first look before parsing a kustomization.
+// mentionsHelm is a cheap first look before parsing a file.
 func mentionsHelm(data []byte) bool {
-	return bytes.Contains(data, []byte("helmChart")) || bytes.Contains(data, []byte("helmGlobals"))
+	return bytes.Contains(data, []byte("elmChart")) || bytes.Contains(data, []byte("helmGlobals"))
+}
+
+// helmGenerator is a HelmChartInflationGenerator's config, as krusty
+// reads it.
+type helmGenerator struct {
+	Kind string `json:"kind"`
+	types.HelmGlobals
+	types.HelmChart
+}
+
+// generatorCharts returns the HelmChartInflationGenerator configs in
+// data: YAML documents, as a generators entry names them (a file, or the
+// config inline).
+func generatorCharts(data []byte) []helmGenerator {
+	if !bytes.Contains(data, []byte("HelmChartInflationGenerator")) {
+		return nil
+	}
+	docs, err := kio(data)
+	if err != nil {
+		return nil
+	}
+	var out []helmGenerator
+	for _, d := range docs {
+		var g helmGenerator
+		if b, err := d.MarshalJSON(); err == nil && json.Unmarshal(b, &g) == nil && g.Kind == "HelmChartInflationGenerator" {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // prepare writes to disk what helm will read for the kustomization file
 // (a snapshot path): the directories of the charts it names under its
 // chart home, its additional values files, and the charts from chart
 // repositories that the chart home lacks.
+//
+// A HelmChartInflationGenerator config (a generators entry) is prepared
+// relative to its own directory, the kustomization's when inline.
 func (h *helmFS) prepare(file string, data []byte) error {
-	var k types.Kustomization
-	if err := sigsyaml.Unmarshal(data, &k); err != nil {
-		return nil // krusty reports it
+	var gens []helmGenerator
+	if !isKustomization(file) {
+		gens = generatorCharts(data)
+	} else {
+		var k types.Kustomization
+		if err := sigsyaml.Unmarshal(data, &k); err != nil {
+			return nil // krusty reports it
+		}
+		k.FixKustomization()
+		if len(k.HelmCharts) > 0 {
+			if err := h.prepareCharts(file, k.HelmGlobals, k.HelmCharts); err != nil {
+				return err
+			}
+		}
+		for _, e := range k.Generators {
+			if strings.Contains(e, "\n") {
+				gens = append(gens, generatorCharts([]byte(e))...)
+			}
+		}
 	}
-	k.FixKustomization()
-	if len(k.HelmCharts) == 0 {
-		return nil
+	for _, g := range gens {
+		if err := h.prepareCharts(file, &g.HelmGlobals, []types.HelmChart{g.HelmChart}); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// prepareCharts prepares charts with globals for file's directory.
+func (h *helmFS) prepareCharts(file string, globals *types.HelmGlobals, charts []types.HelmChart) error {
 	rel := relName(file)
 	dir := path.Dir(file)
 	home := types.HelmDefaultHome
-	if k.HelmGlobals != nil && k.HelmGlobals.ChartHome != "" {
-		home = k.HelmGlobals.ChartHome
+	if globals != nil && globals.ChartHome != "" {
+		home = globals.ChartHome
 	}
 	if path.IsAbs(filepath.ToSlash(home)) {
 		return fmt.Errorf("%s: helmGlobals.chartHome %s is absolute: kplan renders charts from the repository only (give a path relative to the kustomization)", rel, home)
 	}
 	home = path.Join(dir, filepath.ToSlash(home))
-	for _, c := range k.HelmCharts {
+	for _, c := range charts {
 		for _, f := range c.AdditionalValuesFiles {
 			if err := h.copyTree(rel, "additionalValuesFiles", path.Join(dir, filepath.ToSlash(f))); err != nil {
 				return err

@@ -82,7 +82,9 @@ func kustomizeBuild(t *testing.T, bin string, files map[string]string, overlay s
 }
 
 // A local chart (with values inline, from the chart and from an
-// additional values file) and charts from a chart repository on loopback
+// additional values file; through helmCharts and through
+// HelmChartInflationGenerator configs) and charts from a chart repository
+// on loopback
 // (a pinned version and the newest) render as `kustomize build
 // --enable-helm` renders them with the same helm; the repository is
 // reached only through the network policy, and a host it does not allow
@@ -101,6 +103,15 @@ func TestHelmChartsRenderLikeKustomize(t *testing.T) {
 	files["pulled/kustomization.yaml"] = "namespace: pulled\nhelmCharts:\n" +
 		"- name: greet\n  repo: " + srv.URL + "\n  version: 0.1.0\n  releaseName: pinned\n" +
 		"- name: greet\n  repo: " + srv.URL + "/\n  releaseName: newest\n  valuesInline:\n    message: inline\n"
+	// The same chart through HelmChartInflationGenerator configs: a file,
+	// and inline.
+	for name, content := range files {
+		if rest, ok := strings.CutPrefix(name, "local/charts/"); ok {
+			files["generator/charts/"+rest] = content
+		}
+	}
+	files["generator/gen.yaml"] = "apiVersion: builtin\nkind: HelmChartInflationGenerator\nmetadata: {name: file}\nname: hello\nreleaseName: file\n"
+	files["generator/kustomization.yaml"] = "generators:\n- gen.yaml\n- |\n  apiVersion: builtin\n  kind: HelmChartInflationGenerator\n  metadata: {name: inline}\n  name: hello\n  releaseName: inline\n"
 	s := memFS(t, files)
 	tree, err := Discover(s.FS, Filter{})
 	if err != nil {
@@ -144,7 +155,7 @@ func TestHelmChartsRenderLikeKustomize(t *testing.T) {
 	})
 	t.Run("like kustomize", func(t *testing.T) {
 		got := render(t, []string{host})
-		for _, o := range []string{"local", "pulled"} {
+		for _, o := range []string{"local", "pulled", "generator"} {
 			if got[o].Err != nil {
 				t.Fatalf("%s: %v", o, got[o].Err)
 			}
@@ -154,8 +165,8 @@ func TestHelmChartsRenderLikeKustomize(t *testing.T) {
 			}
 		}
 		// What the fixtures are for, beyond equality.
-		y := toYAML(t, got["local"].Objects) + toYAML(t, got["pulled"].Objects)
-		for _, want := range []string{"replicas: 2", "greeting: from additionalValuesFiles", "namespace: demo",
+		y := toYAML(t, got["local"].Objects) + toYAML(t, got["pulled"].Objects) + toYAML(t, got["generator"].Objects)
+		for _, want := range []string{"replicas: 2", "greeting: from additionalValuesFiles", "namespace: demo", "name: file-hello", "name: inline-hello",
 			"name: pinned-greet", `chart: 0.1.0`, "name: newest-greet", `chart: 0.2.0`, "message: inline"} {
 			if !strings.Contains(y, want) {
 				t.Errorf("the renders do not hold %q:\n%s", want, y)
