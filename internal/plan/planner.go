@@ -466,7 +466,10 @@ func (p *planner) share(sides [2]*side, all []string, changed map[string]bool) m
 // unaffected: the build reads only repository paths, and none changed,
 // so it reads exactly what it read on the other side. A remote reference
 // the network policy refuses reads nothing either: the build fails on it
-// the same way on both sides, whatever the network does.
+// the same way on both sides, whatever the network does. A git base the
+// render fetches reads the same tree on both sides: its URL and ref are
+// in unchanged files, and one plan resolves a ref once (a tag or a SHA
+// names one commit; a branch is asked for once per run).
 func (p *planner) unaffected(side int, o string, c *closure.Closure, changed map[string]bool) bool {
 	meets, probed := p.met[side][o]
 	if !probed {
@@ -476,7 +479,7 @@ func (p *planner) unaffected(side int, o string, c *closure.Closure, changed map
 		return false
 	}
 	for _, r := range c.Remote {
-		if !p.refused(r) {
+		if !p.refused(r) && (p.opts.Render.Git == nil || !render.IsGitBase(r.Field, r.Ref)) {
 			return false
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kplan-dev/kplan/internal/closure"
+	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -47,14 +48,14 @@ func (p *planner) remoteFailure(ctx context.Context, s *snapshot.Snapshot, j *jo
 		if r.Field != "resources" && r.Field != "components" {
 			continue
 		}
+		if p.opts.Render.Git != nil && render.IsGitBase(r.Field, r.Ref) {
+			continue // the render fetches it, as the policy allows
+		}
 		local := path.Join(path.Dir(r.File), r.Ref) // as krusty's loader joins it
 		if _, file := s.Index.ID(local); file || s.Index.IsDir(local) {
 			continue
 		}
 		if r.Field == "components" || !closure.IsRemoteFile(r.Ref) {
-			if p.opts.Render.Git != nil {
-				continue // the render fetches it, as the policy allows
-			}
 			return fmt.Errorf("render %s: %s entry %q of %s is a remote git base: kustomize clones it to disk, "+
 				"where kplan's build from the repository snapshot cannot read it, so kplan fails the overlay without cloning",
 				j.overlay, r.Field, r.Ref, r.File)

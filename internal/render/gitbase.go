@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/gitbase"
 )
 
@@ -28,6 +29,19 @@ type GitFetcher interface {
 // serves that tree from disk, with the same budgets as the repository.
 // A kustomization in it is rewritten as it is read, like any other, so
 // its own remote bases and resources are fetched the same way.
+
+// IsGitBase says whether a render takes ref, in the kustomization field
+// field, for a git remote base (and fetches it with Options.Git).
+func IsGitBase(field, ref string) bool {
+	if !baseKeys[field] {
+		return false
+	}
+	if closure.IsRemoteFile(ref) && field != "components" && !gitURL(ref) {
+		return false // an http(s) file
+	}
+	_, err := gitbase.Parse(ref)
+	return err == nil
+}
 
 // gitBase rewrites n, the git base ref named in field key of file in
 // dir, to the fetched tree.
