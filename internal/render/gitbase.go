@@ -3,6 +3,7 @@ package render
 import (
 	"context"
 	"fmt"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/gitbase"
+	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
 // GitFetcher fetches a remote base's repository at its ref, as the
@@ -92,8 +94,20 @@ func (g *guardFS) fs(p string) filesys.FileSystem {
 	p = path.Clean(filepath.ToSlash(p))
 	for _, m := range g.mounts {
 		if p == m || strings.HasPrefix(p, m+"/") {
-			return filesys.MakeFsOnDisk()
+			return treeFS{filesys.MakeFsOnDisk()}
 		}
 	}
 	return g.FileSystem
+}
+
+// treeFS serves a fetched tree from disk with the snapshot's limit on
+// file size: a larger file is not read at all (the read budget counts
+// bytes once read).
+type treeFS struct{ filesys.FileSystem }
+
+func (t treeFS) ReadFile(p string) ([]byte, error) {
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Size() > snapshot.MaxFileSize {
+		return nil, &snapshot.TooLargeError{Size: fi.Size()}
+	}
+	return t.FileSystem.ReadFile(p)
 }

@@ -2,12 +2,17 @@ package render
 
 import (
 	"context"
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
 	"github.com/kplan-dev/kplan/internal/gitbase"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
+	"github.com/kplan-dev/kplan/internal/snapshot"
 	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/gittest"
 )
@@ -93,4 +98,32 @@ func TestGitBasesRender(t *testing.T) {
 			t.Errorf("%d fetches reached the server", n)
 		}
 	})
+}
+
+// TestFetchedTreeFileTooLarge: a file of a fetched tree over the
+// snapshot's size limit is refused before it is read (a sparse file
+// here, so that the test reads nothing either).
+func TestFetchedTreeFileTooLarge(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	big, small := filepath.Join(dir, "big.yaml"), filepath.Join(dir, "small.yaml")
+	if err := os.WriteFile(small, []byte("a: b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(snapshot.MaxFileSize + 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	fs := treeFS{filesys.MakeFsOnDisk()}
+	var tl *snapshot.TooLargeError
+	if _, err := fs.ReadFile(big); !errors.As(err, &tl) || tl.Size != snapshot.MaxFileSize+1 {
+		t.Errorf("big: err = %v, want a TooLargeError", err)
+	}
+	if data, err := fs.ReadFile(small); err != nil || string(data) != "a: b\n" {
+		t.Errorf("small: %q, %v", data, err)
+	}
 }
