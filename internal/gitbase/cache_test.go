@@ -2,7 +2,11 @@ package gitbase
 
 import (
 	"context"
+	"encoding/pem"
+	"net/http/cgi"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -147,5 +151,40 @@ func TestCacheRefusesOutsidePolicy(t *testing.T) {
 				t.Errorf("%d fetches reached the server", n)
 			}
 		})
+	}
+}
+
+// TestCacheFetchesOverHTTPS: https, the form of real remote bases, goes
+// through the proxy's CONNECT tunnel, dialed under the policy.
+func TestCacheFetchesOverHTTPS(t *testing.T) {
+	// Not parallel: git's trust of the test's certificate comes from the
+	// environment.
+	plain, _ := upstream(t)
+	backend, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &cgi.Handler{Path: strings.TrimSpace(string(backend)) + "/git-http-backend",
+		Env: []string{"GIT_PROJECT_ROOT=" + plain.Root, "GIT_HTTP_EXPORT_ALL=1"}}
+	srv := httptest.NewTLSServer(h)
+	defer srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GIT_SSL_CAINFO", ca)
+	c := New(t.TempDir(), policy(t, "127.0.0.1"))
+	defer c.Close()
+	tr, err := get(t, c, srv.URL+"/org/base.git//app?ref=v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := content(t, tr); got != "v: 2\n" {
+		t.Errorf("cm.yaml = %q, want v: 2", got)
+	}
+	c2 := New(t.TempDir(), policy(t, "*"))
+	defer c2.Close()
+	if _, err := get(t, c2, srv.URL+"/org/base.git//app?ref=v2"); err == nil || !strings.Contains(err.Error(), "only a host named exactly may reach such an address") {
+		t.Errorf("through a wildcard: err = %v, want the tunnel refused", err)
 	}
 }
