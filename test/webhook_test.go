@@ -54,6 +54,7 @@ type hookEnv struct {
 	config   string
 	url      string
 	proc     *exec.Cmd
+	env      []string // added to the webhook's environment
 	delivery atomic.Int64
 }
 
@@ -85,7 +86,7 @@ func (e *hookEnv) commit(configMaps ...string) string {
 func (e *hookEnv) start() {
 	e.t.Helper()
 	cmd := exec.Command(e.bin, "--config", e.config, "--listen", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "KPLAN_WEBHOOK_SECRET="+hookSecret, "KPLAN_GITHUB_TOKEN="+hookToken)
+	cmd.Env = append(append(os.Environ(), "KPLAN_WEBHOOK_SECRET="+hookSecret, "KPLAN_GITHUB_TOKEN="+hookToken), e.env...)
 	stdout, _ := cmd.StdoutPipe()
 	logs, _ := os.Create(filepath.Join(e.t.TempDir(), "webhook.log"))
 	cmd.Stderr = logs

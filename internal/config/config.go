@@ -124,6 +124,9 @@ type Settings struct {
 	// RequireReviewedPlan refuses to apply a merged render that is not
 	// the one the pull request's plan comment showed (its digest).
 	RequireReviewedPlan bool
+	// EnableHelm renders helmCharts with the helm on the webhook's PATH
+	// (kplan diff --enable-helm; the Action's enable-helm).
+	EnableHelm bool
 }
 
 // ApplyUnreviewedLabel, added to a merged pull request, deploys its merge

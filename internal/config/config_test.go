@@ -222,7 +222,7 @@ func TestErrors(t *testing.T) {
 		{"backslash overlay", target("name: a\noverlay: 'overlays\\a'"), []string{fmt.Sprintf(tg+`overlay: "overlays\\a" must use / as the separator`, 7)}},
 		{"empty overlay", target("name: a\noverlay: \"\""), []string{fmt.Sprintf(tg+`overlay: must not be empty`, 7)}},
 		{"bad target name", target("name: prod eu\noverlay: a"), []string{fmt.Sprintf(tg+`name: "prod eu" must be 1 to 63 letters`, 6)}},
-		{"unknown target field", target("name: a\noverlay: a\nnamespaces: x"), []string{fmt.Sprintf(tg+"namespaces: unknown field (known: allowRemoteBases, allowReplaceInventory, context, environment, inventory, inventoryPolicy, kubeconfig, name, namespace, overlay, prune, reconcileTimeout, remoteHosts, requireReviewedPlan)", 8)}},
+		{"unknown target field", target("name: a\noverlay: a\nnamespaces: x"), []string{fmt.Sprintf(tg+"namespaces: unknown field (known: allowRemoteBases, allowReplaceInventory, context, enableHelm, environment, inventory, inventoryPolicy, kubeconfig, name, namespace, overlay, prune, reconcileTimeout, remoteHosts, requireReviewedPlan)", 8)}},
 		{"bad remote host", target("name: a\noverlay: a\nremoteHosts: [example.com, \"http://x/\"]"), []string{fmt.Sprintf(tg+`remoteHosts[1]: remote host "http://x/": want a host name`, 8)}},
 		{"bad namespace", target("name: a\noverlay: a\nnamespace: Apps"), []string{fmt.Sprintf(tg+`namespace: "Apps" is not a valid namespace`, 8)}},
 		{"same explicit inventory", "repositories:\n  - name: o/r\n    branches:\n      - name: main\n        targets:\n" +

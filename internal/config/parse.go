@@ -375,6 +375,11 @@ func (p *parser) settings(s *Settings) map[string]func(*yaml.Node, string) {
 				s.AllowReplaceInventory = b
 			}
 		},
+		"enableHelm": func(v *yaml.Node, field string) {
+			if b, ok := p.bool(v, field); ok {
+				s.EnableHelm = b
+			}
+		},
 		"requireReviewedPlan": func(v *yaml.Node, field string) {
 			if b, ok := p.bool(v, field); ok {
 				s.RequireReviewedPlan = b

@@ -670,7 +670,7 @@ func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*depl
 		defer c.Close()
 		git = c
 	}
-	r, files, err := renderOverlay(ctx, s, t.Overlay, policy, git)
+	r, files, err := renderOverlay(ctx, s, t.Overlay, render.Options{Remote: policy, Git: git, EnableHelm: t.EnableHelm})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -685,15 +685,14 @@ func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*depl
 	return tg, planned, err
 }
 
-// renderOverlay renders one overlay of a commit's tree, fetching http(s)
-// resources through policy and git remote bases through git (nil refuses
-// them); files reads the overlay's own files.
-func renderOverlay(ctx context.Context, s *snapshot.Snapshot, overlay string, policy *netpolicy.Policy, git render.GitFetcher) (render.Result, deploy.Files, error) {
+// renderOverlay renders one overlay of a commit's tree with opts (what
+// it may fetch, whether helm runs); files reads the overlay's own files.
+func renderOverlay(ctx context.Context, s *snapshot.Snapshot, overlay string, opts render.Options) (render.Result, deploy.Files, error) {
 	tree, err := render.Discover(s.FS, render.Filter{})
 	if err != nil {
 		return render.Result{}, nil, err
 	}
-	rs, err := render.Render(ctx, s.FS, tree, []string{overlay}, render.Options{Remote: policy, Git: git})
+	rs, err := render.Render(ctx, s.FS, tree, []string{overlay}, opts)
 	if err != nil {
 		return render.Result{}, nil, err
 	}

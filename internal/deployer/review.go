@@ -13,6 +13,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/prcomment"
+	"github.com/kplan-dev/kplan/internal/render"
 )
 
 // Reviews finds the plan a merged pull request's comment showed
@@ -197,7 +198,7 @@ func (d *Deployer) reviewedRender(ctx context.Context, t Target, sha string, pr 
 	if err != nil {
 		return nil, err
 	}
-	res, files, err := renderOverlay(ctx, s, t.Overlay, none, nil)
+	res, files, err := renderOverlay(ctx, s, t.Overlay, render.Options{Remote: none, EnableHelm: t.EnableHelm})
 	if err != nil {
 		return nil, fmt.Errorf("the reviewed commit %s does not render %s here: %w", short(sha), t.Overlay, err)
 	}

@@ -300,7 +300,7 @@ func Render(ctx context.Context, s *snapshot.Snapshot, tree *render.Tree, t conf
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", t.Name, err)
 	}
-	rs, err := render.Render(ctx, s.FS, tree, []string{t.Overlay}, render.Options{Remote: policy})
+	rs, err := render.Render(ctx, s.FS, tree, []string{t.Overlay}, render.Options{Remote: policy, EnableHelm: t.EnableHelm})
 	if err != nil {
 		return nil, err
 	}
