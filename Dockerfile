@@ -15,18 +15,21 @@ ENV CGO_ENABLED=0
 RUN go build -trimpath -ldflags='-s -w' -o /out/kplan-action ./cmd/action \
  && go build -trimpath -ldflags='-s -w' -o /out/kplan ./cmd/kplan \
  && go build -trimpath -ldflags='-s -w' -o /out/kplan-webhook ./cmd/webhook
+# helm, for webhook targets with enableHelm: the version tools/helm/go.mod
+# pins, the one the tests render charts with (checked against go.sum).
+RUN cd tools/helm && go build -trimpath -ldflags='-s -w' -o /out/helm helm.sh/helm/v3/cmd/helm
 
 FROM debian:bookworm-slim@sha256:d5d3f9c23164ea16f31852f95bd5959aad1c5e854332fe00f7b3a20fcc9f635c
 # kplan shells out to git to read the base and head commits. The mounted
 # workspace belongs to the runner's uid, and git refuses such repositories
-# unless they are marked safe. No helm (about 80 MB): the webhook does not
-# inflate helmCharts, and action.yml runs kplan on the runner, which has
-# helm (README: Helm charts).
+# unless they are marked safe. helm (about 50 MB) inflates helmCharts for
+# webhook targets with enableHelm; the Action runs kplan on the runner,
+# which has its own helm (README: Helm charts).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends git ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && git config --system --add safe.directory '*'
-COPY --from=build /out/kplan-action /out/kplan /out/kplan-webhook /usr/local/bin/
+COPY --from=build /out/kplan-action /out/kplan /out/kplan-webhook /out/helm /usr/local/bin/
 # GitHub-hosted runners run as uid 1001 and own the workspace and the
 # GITHUB_OUTPUT file with it, so the action can run without root.
 USER 1001
