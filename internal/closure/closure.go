@@ -67,6 +67,50 @@ type Options struct {
 	// Memo, when set, shares kustomization parses between Builders: the
 	// two sides of a plan hold mostly the same files.
 	Memo *Memo
+	// Shared, when set, shares between the Builders of a plan's two
+	// sides the kustomizations the change does not touch.
+	Shared *Shared
+}
+
+// Shared holds the kustomization nodes that read the same on both sides
+// of a change: a node's content is a function of the state of its own
+// paths (what it stats and reads), so one whose paths did not change is
+// the same node on the other side. A node that lists a directory (helm
+// chart directories) depends on more than its paths and is not shared.
+type Shared struct {
+	changed map[string]bool
+	mu      sync.Mutex
+	nodes   map[string]*node
+}
+
+// NewShared returns a Shared for the paths changed between two sides.
+func NewShared(changed map[string]bool) *Shared {
+	return &Shared{changed: changed, nodes: map[string]*node{}}
+}
+
+func (sh *Shared) get(dir string) *node {
+	if sh == nil {
+		return nil
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.nodes[dir]
+}
+
+func (sh *Shared) put(dir string, n *node) {
+	if sh == nil || n.listed {
+		return
+	}
+	for _, p := range n.paths {
+		if sh.changed[p] {
+			return
+		}
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, ok := sh.nodes[dir]; !ok {
+		sh.nodes[dir] = n
+	}
 }
 
 // Memo remembers parsed kustomization files by content.
@@ -170,6 +214,7 @@ type node struct {
 	remote    []Remote
 	unbounded string
 	openapi   bool
+	listed    bool // it lists directories, beyond its paths
 }
 
 // Overlay returns the closure of the overlay in dir.
@@ -273,9 +318,14 @@ func (b *Builder) node(dir string) *node {
 	if n, ok := b.nodes[dir]; ok {
 		return n
 	}
+	if n := b.opts.Shared.get(dir); n != nil {
+		b.nodes[dir] = n
+		return n
+	}
 	n := &node{}
 	b.nodes[dir] = n
 	b.read(n, dir)
+	b.opts.Shared.put(dir, n)
 	return n
 }
 
@@ -412,6 +462,7 @@ func (r refs) helm(globals *types.HelmGlobals, charts []types.HelmChart) {
 		chart := join(chartHome, c.Name)
 		r.n.paths = append(r.n.paths, chart)
 		r.n.paths = append(r.n.paths, lister.Files(chart)...)
+		r.n.listed = true
 		if c.Repo != "" && r.b.src.Stat(chart) != Dir {
 			r.remote(c.Repo, "helmCharts")
 		}

@@ -448,3 +448,60 @@ func TestProbeAgreesWithOverlay(t *testing.T) {
 		}
 	}
 }
+
+// The Builders of two sides sharing the kustomizations a change does not
+// touch compute, on each side, the closures a Builder of its own does:
+// a changed patch, a base gaining the file a reference looked for, a
+// kustomization removed, a chart directory gaining a file.
+func TestSharedNodesAgree(t *testing.T) {
+	const chart = "helmCharts: [{name: c, releaseName: r}]\n"
+	base := map[string]string{}
+	for k, v := range fieldsTree {
+		base[k] = v
+	}
+	base["helm/kustomization.yaml"] = chart
+	base["helm/charts/c/Chart.yaml"] = "name: c\n"
+	head := map[string]string{}
+	for k, v := range base {
+		head[k] = v
+	}
+	head["comp/p.yaml"] += "# changed\n"
+	head["overlays/missing/nothere.yaml"] = configMap("now")
+	delete(head, "overlays/twonames/kustomization.yml")
+	head["helm/charts/c/templates/new.yaml"] = configMap("new")
+	sides := [2]*snapshot.Snapshot{snapshotOf(t, base), snapshotOf(t, head)}
+	changed := snapshot.Changed(sides[0].Index, sides[1].Index)
+	var dirs []string
+	for _, s := range sides {
+		tree, err := render.Discover(s.FS, render.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, tree.Overlays...)
+		dirs = append(dirs, "base", "comp", "helm")
+	}
+	ctx := context.Background()
+	opts := closure.Options{EnableHelm: true}
+	for _, first := range []int{0, 1} {
+		shared := closure.Options{EnableHelm: true, Shared: closure.NewShared(changed)}
+		var bs [2]*closure.Builder
+		for i, s := range sides {
+			bs[i] = closure.New(closure.SnapshotSource(ctx, s), shared)
+		}
+		order := []int{first, 1 - first}
+		for _, i := range order {
+			for _, d := range dirs {
+				bs[i].Overlay(d)
+			}
+		}
+		for i, s := range sides {
+			own := closure.New(closure.SnapshotSource(ctx, s), opts)
+			for _, d := range dirs {
+				want, got := own.Overlay(d), bs[i].Overlay(d)
+				if !slices.Equal(want.Paths, got.Paths) || want.Unbounded != got.Unbounded || len(want.Remote) != len(got.Remote) {
+					t.Errorf("side %d (side %d first): %s: shared closure %v, own %v", i, first, d, got, want)
+				}
+			}
+		}
+	}
+}

@@ -272,8 +272,8 @@ func TestRemoteAndUnbounded(t *testing.T) {
 			t.Errorf("%s: %s %q, want an error saying %q", o.Path, o.Status, o.HeadErr, want)
 		}
 	}
-	// Without the host listed: refused by the render, never looked up.
-	// The refusal does not depend on the network, so the changed-only
+	// Without the host listed: refused without building, never looked
+	// up. The refusal does not depend on the network, so the changed-only
 	// plan skips the overlay the change does not reach; the full plan
 	// shows the refusal.
 	lookups := &countLookups{}
@@ -289,12 +289,12 @@ func TestRemoteAndUnbounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.FailFast != 2 || lookups.n.Load() != 0 {
-		t.Errorf("no hosts listed, full plan: %d builds failed fast (want the git base's 2), %d lookups (want none)", st.FailFast, lookups.n.Load())
+	if st.FailFast != 4 || lookups.n.Load() != 0 {
+		t.Errorf("no hosts listed, full plan: %d builds failed fast (want the git base's 2 and the refused host's 2), %d lookups (want none)", st.FailFast, lookups.n.Load())
 	}
 	for _, o := range p.Overlays {
 		if o.Path == "remote" && !strings.Contains(o.HeadErr, "refused") {
-			t.Errorf("remote with no hosts listed: %q, want the render's refusal", o.HeadErr)
+			t.Errorf("remote with no hosts listed: %q, want the policy's refusal", o.HeadErr)
 		}
 	}
 }

@@ -139,7 +139,10 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	if err != nil {
 		return nil, fmt.Errorf("discover overlays of %s and %s: %w", base.Rev, head.Rev, err)
 	}
-	copts := closure.Options{EnableHelm: p.opts.Render.EnableHelm, Memo: closure.NewMemo()}
+	// Every changed path, for the files no overlay reads; the changed-only
+	// plan skips overlays by it too.
+	changed := snapshot.Changed(base.Index, head.Index)
+	copts := closure.Options{EnableHelm: p.opts.Render.EnableHelm, Memo: closure.NewMemo(), Shared: closure.NewShared(changed)}
 	for i, sd := range sides {
 		if err := render.Prepare(sd.s.FS, trees[i]); err != nil {
 			return nil, fmt.Errorf("%s: %w", sd.s.Rev, err)
@@ -163,9 +166,6 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 		}
 	}
 	done("discovered")
-	// Every changed path, for the files no overlay reads; the changed-only
-	// plan skips overlays by it too.
-	changed := snapshot.Changed(base.Index, head.Index)
 	skip := changed
 	if p.opts.Full || p.opts.Warm {
 		skip = nil
@@ -494,11 +494,19 @@ func (p *planner) refused(r closure.Remote) bool {
 	if err != nil || u.Hostname() == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return false
 	}
+	return p.refusal(u) != nil
+}
+
+// refusal is the network policy's refusal of an http(s) URL, nil when it
+// may be fetched.
+func (p *planner) refusal(u *url.URL) error {
 	if p.opts.Render.Remote == nil {
-		return true // renders fetch nothing
+		return fmt.Errorf("fetch %s refused: this render fetches from no host (hosts are listed with kplan's --remote-hosts, the Action's remote-hosts input or a webhook target's remoteHosts)", u.Redacted())
 	}
-	c, ok := p.opts.Render.Remote.(interface{ Check(*url.URL) error })
-	return ok && c.Check(u) != nil
+	if c, ok := p.opts.Render.Remote.(interface{ Check(*url.URL) error }); ok {
+		return c.Check(u)
+	}
+	return nil
 }
 
 // unrendered is the side of an overlay the change cannot affect: the plan

@@ -66,9 +66,11 @@ func (p *planner) remoteFailure(ctx context.Context, s *snapshot.Snapshot, j *jo
 		}
 		// The network policy first: a host it refuses is never looked up
 		// (a lookup tells whoever serves the PR's domain what it named);
-		// the render refuses it, naming the setting that allows it.
-		if c, ok := p.opts.Render.Remote.(interface{ Check(*url.URL) error }); !ok || c.Check(u) != nil {
-			continue
+		// the render would refuse it after building all that comes
+		// before it, so kplan fails the overlay at once, naming the
+		// setting that allows it.
+		if err := p.refusal(u); err != nil {
+			return fmt.Errorf("render %s: %s entry %q of %s: %w", j.overlay, r.Field, r.Ref, r.File, err)
 		}
 		if err := p.lookup(ctx, u.Hostname()); err != nil {
 			return fmt.Errorf("render %s: %s entry %q of %s: %w; kustomize fails on it too, so kplan fails the overlay without fetching",
