@@ -95,6 +95,36 @@ var hexRe = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 
 // Get fetches the repository s names, at its ref, and returns its tree.
 func (c *Cache) Get(ctx context.Context, s *Spec) (*Tree, error) {
+	u, err := c.Allowed(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	raw, fetchURL := s.CloneURL(), u.String()
+	key := hashOf(fetchURL)
+	repo := filepath.Join(c.dir, "repos", key+".git")
+	unlock := c.lock(repo)
+	defer unlock()
+	if err := c.initRepo(ctx, repo); err != nil {
+		return nil, err
+	}
+	commit, err := c.resolve(ctx, repo, u, s.Ref)
+	if err != nil {
+		return nil, fmt.Errorf("remote base %s: %w", raw, err)
+	}
+	root := filepath.Join(c.dir, "trees", commit)
+	if _, err := os.Stat(root); err == nil {
+		return &Tree{Root: root, Commit: commit, URL: fetchURL}, nil
+	}
+	if err := c.checkout(ctx, repo, commit, root); err != nil {
+		return nil, fmt.Errorf("remote base %s at %s: %w", raw, commit, err)
+	}
+	return &Tree{Root: root, Commit: commit, URL: fetchURL}, nil
+}
+
+// Allowed says where git would fetch the repository s names (after its
+// insteadOf rewrites) and refuses it, without any connection, when the
+// policy or kplan would: a plan fails such an overlay before building it.
+func (c *Cache) Allowed(ctx context.Context, s *Spec) (*url.URL, error) {
 	raw := s.CloneURL()
 	switch {
 	case strings.HasPrefix(raw, "https://"), strings.HasPrefix(raw, "http://"):
@@ -116,25 +146,7 @@ func (c *Cache) Get(ctx context.Context, s *Spec) (*Tree, error) {
 	if err := c.policy.Check(u); err != nil {
 		return nil, err
 	}
-	key := hashOf(fetchURL)
-	repo := filepath.Join(c.dir, "repos", key+".git")
-	unlock := c.lock(repo)
-	defer unlock()
-	if err := c.initRepo(ctx, repo); err != nil {
-		return nil, err
-	}
-	commit, err := c.resolve(ctx, repo, u, s.Ref)
-	if err != nil {
-		return nil, fmt.Errorf("remote base %s: %w", raw, err)
-	}
-	root := filepath.Join(c.dir, "trees", commit)
-	if _, err := os.Stat(root); err == nil {
-		return &Tree{Root: root, Commit: commit, URL: fetchURL}, nil
-	}
-	if err := c.checkout(ctx, repo, commit, root); err != nil {
-		return nil, fmt.Errorf("remote base %s at %s: %w", raw, commit, err)
-	}
-	return &Tree{Root: root, Commit: commit, URL: fetchURL}, nil
+	return u, nil
 }
 
 func httpsForm(s *Spec) string {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kplan-dev/kplan/internal/closure"
+	"github.com/kplan-dev/kplan/internal/gitbase"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
@@ -49,7 +50,13 @@ func (p *planner) remoteFailure(ctx context.Context, s *snapshot.Snapshot, j *jo
 			continue
 		}
 		if p.opts.Render.Git != nil && render.IsGitBase(r.Field, r.Ref) {
-			continue // the render fetches it, as the policy allows
+			// The render's git cache fetches it as the policy allows; one
+			// the policy refuses fails the overlay now, not after krusty
+			// built all that comes before it (nothing connects to ask).
+			if err := p.gitRefusal(ctx, r.Ref); err != nil {
+				return fmt.Errorf("render %s: %s entry %q of %s: %w", j.overlay, r.Field, r.Ref, r.File, err)
+			}
+			continue
 		}
 		local := path.Join(path.Dir(r.File), r.Ref) // as krusty's loader joins it
 		if _, file := s.Index.ID(local); file || s.Index.IsDir(local) {
@@ -105,5 +112,23 @@ func (p *planner) lookup(ctx context.Context, host string) error {
 		err = nil
 	}
 	p.hosts.errs[host] = err
+	return err
+}
+
+// gitRefusal is why the render's git cache would refuse the git base ref
+// without connecting anywhere (its host, its scheme), nil when it would
+// try to fetch it.
+func (p *planner) gitRefusal(ctx context.Context, ref string) error {
+	a, ok := p.opts.Render.Git.(interface {
+		Allowed(context.Context, *gitbase.Spec) (*url.URL, error)
+	})
+	if !ok {
+		return nil
+	}
+	spec, err := gitbase.Parse(ref)
+	if err != nil {
+		return nil
+	}
+	_, err = a.Allowed(ctx, spec)
 	return err
 }
