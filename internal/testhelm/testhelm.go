@@ -75,7 +75,10 @@ func Binaries(ctx context.Context) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", tmp+string(filepath.Separator),
+	// Flags as tools/cluster's build (no -trimpath) and the Kubernetes
+	// modules at its versions (tools/helm/go.mod): helm's build reuses
+	// the packages kube-apiserver's compiled, most of helm's.
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp+string(filepath.Separator),
 		"helm.sh/helm/v3/cmd/helm", "sigs.k8s.io/kustomize/kustomize/v5")
 	cmd.Dir = mod
 	cmd.Env = append(os.Environ(), "GOWORK=off")

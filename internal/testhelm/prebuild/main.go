@@ -14,7 +14,7 @@ import (
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "prebuild: helm and kustomize for the Helm tests, from tools/helm/go.mod (first time: about 10 minutes on 2 loaded cores; then cached in ~/.cache/kplan)")
+	fmt.Fprintln(os.Stderr, "prebuild: helm and kustomize for the Helm tests, from tools/helm/go.mod (first time: a few minutes, reusing the Kubernetes packages the cluster build compiled; then cached in ~/.cache/kplan)")
 	dir, err := testhelm.Binaries(context.Background())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "prebuild:", err)
