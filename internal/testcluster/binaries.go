@@ -74,7 +74,7 @@ func checkBinaries(dir string) error {
 }
 
 func buildCached(ctx context.Context) (string, error) {
-	modDir, err := toolsModuleDir()
+	modDir, err := ToolsModule("cluster", BinEnv)
 	if err != nil {
 		return "", err
 	}
@@ -95,7 +95,7 @@ func buildCached(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("create binary cache dir: %w", err)
 	}
 
-	unlock, err := lockFile(ctx, final+".lock")
+	unlock, err := LockFile(ctx, final+".lock", "cluster binaries")
 	if err != nil {
 		return "", err
 	}
@@ -191,10 +191,12 @@ func cacheKey(modDir string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
-// toolsModuleDir finds tools/cluster by walking up from the working directory
-// (go test runs each package in its own directory inside the repo), falling
-// back to this source file's location.
-func toolsModuleDir() (string, error) {
+// ToolsModule finds tools/<name> (a module pinning a tool the tests
+// build) by walking up from the working directory (go test runs each
+// package in its own directory inside the repo), falling back to this
+// source file's location; env names the variable that points at prebuilt
+// binaries instead.
+func ToolsModule(name, env string) (string, error) {
 	var starts []string
 	if wd, err := os.Getwd(); err == nil {
 		starts = append(starts, wd)
@@ -204,7 +206,7 @@ func toolsModuleDir() (string, error) {
 	}
 	for _, dir := range starts {
 		for {
-			cand := filepath.Join(dir, "tools", "cluster")
+			cand := filepath.Join(dir, "tools", name)
 			if _, err := os.Stat(filepath.Join(cand, "go.mod")); err == nil {
 				return cand, nil
 			}
@@ -215,12 +217,13 @@ func toolsModuleDir() (string, error) {
 			dir = parent
 		}
 	}
-	return "", fmt.Errorf("cannot find tools/cluster/go.mod above %v; run inside the kplan repository or set %s", starts, BinEnv)
+	return "", fmt.Errorf("cannot find tools/%s/go.mod above %v; run inside the kplan repository or set %s", name, starts, env)
 }
 
-// lockFile takes an exclusive flock on path, polling so that ctx can cancel
-// the wait (a first build takes minutes).
-func lockFile(ctx context.Context, path string) (func(), error) {
+// LockFile takes an exclusive flock on path, polling so that ctx can
+// cancel the wait (a first build takes minutes); what names the build
+// waited for.
+func LockFile(ctx context.Context, path, what string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open build lock: %w", err)
@@ -237,7 +240,7 @@ func lockFile(ctx context.Context, path string) (func(), error) {
 		select {
 		case <-ctx.Done():
 			f.Close()
-			return nil, fmt.Errorf("waiting for another process building cluster binaries (%s): %w", path, ctx.Err())
+			return nil, fmt.Errorf("waiting for another process building %s (%s): %w", what, path, ctx.Err())
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

@@ -8,15 +8,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
-	"syscall"
-	"time"
+
+	"github.com/kplan-dev/kplan/internal/testcluster"
 )
 
 // BinEnv names an environment variable pointing to a directory that
@@ -33,7 +31,7 @@ func Binaries(ctx context.Context) (string, error) {
 		}
 		return dir, nil
 	}
-	mod, err := moduleDir()
+	mod, err := testcluster.ToolsModule("helm", BinEnv)
 	if err != nil {
 		return "", err
 	}
@@ -59,7 +57,7 @@ func Binaries(ctx context.Context) (string, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return "", fmt.Errorf("create binary cache dir: %w", err)
 	}
-	unlock, err := lock(ctx, final+".lock")
+	unlock, err := testcluster.LockFile(ctx, final+".lock", "helm")
 	if err != nil {
 		return "", err
 	}
@@ -101,55 +99,4 @@ func check(dir string) error {
 		}
 	}
 	return nil
-}
-
-// moduleDir finds tools/helm above the working directory (go test runs
-// in the package's directory) or this file.
-func moduleDir() (string, error) {
-	var starts []string
-	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
-	}
-	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		starts = append(starts, filepath.Dir(file))
-	}
-	for _, dir := range starts {
-		for {
-			cand := filepath.Join(dir, "tools", "helm")
-			if _, err := os.Stat(filepath.Join(cand, "go.mod")); err == nil {
-				return cand, nil
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				break
-			}
-			dir = parent
-		}
-	}
-	return "", fmt.Errorf("cannot find tools/helm/go.mod above %v; run inside the kplan repository or set %s", starts, BinEnv)
-}
-
-// lock takes an exclusive lock on path: concurrent test processes build
-// once.
-func lock(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open build lock: %w", err)
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("waiting for another process building helm (%s): %w", strings.TrimSuffix(path, ".lock"), ctx.Err())
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
 }
