@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kplan-dev/kplan/internal/render/hostiletest"
+	"github.com/kplan-dev/kplan/test/githubapi"
 )
 
 // alive checks that the webhook process runs and answers.
@@ -61,6 +62,11 @@ func TestWebhookAliasBombFailsItsTargetAlone(t *testing.T) {
 	// PR 1 merges a bomb into staging and changes prod.
 	sha2 := e.write("bomb", map[string]string{"staging/cm.yaml": hostiletest.AliasBomb("staging-cm"),
 		"prod/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: prod-2}\n"})
+	// As GitHub does, the commits name their merged PRs: the startup
+	// resync's request, still queued for staging, may deploy sha2 first,
+	// and its report then finds PR 1 from the commit.
+	merged := time.Now()
+	e.gh.SeedPullForCommit("Codertocat", "Hello-World", sha2, githubapi.PullRequest{Number: 1, State: "closed", MergedAt: &merged, Base: githubapi.Branch{Ref: "main"}})
 	start := time.Now()
 	if code := e.send("pull_request", mergedPRPayload(t, 1, sha2), "", true); code != http.StatusAccepted {
 		t.Fatalf("merged PR: HTTP %d", code)
@@ -87,6 +93,7 @@ func TestWebhookAliasBombFailsItsTargetAlone(t *testing.T) {
 	// stack — a crash no recover catches.
 	sha3 := e.write("self-reference", map[string]string{"staging/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: staging-cm}\nx: &a [*a]\n",
 		"prod/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: prod-3}\n"})
+	e.gh.SeedPullForCommit("Codertocat", "Hello-World", sha3, githubapi.PullRequest{Number: 2, State: "closed", MergedAt: &merged, Base: githubapi.Branch{Ref: "main"}})
 	e.send("pull_request", mergedPRPayload(t, 2, sha3), "", true)
 	if st := e.status(sha3, "kplan/staging", "failure"); !strings.Contains(st.Description, "staging/cm.yaml") {
 		t.Errorf("staging's status: %q", st.Description)

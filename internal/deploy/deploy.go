@@ -183,7 +183,9 @@ func (e *Engine) Apply(ctx context.Context, invObj *unstructured.Unstructured, o
 			return res, err
 		}
 		if installed {
-			meta.MaybeResetRESTMapper(mapper)
+			if err := awaitMapping(ctx, mapper, resourcegroup.GVK); err != nil {
+				return res, err
+			}
 			factory = resourcegroup.ClientFactory{}
 		}
 		// In a dry run on a cluster without the CRD nothing can have been
@@ -505,22 +507,25 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 // CRD is there.
 func ensureCRD(ctx context.Context, dyn dynamic.Interface, dryRun bool) (bool, error) {
 	crds := dyn.Resource(crdGVR)
-	_, err := crds.Get(ctx, resourcegroup.CRDName, metav1.GetOptions{})
-	if err == nil {
+	got, err := crds.Get(ctx, resourcegroup.CRDName, metav1.GetOptions{})
+	switch {
+	case err == nil && established(got):
 		return true, nil
-	}
-	if !apierrors.IsNotFound(err) {
+	case err == nil:
+		// Another deploy (a target beside this one) has just created it:
+		// wait, as for our own, until it is served.
+	case !apierrors.IsNotFound(err):
 		return false, fmt.Errorf("look up the ResourceGroup CRD: %w", err)
-	}
-	if dryRun {
+	case dryRun:
 		return false, nil
-	}
-	var crd unstructured.Unstructured
-	if err := sigsyaml.Unmarshal(resourcegroup.CRD, &crd.Object); err != nil {
-		return false, fmt.Errorf("ResourceGroup CRD: %w", err)
-	}
-	if _, err := crds.Create(ctx, &crd, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return false, fmt.Errorf("install the ResourceGroup CRD (kplan needs permission to create CustomResourceDefinitions once): %w", err)
+	default:
+		var crd unstructured.Unstructured
+		if err := sigsyaml.Unmarshal(resourcegroup.CRD, &crd.Object); err != nil {
+			return false, fmt.Errorf("ResourceGroup CRD: %w", err)
+		}
+		if _, err := crds.Create(ctx, &crd, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, fmt.Errorf("install the ResourceGroup CRD (kplan needs permission to create CustomResourceDefinitions once): %w", err)
+		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -535,6 +540,28 @@ func ensureCRD(ctx context.Context, dyn dynamic.Interface, dryRun bool) (bool, e
 		}
 	}
 	return false, errors.New("the ResourceGroup CRD was created but is not established after 30s")
+}
+
+// awaitMapping resets mapper until it maps gvk: discovery may lag a CRD
+// that has just become established (the inventory client needs its
+// mapping), up to 30 s.
+func awaitMapping(ctx context.Context, mapper meta.RESTMapper, gvk schema.GroupVersionKind) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		meta.MaybeResetRESTMapper(mapper)
+		_, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the API server does not serve %s yet: %w", gvk.Kind, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func established(crd *unstructured.Unstructured) bool {
