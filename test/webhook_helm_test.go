@@ -19,10 +19,7 @@ import (
 // --enable-helm renders them for the plan.
 func TestWebhookDeploysHelmCharts(t *testing.T) {
 	t.Parallel()
-	bin, err := testhelm.Binaries(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testhelm.Dir(t)
 	e := newHookEnvBranch(t, "1h", `
         targets:
           - name: prod

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kplan-dev/kplan/internal/testhelm"
 )
@@ -18,12 +16,7 @@ import (
 // in the changed-only plan as in --full.
 func TestDiffPlansAChartTemplateChange(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	bin, err := testhelm.Binaries(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testhelm.Dir(t)
 	cmTemplate := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  size: {{ .Values.size | quote }}\n"
 	dir := t.TempDir()
 	git(t, dir, "init", "-q", "-b", "main")
@@ -73,12 +66,7 @@ func TestDiffPlansAChartTemplateChange(t *testing.T) {
 // another: the cache key names helm's version.
 func TestCachedChartRendersNameTheHelm(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	bin, err := testhelm.Binaries(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testhelm.Dir(t)
 	helm := filepath.Join(bin, "helm")
 	// The same helm, saying it is another version.
 	other := filepath.Join(t.TempDir(), "helm")

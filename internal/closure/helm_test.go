@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/render"
@@ -22,12 +21,7 @@ import (
 // chart is pulled to is not remote.
 func TestHelmChartHomeIsInTheClosure(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	bin, err := testhelm.Binaries(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testhelm.Dir(t)
 	chart := map[string]string{
 		"Chart.yaml":          "apiVersion: v2\nname: c\nversion: 1.0.0\n",
 		"values.yaml":         "who: a\n",
@@ -48,7 +42,7 @@ func TestHelmChartHomeIsInTheClosure(t *testing.T) {
 		files["charts/c-1.0.0/c/"+name] = content
 	}
 	s := snapshotOf(t, files)
-	c := closure.New(closure.SnapshotSource(ctx, s), closure.Options{EnableHelm: true}).Overlay("overlay")
+	c := closure.New(closure.SnapshotSource(context.Background(), s), closure.Options{EnableHelm: true}).Overlay("overlay")
 	if !c.Bounded() {
 		t.Fatalf("bounded = false (remote %v, unbounded %q)", c.Remote, c.Unbounded)
 	}

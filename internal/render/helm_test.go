@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/kplan-dev/kplan/internal/gitbase"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
@@ -19,18 +18,6 @@ import (
 	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/gittest"
 )
-
-// helmBin returns the directory of the pinned helm and kustomize commands.
-func helmBin(t *testing.T) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	dir, err := testhelm.Binaries(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
 
 // readTree returns the files under dir, keyed by their path below it,
 // each under prefix.
@@ -91,7 +78,7 @@ func kustomizeBuild(t *testing.T, bin string, files map[string]string, overlay s
 // is refused before any request, naming the setting.
 func TestHelmChartsRenderLikeKustomize(t *testing.T) {
 	t.Parallel()
-	bin := helmBin(t)
+	bin := testhelm.Dir(t)
 	var hits atomic.Int64
 	repo := http.FileServer(http.Dir(filepath.Join("testdata", "helm", "chartrepo")))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -181,7 +168,7 @@ func TestHelmChartsRenderLikeKustomize(t *testing.T) {
 // kplan's directory for helm is.
 func TestHelmChartInAGitBase(t *testing.T) {
 	t.Parallel()
-	bin := helmBin(t)
+	bin := testhelm.Dir(t)
 	root, work := t.TempDir(), t.TempDir()
 	gittest.Git(t, root, "init", "-q", "--bare", "org/base.git")
 	gittest.Git(t, work, "init", "-q", "-b", "main")

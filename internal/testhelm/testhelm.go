@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"testing"
+	"time"
 
 	"github.com/kplan-dev/kplan/internal/testcluster"
 )
@@ -99,4 +101,17 @@ func check(dir string) error {
 		}
 	}
 	return nil
+}
+
+// Dir is Binaries for a test: the directory of the pinned helm and
+// kustomize commands, or the test fails.
+func Dir(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	dir, err := Binaries(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
