@@ -62,11 +62,7 @@ func planCommits(ctx context.Context, g gitcli.Repo, event string, pr *github.Pu
 // pushCommits are a push's: the checked-out commit against its first
 // parent (a root commit against itself).
 func pushCommits(ctx context.Context, g gitcli.Repo, branch string, log *slog.Logger) (commits, error) {
-	head, err := g.ResolveCommit(ctx, "HEAD")
-	if err != nil {
-		return commits{}, fmt.Errorf("read the checked-out commit (does the job run actions/checkout first?): %w", err)
-	}
-	parents, err := g.Parents(ctx, head)
+	head, parents, err := checkedOut(ctx, g)
 	if err != nil {
 		return commits{}, err
 	}
@@ -82,11 +78,7 @@ func pushCommits(ctx context.Context, g gitcli.Repo, branch string, log *slog.Lo
 }
 
 func pullRequestCommits(ctx context.Context, g gitcli.Repo, branch, prHead string) (commits, error) {
-	head, err := g.ResolveCommit(ctx, "HEAD")
-	if err != nil {
-		return commits{}, fmt.Errorf("read the checked-out commit (does the job run actions/checkout first?): %w", err)
-	}
-	parents, err := g.Parents(ctx, head)
+	head, parents, err := checkedOut(ctx, g)
 	if err != nil {
 		return commits{}, err
 	}
@@ -157,4 +149,14 @@ func short(sha string) string {
 		return sha[:7]
 	}
 	return sha
+}
+
+// checkedOut is the checked-out commit and its parents.
+func checkedOut(ctx context.Context, g gitcli.Repo) (string, []string, error) {
+	head, err := g.ResolveCommit(ctx, "HEAD")
+	if err != nil {
+		return "", nil, fmt.Errorf("read the checked-out commit (does the job run actions/checkout first?): %w", err)
+	}
+	parents, err := g.Parents(ctx, head)
+	return head, parents, err
 }
