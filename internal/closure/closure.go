@@ -219,28 +219,12 @@ type node struct {
 
 // Overlay returns the closure of the overlay in dir.
 func (b *Builder) Overlay(dir string) *Closure {
-	c := &Closure{Overlay: dir}
 	set := map[string]bool{}
-	seen := map[string]bool{}
-	stack := []string{clean(dir)}
-	for len(stack) > 0 {
-		d := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if seen[d] {
-			continue // krusty reports the cycle; the paths are already in
-		}
-		seen[d] = true
-		n := b.node(d)
+	c := b.walk(dir, func(n *node) {
 		for _, p := range n.paths {
 			set[p] = true
 		}
-		c.Remote = append(c.Remote, n.remote...)
-		if n.unbounded != "" && c.Unbounded == "" {
-			c.Unbounded = n.unbounded
-		}
-		c.OpenAPI = c.OpenAPI || n.openapi
-		stack = append(stack, n.subs...)
-	}
+	})
 	// A path's parents are looked up on the way to it, and whether they
 	// exist decides what the build sees.
 	for p := range set {
@@ -275,19 +259,27 @@ func (b *Builder) Probe(changed map[string]bool) *Probe {
 // closure without its Paths: what it reads outside the repository, why
 // it is unbounded, whether it sets a schema.
 func (p *Probe) Overlay(dir string) (bool, *Closure) {
-	c := &Closure{Overlay: dir}
 	meets := p.changed["."]
+	c := p.b.walk(dir, func(n *node) { meets = meets || p.meets(n) })
+	return meets, c
+}
+
+// walk visits each kustomization the overlay in dir builds, once, and
+// returns its closure without Paths: what it reads outside the
+// repository, why it is unbounded, whether it sets a schema.
+func (b *Builder) walk(dir string, visit func(*node)) *Closure {
+	c := &Closure{Overlay: dir}
 	seen := map[string]bool{}
 	stack := []string{clean(dir)}
 	for len(stack) > 0 {
 		d := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		if seen[d] {
-			continue
+			continue // krusty reports the cycle; the paths are already in
 		}
 		seen[d] = true
-		n := p.b.node(d)
-		meets = meets || p.meets(n)
+		n := b.node(d)
+		visit(n)
 		c.Remote = append(c.Remote, n.remote...)
 		if n.unbounded != "" && c.Unbounded == "" {
 			c.Unbounded = n.unbounded
@@ -295,7 +287,7 @@ func (p *Probe) Overlay(dir string) (bool, *Closure) {
 		c.OpenAPI = c.OpenAPI || n.openapi
 		stack = append(stack, n.subs...)
 	}
-	return meets, c
+	return c
 }
 
 // meets says whether a node's paths, or the directories above them
