@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
+	"golang.org/x/sync/singleflight"
 )
 
 // App mints installation tokens of a GitHub App. With an installation ID
@@ -32,7 +33,8 @@ type App struct {
 	client         *http.Client
 
 	mu            sync.Mutex
-	installations map[string]int64 // lower-case owner/name -> installation ID
+	lookups       singleflight.Group // concurrent first calls for a repository share one look-up
+	installations map[string]int64   // lower-case owner/name -> installation ID
 	transports    map[int64]*ghinstallation.Transport
 }
 
@@ -134,14 +136,19 @@ func (a *App) installation(ctx context.Context, repo string) (int64, bool, error
 	if ok {
 		return id, true, nil
 	}
-	id, err := a.lookup(ctx, repo)
+	v, err, _ := a.lookups.Do(key, func() (any, error) {
+		id, err := a.lookup(ctx, repo)
+		if err == nil {
+			a.mu.Lock()
+			a.installations[key] = id
+			a.mu.Unlock()
+		}
+		return id, err
+	})
 	if err != nil {
 		return 0, false, err
 	}
-	a.mu.Lock()
-	a.installations[key] = id
-	a.mu.Unlock()
-	return id, true, nil
+	return v.(int64), true, nil
 }
 
 // lookup asks GitHub which installation of the App covers repo.

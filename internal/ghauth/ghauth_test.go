@@ -124,6 +124,35 @@ func TestAppMintsAndRefreshes(t *testing.T) {
 	}
 }
 
+// Deliveries arriving together for a repository not seen yet share one
+// installation look-up (the webhook's deploy and report calls race).
+func TestConcurrentFirstCallsLookUpOnce(t *testing.T) {
+	gh := fakeGitHub(t, time.Hour)
+	app, err := NewApp(appID, pemOf(appKey(t)), 0, gh.URL(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := app.Token(context.Background(), "octo/config"); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := count(gh, "GET", "/installation"); n != 1 {
+		t.Errorf("%d installation look-ups for 8 concurrent calls, want 1", n)
+	}
+}
+
 // go-github through Transport acts as the App's installation for the
 // repository of each request.
 func TestTransportWithApp(t *testing.T) {
