@@ -282,29 +282,34 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 		if f.Changed("flux") {
 			flux = fluxMode
 		}
-		p, err := plan.Run(cmd.Context(), plan.Options{
+		opts := plan.Options{
 			RepoDir: dir, Base: base, Head: head,
 			Filter: render.Filter{Include: append(render.Patterns(overlays), args...), Exclude: render.Patterns(exclude)},
 			Render: ropts, Logger: logger, Full: full, CacheDir: cacheDir, Ignore: ignore,
 			Progress: progress(cmd.ErrOrStderr()), Flux: flux, Shard: share,
-		})
-		if err != nil {
-			return err
 		}
 		if share.On() {
 			// Every flag but -C, --base, --head, --shard, --cache-dir and
 			// the output's:
 			// the shards of one run must plan the same overlays alike.
-			var opts []string
+			var flags []string
 			f.VisitAll(func(fl *pflag.Flag) {
 				switch fl.Name {
 				case "dir", "base", "head", "shard", "cache-dir", "output", "exit-code", "fail-on-error", "diff-style":
 				default:
-					opts = append(opts, "--"+fl.Name+"="+fl.Value.String())
+					flags = append(flags, "--"+fl.Name+"="+fl.Value.String())
 				}
 			})
-			opts = append(opts, args...)
-			return writePart(cmd.OutOrStdout(), shard.NewPart(p, share, version.String(), strings.Join(opts, " ")))
+			flags = append(flags, args...)
+			part, err := plan.Share(cmd.Context(), opts, version.String(), strings.Join(flags, " "))
+			if err != nil {
+				return err
+			}
+			return writePart(cmd.OutOrStdout(), part)
+		}
+		p, err := plan.Run(cmd.Context(), opts)
+		if err != nil {
+			return err
 		}
 		if err := writeReport(cmd.OutOrStdout(), p, *format, report.Options{DiffStyle: diffStyle}); err != nil {
 			return err

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -159,5 +161,155 @@ func TestMergeRefusesMissingShardsAndOtherCommits(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || out != "" {
 			t.Errorf("%s: merge printed %q and returned %v, want nothing printed and an error saying %q", c.name, out, err, c.want)
 		}
+	}
+}
+
+// The findings across overlays — an inventory-id two overlays render, an
+// object two overlays render for one cluster — are the unsharded plan's
+// when the overlays are planned in different shards: merge computes them
+// over every shard's overlays.
+func TestShardedFindingsAcrossOverlaysAreTheUnshardedOnes(t *testing.T) {
+	t.Parallel()
+	cm := func(names ...string) map[string]string {
+		m := map[string]string{}
+		for _, n := range names {
+			m[n+".yaml"] = configMap(n, "k: v")
+		}
+		return m
+	}
+	// overlay lays out an overlay of ConfigMaps (and its ResourceGroup,
+	// when inventory is set).
+	overlay := func(files map[string]string, dir, inventory string, objects ...string) {
+		res := "resources:\n"
+		for name, content := range cm(objects...) {
+			files[dir+"/"+name] = content
+			res += "- " + name + "\n"
+		}
+		files[dir+"/kustomization.yaml"] = res
+		if inventory != "" {
+			files[dir+"/resourcegroup.yaml"] = rg(inventory, "")
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		// base and head lay out the commits; apart are overlays the test
+		// needs in different shards.
+		base, head func(files map[string]string)
+		apart      []string
+		// want says the unsharded plan has the finding the case is for.
+		want func(p jsonPlan) bool
+	}{
+		{
+			name: "an inventory-id the change copies into an overlay of another shard",
+			base: func(f map[string]string) {
+				overlay(f, "a", "inv-a", "a1")
+				overlay(f, "b", "", "b1")
+				overlay(f, "c", "", "c1")
+			},
+			head:  func(f map[string]string) { f["b/resourcegroup.yaml"] = rg("inv-a", "") },
+			apart: []string{"a", "b"},
+			want: func(p jsonPlan) bool {
+				return slices.Equal(p.overlay(t, "a").SharedInventoryWith, []string{"b"}) && slices.Equal(p.overlay(t, "b").SharedInventoryWith, []string{"a"})
+			},
+		},
+		{
+			name: "overlays sharing an inventory-id before, the change giving a third one an inventory",
+			base: func(f map[string]string) {
+				overlay(f, "a", "inv-shared", "a1")
+				overlay(f, "b", "inv-shared", "b1")
+				overlay(f, "c", "", "c1")
+			},
+			head:  func(f map[string]string) { f["c/resourcegroup.yaml"] = rg("inv-c", "") },
+			apart: []string{"a", "b", "c"},
+			want: func(p jsonPlan) bool {
+				a, b := p.overlay(t, "a"), p.overlay(t, "b")
+				return slices.Equal(a.SharedInventoryWith, []string{"b"}) && a.Failure == "existing" && slices.Equal(b.SharedInventoryWith, []string{"a"}) && b.Failure == "existing"
+			},
+		},
+		{
+			name: "an object two overlays of different shards start rendering, and one a third renders already",
+			base: func(f map[string]string) {
+				overlay(f, "a", "", "a1")
+				overlay(f, "b", "", "b1")
+				overlay(f, "c", "", "x")
+			},
+			head: func(f map[string]string) {
+				overlay(f, "a", "", "a1", "dup", "x")
+				overlay(f, "b", "", "b1", "dup")
+			},
+			apart: []string{"a", "b", "c"},
+			want: func(p jsonPlan) bool {
+				return len(p.overlay(t, "a").Dangerous) == 1 && strings.Contains(p.overlay(t, "a").Dangerous[0], "also rendered by c") && len(p.overlay(t, "b").Dangerous) == 0
+			},
+		},
+		{
+			name: "an object overlays of one environment render, with targets",
+			base: func(f map[string]string) {
+				f[".kplan.yaml"] = "targets:\n  - {name: a, overlay: a, environment: prod}\n  - {name: b, overlay: b, environment: prod}\n  - {name: c, overlay: c, environment: staging}\n  - {name: d, overlay: d, environment: prod}\n"
+				overlay(f, "a", "", "a1")
+				overlay(f, "b", "", "b1")
+				overlay(f, "c", "", "x")
+				overlay(f, "d", "", "x")
+			},
+			head:  func(f map[string]string) { overlay(f, "a", "", "a1", "x") },
+			apart: []string{"a", "c", "d"},
+			want: func(p jsonPlan) bool {
+				d := p.overlay(t, "a").Dangerous
+				return len(d) == 1 && strings.Contains(d[0], "also rendered by d,")
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			git(t, dir, "init", "-q", "-b", "main")
+			files := map[string]string{}
+			tc.base(files)
+			write(t, dir, files)
+			base := commitAll(t, dir, "base")
+			files = map[string]string{}
+			tc.head(files)
+			write(t, dir, files)
+			head := commitAll(t, dir, "head")
+			parts := writeParts(t, dir, base, head, 3)
+			shardOf := map[string]int{}
+			for i, name := range parts {
+				data, err := os.ReadFile(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var part struct {
+					Plan struct{ Overlays []struct{ Path string } }
+				}
+				if err := json.Unmarshal(data, &part); err != nil {
+					t.Fatal(err)
+				}
+				for _, o := range part.Plan.Overlays {
+					shardOf[o.Path] = i + 1
+				}
+			}
+			for _, a := range tc.apart {
+				for _, b := range tc.apart {
+					if a < b && shardOf[a] == shardOf[b] {
+						t.Fatalf("%s and %s are both planned by shard %d: the case needs them apart (%v)", a, b, shardOf[a], shardOf)
+					}
+				}
+			}
+			if p := diffJSON(t, "-C", dir, "--base", base, "--head", head); !tc.want(p) {
+				t.Fatalf("the unsharded plan is not the case this test is for: %+v", p.Overlays)
+			}
+			for _, flags := range [][]string{{"-o", "json"}, {"-o", "json", "--fail-on-error=false", "--exit-code"}} {
+				want, stderr, err := kplan(t, nil, append([]string{"diff", "-C", dir, "--base", base, "--head", head}, flags...)...)
+				wantExit := exitOf(t, err, stderr)
+				got, stderr, err := kplan(t, nil, append(append([]string{"merge"}, parts...), flags...)...)
+				gotExit := exitOf(t, err, stderr)
+				if got, want := withoutWork(t, got), withoutWork(t, want); got != want {
+					t.Errorf("merge %q printed\n%s\nwant, as kplan diff unsharded:\n%s", flags, got, want)
+				}
+				if gotExit != wantExit {
+					t.Errorf("merge %q exits %d, kplan diff unsharded %d", flags, gotExit, wantExit)
+				}
+			}
+		})
 	}
 }

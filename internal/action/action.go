@@ -35,6 +35,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/report"
 	"github.com/kplan-dev/kplan/internal/shard"
+	"github.com/kplan-dev/kplan/internal/version"
 )
 
 // inputs are the action.yml inputs.
@@ -263,25 +264,29 @@ func planChange(ctx context.Context, a *githubactions.Action, g gitcli.Repo, gct
 		// As actions/cache resolves its path: against the workspace.
 		cacheDir = resolve(gctx.Workspace, cacheDir)
 	}
-	a.Group("kplan: render and compare the overlays the change can affect")
-	p, err := plan.Run(ctx, plan.Options{
+	opts := plan.Options{
 		RepoDir: g.Dir, Base: c.base, Head: c.head, BaseLabel: c.baseLabel, HeadLabel: c.headLabel,
 		Filter: render.Filter{Include: in.include, Exclude: in.exclude},
 		Render: ropts, Logger: log, CacheDir: cacheDir, Ignore: in.ignore,
 		Warm: ev.pr == nil && cacheDir != "", Shard: in.shard,
-	})
-	a.EndGroup()
-	if err != nil {
-		return nil, err
 	}
 	if in.shard.On() {
 		// The inputs that choose and render the overlays: the shards of
 		// one run must share them.
 		options := fmt.Sprintf("overlays=%q exclude=%q load-restrictor=%q enable-helm=%t remote-hosts=%q fork-remote-hosts=%q fork=%t ignore-fields=%q ignore-kinds=%q",
 			in.include, in.exclude, in.loadRestrictor, in.enableHelm, in.remoteHosts, in.forkRemoteHosts, fork, in.ignore.Fields, in.ignore.Kinds)
-		return nil, writePart(a, p, in.shard, options, getenv, log)
+		a.Group("kplan: render and compare the overlays the change can affect")
+		part, err := plan.Share(ctx, opts, version.String(), options)
+		a.EndGroup()
+		if err != nil {
+			return nil, err
+		}
+		return nil, writePart(a, part, in.shard, getenv, log)
 	}
-	return p, nil
+	a.Group("kplan: render and compare the overlays the change can affect")
+	p, err := plan.Run(ctx, opts)
+	a.EndGroup()
+	return p, err
 }
 
 // resolve makes a path of an input absolute against the workspace.

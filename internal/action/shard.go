@@ -13,17 +13,16 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/shard"
-	"github.com/kplan-dev/kplan/internal/version"
 )
 
 // partPrefix starts the name of every part file the Action writes; the
 // merge run reads the files so named under its parts directory.
 const partPrefix = "kplan-part-"
 
-// writePart stores a shard's plan under RUNNER_TEMP for the job to upload
+// writePart stores a shard's part under RUNNER_TEMP for the job to upload
 // (the part-file output).
-func writePart(a *githubactions.Action, p *inventorydiff.Plan, s shard.Shard, options string, getenv func(string) string, log *slog.Logger) error {
-	data, err := json.Marshal(shard.NewPart(p, s, version.String(), options))
+func writePart(a *githubactions.Action, part shard.Part, s shard.Shard, getenv func(string) string, log *slog.Logger) error {
+	data, err := json.Marshal(part)
 	if err != nil {
 		return err
 	}
@@ -33,7 +32,7 @@ func writePart(a *githubactions.Action, p *inventorydiff.Plan, s shard.Shard, op
 		return fmt.Errorf("write the part of shard %s: %w", s, err)
 	}
 	a.SetOutput("part-file", path)
-	log.Info("shard planned: upload the part-file output for the merge job", "shard", s.String(), "overlays", len(p.Overlays), "part", path)
+	log.Info("shard planned: upload the part-file output for the merge job", "shard", s.String(), "overlays", len(part.Plan.Overlays), "part", path)
 	return nil
 }
 

@@ -4,9 +4,8 @@ import (
 	"context"
 	"slices"
 
-	"github.com/kplan-dev/kplan/internal/danger"
-	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/overlap"
 )
 
 // headKeysMap is p.headKeys, made when first needed.
@@ -26,84 +25,83 @@ func (p *planner) keepHeadKeys(overlay string, h inventorydiff.Side) {
 	p.headKeysMap()[overlay] = h.Inventory.Keys
 }
 
-// duplicates adds a duplicate-object finding to each overlay that the
-// change makes render an object (it adds it) that another overlay
-// deploying to the same cluster already renders (on head, not added by
-// this change: alternative installs sharing a base that gains an object
-// are not flagged, nor two overlays the change adds together). The overlays a
-// changed-only plan did not render are rendered on head for it (as for
-// shared inventories), only when the change adds an object: the
-// changed-only plan finds what the full plan finds. With the rule off
-// (.kplan.yaml), nothing is rendered for it.
-func (p *planner) duplicates(ctx context.Context, head *side, off bool) error {
-	defer func() { p.headKeys = nil }()
-	if off {
-		return nil // the rule is off: nothing is rendered for it
+// clusters are which overlays head deploys to one cluster.
+func clusters(head *side) overlap.Clusters {
+	if head.targets == nil {
+		return overlap.Clusters{}
 	}
-	var adding []string
+	c := overlap.Clusters{Targets: true, Environments: map[string][]string{}}
+	for _, t := range head.targets.Targets {
+		c.Environments[t.Overlay] = append(c.Environments[t.Overlay], t.Environment)
+	}
+	return c
+}
+
+// notRendered are the overlays the plan did not render on head (the
+// change cannot affect them), those of other shards included: what the
+// findings across overlays render on head when the plan's overlays call
+// for it.
+func (p *planner) notRendered(head *side) []string {
+	var out []string
 	for i := range p.overlays {
-		if len(p.overlays[i].Added) > 0 {
-			adding = append(adding, p.overlays[i].Path)
+		o := &p.overlays[i]
+		if o.HeadInventory == nil && o.HeadErr == "" && o.Status == inventorydiff.Unchanged && o.HeadHash == "" && head.overlays[o.Path] && !p.flux.has(o.Path) {
+			out = append(out, o.Path)
 		}
 	}
+	return append(out, p.elsewhere...)
+}
+
+// checkSharedInventories flags overlays that render the same inventory-id
+// on head (overlap.Inventories): applying one prunes what the other
+// applied. Only a change of some overlay's inventory can make such a
+// pair, so the overlays the plan did not render are rendered (head only)
+// just when one changed. A shard leaves the check to kplan merge, which
+// runs it over every shard's overlays: it renders them when its own
+// overlays call for it, as the unsharded plan does.
+func (p *planner) checkSharedInventories(ctx context.Context, head *side) error {
+	if !overlap.IDsChange(p.overlays) {
+		return nil
+	}
+	ids, err := p.identities(ctx, head, p.notRendered(head), p.headKeysMap())
+	if err != nil {
+		return err
+	}
+	p.facts.IDs = ids
+	if p.owned == nil {
+		overlap.Inventories(p.overlays, ids, p.facts.Clusters)
+	}
+	return nil
+}
+
+// duplicates adds a duplicate-object finding to each overlay that the
+// change makes render an object another overlay deploying to the same
+// cluster renders (overlap.Duplicates). The overlays the plan did not
+// render are rendered on head for it (as for shared inventories), only
+// when an overlay that may deploy where they do adds objects: the
+// changed-only plan finds what the full plan finds. With the rule off
+// (.kplan.yaml), nothing is rendered for it. A shard leaves the check to
+// kplan merge, as checkSharedInventories does.
+func (p *planner) duplicates(ctx context.Context, head *side) error {
+	if p.facts.NoDuplicates {
+		return nil
+	}
+	adding := overlap.Adding(p.overlays)
 	if len(adding) == 0 {
 		return nil
 	}
 	keys := p.headKeysMap()
 	var unknown []string
-	for i := range p.overlays {
-		o := &p.overlays[i]
-		if _, known := keys[o.Path]; known || o.HeadErr != "" || o.Status != inventorydiff.Unchanged || o.HeadHash != "" || !head.overlays[o.Path] {
-			continue
-		}
-		if slices.ContainsFunc(adding, func(a string) bool { return sameCluster(head, a, o.Path) }) {
-			unknown = append(unknown, o.Path)
+	for _, o := range p.notRendered(head) {
+		if _, known := keys[o]; !known && slices.ContainsFunc(adding, func(a string) bool { return p.facts.Same(a, o) }) {
+			unknown = append(unknown, o)
 		}
 	}
 	if _, err := p.identities(ctx, head, unknown, keys); err != nil {
 		return err
 	}
-	// What each overlay adds: an object two overlays add together (a
-	// base they share gained it) is not this change's collision; they
-	// already render that base's objects alike.
-	adds := map[string]map[string]bool{}
-	for i := range p.overlays {
-		for _, k := range p.overlays[i].Added {
-			if id, err := inventory.ParseKey(k); err == nil {
-				if adds[p.overlays[i].Path] == nil {
-					adds[p.overlays[i].Path] = map[string]bool{}
-				}
-				adds[p.overlays[i].Path][id.Ref()] = true
-			}
-		}
-	}
-	byRef := map[string][]string{}
-	for overlay, ks := range keys {
-		for _, k := range ks {
-			if id, err := inventory.ParseKey(k); err == nil {
-				byRef[id.Ref()] = append(byRef[id.Ref()], overlay)
-			}
-		}
-	}
-	for i := range p.overlays {
-		o := &p.overlays[i]
-		for _, k := range o.Added {
-			id, err := inventory.ParseKey(k)
-			if err != nil {
-				continue
-			}
-			var others []string
-			for _, other := range byRef[id.Ref()] {
-				// A shared inventory is already this overlay's problem.
-				if other != o.Path && !adds[other][id.Ref()] && !slices.Contains(o.SharedWith, other) && sameCluster(head, o.Path, other) {
-					others = append(others, other)
-				}
-			}
-			if len(others) > 0 {
-				slices.Sort(others)
-				o.Dangerous = append(o.Dangerous, danger.DuplicateFinding(k, others))
-			}
-		}
+	if p.owned == nil {
+		overlap.Duplicates(p.overlays, keys, p.facts.Clusters)
 	}
 	return nil
 }

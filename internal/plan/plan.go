@@ -10,6 +10,7 @@ package plan
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -59,8 +60,8 @@ type Options struct {
 	// Flux Kustomizations become the plan's targets); nil leaves it to
 	// head's .kplan.yaml, then to whether the repository has any.
 	Flux *bool
-	// Shard, when on, plans only that share of the overlays (the rest are
-	// left out of the plan); kplan merge joins the shares.
+	// Shard is the share of the overlays Share plans (the rest are left
+	// out of its part); kplan merge joins the shares. Run plans them all.
 	Shard shard.Shard
 }
 
@@ -86,29 +87,55 @@ func Run(ctx context.Context, opts Options) (*inventorydiff.Plan, error) {
 
 // Execute computes the plan of Head against Base and says how.
 func Execute(ctx context.Context, opts Options) (*inventorydiff.Plan, Stats, error) {
+	if opts.Shard.On() {
+		return nil, Stats{}, fmt.Errorf("shard %s: a share of a plan is planned with Share, for kplan merge", opts.Shard)
+	}
+	p, plan, err := execute(ctx, opts)
+	if err != nil {
+		return nil, Stats{}, err
+	}
+	return plan, p.stats, nil
+}
+
+// Share plans the share opts.Shard of the overlays as a part for kplan
+// merge, with what merge needs to find what they collide on with the
+// other shares' overlays. version and options name the kplan and the
+// options (as the caller spells them) every shard of the run must share.
+func Share(ctx context.Context, opts Options, version, options string) (shard.Part, error) {
+	if !opts.Shard.On() {
+		return shard.Part{}, errors.New("no shard to plan: say which share (e.g. 2/3)")
+	}
+	p, plan, err := execute(ctx, opts)
+	if err != nil {
+		return shard.Part{}, err
+	}
+	return shard.NewPart(plan, p.facts, opts.Shard, version, options), nil
+}
+
+func execute(ctx context.Context, opts Options) (*planner, *inventorydiff.Plan, error) {
 	start := time.Now()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Base == "" {
-		return nil, Stats{}, fmt.Errorf("no base revision: say which commit to compare against (e.g. --base main)")
+		return nil, nil, fmt.Errorf("no base revision: say which commit to compare against (e.g. --base main)")
 	}
 	top, err := gitcli.Repo{Dir: opts.RepoDir}.TopLevel(ctx)
 	if err != nil {
-		return nil, Stats{}, err
+		return nil, nil, err
 	}
 	opts.RepoDir = top
 	kust := render.NewKustomizer(opts.Render)
 	go kust.Warm() // CPU work while git reads the commits
 	base, head, err := open(ctx, opts)
 	if err != nil {
-		return nil, Stats{}, err
+		return nil, nil, err
 	}
 	opts.Logger.Debug("opened", "took", time.Since(start).Round(time.Microsecond))
 	p := &planner{opts: opts, log: opts.Logger, kust: kust}
 	plan, err := p.run(ctx, base, head)
 	if err != nil {
-		return nil, Stats{}, err
+		return nil, nil, err
 	}
 	if p.cache != nil {
 		// Entries no plan used for a while belong to revisions gone by.
@@ -121,7 +148,7 @@ func Execute(ctx context.Context, opts Options) (*inventorydiff.Plan, Stats, err
 	opts.Logger.Info("planned", "base", base.Rev, "head", head.Rev, "files", head.Files,
 		"overlays", p.stats.Overlays, "skipped", p.stats.Skipped, "rendered", p.stats.Rendered,
 		"cacheHits", p.stats.CacheHits, "stored", p.stats.Stored, "failFast", p.stats.FailFast, "took", p.stats.Took.Round(time.Millisecond))
-	return plan, p.stats, nil
+	return p, plan, nil
 }
 
 // open reads both sides lazily (only the files the plan needs are read

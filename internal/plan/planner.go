@@ -26,6 +26,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/overlap"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/rendercache"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
@@ -61,6 +62,13 @@ type planner struct {
 	built       int // builds done, for Options.Progress
 	// owned are the overlays this shard plans; nil: all of them.
 	owned map[string]bool
+	// elsewhere are the overlays other shards own that the change cannot
+	// affect, sorted: like this shard's own, rendered on head when its
+	// overlays call for the findings across overlays.
+	elsewhere []string
+	// facts are what the findings across overlays read besides the
+	// overlays' plans; a shard's part carries them to kplan merge.
+	facts overlap.Facts
 	// met says, while jobs probes closures, whether an overlay's closure
 	// on each side meets the change (closures then have no paths).
 	met [2]map[string]bool
@@ -205,7 +213,9 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 		return nil, err
 	}
 	p.compareLonely(sides)
-	if err := p.checkSharedInventories(ctx, sides); err != nil {
+	off := disabledRules(sides)
+	p.facts.Clusters, p.facts.NoDuplicates = clusters(sides[1]), off[danger.DuplicateObject]
+	if err := p.checkSharedInventories(ctx, sides[1]); err != nil {
 		return nil, err
 	}
 	done("built")
@@ -230,17 +240,15 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	if p.flux != nil {
 		p.flux.decorate(p.overlays)
 	}
-	off := disabledRules(sides)
-	if err := p.duplicates(ctx, sides[1], off[danger.DuplicateObject]); err != nil {
+	if err := p.duplicates(ctx, sides[1]); err != nil {
 		return nil, err
 	}
+	if p.owned != nil {
+		p.facts.Keys = p.headKeys
+	}
+	p.headKeys = nil
 	for i := range p.overlays {
 		p.overlays[i].Dangerous = danger.Without(p.overlays[i].Dangerous, off)
-	}
-	if p.owned != nil {
-		// The others' overlays were planned unrendered, for the findings
-		// across overlays; their own shards plan them.
-		p.overlays = slices.DeleteFunc(p.overlays, func(o inventorydiff.Overlay) bool { return !p.owned[o.Path] })
 	}
 	plan := &inventorydiff.Plan{Base: base.Rev, Head: head.Rev, BaseLabel: p.opts.BaseLabel, HeadLabel: p.opts.HeadLabel,
 		Overlays: p.overlays, Totals: inventorydiff.Sum(p.overlays), Unread: unread}
@@ -381,7 +389,10 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
 			}
 		}
 		if p.owned != nil && !p.owned[o] {
-			p.compare(o, pair{present: pr.present, sides: [2]inventorydiff.Side{unrendered(), unrendered()}})
+			// Its shard plans it; merge checks it against this shard's.
+			if sides[0].tree.Errors[o] == nil && sides[1].tree.Errors[o] == nil && p.skip(sides, o, pr.present, cs, changed) {
+				p.elsewhere = append(p.elsewhere, o)
+			}
 			continue
 		}
 		p.stats.Overlays++
@@ -863,84 +874,6 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 			}
 		}
 	}
-}
-
-// checkSharedInventories flags overlays that render the same inventory-id
-// on head: applying one prunes what the other applied. Only a change of
-// some overlay's inventory can make such a pair, so overlays the change
-// did not affect are rendered (head only) just when one changed.
-func (p *planner) checkSharedInventories(ctx context.Context, sides [2]*side) error {
-	changedID := func(o *inventorydiff.Overlay) bool {
-		if o.HeadInventory == nil {
-			return false
-		}
-		return o.BaseInventory == nil || o.BaseInventory.ID != o.HeadInventory.ID || o.Status == inventorydiff.New || o.Status == inventorydiff.Moved
-	}
-	var unknown []string
-	anyChanged := false
-	for i := range p.overlays {
-		o := &p.overlays[i]
-		anyChanged = anyChanged || changedID(o)
-		if o.HeadInventory == nil && o.HeadErr == "" && o.Status == inventorydiff.Unchanged && o.HeadHash == "" && !p.flux.has(o.Path) {
-			unknown = append(unknown, o.Path) // not rendered
-		}
-	}
-	if !anyChanged {
-		return nil
-	}
-	head := sides[1]
-	ids, err := p.identities(ctx, head, unknown, p.headKeysMap())
-	if err != nil {
-		return err
-	}
-	byID := map[string][]int{}
-	for i := range p.overlays {
-		o := &p.overlays[i]
-		id := o.HeadInventory
-		if id == nil {
-			id = ids[o.Path]
-		}
-		if id != nil {
-			byID[id.ID] = append(byID[id.ID], i)
-		}
-	}
-	for _, group := range byID {
-		for _, i := range group {
-			o := &p.overlays[i]
-			before := !changedID(o)
-			for _, j := range group {
-				if j != i && sameCluster(head, o.Path, p.overlays[j].Path) {
-					o.SharedWith = append(o.SharedWith, p.overlays[j].Path)
-					before = before && !changedID(&p.overlays[j])
-				}
-			}
-			if len(o.SharedWith) > 0 {
-				slices.Sort(o.SharedWith)
-				o.SharedBefore = before
-				if o.HeadInventory == nil {
-					o.HeadInventory = ids[o.Path]
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// sameCluster says whether two overlays may deploy to one cluster: with
-// .kplan.yaml, when their targets share an environment (the webhook maps
-// environments to clusters); without it, kplan cannot tell, so yes.
-func sameCluster(sd *side, a, b string) bool {
-	if sd.targets == nil {
-		return true
-	}
-	for _, ta := range sd.targets.TargetsOf(a) {
-		for _, tb := range sd.targets.TargetsOf(b) {
-			if ta.Environment == tb.Environment {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // identities renders overlays on one side for their inventory alone;

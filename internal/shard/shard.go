@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/overlap"
 )
 
 // Shard is the share of a plan one run renders: Index of Count, from 1.
@@ -83,10 +84,12 @@ func Assign(units []Unit, n int) []int {
 }
 
 // Format names the part file format; a part of another format is refused.
-const Format = "kplan-plan-part/1"
+const Format = "kplan-plan-part/2"
 
-// Part is one shard's plan: the overlays it owns, planned in full, and
-// what every shard computes alike (the files no overlay reads).
+// Part is one shard's plan: the overlays it owns, planned in full but for
+// the findings across overlays, what merge needs to find those over every
+// shard's overlays, and what every shard computes alike (the files no
+// overlay reads).
 type Part struct {
 	Format  string `json:"format"`
 	Version string `json:"version"` // kplan's version
@@ -100,11 +103,15 @@ type Part struct {
 	// Plan is the share's plan as kplan holds it, so that the merged plan
 	// prints in every format as the unsharded one does.
 	Plan *inventorydiff.Plan `json:"plan"`
+	// Overlap is what the findings across overlays (shared inventories,
+	// duplicate objects) read of the share's overlays besides their plans.
+	Overlap overlap.Facts `json:"overlap"`
 }
 
-// NewPart wraps a shard's plan, planned with options.
-func NewPart(p *inventorydiff.Plan, s Shard, version, options string) Part {
-	return Part{Format: Format, Version: version, Shard: s.String(), Base: p.Base, Head: p.Head, Options: options, Plan: p}
+// NewPart wraps a shard's plan, planned with options, and its overlays'
+// facts for the findings across overlays.
+func NewPart(p *inventorydiff.Plan, facts overlap.Facts, s Shard, version, options string) Part {
+	return Part{Format: Format, Version: version, Shard: s.String(), Base: p.Base, Head: p.Head, Options: options, Plan: p, Overlap: facts}
 }
 
 // Decode reads a part written by Marshal.
@@ -112,6 +119,9 @@ func Decode(data []byte) (Part, error) {
 	var p Part
 	if err := json.Unmarshal(data, &p); err != nil {
 		return p, fmt.Errorf("not a plan part (kplan diff --shard I/N -o json): %w", err)
+	}
+	if strings.HasPrefix(p.Format, "kplan-plan-part/") && p.Format != Format {
+		return p, fmt.Errorf("a part of format %s (kplan %s), and this kplan merges %s: plan every shard and merge with the same kplan", p.Format, p.Version, Format)
 	}
 	if p.Format != Format || p.Plan == nil {
 		return p, fmt.Errorf("not a plan part of format %s (kplan diff --shard I/N -o json writes one)", Format)
@@ -126,9 +136,10 @@ type Named struct {
 }
 
 // Merge joins the parts of one plan, refusing parts of different kplan
-// versions, commits or shard counts and an incomplete set. The merged
-// plan's work sums the shards' (its time is the longest shard's: what a
-// matrix waits for).
+// versions, commits or shard counts and an incomplete set. The findings
+// across overlays are found over every part's overlays, as the unsharded
+// plan finds them. The merged plan's work sums the shards' (its time is
+// the longest shard's: what a matrix waits for).
 func Merge(parts []Named) (*inventorydiff.Plan, error) {
 	if len(parts) == 0 {
 		return nil, errors.New("no parts to merge: give the part files kplan diff --shard wrote")
@@ -173,7 +184,9 @@ func Merge(parts []Named) (*inventorydiff.Plan, error) {
 	out := &inventorydiff.Plan{Base: fp.Base, Head: fp.Head, BaseLabel: fp.BaseLabel, HeadLabel: fp.HeadLabel, Unread: fp.Unread}
 	owner := map[string]string{}
 	var work *inventorydiff.Work
+	var facts overlap.Facts
 	for _, n := range parts {
+		facts.Add(n.Part.Overlap)
 		p := n.Part.Plan
 		for _, o := range p.Overlays {
 			if prev, ok := owner[o.Path]; ok {
@@ -199,6 +212,7 @@ func Merge(parts []Named) (*inventorydiff.Plan, error) {
 		}
 	}
 	slices.SortFunc(out.Overlays, func(a, b inventorydiff.Overlay) int { return cmp.Compare(a.Path, b.Path) })
+	facts.Check(out.Overlays)
 	out.Totals = inventorydiff.Sum(out.Overlays)
 	if work != nil {
 		work.Shards = s0.Count

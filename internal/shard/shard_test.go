@@ -83,3 +83,20 @@ func TestMergeRefusesOtherVersionsAndCounts(t *testing.T) {
 func newPlan(base, head string) *inventorydiff.Plan {
 	return &inventorydiff.Plan{Base: base, Head: head}
 }
+
+// A part of another format — written by an older kplan, without what
+// merge needs for the findings across overlays — is refused, saying so.
+func TestDecodeRefusesOtherFormats(t *testing.T) {
+	for _, c := range []struct{ part, want string }{
+		{`{"format":"kplan-plan-part/1","version":"v0.9.0","shard":"1/2","plan":{}}`, "a part of format kplan-plan-part/1 (kplan v0.9.0), and this kplan merges " + Format},
+		{`{"Overlays":[]}`, "not a plan part of format " + Format},
+		{`[`, "not a plan part"},
+	} {
+		if _, err := Decode([]byte(c.part)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Decode(%s): %v, want an error saying %q", c.part, err, c.want)
+		}
+	}
+	if _, err := Decode([]byte(`{"format":"` + Format + `","shard":"1/2","plan":{}}`)); err != nil {
+		t.Errorf("Decode of a part: %v", err)
+	}
+}
