@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -10,7 +11,8 @@ import (
 // listed as unread; a file reached only through a Flux Kustomization's
 // spec.components (as onedr0p/home-ops' shared backup component is) is
 // planned in Flux mode, and without it listed as unread with a hint; a
-// file an overlay reads is not listed.
+// file an overlay reads is not listed, nor is the ResourceGroup file the
+// plan reads for an overlay's inventory.
 func TestDiffListsChangedFilesNoOverlayReads(t *testing.T) {
 	dir := t.TempDir()
 	git(t, dir, "init", "-q", "-b", "main")
@@ -77,5 +79,24 @@ func TestDiffListsChangedFilesNoOverlayReads(t *testing.T) {
 	out, _, _ = kplan(t, nil, "diff", "-C", dir, "--base", "HEAD~", "--head", "HEAD", "--flux=false")
 	if strings.Contains(out, "No overlay reads") || !strings.Contains(out, "0 to add, 1 to change, 0 to prune in 1 of 1 overlays.") {
 		t.Errorf("a read file:\n%s", out)
+	}
+
+	// kplan init's file beside the overlay: planned as the inventory it
+	// gives, not listed as unread.
+	if _, stderr, err := kplan(t, nil, "init", filepath.Join(dir, "apps/web"), "--name", "web-inv"); err != nil {
+		t.Fatalf("kplan init: %v\n%s", err, stderr)
+	}
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-qm", "inventory")
+	js, _, _ = kplan(t, nil, "diff", "-C", dir, "--base", "HEAD~", "--head", "HEAD", "-o", "json", "--flux=false")
+	var inv struct {
+		Unread   []struct{ Path string }
+		Overlays []struct {
+			Head struct{ Inventory *struct{ Name string } }
+		}
+	}
+	if err := json.Unmarshal([]byte(js), &inv); err != nil || len(inv.Unread) != 0 || len(inv.Overlays) != 1 ||
+		inv.Overlays[0].Head.Inventory == nil || inv.Overlays[0].Head.Inventory.Name != "web-inv" {
+		t.Errorf("a ResourceGroup file added: %v\n%s", err, js)
 	}
 }

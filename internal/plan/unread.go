@@ -7,6 +7,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
+	"github.com/kplan-dev/kplan/internal/resourcegroup"
 )
 
 // unread lists the changed files that no overlay's build reads on either
@@ -26,6 +27,13 @@ func (p *planner) unread(sides [2]*side, changed map[string]bool) []inventorydif
 			if !c.Bounded() {
 				unboundedDirs = append(unboundedDirs, o)
 			}
+		}
+	}
+	// The plan reads an overlay's ResourceGroup file for its inventory
+	// even when the build does not.
+	for _, sd := range sides {
+		for o := range sd.overlays {
+			read[path.Join(o, resourcegroup.DefaultFile)] = true
 		}
 	}
 	// Top directories holding kustomizations: YAML changed under them
