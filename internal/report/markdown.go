@@ -22,16 +22,17 @@ const openLimit = 20000
 type detail int
 
 const (
-	withObjects detail = iota // field diffs and added objects' YAML, or unified diffs
-	withFields                // field diffs
-	tablesOnly                // the objects, no field diffs
-	countsOnly                // the table of overlays only
+	withObjects   detail = iota // field diffs and added objects' YAML, or unified diffs
+	withFields                  // field diffs
+	withFieldsCut               // field diffs, long text diffs cut to their first lines
+	tablesOnly                  // the objects, no field diffs
+	countsOnly                  // the table of overlays only
 )
 
 // Markdown renders the plan for a PR comment or job summary, fitting it in
 // limit characters (MaxCommentSize for a comment). It drops added
-// objects' YAML, then field diffs, then per-object lists, then trailing
-// overlays, rather than fail.
+// objects' YAML, then the tails of long text diffs, then field diffs,
+// then per-object lists, then trailing overlays, rather than fail.
 // header goes first (a hidden marker, say) and counts against limit.
 func Markdown(p *inventorydiff.Plan, header string, limit int) string {
 	return MarkdownWith(p, header, limit, Options{})
@@ -51,7 +52,7 @@ func MarkdownWith(p *inventorydiff.Plan, header string, limit int, opts Options)
 // When it is not, it says so, and where opts.Complete points.
 func MarkdownFit(p *inventorydiff.Plan, header string, limit int, opts Options) (string, bool) {
 	m := &md{p: p, opts: opts, groups: findGroups(p), images: images(p), sections: -1}
-	for _, d := range []detail{withObjects, withFields, tablesOnly} {
+	for _, d := range []detail{withObjects, withFields, withFieldsCut, tablesOnly} {
 		s := header + m.render(d, -1, true)
 		if len(s) > openLimit {
 			s = header + m.render(d, -1, false)
@@ -64,7 +65,7 @@ func MarkdownFit(p *inventorydiff.Plan, header string, limit int, opts Options) 
 	// in the table: a reviewer still reads diffs, not only counts.
 	fits := func(n int) bool {
 		m.sections = n
-		return len(header+m.render(withFields, -1, false)) <= limit
+		return len(header+m.render(withFieldsCut, -1, false)) <= limit
 	}
 	lo, hi := 0, len(p.Overlays)
 	for lo < hi {
@@ -77,7 +78,7 @@ func MarkdownFit(p *inventorydiff.Plan, header string, limit int, opts Options) 
 	}
 	if lo > 0 {
 		m.sections = lo
-		return header + m.render(withFields, -1, false), false
+		return header + m.render(withFieldsCut, -1, false), false
 	}
 	m.sections = -1
 	if s := header + m.render(countsOnly, -1, false); len(s) <= limit {
@@ -135,15 +136,19 @@ func (m *md) render(d detail, maxRows int, open bool) string {
 	partial := m.sections >= 0 && d != countsOnly
 	if d != withObjects {
 		what := map[detail]string{
-			withFields: "Added objects' YAML is",
-			tablesOnly: "Field changes and added objects' YAML are",
-			countsOnly: "Per-object details are",
+			withFields:    "Added objects' YAML is",
+			withFieldsCut: fmt.Sprintf("Added objects' YAML and text diffs past their first %d lines are", cutLines),
+			tablesOnly:    "Field changes and added objects' YAML are",
+			countsOnly:    "Per-object details are",
 		}[d]
 		if m.opts.unified() && d == withFields {
 			what = "Unified diffs are"
 		}
+		if m.opts.unified() && d == withFieldsCut {
+			what = fmt.Sprintf("Unified diffs and text diffs past their first %d lines are", cutLines)
+		}
 		if partial {
-			what = fmt.Sprintf("Added objects' YAML and the changes of all but the first %d overlays are", m.sections)
+			what = fmt.Sprintf("Added objects' YAML, text diffs past their first %d lines and the changes of all but the first %d overlays are", cutLines, m.sections)
 		}
 		where := "run `kplan diff` locally for them"
 		if m.opts.Complete != "" {
@@ -247,7 +252,7 @@ func (m *md) writeImages(b *strings.Builder, d detail) {
 	if len(m.images) == 0 {
 		return
 	}
-	max := map[detail]int{withObjects: 1 << 30, withFields: 1 << 30, tablesOnly: 100, countsOnly: 20}[d]
+	max := map[detail]int{withObjects: 1 << 30, withFields: 1 << 30, withFieldsCut: 1 << 30, tablesOnly: 100, countsOnly: 20}[d]
 	perLine := 5
 	if d == countsOnly {
 		perLine = 2
@@ -372,8 +377,7 @@ func (m *md) writeOverlay(b *strings.Builder, o *inventorydiff.Overlay, d detail
 	if changed := inventoryChange(o); changed != "" {
 		fmt.Fprintf(b, "%s\n\n", changed)
 	}
-	fields := d <= withFields && !(d == withObjects && m.opts.unified())
-	if objs := m.objects(o, fields); objs != "" {
+	if objs := m.objects(o, d); objs != "" {
 		codeBlock(b, "diff", objs)
 	}
 	if d == withObjects {
@@ -449,9 +453,11 @@ func writeNotes(b *strings.Builder, o *inventorydiff.Overlay) {
 // objects is the overlay's objects as one diff block: added ones as +,
 // pruned ones as -, then changed ones, each under an @@ header with its
 // field changes as ! lines (a multi-line value's line diff follows its
-// field, its lines keeping their +/- so they are coloured). Without
-// fields, changed objects are one ! line each.
-func (m *md) objects(o *inventorydiff.Overlay, fields bool) string {
+// field, its lines keeping their +/- so they are coloured; withFieldsCut
+// keeps its first cutLines lines). Without fields (tablesOnly and less,
+// or unified diffs shown), changed objects are one ! line each.
+func (m *md) objects(o *inventorydiff.Overlay, d detail) string {
+	fields := d <= withFieldsCut && !(d == withObjects && m.opts.unified())
 	var diff strings.Builder
 	// Adds and prunes first: each is one line, and a line after an @@
 	// header would read as a field of that object.
@@ -496,7 +502,12 @@ func (m *md) objects(o *inventorydiff.Overlay, fields bool) string {
 				line = "! " + line
 			}
 			diff.WriteString(line + "\n")
-			for _, l := range f.DiffLines() {
+			lines := f.DiffLines()
+			if d == withFieldsCut && len(lines) > cutLines {
+				more := len(lines) - cutLines
+				lines = append(lines[:cutLines:cutLines], fmt.Sprintf("… %d more lines of this text diff (size limit)", more))
+			}
+			for _, l := range lines {
 				switch l[0] {
 				case '+', '-', ' ':
 					diff.WriteString(l[:1] + "      " + l[1:] + "\n")
@@ -508,6 +519,10 @@ func (m *md) objects(o *inventorydiff.Overlay, fields bool) string {
 	}
 	return diff.String()
 }
+
+// cutLines is how many lines of a text diff withFieldsCut shows: one
+// long embedded file must not push every other field change out.
+const cutLines = 30
 
 // maxGroupNames is how many members a group's headline names.
 const maxGroupNames = 10

@@ -291,3 +291,38 @@ func TestMarkdownDropsObjectsBeforeFields(t *testing.T) {
 		t.Errorf("with room, the added objects' YAML is shown:\n%.2000s", md)
 	}
 }
+
+// One long embedded file rewritten (a ConfigMap holding a catalog, as in
+// a kubeflow model-registry bump) keeps its first lines, and does not
+// push the image change beside it out of the comment.
+func TestMarkdownCutsLongTextDiffsBeforeDroppingFields(t *testing.T) {
+	catalog := func(v string) string {
+		var b strings.Builder
+		for i := range 3000 {
+			fmt.Fprintf(&b, "- name: server-%d\\n  version: %s-%d\\n", i, v, i)
+		}
+		return b.String()
+	}
+	objs := func(image, v string) []string {
+		return []string{
+			"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: n}\nspec: {template: {spec: {containers: [{name: web, image: '" + image + "'}]}}}",
+			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: catalog, namespace: n}\ndata: {servers.yaml: \"" + catalog(v) + "\"}",
+		}
+	}
+	p := inventorydiff.Compare("a", "b",
+		map[string]inventorydiff.Side{"app": side(t, objs("web:1", "old")...)},
+		map[string]inventorydiff.Side{"app": side(t, objs("web:2", "new")...)})
+	for _, opts := range []Options{{}, {DiffStyle: DiffUnified}} {
+		md := MarkdownWith(p, "", MaxCommentSize, opts)
+		if len(md) > MaxCommentSize || !strings.Contains(md, `! spec.template.spec.containers[name=web].image: "web:1" → "web:2"`) ||
+			!strings.Contains(md, "! data.servers.yaml: text changed") || !strings.Contains(md, "+        version: new-0\n") ||
+			!strings.Contains(md, "more lines of this text diff (size limit)") || strings.Contains(md, "version: new-2999") ||
+			!strings.Contains(md, "text diffs past their first 30 lines are not in this comment") {
+			t.Errorf("style %q: %d characters:\n%.3000s", opts.DiffStyle, len(md), md)
+		}
+	}
+	// With room, all of it.
+	if md := MarkdownWith(p, "", 100*MaxCommentSize, Options{}); !strings.Contains(md, "version: new-2999") || strings.Contains(md, "more lines of this text diff") {
+		t.Errorf("with room, the whole text diff is shown")
+	}
+}
