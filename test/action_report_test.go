@@ -73,7 +73,7 @@ func TestActionReportAtAGlance(t *testing.T) {
 			"### kplan: 0 to add, 2 to change, 1 to prune in 2 of 3 overlays; 1 overlay failed\n",
 			"⚠️ **1 dangerous change**. ❌ **1 overlay broken by this change**.",
 			"| `overlays/prod` | 0 | 1 | 1 | ⚠️ 1 dangerous |\n| `overlays/staging` | 0 | 1 | 0 |  |\n| `overlays/tools` | | | | ❌ broken by this change |\n",
-			"**Images** (1 change)\n\n- `registry.example/web:1.0` → `registry.example/web:1.1`: Deployment web (prod) in `overlays/prod`, Deployment web (staging) in `overlays/staging`\n",
+			"**Images** (1 change)\n\n- `registry.example/web:1.0` → `registry.example/web:1.1`: Deployment web (prod) in `overlays/prod`; Deployment web (staging) in `overlays/staging`\n",
 			"@@ Deployment web (prod) — same change in 2 Deployments: web (prod), web (staging) in overlays/staging @@\n",
 			"! Deployment web (staging): same change as Deployment web (prod) in overlays/prod\n",
 			"- PersistentVolumeClaim data (prod)\n",

@@ -55,7 +55,7 @@ func TestDiffAtAGlance(t *testing.T) {
 	for _, want := range []string{
 		"### kplan: 0 to add, 9 to change, 1 to prune in 3 of 3 overlays",
 		"| Overlay | Add | Change | Prune | |\n|---|---:|---:|---:|---|\n| `overlays/a` | 0 | 3 | 0 |  |\n| `overlays/b` | 0 | 3 | 0 |  |\n| `overlays/c` | 0 | 3 | 1 | ⚠️ 1 dangerous |\n",
-		"**Images** (1 change)\n\n- `web:1` → `web:2`: Deployment web (a) in `overlays/a`, Deployment web (b) in `overlays/b`, Deployment web (c) in `overlays/c`\n",
+		"**Images** (1 change)\n\n- `web:1` → `web:2`: Deployment web (a) in `overlays/a`; Deployment web (b) in `overlays/b`; Deployment web (c) in `overlays/c`\n",
 		"@@ Deployment web (a) — same change in 3 Deployments: web (a), web (b) in overlays/b, web (c) in overlays/c @@\n",
 		"! Deployment web (b): same change as Deployment web (a) in overlays/a\n",
 		"- PersistentVolumeClaim data (c)\n",

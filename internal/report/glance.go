@@ -217,29 +217,49 @@ func yamlImages(y string) []string {
 	return out
 }
 
-// objectsText names the objects of an image change, at most max.
+// objectsText names the objects of an image change, at most max, each
+// once with the overlays that render it: an image bumped in dev, staging
+// and prod reads "Deployment web (n) in dev, staging, prod".
 func objectsText(ms []member, max int, code func(string) string) string {
-	var names []string
+	var keys []string
+	in := map[string][]string{}
 	overlays := map[string]bool{}
 	for _, m := range ms {
+		if _, ok := in[m.key]; !ok {
+			keys = append(keys, m.key)
+		}
+		in[m.key] = append(in[m.key], m.overlay)
 		overlays[m.overlay] = true
 	}
-	for i, m := range ms {
+	var names []string
+	for i, k := range keys {
 		if i == max {
 			break
 		}
-		n := inventorydiff.Name(m.key)
+		n := inventorydiff.Name(k)
 		if len(overlays) > 1 {
-			n += " in " + code(m.overlay)
+			os := in[k]
+			shown := os[:min(len(os), maxOverlayNames)]
+			var quoted []string
+			for _, o := range shown {
+				quoted = append(quoted, code(o))
+			}
+			n += " in " + strings.Join(quoted, ", ")
+			if more := len(os) - len(shown); more > 0 {
+				n += fmt.Sprintf(" and %d more overlays", more)
+			}
 		}
 		names = append(names, n)
 	}
-	s := strings.Join(names, ", ")
-	if more := len(ms) - len(names); more > 0 {
-		s += fmt.Sprintf(" and %d more", more)
+	s := strings.Join(names, "; ")
+	if more := len(keys) - len(names); more > 0 {
+		s += fmt.Sprintf("; and %d more objects", more)
 	}
 	return s
 }
+
+// maxOverlayNames is how many overlays an image change names per object.
+const maxOverlayNames = 10
 
 // ignoredText says what one ignore rule hid.
 func ignoredText(r inventorydiff.IgnoredRule) string {

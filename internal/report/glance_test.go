@@ -24,8 +24,8 @@ func TestImages(t *testing.T) {
 		return "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: " + name + ", namespace: n}\nspec: {template: {spec: {initContainers: [{name: init, image: 'busybox:1'}], containers: [{name: app, image: '" + image + "'}]}}}"
 	}
 	p := inventorydiff.Compare("a", "b",
-		map[string]inventorydiff.Side{"o1": side(t, dep("web", "web:1")), "o2": side(t, dep("web", "web:1"))},
-		map[string]inventorydiff.Side{"o1": side(t, dep("web", "web:2"), dep("api", "api:7")), "o2": side(t, dep("web", "web:2"))})
+		map[string]inventorydiff.Side{"o1": side(t, dep("web", "web:1"), dep("worker", "web:1")), "o2": side(t, dep("web", "web:1")), "o3": side(t, dep("web", "web:1"))},
+		map[string]inventorydiff.Side{"o1": side(t, dep("web", "web:2"), dep("worker", "web:2"), dep("api", "api:7")), "o2": side(t, dep("web", "web:2")), "o3": side(t, dep("web", "web:2"))})
 	var got []string
 	for _, ic := range images(p) {
 		got = append(got, ic.Old+" → "+ic.New+": "+objectsText(ic.Objects, 5, func(s string) string { return s }))
@@ -33,7 +33,8 @@ func TestImages(t *testing.T) {
 	want := []string{
 		" → api:7: Deployment api (n)",
 		" → busybox:1: Deployment api (n)",
-		"web:1 → web:2: Deployment web (n) in o1, Deployment web (n) in o2",
+		// Each object once, with the overlays that render it.
+		"web:1 → web:2: Deployment web (n) in o1, o2, o3; Deployment worker (n) in o1",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("images:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
