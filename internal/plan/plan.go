@@ -152,25 +152,27 @@ func execute(ctx context.Context, opts Options) (*planner, *inventorydiff.Plan, 
 }
 
 // open reads both sides lazily (only the files the plan needs are read
-// later), sharing the contents they have in common; a work tree head
-// takes the files git sees unmodified from the index.
+// later), sharing the contents they have in common: a commit head is
+// listed from the base's listing and their diff; a work tree head takes
+// the files git sees unmodified from the index.
 func open(ctx context.Context, opts Options) (base, head *snapshot.Snapshot, err error) {
 	blobs := snapshot.NewBlobs(opts.RepoDir)
 	var wg sync.WaitGroup
 	var herr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if opts.Head == "" {
+	if opts.Head == "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			head, herr = snapshot.OpenWorkingTree(ctx, opts.RepoDir, blobs)
-		} else {
-			head, herr = snapshot.Open(ctx, opts.RepoDir, opts.Head, blobs)
-		}
-	}()
+		}()
+	}
 	base, err = snapshot.Open(ctx, opts.RepoDir, opts.Base, blobs)
 	wg.Wait()
 	if err != nil {
 		return nil, nil, fmt.Errorf("load base: %w", err)
+	}
+	if opts.Head != "" {
+		head, herr = snapshot.OpenFrom(ctx, base, opts.Head)
 	}
 	if herr != nil {
 		return nil, nil, fmt.Errorf("load head: %w", herr)

@@ -172,6 +172,16 @@ func (f *FS) stat(p string) (string, kind, error) {
 	return real, k, nil
 }
 
+// KustomizationFiles lists the kustomization files of a tree that can
+// list them without a walk (render's discovery), sorted; false when it
+// cannot.
+func (f *FS) KustomizationFiles() ([]string, bool) {
+	if l, ok := f.st.(interface{ KustomizationFiles() ([]string, bool) }); ok {
+		return l.KustomizationFiles()
+	}
+	return nil, false
+}
+
 // Override makes the file at p read as data from now on, for rewrites
 // kplan makes before krusty reads a file (removing the inventory field).
 // The tree, its Index and its blob ids keep what was committed.

@@ -1,8 +1,10 @@
 package snapshot
 
 import (
+	"maps"
 	"path"
 	"slices"
+	"sync"
 )
 
 // Index lists the files of a tree with their content's git blob id, and
@@ -14,18 +16,32 @@ import (
 // is a change of the path a render reads.
 type Index struct {
 	files map[string]string // repository-relative path -> blob id
-	dirs  map[string]bool   // every directory holding a file; "." always
-	tree  *tree             // for paths through a symlink loop; may be nil
+	// dirs has every directory holding a file as a key, "." always; the
+	// values are the tree's listings, or nil.
+	dirs map[string][]string
+	tree *tree // for paths through a symlink loop; may be nil
+	// from is the index this one was made from by applying a diff, and
+	// delta what Changed(from, this) is.
+	from  *Index
+	delta map[string]bool
+
+	sortOnce sync.Once
+	sorted   []string // Paths
 }
 
 func newIndex(t *tree, files map[string]string) *Index {
-	ix := &Index{files: files, dirs: map[string]bool{".": true}, tree: t}
+	ix := &Index{files: files, dirs: map[string][]string{".": nil}, tree: t}
 	for name := range files {
-		for d := path.Dir(name); !ix.dirs[d]; d = path.Dir(d) {
-			ix.dirs[d] = true
+		for d := path.Dir(name); !ix.isDir(d); d = path.Dir(d) {
+			ix.dirs[d] = nil
 		}
 	}
 	return ix
+}
+
+func (ix *Index) isDir(rel string) bool {
+	_, ok := ix.dirs[rel]
+	return ok
 }
 
 // ID returns the blob id of the file at a repository-relative path.
@@ -42,7 +58,7 @@ func (ix *Index) ID(rel string) (string, bool) {
 // IsDir reports whether rel is a directory of the tree (git has no empty
 // directories, so: whether some file lies below it).
 func (ix *Index) IsDir(rel string) bool {
-	if ix.dirs[rel] {
+	if ix.isDir(rel) {
 		return true
 	}
 	_, k := ix.resolve(rel)
@@ -74,14 +90,35 @@ func (ix *Index) State(rel string) string {
 	return "-"
 }
 
-// Paths lists every file, sorted.
+// Paths lists every file, sorted; the caller must not change it.
 func (ix *Index) Paths() []string {
-	out := make([]string, 0, len(ix.files))
-	for p := range ix.files {
-		out = append(out, p)
-	}
-	slices.Sort(out)
-	return out
+	ix.sortOnce.Do(func() {
+		if ix.from == nil {
+			ix.sorted = slices.Sorted(maps.Keys(ix.files))
+			return
+		}
+		// from's list, without the files gone, with those added.
+		var added []string
+		for p := range ix.delta {
+			if _, now := ix.files[p]; now {
+				if _, before := ix.from.files[p]; !before {
+					added = append(added, p)
+				}
+			}
+		}
+		slices.Sort(added)
+		out := make([]string, 0, len(ix.files))
+		for _, p := range ix.from.Paths() {
+			for len(added) > 0 && added[0] < p {
+				out, added = append(out, added[0]), added[1:]
+			}
+			if _, ok := ix.files[p]; ok {
+				out = append(out, p)
+			}
+		}
+		ix.sorted = append(out, added...)
+	})
+	return ix.sorted
 }
 
 // Changed returns the paths whose state differs between two trees: files
@@ -89,24 +126,33 @@ func (ix *Index) Paths() []string {
 // with them. A render reads paths (files, and directories it checks), so
 // it can only differ between the trees if one of its paths is here.
 func Changed(a, b *Index) map[string]bool {
-	changed := map[string]bool{}
-	mark := func(p string) {
-		changed[p] = true
-		for d := path.Dir(p); d != "." && !changed[d]; d = path.Dir(d) {
-			if a.dirs[d] != b.dirs[d] {
-				changed[d] = true
-			}
-		}
+	switch {
+	case b.from == a:
+		return b.delta
+	case a.from == b:
+		return a.delta
 	}
+	changed := map[string]bool{}
 	for p, id := range a.files {
 		if b.files[p] != id {
-			mark(p)
+			markChanged(changed, a, b, p)
 		}
 	}
 	for p := range b.files {
 		if _, ok := a.files[p]; !ok {
-			mark(p)
+			markChanged(changed, a, b, p)
 		}
 	}
 	return changed
+}
+
+// markChanged adds p, a file of a or b that differs between them, to
+// changed, with the directories above it that exist on one side only.
+func markChanged(changed map[string]bool, a, b *Index, p string) {
+	changed[p] = true
+	for d := path.Dir(p); d != "." && !changed[d]; d = path.Dir(d) {
+		if a.isDir(d) != b.isDir(d) {
+			changed[d] = true
+		}
+	}
 }

@@ -70,6 +70,7 @@ type Snapshot struct {
 
 	blobs *Blobs
 	tree  *tree
+	kusts []string // the kustomization files of the index, sorted
 	// mu guards loaded and content: Load writes them, renders read them.
 	mu      sync.RWMutex
 	loaded  map[string]bool   // real paths of files read and directories shown
@@ -106,14 +107,17 @@ func (t *tree) children(rel string) []string { return t.dirs[rel] }
 // index lists the directories of the entries, then names every file the
 // tree shows, through symlinks too, the way FS.Walk finds them.
 func (t *tree) index() *Index {
-	names := map[string]map[string]bool{".": {}}
+	// Each path is listed once in its directory, and a directory in its
+	// parent when it is first met: the walk up stops at a known one.
+	t.dirs = map[string][]string{".": nil}
 	add := func(p string) {
-		for p != "." {
+		for {
 			d := path.Dir(p)
-			if names[d] == nil {
-				names[d] = map[string]bool{}
+			_, known := t.dirs[d]
+			t.dirs[d] = append(t.dirs[d], path.Base(p))
+			if known {
+				return
 			}
-			names[d][path.Base(p)] = true
 			p = d
 		}
 	}
@@ -123,12 +127,11 @@ func (t *tree) index() *Index {
 	for p := range t.links {
 		add(p)
 	}
-	t.dirs = make(map[string][]string, len(names))
-	for d, ns := range names {
-		t.dirs[d] = slices.Sorted(maps.Keys(ns))
+	for _, ns := range t.dirs {
+		slices.Sort(ns)
 	}
 	if len(t.links) == 0 {
-		return newIndex(t, t.files)
+		return &Index{files: t.files, dirs: t.dirs, tree: t}
 	}
 	files := make(map[string]string, len(t.files))
 	walkLinks(t, ".", ".", directory, nil, func(p, real string, k kind) error {
@@ -199,6 +202,105 @@ func Open(ctx context.Context, repoDir, rev string, blobs *Blobs) (*Snapshot, er
 	return t.open(ctx, sha, blobs)
 }
 
+// OpenFrom opens rev as Open does, from base, a snapshot of a commit
+// opened with Open: it lists only what differs (git diff-tree) and takes
+// the rest of base's listing, so that a commit a few files away from
+// base costs those files, not the whole tree. Trees with symlinks are
+// listed whole.
+func OpenFrom(ctx context.Context, base *Snapshot, rev string) (*Snapshot, error) {
+	repo := gitcli.Repo{Dir: base.blobs.repoDir}
+	if base.Rev == WorkingTree || len(base.tree.links) > 0 || base.blobs.repoDir == "" {
+		return Open(ctx, repo.Dir, rev, base.blobs)
+	}
+	sha, err := repo.ResolveCommit(ctx, rev)
+	if err != nil {
+		return nil, err
+	}
+	out, err := repo.Run(ctx, "diff-tree", "-r", "-z", "--no-renames", base.Rev, sha)
+	if err != nil {
+		return nil, fmt.Errorf("compare commit %s with %s: %w", sha, base.Rev, err)
+	}
+	// Records are ":<old mode> <new mode> <old id> <new id> <status>",
+	// then the path.
+	recs := strings.Split(string(out), "\x00")
+	type entry struct{ name, mode, id string }
+	var diff []entry
+	for i := 0; i+1 < len(recs); i += 2 {
+		f := strings.Fields(recs[i])
+		if len(f) != 5 || !strings.HasPrefix(f[0], ":") {
+			return nil, fmt.Errorf("compare commit %s with %s: unexpected diff-tree line %q", sha, base.Rev, recs[i])
+		}
+		if f[0] == ":120000" || f[1] == "120000" {
+			return Open(ctx, repo.Dir, rev, base.blobs)
+		}
+		if !tooDeep(recs[i+1]) {
+			diff = append(diff, entry{recs[i+1], f[1], f[3]})
+		}
+	}
+	bt := base.tree
+	t := &tree{files: maps.Clone(bt.files), links: map[string]string{}, dirs: maps.Clone(bt.dirs)}
+	var added []string
+	for _, e := range diff {
+		_, had := t.files[e.name]
+		// Only blobs are content: a submodule (160000) or a deletion
+		// (000000) leaves no file.
+		if strings.HasPrefix(e.mode, "100") {
+			t.files[e.name] = e.id
+			if !had {
+				added = append(added, e.name)
+			}
+		} else if had {
+			delete(t.files, e.name)
+			t.unlist(e.name)
+		}
+	}
+	// After the deletions: a file may replace a directory, or one a file.
+	for _, p := range added {
+		t.list(p)
+	}
+	ix := &Index{files: t.files, dirs: t.dirs, tree: t, from: base.Index, delta: map[string]bool{}}
+	for _, e := range diff {
+		if bt.files[e.name] != t.files[e.name] {
+			markChanged(ix.delta, base.Index, ix, e.name)
+		}
+	}
+	return t.snapshot(ctx, sha, ix, base.blobs)
+}
+
+// list adds a new path to its directory's listing, and the directories
+// that appear with it to theirs. Listings may be shared with another
+// tree, so a changed one is a copy.
+func (t *tree) list(p string) {
+	for p != "." {
+		d, name := path.Dir(p), path.Base(p)
+		ns, known := t.dirs[d]
+		i, _ := slices.BinarySearch(ns, name)
+		t.dirs[d] = slices.Insert(slices.Clip(ns), i, name)
+		if known {
+			return
+		}
+		p = d
+	}
+}
+
+// unlist removes a path gone from its directory's listing, and the
+// directories left empty from theirs.
+func (t *tree) unlist(p string) {
+	for p != "." {
+		d, name := path.Dir(p), path.Base(p)
+		ns := t.dirs[d]
+		if i, ok := slices.BinarySearch(ns, name); ok {
+			ns = slices.Delete(slices.Clone(ns), i, i+1)
+		}
+		if len(ns) > 0 || d == "." {
+			t.dirs[d] = ns
+			return
+		}
+		delete(t.dirs, d)
+		p = d
+	}
+}
+
 // readLinks reads the targets of symlinks, stored by git as blobs.
 func (t *tree) readLinks(ctx context.Context, blobs *Blobs, links map[string]string) error {
 	if len(links) == 0 {
@@ -242,7 +344,10 @@ func (t *tree) openAll(ctx context.Context, rev string, blobs *Blobs) (*Snapshot
 
 // open makes a snapshot holding the kustomization files; Load adds more.
 func (t *tree) open(ctx context.Context, rev string, blobs *Blobs) (*Snapshot, error) {
-	ix := t.index()
+	return t.snapshot(ctx, rev, t.index(), blobs)
+}
+
+func (t *tree) snapshot(ctx context.Context, rev string, ix *Index, blobs *Blobs) (*Snapshot, error) {
 	s := &Snapshot{Rev: rev, Files: len(ix.files), Index: ix, blobs: blobs, tree: t,
 		loaded: map[string]bool{".": true}, content: map[string][]byte{}}
 	s.FS = newFS(s)
@@ -256,7 +361,19 @@ func (t *tree) open(ctx context.Context, rev string, blobs *Blobs) (*Snapshot, e
 	if err := s.Load(ctx, kusts); err != nil {
 		return nil, err
 	}
+	slices.Sort(kusts)
+	s.kusts = kusts
 	return s, nil
+}
+
+// KustomizationFiles lists the kustomization files of the tree, sorted,
+// and false when the tree has symlinks: a walk then finds files under
+// more names than they have.
+func (s *Snapshot) KustomizationFiles() ([]string, bool) {
+	if len(s.tree.links) > 0 {
+		return nil, false
+	}
+	return s.kusts, true
 }
 
 // IsKustomizationFile reports whether a path names a kustomization file.
@@ -279,6 +396,9 @@ func (s *Snapshot) Load(ctx context.Context, paths []string) error {
 	defer s.mu.Unlock()
 	files := map[string]string{} // real path -> blob id, to read
 	for _, p := range paths {
+		if s.loadPlain(p, files) {
+			continue
+		}
 		var seen []string
 		real, k, err := resolve(func(r string) (kind, string) {
 			seen = append(seen, r)
@@ -298,6 +418,33 @@ func (s *Snapshot) Load(ctx context.Context, paths []string) error {
 		}
 	}
 	return s.fetch(ctx, files)
+}
+
+// loadPlain is Load's way for a clean path in a tree without symlinks,
+// where a path is its real path and a directory's parents are
+// directories: it marks p (a file to read, or a directory) and the
+// directories above it, and says whether it could.
+func (s *Snapshot) loadPlain(p string, files map[string]string) bool {
+	if len(s.tree.links) > 0 || p == "" || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") || path.IsAbs(p) {
+		return false
+	}
+	d := p
+	if id, ok := s.tree.files[p]; ok {
+		if !s.loaded[p] {
+			files[p] = id
+		}
+		d = path.Dir(p)
+	}
+	// The deepest directory on the way, and those above it.
+	for ; d != "."; d = path.Dir(d) {
+		if _, ok := s.tree.dirs[d]; ok {
+			break
+		}
+	}
+	for ; d != "." && !s.loaded[d]; d = path.Dir(d) {
+		s.loaded[d] = true
+	}
+	return true
 }
 
 // LoadAll makes every file of the tree present in FS.
