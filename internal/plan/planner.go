@@ -18,7 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/kplan-dev/kplan/internal/closure"
@@ -143,13 +142,13 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 		filters = append(filters, f)
 		sides[i] = &side{s: s, targets: cfg, ignore: ignore, disabled: disabled, overlays: map[string]bool{}}
 	}
-	trees, err := render.DiscoverAll([]filesys.FileSystem{base.FS, head.FS}, filters)
+	// Every changed path, for the files no overlay reads; the changed-only
+	// plan skips overlays by it too, and head's discovery reads only it.
+	changed := snapshot.Changed(base.Index, head.Index)
+	trees, err := render.DiscoverChange(base.FS, head.FS, changed, [2]render.Filter(filters))
 	if err != nil {
 		return nil, fmt.Errorf("discover overlays of %s and %s: %w", base.Rev, head.Rev, err)
 	}
-	// Every changed path, for the files no overlay reads; the changed-only
-	// plan skips overlays by it too.
-	changed := snapshot.Changed(base.Index, head.Index)
 	copts := closure.Options{EnableHelm: p.opts.Render.EnableHelm, Memo: closure.NewMemo(), Shared: closure.NewShared(changed)}
 	for i, sd := range sides {
 		if err := render.Prepare(sd.s.FS, trees[i]); err != nil {

@@ -53,7 +53,9 @@ type Kustomization struct {
 	// ParseErr is set when the file is not valid YAML; the overlay is kept
 	// so that its render reports the error.
 	ParseErr error
-	refs     []string
+	// local are the directories of its resources and bases in the
+	// repository (repository-relative), for the kustomizations it lists.
+	local []string
 }
 
 // Filter selects overlays by their repository-relative directory.
@@ -117,6 +119,19 @@ type Tree struct {
 	stripped bool // inventory directives removed from the FS
 }
 
+// scan is what discovery reads from a tree, whatever the filter.
+type scan struct {
+	kusts  map[string]*Kustomization
+	cycles map[string][]string // as cycles returns them
+}
+
+// kustomizationLister is a file system that lists its kustomization
+// files without a walk: repository-relative paths, sorted, and false
+// when it cannot (a tree with symlinks shows files under more names).
+type kustomizationLister interface {
+	KustomizationFiles() ([]string, bool)
+}
+
 // Discover finds every overlay in fSys: each directory with a kustomization
 // file whose kind is not Component and that no other kustomization lists
 // under resources (or the deprecated bases).
@@ -128,29 +143,38 @@ func Discover(fSys filesys.FileSystem, filter Filter) (*Tree, error) {
 	return trees[0], nil
 }
 
+// parser decodes kustomization files, once per distinct content.
+type parser struct {
+	mu   sync.Mutex
+	memo map[string]parsed
+}
+
+type parsed struct {
+	kf  kustomizationFile
+	err error
+}
+
+func newParser() *parser { return &parser{memo: map[string]parsed{}} }
+
+func (ps *parser) parse(data []byte) (kustomizationFile, error) {
+	ps.mu.Lock()
+	p, ok := ps.memo[string(data)]
+	ps.mu.Unlock()
+	if ok {
+		return p.kf, p.err
+	}
+	var kf kustomizationFile
+	err := yaml.Unmarshal(data, &kf)
+	ps.mu.Lock()
+	ps.memo[string(data)] = parsed{kf, err}
+	ps.mu.Unlock()
+	return kf, err
+}
+
 // DiscoverAll discovers each of several trees (the sides of a plan) at
 // once, parsing a kustomization file they share once.
 func DiscoverAll(fSyss []filesys.FileSystem, filters []Filter) ([]*Tree, error) {
-	type parsed struct {
-		kf  kustomizationFile
-		err error
-	}
-	var mu sync.Mutex
-	memo := map[string]parsed{}
-	parse := func(data []byte) (kustomizationFile, error) {
-		mu.Lock()
-		p, ok := memo[string(data)]
-		mu.Unlock()
-		if ok {
-			return p.kf, p.err
-		}
-		var kf kustomizationFile
-		err := yaml.Unmarshal(data, &kf)
-		mu.Lock()
-		memo[string(data)] = parsed{kf, err}
-		mu.Unlock()
-		return kf, err
-	}
+	ps := newParser()
 	trees := make([]*Tree, len(fSyss))
 	errs := make([]error, len(fSyss))
 	var wg sync.WaitGroup
@@ -158,7 +182,11 @@ func DiscoverAll(fSyss []filesys.FileSystem, filters []Filter) ([]*Tree, error) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			trees[i], errs[i] = discover(fSys, filters[i], parse)
+			sc, err := scanTree(fSys, ps)
+			if err == nil {
+				trees[i], err = sc.tree(filters[i])
+			}
+			errs[i] = err
 		}()
 	}
 	wg.Wait()
@@ -168,55 +196,153 @@ func DiscoverAll(fSyss []filesys.FileSystem, filters []Filter) ([]*Tree, error) 
 	return trees, nil
 }
 
-func discover(fSys filesys.FileSystem, filter Filter, parse func([]byte) (kustomizationFile, error)) (*Tree, error) {
-	t := &Tree{Kustomizations: map[string]*Kustomization{}}
-	names := konfig.RecognizedKustomizationFileNames()
-	err := fSys.Walk(snapshot.Root, func(p string, info fs.FileInfo, err error) error {
+// DiscoverChange discovers the two sides of a change, as DiscoverAll
+// does; changed are the paths that differ between them (snapshot.Changed).
+// When both sides list their kustomization files, head's are base's
+// but for those in changed: a change costs what it changed, not the
+// repository.
+func DiscoverChange(base, head filesys.FileSystem, changed map[string]bool, filters [2]Filter) ([2]*Tree, error) {
+	_, bok := listKustomizations(base)
+	_, hok := listKustomizations(head)
+	if !bok || !hok {
+		trees, err := DiscoverAll([]filesys.FileSystem{base, head}, filters[:])
 		if err != nil {
-			return err
+			return [2]*Tree{}, err
 		}
-		if info.IsDir() || !slices.Contains(names, info.Name()) {
-			return nil
-		}
-		dir := snapshot.Rel(path.Dir(p))
-		if _, dup := t.Kustomizations[dir]; dup {
-			return nil // krusty reports the ambiguity when it renders dir
-		}
-		k := &Kustomization{Dir: dir, File: snapshot.Rel(p)}
-		data, err := fSys.ReadFile(p)
-		var tooLarge *snapshot.TooLargeError
-		if errors.As(err, &tooLarge) {
-			// Its overlay fails; the others are planned.
-			k.ParseErr = fmt.Errorf("%s: %w", k.File, tooLarge)
-			t.Kustomizations[dir] = k
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read %s: %w", k.File, err)
-		}
-		kf, err := parse(data)
-		if err != nil {
-			k.ParseErr = fmt.Errorf("%s: %w", k.File, err)
-		}
-		k.Kind, k.Inventory, k.HasOpenAPI = kf.Kind, kf.Inventory, len(kf.OpenAPI) > 0
-		k.refs = append(slices.Clip(kf.Resources), kf.Bases...)
-		t.Kustomizations[dir] = k
-		return nil
-	})
+		return [2]*Tree{trees[0], trees[1]}, nil
+	}
+	ps := newParser()
+	var out [2]*Tree
+	bs, err := scanTree(base, ps)
 	if err != nil {
-		return nil, fmt.Errorf("discover overlays: %w", err)
+		return out, err
 	}
-	t.Errors = map[string]error{}
-	referenced := map[string]bool{}
-	for dir, k := range t.Kustomizations {
-		for _, r := range k.refs {
-			if closure.IsRemote(r) || closure.IsRemoteFile(r) {
-				continue
-			}
-			referenced[path.Join(dir, r)] = true
+	hs, err := bs.rescan(head, changed, ps)
+	if err != nil {
+		return out, err
+	}
+	for i, sc := range []*scan{bs, hs} {
+		if out[i], err = sc.tree(filters[i]); err != nil {
+			return out, err
 		}
 	}
-	for dir, cycle := range cycles(t.Kustomizations) {
+	return out, nil
+}
+
+func listKustomizations(fSys filesys.FileSystem) ([]string, bool) {
+	if l, ok := fSys.(kustomizationLister); ok {
+		return l.KustomizationFiles()
+	}
+	return nil, false
+}
+
+// scanTree reads every kustomization file of fSys: from its listing, or
+// walking it.
+func scanTree(fSys filesys.FileSystem, ps *parser) (*scan, error) {
+	sc := &scan{kusts: map[string]*Kustomization{}}
+	if files, ok := listKustomizations(fSys); ok {
+		// Sorted, so a directory's first file is the one a walk meets
+		// first.
+		for _, f := range files {
+			if err := sc.read(fSys, f, ps); err != nil {
+				return nil, fmt.Errorf("discover overlays: %w", err)
+			}
+		}
+	} else {
+		names := konfig.RecognizedKustomizationFileNames()
+		err := fSys.Walk(snapshot.Root, func(p string, info fs.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			if info.IsDir() || !slices.Contains(names, info.Name()) {
+				return nil
+			}
+			return sc.read(fSys, snapshot.Rel(p), ps)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("discover overlays: %w", err)
+		}
+	}
+	sc.cycles = cycles(sc.kusts)
+	return sc, nil
+}
+
+// read adds the kustomization file at rel, unless its directory has one.
+func (sc *scan) read(fSys filesys.FileSystem, rel string, ps *parser) error {
+	dir := path.Dir(rel)
+	if _, dup := sc.kusts[dir]; dup {
+		return nil // krusty reports the ambiguity when it renders dir
+	}
+	k := &Kustomization{Dir: dir, File: rel}
+	data, err := fSys.ReadFile(snapshot.Abs(rel))
+	var tooLarge *snapshot.TooLargeError
+	if errors.As(err, &tooLarge) {
+		// Its overlay fails; the others are planned.
+		k.ParseErr = fmt.Errorf("%s: %w", k.File, tooLarge)
+		sc.kusts[dir] = k
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", k.File, err)
+	}
+	kf, err := ps.parse(data)
+	if err != nil {
+		k.ParseErr = fmt.Errorf("%s: %w", k.File, err)
+	}
+	k.Kind, k.Inventory, k.HasOpenAPI = kf.Kind, kf.Inventory, len(kf.OpenAPI) > 0
+	for _, r := range slices.Concat(kf.Resources, kf.Bases) {
+		if !closure.IsRemote(r) && !closure.IsRemoteFile(r) {
+			k.local = append(k.local, path.Join(dir, r))
+		}
+	}
+	sc.kusts[dir] = k
+	return nil
+}
+
+// rescan is the scan of head, a tree that differs from sc's in the paths
+// changed, both listing their kustomization files: a kustomization is
+// read again only in a directory where one of those files changed.
+func (sc *scan) rescan(head filesys.FileSystem, changed map[string]bool, ps *parser) (*scan, error) {
+	dirs := map[string]bool{}
+	for p := range changed {
+		if snapshot.IsKustomizationFile(p) {
+			dirs[path.Dir(p)] = true
+		}
+	}
+	if len(dirs) == 0 {
+		return sc, nil
+	}
+	files, _ := listKustomizations(head)
+	out := &scan{kusts: maps.Clone(sc.kusts)}
+	for d := range dirs {
+		delete(out.kusts, d)
+	}
+	names := slices.Sorted(slices.Values(konfig.RecognizedKustomizationFileNames()))
+	for _, d := range slices.Sorted(maps.Keys(dirs)) {
+		for _, n := range names {
+			f := path.Join(d, n)
+			if _, ok := slices.BinarySearch(files, f); ok {
+				if err := out.read(head, f, ps); err != nil {
+					return nil, fmt.Errorf("discover overlays: %w", err)
+				}
+				break
+			}
+		}
+	}
+	out.cycles = cycles(out.kusts)
+	return out, nil
+}
+
+// tree selects the overlays of a scan through a filter.
+func (sc *scan) tree(filter Filter) (*Tree, error) {
+	t := &Tree{Kustomizations: maps.Clone(sc.kusts), Errors: map[string]error{}}
+	referenced := map[string]bool{}
+	for _, k := range t.Kustomizations {
+		for _, r := range k.local {
+			referenced[r] = true
+		}
+	}
+	for dir, cycle := range sc.cycles {
 		t.Errors[dir] = fmt.Errorf("kustomizations list each other in a cycle (%s): kustomize cannot build them; remove one of the references", strings.Join(cycle, " → "))
 	}
 	if filter.Targets != nil {
@@ -280,12 +406,7 @@ func cycles(kusts map[string]*Kustomization) map[string][]string {
 	visit = func(dir string) {
 		state[dir] = active
 		stack = append(stack, dir)
-		k := kusts[dir]
-		for _, r := range k.refs {
-			if closure.IsRemote(r) || closure.IsRemoteFile(r) {
-				continue
-			}
-			next := path.Join(dir, r)
+		for _, next := range kusts[dir].local {
 			if kusts[next] == nil {
 				continue
 			}
