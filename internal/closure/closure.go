@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"path"
 	"slices"
@@ -77,15 +78,41 @@ type Options struct {
 // paths (what it stats and reads), so one whose paths did not change is
 // the same node on the other side. A node that lists a directory (helm
 // chart directories) depends on more than its paths and is not shared.
+//
+// So is an overlay whose closure meets no changed path (and lists no
+// directory): its walk visits only shared nodes, so the other side's
+// Probe answers for it without a walk.
 type Shared struct {
 	changed map[string]bool
 	mu      sync.Mutex
 	nodes   map[string]*node
+	unmet   map[string]*Closure // by overlay, without Paths
 }
 
 // NewShared returns a Shared for the paths changed between two sides.
 func NewShared(changed map[string]bool) *Shared {
-	return &Shared{changed: changed, nodes: map[string]*node{}}
+	return &Shared{changed: changed, nodes: map[string]*node{}, unmet: map[string]*Closure{}}
+}
+
+// unmetOverlay is the closure of an overlay another side found meets
+// nothing changed; nil if none did.
+func (sh *Shared) unmetOverlay(dir string) *Closure {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	c := sh.unmet[clean(dir)]
+	if c == nil {
+		return nil
+	}
+	cp := *c
+	cp.Overlay = dir
+	return &cp
+}
+
+func (sh *Shared) putUnmet(dir string, c *Closure) {
+	cp := *c
+	sh.mu.Lock()
+	sh.unmet[clean(dir)] = &cp
+	sh.mu.Unlock()
 }
 
 func (sh *Shared) get(dir string) *node {
@@ -248,19 +275,35 @@ type Probe struct {
 	b       *Builder
 	changed map[string]bool
 	own     map[*node]bool // whether the node's own paths meet changed
+	shared  *Shared        // b's, when changed is its set; else nil
 }
 
 // Probe returns a Probe of changed on b's tree.
 func (b *Builder) Probe(changed map[string]bool) *Probe {
-	return &Probe{b: b, changed: changed, own: map[*node]bool{}}
+	p := &Probe{b: b, changed: changed, own: map[*node]bool{}}
+	if sh := b.opts.Shared; sh != nil && maps.Equal(sh.changed, changed) {
+		p.shared = sh
+	}
+	return p
 }
 
 // Overlay says whether Overlay(dir).Meets(changed), and returns the
 // closure without its Paths: what it reads outside the repository, why
 // it is unbounded, whether it sets a schema.
 func (p *Probe) Overlay(dir string) (bool, *Closure) {
-	meets := p.changed["."]
-	c := p.b.walk(dir, func(n *node) { meets = meets || p.meets(n) })
+	if p.shared != nil {
+		if c := p.shared.unmetOverlay(dir); c != nil {
+			return false, c
+		}
+	}
+	meets, listed := p.changed["."], false
+	c := p.b.walk(dir, func(n *node) {
+		meets = meets || p.meets(n)
+		listed = listed || n.listed
+	})
+	if p.shared != nil && !meets && !listed {
+		p.shared.putUnmet(dir, c)
+	}
 	return meets, c
 }
 

@@ -454,6 +454,73 @@ func TestProbeAgreesWithOverlay(t *testing.T) {
 // a changed patch, a base gaining the file a reference looked for, a
 // kustomization removed, a chart directory gaining a file.
 func TestSharedNodesAgree(t *testing.T) {
+	sides, changed, dirs := sharedSides(t)
+	ctx := context.Background()
+	opts := closure.Options{EnableHelm: true}
+	for _, first := range []int{0, 1} {
+		shared := closure.Options{EnableHelm: true, Shared: closure.NewShared(changed)}
+		var bs [2]*closure.Builder
+		for i, s := range sides {
+			bs[i] = closure.New(closure.SnapshotSource(ctx, s), shared)
+		}
+		order := []int{first, 1 - first}
+		for _, i := range order {
+			for _, d := range dirs {
+				bs[i].Overlay(d)
+			}
+		}
+		for i, s := range sides {
+			own := closure.New(closure.SnapshotSource(ctx, s), opts)
+			for _, d := range dirs {
+				want, got := own.Overlay(d), bs[i].Overlay(d)
+				if !slices.Equal(want.Paths, got.Paths) || want.Unbounded != got.Unbounded || len(want.Remote) != len(got.Remote) {
+					t.Errorf("side %d (side %d first): %s: shared closure %v, own %v", i, first, d, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestSharedProbesAgree: a side's Probe that takes the other side's
+// answer for an overlay that meets nothing changed says what probing the
+// side on its own says, helm chart directories and remote references
+// included.
+func TestSharedProbesAgree(t *testing.T) {
+	sides, changed, dirs := sharedSides(t)
+	ctx := context.Background()
+	for _, first := range []int{0, 1} {
+		shared := closure.Options{EnableHelm: true, Shared: closure.NewShared(changed)}
+		var probes [2]*closure.Probe
+		for i, s := range sides {
+			probes[i] = closure.New(closure.SnapshotSource(ctx, s), shared).Probe(changed)
+		}
+		type answer struct {
+			meets bool
+			c     *closure.Closure
+		}
+		var got [2][]answer
+		for _, i := range []int{first, 1 - first} {
+			for _, d := range dirs {
+				m, c := probes[i].Overlay(d)
+				got[i] = append(got[i], answer{m, c})
+			}
+		}
+		for i, s := range sides {
+			own := closure.New(closure.SnapshotSource(ctx, s), closure.Options{EnableHelm: true})
+			for j, d := range dirs {
+				want := own.Overlay(d)
+				g := got[i][j]
+				if g.meets != want.Meets(changed) || g.c.Overlay != d || g.c.Unbounded != want.Unbounded || g.c.OpenAPI != want.OpenAPI || !slices.Equal(g.c.Remote, want.Remote) {
+					t.Errorf("side %d (side %d first): %s: probe says %v %+v; on its own %v %+v", i, first, d, g.meets, g.c, want.Meets(changed), want)
+				}
+			}
+		}
+	}
+}
+
+// sharedSides are two sides of a change to fieldsTree, their changed
+// paths, and the directories to take closures of.
+func sharedSides(t *testing.T) ([2]*snapshot.Snapshot, map[string]bool, []string) {
 	const chart = "helmCharts: [{name: c, releaseName: r}]\n"
 	base := map[string]string{}
 	for k, v := range fieldsTree {
@@ -480,28 +547,5 @@ func TestSharedNodesAgree(t *testing.T) {
 		dirs = append(dirs, tree.Overlays...)
 		dirs = append(dirs, "base", "comp", "helm")
 	}
-	ctx := context.Background()
-	opts := closure.Options{EnableHelm: true}
-	for _, first := range []int{0, 1} {
-		shared := closure.Options{EnableHelm: true, Shared: closure.NewShared(changed)}
-		var bs [2]*closure.Builder
-		for i, s := range sides {
-			bs[i] = closure.New(closure.SnapshotSource(ctx, s), shared)
-		}
-		order := []int{first, 1 - first}
-		for _, i := range order {
-			for _, d := range dirs {
-				bs[i].Overlay(d)
-			}
-		}
-		for i, s := range sides {
-			own := closure.New(closure.SnapshotSource(ctx, s), opts)
-			for _, d := range dirs {
-				want, got := own.Overlay(d), bs[i].Overlay(d)
-				if !slices.Equal(want.Paths, got.Paths) || want.Unbounded != got.Unbounded || len(want.Remote) != len(got.Remote) {
-					t.Errorf("side %d (side %d first): %s: shared closure %v, own %v", i, first, d, got, want)
-				}
-			}
-		}
-	}
+	return sides, changed, dirs
 }

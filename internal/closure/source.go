@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
@@ -12,14 +11,13 @@ import (
 // snapshotSource reads a snapshot as the closure needs it: existence from
 // its index, content as committed.
 type snapshotSource struct {
-	ctx   context.Context
-	s     *snapshot.Snapshot
-	paths func() []string // the index's sorted files, listed once
+	ctx context.Context
+	s   *snapshot.Snapshot
 }
 
 // SnapshotSource is a Source over s; reads that wait for git use ctx.
 func SnapshotSource(ctx context.Context, s *snapshot.Snapshot) Source {
-	return snapshotSource{ctx: ctx, s: s, paths: sync.OnceValue(s.Index.Paths)}
+	return snapshotSource{ctx: ctx, s: s}
 }
 
 func (src snapshotSource) Stat(rel string) Kind {
@@ -37,7 +35,7 @@ func (src snapshotSource) ReadFile(rel string) ([]byte, error) {
 }
 
 func (src snapshotSource) Files(dir string) []string {
-	all := src.paths()
+	all := src.s.Index.Paths()
 	if dir == "." {
 		return all
 	}
