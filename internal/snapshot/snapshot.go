@@ -425,7 +425,7 @@ func (s *Snapshot) Load(ctx context.Context, paths []string) error {
 // directories: it marks p (a file to read, or a directory) and the
 // directories above it, and says whether it could.
 func (s *Snapshot) loadPlain(p string, files map[string]string) bool {
-	if len(s.tree.links) > 0 || p == "" || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") || path.IsAbs(p) {
+	if len(s.tree.links) > 0 || p == "" || tooDeep(p) || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") || path.IsAbs(p) {
 		return false
 	}
 	d := p
