@@ -162,6 +162,13 @@ func (f *FS) stat(p string) (string, kind, error) {
 	if err != nil {
 		return "", absent, &notFound{path: p, reason: err}
 	}
+	if pl, ok := f.st.(interface{ plain() bool }); ok && pl.plain() {
+		// Without symlinks a path is its real path, and a file or
+		// directory present has its directories present.
+		if k, _ := f.st.lstat(r); k == regular || k == directory {
+			return r, k, nil
+		}
+	}
 	real, k, err := resolve(f.st.lstat, r)
 	if errors.Is(err, errMissing) {
 		return "", absent, &notFound{path: p}

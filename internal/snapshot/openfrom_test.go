@@ -100,6 +100,11 @@ func TestOpenFromEqualsOpen(t *testing.T) {
 			if g, w := got.Index.Paths(), want.Index.Paths(); !slices.Equal(g, w) {
 				t.Errorf("paths:\n got %v\nwant %v", g, w)
 			}
+			gk, _ := got.KustomizationFiles()
+			wk, _ := want.KustomizationFiles()
+			if !slices.Equal(gk, wk) {
+				t.Errorf("kustomization files:\n got %v\nwant %v", gk, wk)
+			}
 			if g, w := walked(t, got), walked(t, want); !slices.Equal(g, w) {
 				t.Errorf("the FS shows\n %v\nwant %v", g, w)
 			}

@@ -264,7 +264,20 @@ func OpenFrom(ctx context.Context, base *Snapshot, rev string) (*Snapshot, error
 			markChanged(ix.delta, base.Index, ix, e.name)
 		}
 	}
-	return t.snapshot(ctx, sha, ix, base.blobs)
+	// base's kustomization files, but for those the diff touched.
+	kusts := []string{}
+	for _, p := range base.kusts {
+		if _, ok := t.files[p]; ok {
+			kusts = append(kusts, p)
+		}
+	}
+	for _, p := range added {
+		if IsKustomizationFile(p) {
+			kusts = append(kusts, p)
+		}
+	}
+	slices.Sort(kusts)
+	return t.snapshot(ctx, sha, ix, base.blobs, kusts)
 }
 
 // list adds a new path to its directory's listing, and the directories
@@ -344,24 +357,27 @@ func (t *tree) openAll(ctx context.Context, rev string, blobs *Blobs) (*Snapshot
 
 // open makes a snapshot holding the kustomization files; Load adds more.
 func (t *tree) open(ctx context.Context, rev string, blobs *Blobs) (*Snapshot, error) {
-	return t.snapshot(ctx, rev, t.index(), blobs)
+	return t.snapshot(ctx, rev, t.index(), blobs, nil)
 }
 
-func (t *tree) snapshot(ctx context.Context, rev string, ix *Index, blobs *Blobs) (*Snapshot, error) {
+// snapshot makes the snapshot of t with its kustomization files loaded:
+// kusts, or when nil those of the index.
+func (t *tree) snapshot(ctx context.Context, rev string, ix *Index, blobs *Blobs, kusts []string) (*Snapshot, error) {
 	s := &Snapshot{Rev: rev, Files: len(ix.files), Index: ix, blobs: blobs, tree: t,
 		loaded: map[string]bool{".": true}, content: map[string][]byte{}}
 	s.FS = newFS(s)
-	// Discovery reads every kustomization file, so load them all now.
-	var kusts []string
-	for name := range ix.files {
-		if IsKustomizationFile(name) {
-			kusts = append(kusts, name)
+	if kusts == nil {
+		for name := range ix.files {
+			if IsKustomizationFile(name) {
+				kusts = append(kusts, name)
+			}
 		}
+		slices.Sort(kusts)
 	}
+	// Discovery reads every kustomization file, so load them all now.
 	if err := s.Load(ctx, kusts); err != nil {
 		return nil, err
 	}
-	slices.Sort(kusts)
 	s.kusts = kusts
 	return s, nil
 }
@@ -420,12 +436,15 @@ func (s *Snapshot) Load(ctx context.Context, paths []string) error {
 	return s.fetch(ctx, files)
 }
 
+// plain says the tree has no symlinks.
+func (s *Snapshot) plain() bool { return len(s.tree.links) == 0 }
+
 // loadPlain is Load's way for a clean path in a tree without symlinks,
 // where a path is its real path and a directory's parents are
 // directories: it marks p (a file to read, or a directory) and the
 // directories above it, and says whether it could.
 func (s *Snapshot) loadPlain(p string, files map[string]string) bool {
-	if len(s.tree.links) > 0 || p == "" || tooDeep(p) || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") || path.IsAbs(p) {
+	if !s.plain() || p == "" || tooDeep(p) || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") || path.IsAbs(p) {
 		return false
 	}
 	d := p
