@@ -717,10 +717,10 @@ func resolve(dir, ref string) string {
 	if path.IsAbs(ref) {
 		return clean(ref)
 	}
-	return clean(path.Join("/", dir, ref))
+	return clean(dir + "/" + ref)
 }
 
-func join(dir, name string) string { return clean(path.Join("/", dir, name)) }
+func join(dir, name string) string { return clean(dir + "/" + name) }
 
 func clean(p string) string {
 	p = strings.TrimPrefix(path.Clean("/"+p), "/")
