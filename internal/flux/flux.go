@@ -116,8 +116,14 @@ type Declared struct {
 // files of s. Files that do not parse are skipped: a build that reads
 // them reports the error.
 func Discover(ctx context.Context, s *snapshot.Snapshot) ([]Declared, error) {
+	return DiscoverIn(ctx, s, s.Index.Paths())
+}
+
+// DiscoverIn is Discover over some of the files of s (paths, sorted):
+// those that changed, on a side whose other side declares none.
+func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) ([]Declared, error) {
 	var yamls []string
-	for _, p := range s.Index.Paths() {
+	for _, p := range paths {
 		if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" {
 			yamls = append(yamls, p)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 
 	"github.com/kplan-dev/kplan/internal/closure"
@@ -27,7 +28,7 @@ type fluxPlan struct {
 // set, else head's .kplan.yaml `flux:`, else off when that file lists
 // targets (kplan deploys them), else whether either side holds a Flux
 // Kustomization whose source is the repository.
-func (p *planner) fluxMode(ctx context.Context, sides [2]*side) (bool, error) {
+func (p *planner) fluxMode(ctx context.Context, sides [2]*side, changed map[string]bool) (bool, error) {
 	if p.opts.Flux != nil {
 		return *p.opts.Flux, nil
 	}
@@ -38,8 +39,16 @@ func (p *planner) fluxMode(ctx context.Context, sides [2]*side) (bool, error) {
 	if cfg.HasTargets() {
 		return false, nil // kplan deploys the targets it lists
 	}
-	for _, sd := range sides {
-		ds, err := flux.Discover(ctx, sd.s)
+	for i, sd := range sides {
+		var ds []flux.Declared
+		var err error
+		if i == 1 {
+			// Base declares none from the repository: head can only in a
+			// file the change touched.
+			ds, err = flux.DiscoverIn(ctx, sd.s, slices.Sorted(maps.Keys(changed)))
+		} else {
+			ds, err = flux.Discover(ctx, sd.s)
+		}
 		if err != nil {
 			return false, err
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -426,5 +427,48 @@ func TestProgressAndWork(t *testing.T) {
 	}
 	if w := p.Work; w == nil || w.Rendered != st.Rendered || w.Overlays != st.Overlays || w.Took <= 0 {
 		t.Errorf("work %+v, stats %+v", p.Work, st)
+	}
+}
+
+// TestFluxModeFromHeadChange: a change that adds the repository's first
+// Flux Kustomization whose source is the repository turns Flux mode on,
+// though head's other files are not searched (base, with only another
+// source's, has none); a change elsewhere leaves it off.
+func TestFluxModeFromHeadChange(t *testing.T) {
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	ks := func(name, source string) string {
+		return "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: " + name +
+			"\n  namespace: flux-system\nspec:\n  interval: 1h\n  path: ./apps/web\n  prune: true\n" +
+			"  sourceRef:\n    kind: GitRepository\n    name: " + source + "\n"
+	}
+	write(t, dir, map[string]string{
+		"apps/web/kustomization.yaml": "resources: [cm.yaml]\n",
+		"apps/web/cm.yaml":            cm("web", "k: v"),
+		"clusters/other.yaml":         ks("other", "another-repository"),
+	})
+	base := commit(t, dir, "base")
+	write(t, dir, map[string]string{"apps/web/cm.yaml": cm("web", "k: w")})
+	elsewhere := commit(t, dir, "a change elsewhere")
+	write(t, dir, map[string]string{"clusters/web.yaml": ks("web", "flux-system")})
+	added := commit(t, dir, "a Flux Kustomization")
+	for _, tc := range []struct {
+		head string
+		want []string
+	}{
+		{elsewhere, []string{"apps/web"}},
+		{added, []string{"flux-system/web"}},
+	} {
+		p, err := Run(context.Background(), Options{RepoDir: dir, Base: base, Head: tc.head})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, o := range p.Overlays {
+			got = append(got, o.Path)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("head %s plans %v, want %v", tc.head, got, tc.want)
+		}
 	}
 }

@@ -191,7 +191,7 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 		}
 	}
 
-	if on, err := p.fluxMode(ctx, sides); err != nil {
+	if on, err := p.fluxMode(ctx, sides, changed); err != nil {
 		return nil, err
 	} else if on {
 		if p.opts.Shard.On() {
