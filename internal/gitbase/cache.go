@@ -35,6 +35,11 @@ type Policy interface {
 // fetched once is served from disk; a branch is resolved again once per
 // Cache (one plan, or one webhook render).
 //
+// A Cache holds a shared lock (flock) on each tree and repository it
+// served until Close, and touches it: Prune, in any Cache or process,
+// removes only what it can lock exclusively and what no Cache used for
+// longer than its age (prune.go).
+//
 // Git runs as a subprocess whose only way out is the Cache's own proxy
 // on loopback, which connects as the policy allows (the address checked
 // after DNS, for every connection, redirects not followed), so git cannot
@@ -48,18 +53,24 @@ type Cache struct {
 	mu       sync.Mutex
 	branches map[string]string // url + "\x00" + ref -> commit, resolved this run
 	locks    map[string]*sync.Mutex
+	held     map[string]*os.File // directory -> its open, shared-locked handle, until Close
 	proxy    *proxy
 }
 
 // New returns a Cache in dir, fetching as policy allows.
 func New(dir string, policy Policy) *Cache {
-	return &Cache{dir: dir, policy: policy, branches: map[string]string{}, locks: map[string]*sync.Mutex{}}
+	return &Cache{dir: dir, policy: policy, branches: map[string]string{}, locks: map[string]*sync.Mutex{}, held: map[string]*os.File{}}
 }
 
-// Close stops the Cache's proxy, if it started one.
+// Close stops the Cache's proxy, if it started one, and lets go of the
+// trees and repositories it served: Prune may remove them from then on.
 func (c *Cache) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for path, f := range c.held {
+		f.Close() // releases the lock
+		delete(c.held, path)
+	}
 	if c.proxy != nil {
 		err := c.proxy.Close()
 		c.proxy = nil
@@ -104,7 +115,7 @@ func (c *Cache) Get(ctx context.Context, s *Spec) (*Tree, error) {
 	repo := filepath.Join(c.dir, "repos", key+".git")
 	unlock := c.lock(repo)
 	defer unlock()
-	if err := c.initRepo(ctx, repo); err != nil {
+	if err := c.openRepo(ctx, repo); err != nil {
 		return nil, err
 	}
 	commit, err := c.resolve(ctx, repo, u, s.Ref)
@@ -112,13 +123,23 @@ func (c *Cache) Get(ctx context.Context, s *Spec) (*Tree, error) {
 		return nil, fmt.Errorf("remote base %s: %w", raw, err)
 	}
 	root := filepath.Join(c.dir, "trees", commit)
-	if _, err := os.Stat(root); err == nil {
-		return &Tree{Root: root, Commit: commit, URL: fetchURL}, nil
+	// A Prune elsewhere may remove the tree between our look and our
+	// lock; a few rounds, as each one finds a fresh tree, is plenty.
+	for range placeAttempts {
+		if ok, err := c.hold(ctx, root); err != nil {
+			return nil, fmt.Errorf("remote base %s at %s: git cache: %w", raw, commit, err)
+		} else if ok {
+			return &Tree{Root: root, Commit: commit, URL: fetchURL}, nil
+		}
+		ok, err := c.place(ctx, root, func(tmp string) error { return c.archive(ctx, repo, commit, tmp) })
+		if err != nil {
+			return nil, fmt.Errorf("remote base %s at %s: %w", raw, commit, err)
+		}
+		if ok {
+			return &Tree{Root: root, Commit: commit, URL: fetchURL}, nil
+		}
 	}
-	if err := c.checkout(ctx, repo, commit, root); err != nil {
-		return nil, fmt.Errorf("remote base %s at %s: %w", raw, commit, err)
-	}
-	return &Tree{Root: root, Commit: commit, URL: fetchURL}, nil
+	return nil, fmt.Errorf("remote base %s at %s: git cache: %s was removed as soon as it was checked out, %d times; is another process pruning %s with a tiny age?", raw, commit, root, placeAttempts, c.dir)
 }
 
 // Allowed says where git would fetch the repository s names (after its
@@ -212,17 +233,34 @@ func (c *Cache) startProxy() (*proxy, error) {
 	return c.proxy, nil
 }
 
-func (c *Cache) initRepo(ctx context.Context, repo string) error {
-	if _, err := os.Stat(filepath.Join(repo, "HEAD")); err == nil {
-		return nil
+// openRepo makes sure the bare repository exists and holds it.
+func (c *Cache) openRepo(ctx context.Context, repo string) error {
+	for range placeAttempts {
+		ok, err := c.hold(ctx, repo)
+		if err != nil {
+			return fmt.Errorf("git cache: %w", err)
+		}
+		if ok {
+			if _, err := os.Stat(filepath.Join(repo, "HEAD")); err != nil {
+				// Left half-made by an older kplan: git init repairs it.
+				if _, err := c.git("").Run(ctx, "init", "--bare", "--quiet", repo); err != nil {
+					return fmt.Errorf("git cache: %w", err)
+				}
+			}
+			return nil
+		}
+		ok, err = c.place(ctx, repo, func(tmp string) error {
+			_, err := c.git("").Run(ctx, "init", "--bare", "--quiet", tmp)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("git cache: %w", err)
+		}
+		if ok {
+			return nil
+		}
 	}
-	if err := os.MkdirAll(filepath.Dir(repo), 0o755); err != nil {
-		return fmt.Errorf("git cache: %w", err)
-	}
-	if _, err := c.git("").Run(ctx, "init", "--bare", "--quiet", repo); err != nil {
-		return fmt.Errorf("git cache: %w", err)
-	}
-	return nil
+	return fmt.Errorf("git cache: %s was removed as soon as it was made, %d times; is another process pruning %s with a tiny age?", repo, placeAttempts, c.dir)
 }
 
 // resolve returns the commit ref names in the repository at fetchURL,
@@ -309,18 +347,10 @@ func (c *Cache) lsRemote(ctx context.Context, repo string, u *url.URL, ref strin
 	return "", "", fmt.Errorf("%s has no branch or tag %q", fetchURL, ref)
 }
 
-// checkout writes the tree of commit to root: regular files only, as
-// git archive gives them. Symbolic links are left out, so that nothing
-// in the tree reaches outside it.
-func (c *Cache) checkout(ctx context.Context, repo, commit, root string) error {
-	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(root), ".tmp-"+commit[:12]+"-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
+// archive writes the tree of commit to dir: regular files only, as git
+// archive gives them. Symbolic links are left out, so that nothing in
+// the tree reaches outside it.
+func (c *Cache) archive(ctx context.Context, repo, commit, dir string) error {
 	cmd := exec.CommandContext(ctx, "git", "archive", "--format=tar", commit)
 	cmd.Dir = repo
 	cmd.Env = append(cmd.Environ(), c.git("").Env...)
@@ -333,21 +363,12 @@ func (c *Cache) checkout(ctx context.Context, repo, commit, root string) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	xerr := untar(stdout, tmp)
+	xerr := untar(stdout, dir)
 	_, _ = io.Copy(io.Discard, stdout)
 	if err := cmd.Wait(); err != nil {
 		return fmt.Errorf("git archive: %s: %w", strings.TrimSpace(stderr.String()), err)
 	}
-	if xerr != nil {
-		return xerr
-	}
-	if err := os.Rename(tmp, root); err != nil && !errors.Is(err, os.ErrExist) {
-		if _, serr := os.Stat(root); serr == nil {
-			return nil // another process checked it out first
-		}
-		return err
-	}
-	return nil
+	return xerr
 }
 
 func untar(r io.Reader, dir string) error {
