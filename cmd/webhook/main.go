@@ -166,6 +166,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		dep.Metrics = deployMetrics
 		dep.Reviews = reporter
 		dep.GitBases = filepath.Join(cfg.StateDir, "git-bases")
+		dep.GitBasesMaxAge = cfg.GitBasesMaxAge
 		return dep
 	}
 

@@ -40,6 +40,8 @@
 //	apiBaseURL: https://api.github.com/ # default; for go-github, always ends in "/"
 //	resyncInterval: 5m                  # default 5m, must be positive
 //	stateDir: /var/lib/kplan            # default; where git mirrors are cached
+//	gitBasesMaxAge: 168h                # default 168h (7 days); git remote bases no deploy used for longer
+//	                                    # are removed from stateDir/git-bases at each resync; 0s keeps them
 //
 // A repository target (from targetsFrom) whose environment is not listed
 // under environments is reported on its commit and not deployed. Two
@@ -70,6 +72,7 @@ const (
 	DefaultAPIBaseURL       = "https://api.github.com/"
 	DefaultResyncInterval   = 5 * time.Minute
 	DefaultStateDir         = "/var/lib/kplan"
+	DefaultGitBasesMaxAge   = 7 * 24 * time.Hour
 	DefaultReconcileTimeout = 5 * time.Minute
 	DefaultInventoryPolicy  = "must-match"
 	DefaultNamespace        = "default"
@@ -84,6 +87,9 @@ type Config struct {
 	APIBaseURL     string // with a trailing slash, as go-github wants
 	ResyncInterval time.Duration
 	StateDir       string
+	// GitBasesMaxAge is how long a git remote base no deploy uses stays in
+	// the cache under StateDir; 0 keeps them.
+	GitBasesMaxAge time.Duration
 }
 
 // Repository is one GitHub repository and the branches that deploy.

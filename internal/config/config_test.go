@@ -23,6 +23,7 @@ func TestLoadExample(t *testing.T) {
 		APIBaseURL:     "https://api.github.com/",
 		ResyncInterval: 5 * time.Minute,
 		StateDir:       "/var/lib/kplan",
+		GitBasesMaxAge: 168 * time.Hour,
 		Repositories: []Repository{{
 			Name: "octo-org/deploy-config",
 			Branches: []Branch{
@@ -80,6 +81,21 @@ stateDir: state
 	}
 	if cfg.StateDir != filepath.Join("conf", "state") || cfg.ResyncInterval != 5*time.Minute {
 		t.Errorf("stateDir %q resync %v", cfg.StateDir, cfg.ResyncInterval)
+	}
+	if cfg.GitBasesMaxAge != 7*24*time.Hour {
+		t.Errorf("gitBasesMaxAge = %v, want 7 days", cfg.GitBasesMaxAge)
+	}
+	for _, tc := range []struct {
+		set  string
+		want time.Duration
+	}{{"gitBasesMaxAge: 0s\n", 0}, {"gitBasesMaxAge: 36h\n", 36 * time.Hour}} {
+		cfg, err := Parse("w.yaml", []byte(minimal+tc.set))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.GitBasesMaxAge != tc.want {
+			t.Errorf("%q: gitBasesMaxAge = %v, want %v", tc.set, cfg.GitBasesMaxAge, tc.want)
+		}
 	}
 }
 
@@ -178,12 +194,14 @@ func TestErrors(t *testing.T) {
 		{"no repositories", "stateDir: /x\n", []string{"w.yaml:1: repositories: required"}},
 		{"empty repositories", "repositories: []\n", []string{"w.yaml:1: repositories: at least one repository is required"}},
 		{"repositories not a list", "repositories: {name: a}\n", []string{"w.yaml:1: repositories: want a list, got a mapping"}},
-		{"unknown top-level", minimal + "resync: 5m\n", []string{"w.yaml:8: resync: unknown field (known: apiBaseURL, gitBaseURL, repositories, resyncInterval, stateDir)"}},
+		{"unknown top-level", minimal + "resync: 5m\n", []string{"w.yaml:8: resync: unknown field (known: apiBaseURL, gitBaseURL, gitBasesMaxAge, repositories, resyncInterval, stateDir)"}},
 		{"case typo", minimal + "gitBaseUrl: https://x\n", []string{"w.yaml:8: gitBaseUrl: unknown field; did you mean gitBaseURL?"}},
 		{"twice", minimal + "stateDir: /a\nstateDir: /b\n", []string{"w.yaml:9: stateDir: set twice (first at line 8)"}},
 		{"bad resync", minimal + "resyncInterval: 5 minutes\n", []string{`w.yaml:8: resyncInterval: "5 minutes" is not a duration (e.g. 5m)`}},
 		{"zero resync", minimal + "resyncInterval: 0s\n", []string{"w.yaml:8: resyncInterval: must be positive"}},
 		{"bare number duration", minimal + "resyncInterval: 300\n", []string{`w.yaml:8: resyncInterval: "300" is not a duration`}},
+		{"negative git bases age", minimal + "gitBasesMaxAge: -1h\n", []string{"w.yaml:8: gitBasesMaxAge: must be positive, or 0s to keep git bases"}},
+		{"git bases age in days", minimal + "gitBasesMaxAge: 7d\n", []string{`w.yaml:8: gitBasesMaxAge: "7d" is not a duration (e.g. 5m)`}},
 		{"git URL scheme", minimal + "gitBaseURL: git@github.com:o\n", []string{`w.yaml:8: gitBaseURL: not an http(s) URL such as https://github.example.com`}},
 		{"ssh URL", minimal + "gitBaseURL: ssh://git:hunter2@github.com\n", []string{`w.yaml:8: gitBaseURL: "ssh://git:xxxxx@github.com" is not an http(s) URL`}},
 		{"file URL", minimal + "gitBaseURL: file:///srv/git\n", []string{`w.yaml:8: gitBaseURL: "file:///srv/git" is not an http(s) URL`}},

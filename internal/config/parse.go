@@ -90,6 +90,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 		APIBaseURL:     DefaultAPIBaseURL,
 		ResyncInterval: DefaultResyncInterval,
 		StateDir:       DefaultStateDir,
+		GitBasesMaxAge: DefaultGitBasesMaxAge,
 	}
 	p.targets = map[string]int{}
 	repos := map[string]int{}
@@ -125,6 +126,15 @@ func (p *parser) config(root *yaml.Node) *Config {
 					p.errorf(v, field, "must be positive")
 				} else {
 					cfg.ResyncInterval = d
+				}
+			}
+		},
+		"gitBasesMaxAge": func(v *yaml.Node, field string) {
+			if d, ok := p.duration(v, field); ok {
+				if d < 0 {
+					p.errorf(v, field, "must be positive, or 0s to keep git bases")
+				} else {
+					cfg.GitBasesMaxAge = d
 				}
 			}
 		},

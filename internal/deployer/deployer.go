@@ -19,6 +19,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path"
@@ -200,6 +201,10 @@ type Deployer struct {
 	// cache per target (targets fetch under their own remoteHosts); ""
 	// is a directory under the system's temporary directory.
 	GitBases string
+	// GitBasesMaxAge is how long a git base no deploy uses stays under
+	// GitBases: at start and every Resync, the caches (of every target,
+	// configured or not any more) are pruned of older ones. 0 keeps them.
+	GitBasesMaxAge time.Duration
 
 	started chan struct{}
 
@@ -336,6 +341,13 @@ func (d *Deployer) Run(ctx context.Context) {
 		defer d.wg.Done()
 		d.flush(ctx)
 	}()
+	if d.GitBasesMaxAge > 0 {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.pruneLoop(ctx)
+		}()
+	}
 	d.resyncAll()
 	tick := time.NewTicker(d.Resync)
 	defer tick.Stop()
@@ -371,6 +383,74 @@ func (d *Deployer) flush(ctx context.Context) {
 			d.Report.Flush(ctx)
 		}
 	}
+}
+
+// pruneLoop prunes the git-base caches now and every Resync until ctx
+// ends, beside the workers: a deploy never waits for it.
+func (d *Deployer) pruneLoop(ctx context.Context) {
+	tick := time.NewTicker(d.Resync)
+	defer tick.Stop()
+	for {
+		d.pruneGitBases(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// pruneGitBases removes from every cache under GitBases what no deploy
+// used for longer than GitBasesMaxAge. A cache in use is safe (gitbase
+// locks what a render holds); failures are logged, never a deploy's.
+func (d *Deployer) pruneGitBases(ctx context.Context) {
+	root := d.gitBases()
+	entries, err := os.ReadDir(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		d.Logger.Warn("cannot prune the git bases", "dir", root, "err", err)
+		return
+	}
+	// The caches are named by target: say whose, where still configured.
+	names := map[string]string{}
+	d.mu.Lock()
+	for _, w := range d.workers {
+		t := w.target()
+		names[gitBasesName(t)] = t.Name
+	}
+	d.mu.Unlock()
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		log := d.Logger.With("dir", dir)
+		if name, ok := names[e.Name()]; ok {
+			log = log.With("target", name)
+		}
+		n, err := gitbase.New(dir, nil).Prune(ctx, d.GitBasesMaxAge)
+		if n > 0 {
+			log.Info("removed git bases no deploy used", "removed", n, "maxAge", d.GitBasesMaxAge)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("cannot prune git bases", "err", err)
+		}
+	}
+}
+
+func (d *Deployer) gitBases() string {
+	return cmp.Or(d.GitBases, filepath.Join(os.TempDir(), "kplan-git-bases"))
+}
+
+// gitBasesName names a target's git-base cache under GitBases.
+func gitBasesName(t Target) string {
+	sum := sha256.Sum256([]byte(t.Key()))
+	return hex.EncodeToString(sum[:8])
 }
 
 // start runs a worker's goroutine; d.mu is held.
@@ -665,8 +745,7 @@ func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*depl
 	if len(t.RemoteHosts) > 0 {
 		// Git remote bases come through the same policy; a cache per
 		// target, as one target's deploys never overlap.
-		sum := sha256.Sum256([]byte(t.Key()))
-		c := gitbase.New(filepath.Join(cmp.Or(d.GitBases, filepath.Join(os.TempDir(), "kplan-git-bases")), hex.EncodeToString(sum[:8])), policy)
+		c := gitbase.New(filepath.Join(d.gitBases(), gitBasesName(t)), policy)
 		defer c.Close()
 		git = c
 	}
