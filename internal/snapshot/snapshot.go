@@ -112,9 +112,9 @@ func (t *tree) index() *Index {
 	t.dirs = map[string][]string{".": nil}
 	add := func(p string) {
 		for {
-			d := path.Dir(p)
+			d, name := split(p)
 			_, known := t.dirs[d]
-			t.dirs[d] = append(t.dirs[d], path.Base(p))
+			t.dirs[d] = append(t.dirs[d], name)
 			if known {
 				return
 			}
@@ -148,6 +148,16 @@ func (t *tree) index() *Index {
 	return newIndex(t, files)
 }
 
+// split is path.Dir and path.Base of a clean relative path, without
+// cleaning it again: the directory and the name are slices of p.
+func split(p string) (dir, name string) {
+	i := strings.LastIndexByte(p, '/')
+	if i < 0 {
+		return ".", p
+	}
+	return p[:i], p[i+1:]
+}
+
 // FromCommit loads the whole tree of rev from the repository at repoDir.
 func FromCommit(ctx context.Context, repoDir, rev string) (*Snapshot, error) {
 	s, err := Open(ctx, repoDir, rev, NewBlobs(repoDir))
@@ -177,23 +187,26 @@ func Open(ctx context.Context, repoDir, rev string, blobs *Blobs) (*Snapshot, er
 	}
 	t := newTree()
 	links := map[string]string{} // symlink path -> blob id of its target
-	for _, rec := range strings.Split(string(out), "\x00") {
-		if rec == "" {
-			continue
-		}
+	// Records are "<mode> <type> <id>\t<path>"; one string holds them
+	// all, and names and ids are slices of it.
+	all := string(out)
+	for len(all) > 0 {
+		rec, rest, _ := strings.Cut(all, "\x00")
+		all = rest
 		meta, name, ok := strings.Cut(rec, "\t")
-		f := strings.Fields(meta)
-		if !ok || len(f) != 3 {
+		mode, meta, ok1 := strings.Cut(meta, " ")
+		typ, id, ok2 := strings.Cut(meta, " ")
+		if !ok || !ok1 || !ok2 {
 			return nil, fmt.Errorf("read commit %s: unexpected ls-tree line %q", sha, rec)
 		}
 		switch {
 		case tooDeep(name):
-		case f[1] != "blob":
+		case typ != "blob":
 			// Submodules (commits) are not part of the tree's content.
-		case f[0] == "120000":
-			links[name] = f[2]
+		case mode == "120000":
+			links[name] = id
 		default:
-			t.files[name] = f[2]
+			t.files[name] = id
 		}
 	}
 	if err := t.readLinks(ctx, blobs, links); err != nil {
@@ -285,7 +298,7 @@ func OpenFrom(ctx context.Context, base *Snapshot, rev string) (*Snapshot, error
 // tree, so a changed one is a copy.
 func (t *tree) list(p string) {
 	for p != "." {
-		d, name := path.Dir(p), path.Base(p)
+		d, name := split(p)
 		ns, known := t.dirs[d]
 		i, _ := slices.BinarySearch(ns, name)
 		t.dirs[d] = slices.Insert(slices.Clip(ns), i, name)
@@ -300,7 +313,7 @@ func (t *tree) list(p string) {
 // directories left empty from theirs.
 func (t *tree) unlist(p string) {
 	for p != "." {
-		d, name := path.Dir(p), path.Base(p)
+		d, name := split(p)
 		ns := t.dirs[d]
 		if i, ok := slices.BinarySearch(ns, name); ok {
 			ns = slices.Delete(slices.Clone(ns), i, i+1)
@@ -452,15 +465,15 @@ func (s *Snapshot) loadPlain(p string, files map[string]string) bool {
 		if !s.loaded[p] {
 			files[p] = id
 		}
-		d = path.Dir(p)
+		d, _ = split(p)
 	}
 	// The deepest directory on the way, and those above it.
-	for ; d != "."; d = path.Dir(d) {
+	for ; d != "."; d, _ = split(d) {
 		if _, ok := s.tree.dirs[d]; ok {
 			break
 		}
 	}
-	for ; d != "." && !s.loaded[d]; d = path.Dir(d) {
+	for ; d != "." && !s.loaded[d]; d, _ = split(d) {
 		s.loaded[d] = true
 	}
 	return true
