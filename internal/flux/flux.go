@@ -141,7 +141,7 @@ func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) ([]De
 	}
 	var out []Declared
 	for _, p := range yamls {
-		data, err := s.FS.ReadFile(snapshot.Abs(p))
+		data, err := s.ReadFile(ctx, p)
 		if err != nil || !bytes.Contains(data, []byte(Group)) {
 			continue
 		}

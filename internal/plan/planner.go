@@ -145,6 +145,17 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	// Every changed path, for the files no overlay reads; the changed-only
 	// plan skips overlays by it too, and head's discovery reads only it.
 	changed := snapshot.Changed(base.Index, head.Index)
+	// Flux detection searches the repository's YAML, mostly in git: while
+	// discovery reads the kustomizations.
+	type answer struct {
+		on  bool
+		err error
+	}
+	fluxOn := make(chan answer, 1)
+	go func() {
+		on, err := p.fluxMode(ctx, sides, changed)
+		fluxOn <- answer{on, err}
+	}()
 	trees, err := render.DiscoverChange(base.FS, head.FS, changed, [2]render.Filter(filters))
 	if err != nil {
 		return nil, fmt.Errorf("discover overlays of %s and %s: %w", base.Rev, head.Rev, err)
@@ -191,9 +202,9 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 		}
 	}
 
-	if on, err := p.fluxMode(ctx, sides, changed); err != nil {
-		return nil, err
-	} else if on {
+	if a := <-fluxOn; a.err != nil {
+		return nil, a.err
+	} else if a.on {
 		if p.opts.Shard.On() {
 			return nil, fmt.Errorf("--shard: Flux mode plans its targets in one run; plan without --shard (or with --flux=false)")
 		}
