@@ -37,6 +37,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/gitbase"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/inventory"
+	"github.com/kplan-dev/kplan/internal/keylock"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
@@ -215,7 +216,7 @@ type Deployer struct {
 	lastFailed map[string]string // target key -> sha and error of its last failure before applying
 	rendered   map[string]inventory.Identity
 	conflicts  map[string]string // target key -> the conflict last reported for it
-	invLocks   map[string]*sync.Mutex
+	invLocks   keylock.Map
 	// initial counts the configured targets whose first render is still
 	// to come; firstRenders closes when none is: no target applies before
 	// every configured target has rendered once, so two of them sharing
@@ -246,7 +247,7 @@ type worker struct {
 func New(targets []Target, mirrors Mirror, report Reporter, engine func(Target) Engine, logger *slog.Logger, sources ...Source) *Deployer {
 	d := &Deployer{Mirrors: mirrors, Report: report, Engine: engine, Logger: logger, Resync: 5 * time.Minute, FlushInterval: 15 * time.Second,
 		workers: map[string]*worker{}, started: make(chan struct{}), lastFailed: map[string]string{},
-		rendered: map[string]inventory.Identity{}, conflicts: map[string]string{}, invLocks: map[string]*sync.Mutex{},
+		rendered: map[string]inventory.Identity{}, conflicts: map[string]string{},
 		firstRenders: make(chan struct{})}
 	for _, t := range targets {
 		w := newWorker(t, nil)
@@ -792,16 +793,7 @@ func inventoryKeys(t Target, inv inventory.Identity) [2]string {
 
 // lockInventory serializes the deploys through one inventory of a cluster.
 func (d *Deployer) lockInventory(t Target, inv inventory.Identity) func() {
-	k := inventoryKeys(t, inv)[1]
-	d.mu.Lock()
-	m := d.invLocks[k]
-	if m == nil {
-		m = &sync.Mutex{}
-		d.invLocks[k] = m
-	}
-	d.mu.Unlock()
-	m.Lock()
-	return m.Unlock
+	return d.invLocks.Lock(inventoryKeys(t, inv)[1])
 }
 
 // ConflictError refuses targets of one cluster that apply through the

@@ -18,6 +18,7 @@ import (
 	"sync"
 
 	"github.com/kplan-dev/kplan/internal/gitcli"
+	"github.com/kplan-dev/kplan/internal/keylock"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 )
 
@@ -51,15 +52,15 @@ type Cache struct {
 	policy Policy
 
 	mu       sync.Mutex
-	branches map[string]string // url + "\x00" + ref -> commit, resolved this run
-	locks    map[string]*sync.Mutex
+	branches map[string]string   // url + "\x00" + ref -> commit, resolved this run
+	locks    keylock.Map         // serializes the work on a repository
 	held     map[string]*os.File // directory -> its open, shared-locked handle, until Close
 	proxy    *proxy
 }
 
 // New returns a Cache in dir, fetching as policy allows.
 func New(dir string, policy Policy) *Cache {
-	return &Cache{dir: dir, policy: policy, branches: map[string]string{}, locks: map[string]*sync.Mutex{}, held: map[string]*os.File{}}
+	return &Cache{dir: dir, policy: policy, branches: map[string]string{}, held: map[string]*os.File{}}
 }
 
 // Close stops the Cache's proxy, if it started one, and lets go of the
@@ -77,19 +78,6 @@ func (c *Cache) Close() error {
 		return err
 	}
 	return nil
-}
-
-// lock serializes the work on one key (a repository, a tree).
-func (c *Cache) lock(key string) func() {
-	c.mu.Lock()
-	m := c.locks[key]
-	if m == nil {
-		m = &sync.Mutex{}
-		c.locks[key] = m
-	}
-	c.mu.Unlock()
-	m.Lock()
-	return m.Unlock
 }
 
 // Tree is a remote base at the commit its ref resolved to.
@@ -113,7 +101,7 @@ func (c *Cache) Get(ctx context.Context, s *Spec) (*Tree, error) {
 	raw, fetchURL := s.CloneURL(), u.String()
 	key := hashOf(fetchURL)
 	repo := filepath.Join(c.dir, "repos", key+".git")
-	unlock := c.lock(repo)
+	unlock := c.locks.Lock(repo)
 	defer unlock()
 	if err := c.openRepo(ctx, repo); err != nil {
 		return nil, err
