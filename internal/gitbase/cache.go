@@ -92,7 +92,8 @@ type Tree struct {
 
 var hexRe = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 
-// Get fetches the repository s names, at its ref, and returns its tree.
+// Get fetches the repository s names, at its ref, and returns its tree,
+// which no Prune removes before the Cache is closed.
 func (c *Cache) Get(ctx context.Context, s *Spec) (*Tree, error) {
 	u, err := c.Allowed(ctx, s)
 	if err != nil {

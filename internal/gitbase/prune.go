@@ -27,6 +27,9 @@ import (
 // running at the same moment can send back.
 const placeAttempts = 5
 
+// trashPrefix names what Prune moved away to delete.
+const trashPrefix = ".prune-"
+
 // hold takes a shared lock on the directory at path and keeps it until
 // Close. false when there is no directory there (any more).
 func (c *Cache) hold(ctx context.Context, path string) (bool, error) {
@@ -151,7 +154,8 @@ func flock(ctx context.Context, f *os.File, how int) error {
 // a tree of it is kept). What a Cache holds is never removed; neither
 // are the leftovers of a crash, until they are as old. removed counts
 // the trees and repositories removed; an error names what could not be,
-// and the rest is pruned regardless.
+// and the rest is pruned regardless. It needs no network, nor a policy:
+// New(dir, nil).Prune prunes dir.
 func (c *Cache) Prune(ctx context.Context, olderThan time.Duration) (removed int, err error) {
 	if olderThan <= 0 {
 		return 0, fmt.Errorf("git cache %s: prune needs a positive age, not %v", c.dir, olderThan)
@@ -214,8 +218,13 @@ func readDir(dir string) ([]os.DirEntry, error) {
 }
 
 // remove removes the directory at path if nothing holds it, it was last
-// used before cutoff, and keep (if set) does not say to keep it.
+// used before cutoff, and keep (if set) does not say to keep it. What a
+// Prune that crashed had moved away goes a minute later whatever the
+// age (nothing serves it; the minute spares the one a Prune is making).
 func remove(path string, cutoff time.Time, keep func(string) (bool, error)) (bool, error) {
+	if strings.HasPrefix(filepath.Base(path), trashPrefix) {
+		cutoff = time.Now().Add(-time.Minute)
+	}
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -244,9 +253,20 @@ func remove(path string, cutoff time.Time, keep func(string) (bool, error)) (boo
 	}
 	// Moved away first: its path is never a half-removed directory.
 	parent, name := filepath.Split(path)
-	trash, err := os.MkdirTemp(parent, ".prune-"+shortName(name)+"-")
+	trash, err := os.MkdirTemp(parent, trashPrefix+shortName(name)+"-")
 	if err != nil {
 		return false, fmt.Errorf("git cache: %w", err)
+	}
+	// Locked while it is deleted, so that another Prune leaves it alone.
+	t, err := os.Open(trash)
+	if err != nil {
+		os.Remove(trash)
+		return false, fmt.Errorf("git cache: %w", err)
+	}
+	defer t.Close()
+	if err := syscall.Flock(int(t.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		os.Remove(trash)
+		return false, fmt.Errorf("git cache: lock %s: %w", trash, err)
 	}
 	if err := os.Rename(path, filepath.Join(trash, name)); err != nil {
 		os.Remove(trash)

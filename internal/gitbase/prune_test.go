@@ -74,14 +74,16 @@ func TestPruneRemovesWhatWasUnusedForLonger(t *testing.T) {
 	if len(repos) != 1 {
 		t.Fatalf("repos/ = %v, want one repository", repos)
 	}
-	// Leftovers of a crash: one old, one as recent as a checkout under way.
-	for _, d := range []string{".prune-old-1/" + v1.Commit + "/app", ".tmp-old-2", ".tmp-new-3"} {
+	// Leftovers of a crash: a removal under way two minutes ago (gone,
+	// though younger than the age), a checkout under way long ago, one as
+	// recent as a checkout under way now.
+	for _, d := range []string{".prune-1/" + v1.Commit + "/app", ".tmp-old-2", ".tmp-new-3"} {
 		if err := os.MkdirAll(filepath.Join(dir, "trees", d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	old := time.Now().Add(-48 * time.Hour)
-	for _, d := range []string{".prune-old-1", ".tmp-old-2"} {
+	for d, ago := range map[string]time.Duration{".prune-1": 2 * time.Minute, ".tmp-old-2": 48 * time.Hour} {
+		old := time.Now().Add(-ago)
 		if err := os.Chtimes(filepath.Join(dir, "trees", d), old, old); err != nil {
 			t.Fatal(err)
 		}
