@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,7 +19,9 @@ import (
 // A target whose overlay uses a git remote base deploys the base at the
 // ref the commit names when the target's remoteHosts name its server, as
 // kplan diff and the Action render it; a bump of the base's ?ref= deploys
-// the new version.
+// the new version. The git-base cache stays bounded: a base no deploy
+// used for longer than gitBasesMaxAge (7 days by default) is removed
+// when the webhook starts.
 func TestWebhookDeploysGitRemoteBases(t *testing.T) {
 	t.Parallel()
 	root, up := t.TempDir(), t.TempDir()
@@ -81,4 +84,22 @@ func TestWebhookDeploysGitRemoteBases(t *testing.T) {
 	if v := version(); v != "two" {
 		t.Errorf("the base bumped to v2 deployed version %q, want two", v)
 	}
+
+	// v1's tree, made to look unused for 8 days, goes when the webhook
+	// starts again.
+	trees, err := filepath.Glob(filepath.Join(e.state, "git-bases", "*", "trees", git(t, up, "rev-parse", "v1")))
+	if err != nil || len(trees) != 1 {
+		t.Fatalf("the tree of v1 under stateDir: %v %v", trees, err)
+	}
+	old := time.Now().Add(-8 * 24 * time.Hour)
+	if err := os.Chtimes(trees[0], old, old); err != nil {
+		t.Fatal(err)
+	}
+	e.proc.Process.Kill()
+	e.proc.Wait()
+	e.start()
+	waitFor(t, "the tree of v1, unused for 8 days, removed", func() bool {
+		_, err := os.Stat(trees[0])
+		return os.IsNotExist(err)
+	})
 }

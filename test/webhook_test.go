@@ -55,6 +55,7 @@ type hookEnv struct {
 	url      string
 	proc     *exec.Cmd
 	env      []string // added to the webhook's environment
+	state    string   // the configuration's stateDir
 	delivery atomic.Int64
 }
 
@@ -261,6 +262,7 @@ func newHookEnvBranch(t *testing.T, resync, branch string) *hookEnv {
 	e.gh.AddToken(hookToken, githubapi.Identity{Login: "kplan[bot]"})
 
 	e.config = filepath.Join(t.TempDir(), "webhook.yaml")
+	e.state = t.TempDir()
 	cfg := fmt.Sprintf(`repositories:
   - name: %s
     cloneURL: %s/%s.git
@@ -270,7 +272,7 @@ gitBaseURL: %s
 apiBaseURL: %s/
 resyncInterval: %s
 stateDir: %s
-`, hookRepo, gitSrv.URL, hookRepo, strings.ReplaceAll(branch, "KUBECONFIG", e.cluster.Kubeconfig), gitSrv.URL, e.gh.URL(), resync, t.TempDir())
+`, hookRepo, gitSrv.URL, hookRepo, strings.ReplaceAll(branch, "KUBECONFIG", e.cluster.Kubeconfig), gitSrv.URL, e.gh.URL(), resync, e.state)
 	os.WriteFile(e.config, []byte(cfg), 0o644)
 
 	e.bin = buildWebhook(t)
