@@ -142,8 +142,9 @@ func (sh *Shared) put(dir string, n *node) {
 
 // Memo remembers parsed kustomization files by content.
 type Memo struct {
-	mu sync.Mutex
-	m  map[string]parsed
+	mu   sync.Mutex
+	m    map[string]parsed
+	json map[string]converted
 }
 
 type parsed struct {
@@ -151,8 +152,33 @@ type parsed struct {
 	err error
 }
 
+type converted struct {
+	j   []byte
+	err error
+}
+
 // NewMemo returns an empty Memo.
-func NewMemo() *Memo { return &Memo{m: map[string]parsed{}} }
+func NewMemo() *Memo { return &Memo{m: map[string]parsed{}, json: map[string]converted{}} }
+
+// JSON converts a kustomization file from YAML to JSON as krusty does,
+// once per content: discovery and the closures decode the same files.
+// The result is shared: callers must not change it.
+func (m *Memo) JSON(data []byte) ([]byte, error) {
+	if m == nil {
+		return sigsyaml.YAMLToJSON(data)
+	}
+	m.mu.Lock()
+	c, ok := m.json[string(data)]
+	m.mu.Unlock()
+	if ok {
+		return c.j, c.err
+	}
+	j, err := sigsyaml.YAMLToJSON(data)
+	m.mu.Lock()
+	m.json[string(data)] = converted{j, err}
+	m.mu.Unlock()
+	return j, err
+}
 
 // parse decodes a kustomization as krusty does, then applies krusty's
 // fixes (bases into resources, env into envs, helm args into charts).
@@ -166,7 +192,10 @@ func (m *Memo) parse(data []byte) (kustomization, error) {
 		}
 	}
 	var k kustomization
-	err := strictYAML(data, &k)
+	j, err := m.JSON(data)
+	if err == nil {
+		err = strictJSON(j, &k)
+	}
 	if err == nil {
 		k.FixKustomization()
 	}
@@ -677,13 +706,9 @@ func splitDocs(data []byte) ([][]byte, error) {
 	}
 }
 
-// strictYAML decodes as krusty decodes a kustomization: YAML to JSON,
-// then JSON with unknown fields rejected.
-func strictYAML(data []byte, v any) error {
-	j, err := sigsyaml.YAMLToJSON(data)
-	if err != nil {
-		return err
-	}
+// strictJSON decodes as krusty decodes a kustomization converted to
+// JSON: with unknown fields rejected.
+func strictJSON(j []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(j))
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)

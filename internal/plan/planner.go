@@ -156,11 +156,12 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 		on, err := p.fluxMode(ctx, sides, changed)
 		fluxOn <- answer{on, err}
 	}()
-	trees, err := render.DiscoverChange(base.FS, head.FS, changed, [2]render.Filter(filters))
+	memo := closure.NewMemo()
+	trees, err := render.DiscoverChange(base.FS, head.FS, changed, [2]render.Filter(filters), memo)
 	if err != nil {
 		return nil, fmt.Errorf("discover overlays of %s and %s: %w", base.Rev, head.Rev, err)
 	}
-	copts := closure.Options{EnableHelm: p.opts.Render.EnableHelm, Memo: closure.NewMemo(), Shared: closure.NewShared(changed)}
+	copts := closure.Options{EnableHelm: p.opts.Render.EnableHelm, Memo: memo, Shared: closure.NewShared(changed)}
 	for i, sd := range sides {
 		if err := render.Prepare(sd.s.FS, trees[i]); err != nil {
 			return nil, fmt.Errorf("%s: %w", sd.s.Rev, err)

@@ -3,6 +3,7 @@
 package render
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -147,6 +148,8 @@ func Discover(fSys filesys.FileSystem, filter Filter) (*Tree, error) {
 type parser struct {
 	mu   sync.Mutex
 	memo map[string]parsed
+	// json, when set, converts YAML to JSON for the closures too.
+	json *closure.Memo
 }
 
 type parsed struct {
@@ -164,11 +167,24 @@ func (ps *parser) parse(data []byte) (kustomizationFile, error) {
 		return p.kf, p.err
 	}
 	var kf kustomizationFile
-	err := yaml.Unmarshal(data, &kf)
+	err := ps.decode(data, &kf)
 	ps.mu.Lock()
 	ps.memo[string(data)] = parsed{kf, err}
 	ps.mu.Unlock()
 	return kf, err
+}
+
+// decode is yaml.Unmarshal. A file whose JSON the closures share
+// decodes from it; when that fails (a value yaml.Unmarshal would convert
+// for its field, invalid YAML), yaml.Unmarshal decides, as it words it.
+func (ps *parser) decode(data []byte, kf *kustomizationFile) error {
+	if ps.json != nil {
+		if j, err := ps.json.JSON(data); err == nil && json.Unmarshal(j, kf) == nil {
+			return nil
+		}
+		*kf = kustomizationFile{}
+	}
+	return yaml.Unmarshal(data, kf)
 }
 
 // DiscoverAll discovers each of several trees (the sides of a plan) at
@@ -201,7 +217,10 @@ func DiscoverAll(fSyss []filesys.FileSystem, filters []Filter) ([]*Tree, error) 
 // When both sides list their kustomization files, head's are base's
 // but for those in changed: a change costs what it changed, not the
 // repository.
-func DiscoverChange(base, head filesys.FileSystem, changed map[string]bool, filters [2]Filter) ([2]*Tree, error) {
+//
+// memo, when not nil, converts the kustomization files to JSON once for
+// discovery and the closures.
+func DiscoverChange(base, head filesys.FileSystem, changed map[string]bool, filters [2]Filter, memo *closure.Memo) ([2]*Tree, error) {
 	_, bok := listKustomizations(base)
 	_, hok := listKustomizations(head)
 	if !bok || !hok {
@@ -212,6 +231,7 @@ func DiscoverChange(base, head filesys.FileSystem, changed map[string]bool, filt
 		return [2]*Tree{trees[0], trees[1]}, nil
 	}
 	ps := newParser()
+	ps.json = memo
 	var out [2]*Tree
 	bs, err := scanTree(base, ps)
 	if err != nil {

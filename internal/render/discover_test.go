@@ -7,12 +7,14 @@ import (
 
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
 // TestDiscoverChangeEqualsDiscoverAll: head's discovery made from base's
-// and the changed paths finds what discovering head on its own finds,
-// whatever the change does to the kustomizations.
+// and the changed paths, decoding the JSON the closures share, finds what
+// discovering head on its own finds, whatever the change does to the
+// kustomizations.
 func TestDiscoverChangeEqualsDiscoverAll(t *testing.T) {
 	base := map[string]string{
 		"base/kustomization.yaml":         "resources: [cm.yaml]\n",
@@ -35,6 +37,7 @@ func TestDiscoverChangeEqualsDiscoverAll(t *testing.T) {
 		{"a second kustomization file", map[string]string{"overlays/dev/Kustomization": "resources: []\n"}, nil},
 		{"the first of two files removed", map[string]string{"a/Kustomization": ""}, map[string]string{"a/Kustomization": "resources: [../comp]\n"}},
 		{"a cycle", map[string]string{"b/kustomization.yaml": "resources: [../a]\n"}, nil},
+		{"names YAML reads as numbers", map[string]string{"overlays/dev/kustomization.yaml": "resources: [1.10, ../../base]\nkind: 2\n"}, nil},
 		{"not YAML", map[string]string{"comp/kustomization.yaml": "kind: [\n"}, nil},
 		{"a component becomes an overlay", map[string]string{"comp/kustomization.yaml": "resources: []\n"}, nil},
 	} {
@@ -51,7 +54,7 @@ func TestDiscoverChangeEqualsDiscoverAll(t *testing.T) {
 			}
 			b, h := memFS(t, base), memFS(t, head)
 			filters := [2]Filter{{}, {Exclude: []string{"overlays/prd"}}}
-			got, err := DiscoverChange(b.FS, h.FS, snapshot.Changed(b.Index, h.Index), filters)
+			got, err := DiscoverChange(b.FS, h.FS, snapshot.Changed(b.Index, h.Index), filters, closure.NewMemo())
 			if err != nil {
 				t.Fatal(err)
 			}
