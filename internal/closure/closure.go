@@ -305,11 +305,20 @@ type Probe struct {
 	changed map[string]bool
 	own     map[*node]bool // whether the node's own paths meet changed
 	shared  *Shared        // b's, when changed is its set; else nil
+	few     []string       // changed but ".", when they are few
 }
 
 // Probe returns a Probe of changed on b's tree.
 func (b *Builder) Probe(changed map[string]bool) *Probe {
 	p := &Probe{b: b, changed: changed, own: map[*node]bool{}}
+	if len(changed) <= 8 {
+		p.few = []string{}
+		for c := range changed {
+			if c != "." {
+				p.few = append(p.few, c)
+			}
+		}
+	}
 	if sh := b.opts.Shared; sh != nil && maps.Equal(sh.changed, changed) {
 		p.shared = sh
 	}
@@ -369,9 +378,20 @@ func (p *Probe) meets(n *node) bool {
 		return m
 	}
 	m := false
-	for _, q := range n.paths {
-		for ; q != "." && !m; q = path.Dir(q) {
-			m = p.changed[q]
+	if p.few != nil {
+		// A few changed paths: is one of them a path, or above one?
+		for _, q := range n.paths {
+			for _, c := range p.few {
+				if strings.HasPrefix(q, c) && (len(q) == len(c) || q[len(c)] == '/') {
+					m = true
+				}
+			}
+		}
+	} else {
+		for _, q := range n.paths {
+			for ; q != "." && !m; q = path.Dir(q) {
+				m = p.changed[q]
+			}
 		}
 	}
 	p.own[n] = m
