@@ -47,7 +47,7 @@ func (c *Cache) hold(ctx context.Context, path string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := flock(ctx, f, syscall.LOCK_SH); err != nil {
+	if err := flock(ctx, f, syscall.LOCK_SH); err != nil && !unsupported(err) {
 		f.Close()
 		return false, fmt.Errorf("lock %s: %w", path, err)
 	}
@@ -79,7 +79,7 @@ func (c *Cache) place(ctx context.Context, path string, fill func(tmp string) er
 	if err != nil {
 		return false, err
 	}
-	if err := flock(ctx, f, syscall.LOCK_SH); err != nil {
+	if err := flock(ctx, f, syscall.LOCK_SH); err != nil && !unsupported(err) {
 		f.Close()
 		return false, fmt.Errorf("lock %s: %w", tmp, err)
 	}
@@ -146,6 +146,13 @@ func flock(ctx context.Context, f *os.File, how int) error {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// unsupported reports a file system without flock: the cache serves
+// from it all the same, and Prune, which cannot lock either, removes
+// nothing from it.
+func unsupported(err error) bool {
+	return errors.Is(err, errors.ErrUnsupported) || errors.Is(err, syscall.ENOLCK)
 }
 
 // Prune removes the trees no Cache used for longer than olderThan, then
