@@ -17,7 +17,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
+
+	"github.com/kplan-dev/kplan/internal/keylock"
 )
 
 // TokenSource gives the token to fetch repo ("owner/name") with; "" is
@@ -38,23 +39,7 @@ type Mirrors struct {
 	Repos  map[string]string
 	Logger *slog.Logger
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
-}
-
-func (m *Mirrors) lock(dir string) func() {
-	m.mu.Lock()
-	if m.locks == nil {
-		m.locks = map[string]*sync.Mutex{}
-	}
-	l, ok := m.locks[dir]
-	if !ok {
-		l = &sync.Mutex{}
-		m.locks[dir] = l
-	}
-	m.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	locks keylock.Map // one fetch at a time per mirror
 }
 
 // dirFor names a mirror by a hash of its URL: URLs are not file names.
@@ -147,7 +132,7 @@ func (m *Mirrors) FetchPull(ctx context.Context, cloneURL string, number int) (d
 // errors name it as short (fetching) and what (resolving).
 func (m *Mirrors) fetchRef(ctx context.Context, cloneURL, ref, short, what string) (dir, sha string, err error) {
 	dir = m.dirFor(cloneURL)
-	defer m.lock(dir)()
+	defer m.locks.Lock(dir)()
 	if err := m.create(ctx, dir, cloneURL); err != nil {
 		return "", "", err
 	}
@@ -196,7 +181,7 @@ func (m *Mirrors) FetchCommit(ctx context.Context, cloneURL, sha string, pr int)
 		return "", fmt.Errorf("fetch commit %q from %s: not a full commit SHA", sha, cloneURL)
 	}
 	dir := m.dirFor(cloneURL)
-	defer m.lock(dir)()
+	defer m.locks.Lock(dir)()
 	if err := m.create(ctx, dir, cloneURL); err != nil {
 		return "", err
 	}
