@@ -124,6 +124,23 @@ type Tree struct {
 type scan struct {
 	kusts  map[string]*Kustomization
 	cycles map[string][]string // as cycles returns them
+	// referenced are the directories some kustomization lists.
+	referenced func() map[string]bool
+}
+
+// done completes a scan of kusts.
+func (sc *scan) done() *scan {
+	sc.cycles = cycles(sc.kusts)
+	sc.referenced = sync.OnceValue(func() map[string]bool {
+		out := map[string]bool{}
+		for _, k := range sc.kusts {
+			for _, r := range k.local {
+				out[r] = true
+			}
+		}
+		return out
+	})
+	return sc
 }
 
 // kustomizationLister is a file system that lists its kustomization
@@ -155,23 +172,29 @@ type parser struct {
 type parsed struct {
 	kf  kustomizationFile
 	err error
+	// local are its resources and bases in the repository, relative.
+	local []string
 }
 
 func newParser() *parser { return &parser{memo: map[string]parsed{}} }
 
-func (ps *parser) parse(data []byte) (kustomizationFile, error) {
+func (ps *parser) parse(data []byte) parsed {
 	ps.mu.Lock()
 	p, ok := ps.memo[string(data)]
 	ps.mu.Unlock()
 	if ok {
-		return p.kf, p.err
+		return p
 	}
-	var kf kustomizationFile
-	err := ps.decode(data, &kf)
+	p.err = ps.decode(data, &p.kf)
+	for _, r := range slices.Concat(p.kf.Resources, p.kf.Bases) {
+		if !closure.IsRemote(r) && !closure.IsRemoteFile(r) {
+			p.local = append(p.local, r)
+		}
+	}
 	ps.mu.Lock()
-	ps.memo[string(data)] = parsed{kf, err}
+	ps.memo[string(data)] = p
 	ps.mu.Unlock()
-	return kf, err
+	return p
 }
 
 // decode is yaml.Unmarshal. A file whose JSON the closures share
@@ -283,8 +306,7 @@ func scanTree(fSys filesys.FileSystem, ps *parser) (*scan, error) {
 			return nil, fmt.Errorf("discover overlays: %w", err)
 		}
 	}
-	sc.cycles = cycles(sc.kusts)
-	return sc, nil
+	return sc.done(), nil
 }
 
 // read adds the kustomization file at rel, unless its directory has one.
@@ -305,15 +327,13 @@ func (sc *scan) read(fSys filesys.FileSystem, rel string, ps *parser) error {
 	if err != nil {
 		return fmt.Errorf("read %s: %w", k.File, err)
 	}
-	kf, err := ps.parse(data)
-	if err != nil {
-		k.ParseErr = fmt.Errorf("%s: %w", k.File, err)
+	p := ps.parse(data)
+	if p.err != nil {
+		k.ParseErr = fmt.Errorf("%s: %w", k.File, p.err)
 	}
-	k.Kind, k.Inventory, k.HasOpenAPI = kf.Kind, kf.Inventory, len(kf.OpenAPI) > 0
-	for _, r := range slices.Concat(kf.Resources, kf.Bases) {
-		if !closure.IsRemote(r) && !closure.IsRemoteFile(r) {
-			k.local = append(k.local, path.Join(dir, r))
-		}
+	k.Kind, k.Inventory, k.HasOpenAPI = p.kf.Kind, p.kf.Inventory, len(p.kf.OpenAPI) > 0
+	for _, r := range p.local {
+		k.local = append(k.local, path.Join(dir, r))
 	}
 	sc.kusts[dir] = k
 	return nil
@@ -349,19 +369,13 @@ func (sc *scan) rescan(head filesys.FileSystem, changed map[string]bool, ps *par
 			}
 		}
 	}
-	out.cycles = cycles(out.kusts)
-	return out, nil
+	return out.done(), nil
 }
 
 // tree selects the overlays of a scan through a filter.
 func (sc *scan) tree(filter Filter) (*Tree, error) {
 	t := &Tree{Kustomizations: maps.Clone(sc.kusts), Errors: map[string]error{}}
-	referenced := map[string]bool{}
-	for _, k := range t.Kustomizations {
-		for _, r := range k.local {
-			referenced[r] = true
-		}
-	}
+	referenced := sc.referenced()
 	for dir, cycle := range sc.cycles {
 		t.Errors[dir] = fmt.Errorf("kustomizations list each other in a cycle (%s): kustomize cannot build them; remove one of the references", strings.Join(cycle, " → "))
 	}
