@@ -737,6 +737,11 @@ func strictJSON(j []byte, v any) error {
 // IsRemoteFile reports whether krusty's loader fetches ref over HTTP, as
 // its IsRemoteFile does.
 func IsRemoteFile(ref string) bool {
+	// Only a ref that starts with its scheme can have one: most are
+	// paths, and need no parse.
+	if len(ref) < 5 || !strings.EqualFold(ref[:4], "http") {
+		return false
+	}
 	u, err := url.Parse(ref)
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https")
 }

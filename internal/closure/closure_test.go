@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -548,4 +549,17 @@ func sharedSides(t *testing.T) ([2]*snapshot.Snapshot, map[string]bool, []string
 		dirs = append(dirs, "base", "comp", "helm")
 	}
 	return sides, changed, dirs
+}
+
+// TestIsRemoteFileAsKrusty: the quick look at a ref's start answers what
+// parsing it as a URL answers, as krusty's loader does.
+func TestIsRemoteFileAsKrusty(t *testing.T) {
+	for _, ref := range []string{"", "h", "http", "http:", "https:x", "HTTP://example.com/a.yaml", "Https://a/b",
+		"httpx://a", " http://a", "./http://a", "http:/a", "https://[::1]:x/", "base", "../base/cm.yaml", "git@github.com:a/b"} {
+		u, err := url.Parse(ref)
+		want := err == nil && (u.Scheme == "http" || u.Scheme == "https")
+		if got := closure.IsRemoteFile(ref); got != want {
+			t.Errorf("IsRemoteFile(%q) = %v, want %v", ref, got, want)
+		}
+	}
 }
