@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kplan-dev/kplan/internal/flux"
 	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/render"
@@ -127,12 +128,12 @@ func execute(ctx context.Context, opts Options) (*planner, *inventorydiff.Plan, 
 	opts.RepoDir = top
 	kust := render.NewKustomizer(opts.Render)
 	go kust.Warm() // CPU work while git reads the commits
-	base, head, err := open(ctx, opts)
+	base, head, searched, err := open(ctx, opts)
 	if err != nil {
 		return nil, nil, err
 	}
 	opts.Logger.Debug("opened", "took", time.Since(start).Round(time.Microsecond))
-	p := &planner{opts: opts, log: opts.Logger, kust: kust}
+	p := &planner{opts: opts, log: opts.Logger, kust: kust, fluxSearched: searched}
 	plan, err := p.run(ctx, base, head)
 	if err != nil {
 		return nil, nil, err
@@ -155,7 +156,11 @@ func execute(ctx context.Context, opts Options) (*planner, *inventorydiff.Plan, 
 // later), sharing the contents they have in common: a commit head is
 // listed from the base's listing and their diff; a work tree head takes
 // the files git sees unmodified from the index.
-func open(ctx context.Context, opts Options) (base, head *snapshot.Snapshot, err error) {
+//
+// When Flux mode is left to detection, the base's YAML is searched for
+// Flux Kustomizations meanwhile (the longest read of a plan, mostly git
+// unpacking): searched is closed when that is done.
+func open(ctx context.Context, opts Options) (base, head *snapshot.Snapshot, searched <-chan struct{}, err error) {
 	blobs := snapshot.NewBlobs(opts.RepoDir)
 	var wg sync.WaitGroup
 	var herr error
@@ -167,17 +172,26 @@ func open(ctx context.Context, opts Options) (base, head *snapshot.Snapshot, err
 		}()
 	}
 	base, err = snapshot.Open(ctx, opts.RepoDir, opts.Base, blobs)
+	if err == nil && opts.Flux == nil {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			// What it finds is remembered by content; fluxMode asks again.
+			flux.Discover(ctx, base)
+		}()
+		searched = done
+	}
 	wg.Wait()
 	if err != nil {
-		return nil, nil, fmt.Errorf("load base: %w", err)
+		return nil, nil, nil, fmt.Errorf("load base: %w", err)
 	}
 	if opts.Head != "" {
 		head, herr = snapshot.OpenFrom(ctx, base, opts.Head)
 	}
 	if herr != nil {
-		return nil, nil, fmt.Errorf("load head: %w", herr)
+		return nil, nil, nil, fmt.Errorf("load head: %w", herr)
 	}
-	return base, head, nil
+	return base, head, searched, nil
 }
 
 // RenderWorkingTree renders overlays (paths relative to dir) as they are

@@ -50,6 +50,9 @@ type planner struct {
 	// flux holds the Flux Kustomizations planned as targets; nil when
 	// Flux mode is off.
 	flux *fluxPlan
+	// fluxSearched, when not nil, is closed once the base's YAML has
+	// been searched for Flux Kustomizations (open).
+	fluxSearched <-chan struct{}
 
 	mu       sync.Mutex
 	overlays []inventorydiff.Overlay
@@ -153,6 +156,9 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	}
 	fluxOn := make(chan answer, 1)
 	go func() {
+		if p.fluxSearched != nil {
+			<-p.fluxSearched
+		}
 		on, err := p.fluxMode(ctx, sides, changed)
 		fluxOn <- answer{on, err}
 	}()
