@@ -148,7 +148,8 @@ func (m *md) render(d detail, maxRows int, open bool) string {
 			what = fmt.Sprintf("Unified diffs and text diffs past their first %d lines are", cutLines)
 		}
 		if partial {
-			what = fmt.Sprintf("Added objects' YAML, text diffs past their first %d lines and the changes of all but the first %d overlays are", cutLines, m.sections)
+			// Each cut text diff says so where it is cut.
+			what = fmt.Sprintf("Added objects' YAML and the changes of all but the first %d overlays are", m.sections)
 		}
 		where := "run `kplan diff` locally for them"
 		if m.opts.Complete != "" {
