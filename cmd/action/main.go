@@ -12,6 +12,7 @@ import (
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/kplan-dev/kplan/internal/action"
+	_ "github.com/kplan-dev/kplan/internal/noi18n" // before kubectl's packages start
 	"github.com/kplan-dev/kplan/internal/plan"
 )
 

@@ -28,6 +28,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
+	_ "github.com/kplan-dev/kplan/internal/noi18n" // before kubectl's packages start
 	"github.com/kplan-dev/kplan/internal/plan"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/repoconfig"

@@ -36,6 +36,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/leader"
 	"github.com/kplan-dev/kplan/internal/liveplan"
+	_ "github.com/kplan-dev/kplan/internal/noi18n" // before kubectl's packages start
 	"github.com/kplan-dev/kplan/internal/version"
 	"github.com/kplan-dev/kplan/internal/webhook"
 )
