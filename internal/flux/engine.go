@@ -172,14 +172,14 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 			if t.Closure.Meets(changed) || !t.Closure.Bounded() {
 				return false
 			}
+			// It may output a Flux Kustomization, or a ConfigMap or
+			// Secret some Kustomization substitutes from.
 			for _, p := range t.built {
-				// It may output a Flux Kustomization, or a ConfigMap or
-				// Secret some Kustomization substitutes from.
-				if files[p] || mayName(ctx, s, p, names) {
+				if files[p] {
 					return false
 				}
 			}
-			return true
+			return !mayName(ctx, s, t.built, names)
 		}
 	}
 

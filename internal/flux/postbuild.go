@@ -118,22 +118,25 @@ func substituteNames(declared []Declared) []string {
 	return slices.Sorted(maps.Keys(set))
 }
 
-// mayName says whether the file at p may define one of the named
-// objects: it holds the name (a generator's file, an env file, YAML).
-func mayName(ctx context.Context, s *snapshot.Snapshot, p string, names []string) bool {
+// mayName says whether one of the files at paths may define one of the
+// named objects: it holds the name (a generator's file, an env file,
+// YAML). The files are read in one go: a target builds from many.
+func mayName(ctx context.Context, s *snapshot.Snapshot, paths []string, names []string) bool {
 	if len(names) == 0 {
 		return false
 	}
-	if _, ok := s.Index.ID(p); !ok {
-		return false
-	}
-	data, err := s.ReadFile(ctx, p)
+	contents, err := s.ReadFiles(ctx, paths)
 	if err != nil {
 		return true
 	}
-	for _, n := range names {
-		if bytes.Contains(data, []byte(n)) {
+	for _, data := range contents {
+		if data == nil { // too large to read: it may
 			return true
+		}
+		for _, n := range names {
+			if bytes.Contains(data, []byte(n)) {
+				return true
+			}
 		}
 	}
 	return false

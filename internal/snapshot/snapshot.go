@@ -581,6 +581,28 @@ func (s *Snapshot) ReadFile(ctx context.Context, rel string) ([]byte, error) {
 	return got[id], nil
 }
 
+// ReadFiles is ReadFile for many paths, in one git process: the content
+// of each path present in the commit, nil for a file over the size limit.
+func (s *Snapshot) ReadFiles(ctx context.Context, paths []string) (map[string][]byte, error) {
+	ids := make(map[string]string, len(paths))
+	need := make([]string, 0, len(paths))
+	for _, p := range paths {
+		if id, ok := s.Index.ID(p); ok {
+			ids[p] = id
+			need = append(need, id)
+		}
+	}
+	got, err := s.blobs.get(ctx, need)
+	if err != nil {
+		return nil, fmt.Errorf("read the files of %s: %w", s.Rev, err)
+	}
+	out := make(map[string][]byte, len(ids))
+	for p, id := range ids {
+		out[p] = got[id]
+	}
+	return out, nil
+}
+
 // Containing returns the paths, among paths, of files whose content
 // holds needle, in their order, without loading the others into FS or
 // memory: a search over the whole tree (Flux Kustomizations anywhere)

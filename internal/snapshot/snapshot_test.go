@@ -241,3 +241,41 @@ func TestContainingLoadsNothing(t *testing.T) {
 		}
 	}
 }
+
+// ReadFiles gives what ReadFile gives for each path present, in one git
+// process, without loading the files into the FS krusty reads.
+func TestReadFilesIsReadFileInOneGo(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{"a/cm.yaml": "kind: ConfigMap\n", "b/env": "K=V\n", "c/same.yaml": "kind: ConfigMap\n"} {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(t, dir, "init", "-q")
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-qm", "base")
+	ctx := context.Background()
+	s, err := Open(ctx, dir, "HEAD", NewBlobs(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{"a/cm.yaml", "b/env", "c/same.yaml", "missing.yaml", "a"}
+	got, err := s.ReadFiles(ctx, paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Errorf("%d files read, want the 3 present: %v", len(got), got)
+	}
+	for _, p := range paths[:3] {
+		want, err := s.ReadFile(ctx, p)
+		if err != nil || string(got[p]) != string(want) {
+			t.Errorf("%s: %q, ReadFile %q (%v)", p, got[p], want, err)
+		}
+		if _, err := s.FS.ReadFile(Abs(p)); err == nil {
+			t.Errorf("%s is loaded into the FS", p)
+		}
+	}
+}
