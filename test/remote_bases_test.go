@@ -3,10 +3,12 @@ package test
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/gittest"
@@ -136,5 +138,26 @@ func TestDiffRemoteGitBases(t *testing.T) {
 	moved := p.Overlays[byPath(p, "branch")]
 	if moved.Head.Error != "" || moved.Digest == "" || moved.Digest == branch.Digest {
 		t.Errorf("branch after a push: digest %s (was %s), error %q; want a new render", moved.Digest, branch.Digest, moved.Head.Error)
+	}
+
+	// The git cache outlives runs in the user's cache directory: a tree no
+	// run used for 30 days is removed after the next run, one it used stays.
+	v1 := filepath.Join(gitCache, "trees", strings.TrimSpace(git(t, up, "rev-parse", "v1")))
+	three := filepath.Join(gitCache, "trees", strings.TrimSpace(git(t, up, "rev-parse", "main")))
+	old := time.Now().Add(-31 * 24 * time.Hour)
+	for _, d := range []string{v1, three} {
+		if err := os.Chtimes(d, old, old); err != nil {
+			t.Fatalf("backdate %s: %v", d, err)
+		}
+	}
+	render := exec.Command(kplan, "render", filepath.Join(dir, "branch"), "--remote-hosts", "127.0.0.1", "--git-cache", gitCache)
+	if out, err := render.CombinedOutput(); err != nil || !strings.Contains(string(out), "br-app") {
+		t.Fatalf("kplan render branch: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(v1); !os.IsNotExist(err) {
+		t.Errorf("v1's tree, unused for 31 days, is still in the git cache (%v)", err)
+	}
+	if _, err := os.Stat(three); err != nil {
+		t.Errorf("the tree the render used is gone: %v", err)
 	}
 }

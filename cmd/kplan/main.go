@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -176,12 +177,15 @@ func (r *renderFlags) register(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&r.remoteHosts, "remote-hosts", nil, "hosts renders may fetch http(s) resources from (comma-separated or repeated): HOST, *.DOMAIN or *; "+
 		"loopback, private, link-local and metadata addresses only for a host named exactly; default none")
 	fs.Int64Var(&r.maxReadBytes, "max-render-bytes", render.DefaultMaxReadBytes, "bytes one overlay's render may read (its files, each time read, and fetched resources); -1 for no limit")
-	fs.StringVar(&r.gitCache, "git-cache", "", "directory keeping the git repositories remote bases name, fetched from --remote-hosts (default: kplan/git in the user's cache directory)")
+	fs.StringVar(&r.gitCache, "git-cache", "", "directory keeping the git repositories remote bases name, fetched from --remote-hosts (default: kplan/git in the user's cache directory); what no run used for 30 days is removed")
 	fs.IntVar(&r.maxPathDepth, "max-path-depth", render.DefaultMaxPathDepth, "levels deep a path one render reads may be (at most "+strconv.Itoa(snapshot.MaxPathDepth)+"); -1 for no limit")
 }
 
 // options returns the render options the flags set, and what closes
 // their git cache.
+// gitCacheMaxAge is how long a git base no run used stays in --git-cache.
+const gitCacheMaxAge = 30 * 24 * time.Hour
+
 func (r *renderFlags) options() (render.Options, func(), error) {
 	o := render.Options{EnableHelm: r.enableHelm, HelmCommand: r.helmCommand, MaxReadBytes: r.maxReadBytes, MaxPathDepth: r.maxPathDepth}
 	if r.maxReadBytes == 0 || r.maxPathDepth == 0 {
@@ -202,7 +206,14 @@ func (r *renderFlags) options() (render.Options, func(), error) {
 	}
 	cache := gitbase.New(dir, policy)
 	o.Git = cache
-	done := func() { _ = cache.Close() }
+	done := func() {
+		_ = cache.Close()
+		// The cache lives in the user's cache directory across runs: what
+		// no run used for a while goes (pruning needs no network).
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = gitbase.New(dir, nil).Prune(ctx, gitCacheMaxAge)
+	}
 	switch r.loadRestrictor {
 	case "LoadRestrictionsRootOnly", "rootOnly", "":
 	case "LoadRestrictionsNone", "none":
