@@ -40,23 +40,15 @@ type remoteBasePlan struct {
 func TestDiffRemoteGitBases(t *testing.T) {
 	t.Parallel()
 	kplan := buildKplan(t)
-	root, up := t.TempDir(), t.TempDir()
-	git(t, root, "init", "-q", "--bare", "org/base.git")
-	upstream := filepath.Join(root, "org/base.git")
-	git(t, up, "init", "-q", "-b", "main")
-	release := func(version, tag string) {
-		gittest.Write(t, up, map[string]string{
+	root := t.TempDir()
+	up := gittest.NewUpstream(t, root, "org/base.git")
+	release := func(version, tag string) string {
+		return up.Release(map[string]string{
 			"app/kustomization.yaml": "resources: [cm.yaml]\n",
 			"app/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  version: " + version + "\n",
-		})
-		git(t, up, "add", "-A")
-		git(t, up, "commit", "-qm", version)
-		if tag != "" {
-			git(t, up, "tag", tag)
-		}
-		git(t, up, "push", "-q", "--tags", upstream, "main")
+		}, tag)
 	}
-	release("one", "v1")
+	v1 := release("one", "v1")
 	release("two", "v2")
 	srv := githttp.Serve(t, root, "")
 	base := srv.URL + "/org/base.git//app?ref="
@@ -133,7 +125,7 @@ func TestDiffRemoteGitBases(t *testing.T) {
 
 	// The branch moves upstream: the next plan renders its new commit,
 	// whatever the render cache holds.
-	release("three", "")
+	three := release("three", "")
 	p = diff()
 	moved := p.Overlays[byPath(p, "branch")]
 	if moved.Head.Error != "" || moved.Digest == "" || moved.Digest == branch.Digest {
@@ -142,10 +134,9 @@ func TestDiffRemoteGitBases(t *testing.T) {
 
 	// The git cache outlives runs in the user's cache directory: a tree no
 	// run used for 30 days is removed after the next run, one it used stays.
-	v1 := filepath.Join(gitCache, "trees", strings.TrimSpace(git(t, up, "rev-parse", "v1")))
-	three := filepath.Join(gitCache, "trees", strings.TrimSpace(git(t, up, "rev-parse", "main")))
+	v1Tree, threeTree := filepath.Join(gitCache, "trees", v1), filepath.Join(gitCache, "trees", three)
 	old := time.Now().Add(-31 * 24 * time.Hour)
-	for _, d := range []string{v1, three} {
+	for _, d := range []string{v1Tree, threeTree} {
 		if err := os.Chtimes(d, old, old); err != nil {
 			t.Fatalf("backdate %s: %v", d, err)
 		}
@@ -154,10 +145,10 @@ func TestDiffRemoteGitBases(t *testing.T) {
 	if out, err := render.CombinedOutput(); err != nil || !strings.Contains(string(out), "br-app") {
 		t.Fatalf("kplan render branch: %v\n%s", err, out)
 	}
-	if _, err := os.Stat(v1); !os.IsNotExist(err) {
+	if _, err := os.Stat(v1Tree); !os.IsNotExist(err) {
 		t.Errorf("v1's tree, unused for 31 days, is still in the git cache (%v)", err)
 	}
-	if _, err := os.Stat(three); err != nil {
+	if _, err := os.Stat(threeTree); err != nil {
 		t.Errorf("the tree the render used is gone: %v", err)
 	}
 }

@@ -24,18 +24,17 @@ import (
 // when the webhook starts.
 func TestWebhookDeploysGitRemoteBases(t *testing.T) {
 	t.Parallel()
-	root, up := t.TempDir(), t.TempDir()
-	git(t, root, "init", "-q", "--bare", "org/base.git")
-	git(t, up, "init", "-q", "-b", "main")
+	root := t.TempDir()
+	up := gittest.NewUpstream(t, root, "org/base.git")
+	var v1 string
 	for _, v := range []struct{ version, tag string }{{"one", "v1"}, {"two", "v2"}} {
-		gittest.Write(t, up, map[string]string{
+		c := up.Release(map[string]string{
 			"app/kustomization.yaml": "resources: [cm.yaml]\n",
 			"app/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shared}\ndata: {version: " + v.version + "}\n",
-		})
-		git(t, up, "add", "-A")
-		git(t, up, "commit", "-qm", v.version)
-		git(t, up, "tag", v.tag)
-		git(t, up, "push", "-q", "--tags", filepath.Join(root, "org/base.git"), "main")
+		}, v.tag)
+		if v.tag == "v1" {
+			v1 = c
+		}
 	}
 	upstream := githttp.Serve(t, root, "")
 
@@ -87,7 +86,7 @@ func TestWebhookDeploysGitRemoteBases(t *testing.T) {
 
 	// v1's tree, made to look unused for 8 days, goes when the webhook
 	// starts again.
-	trees, err := filepath.Glob(filepath.Join(e.state, "git-bases", "*", "trees", git(t, up, "rev-parse", "v1")))
+	trees, err := filepath.Glob(filepath.Join(e.state, "git-bases", "*", "trees", v1))
 	if err != nil || len(trees) != 1 {
 		t.Fatalf("the tree of v1 under stateDir: %v %v", trees, err)
 	}

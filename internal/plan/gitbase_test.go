@@ -2,7 +2,6 @@ package plan
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/kplan-dev/kplan/internal/gitbase"
@@ -10,6 +9,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/test/githttp"
+	"github.com/kplan-dev/kplan/test/gittest"
 )
 
 // TestGitBaseChangedOnly: an overlay on a git base (tag or branch) that
@@ -18,15 +18,11 @@ import (
 // the base's change, as the full plan does.
 func TestGitBaseChangedOnly(t *testing.T) {
 	t.Parallel()
-	root, up := t.TempDir(), t.TempDir()
-	git(t, root, "init", "-q", "--bare", "org/base.git")
-	git(t, up, "init", "-q", "-b", "main")
+	root := t.TempDir()
+	up := gittest.NewUpstream(t, root, "org/base.git")
 	for _, v := range []string{"one", "two"} {
-		write(t, up, map[string]string{"app/kustomization.yaml": "resources: [cm.yaml]\n", "app/cm.yaml": cm("app", "version: "+v)})
-		commit(t, up, v)
-		git(t, up, "tag", "v-"+v)
+		up.Release(map[string]string{"app/kustomization.yaml": "resources: [cm.yaml]\n", "app/cm.yaml": cm("app", "version: "+v)}, "v-"+v)
 	}
-	git(t, up, "push", "-q", "--tags", filepath.Join(root, "org/base.git"), "main")
 	srv := githttp.Serve(t, root, "")
 	base := srv.URL + "/org/base.git//app?ref="
 

@@ -24,20 +24,14 @@ import (
 // without a request to it.
 func TestGitBasesRender(t *testing.T) {
 	t.Parallel()
-	root, work := t.TempDir(), t.TempDir()
-	gittest.Git(t, root, "init", "-q", "--bare", "org/base.git")
-	gittest.Git(t, work, "init", "-q", "-b", "main")
-	gittest.Write(t, work, map[string]string{
+	root := t.TempDir()
+	gittest.NewUpstream(t, root, "org/base.git").Release(map[string]string{
 		"common/kustomization.yaml": "resources: [sa.yaml]\n",
 		"common/sa.yaml":            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: app\n",
 		"app/kustomization.yaml":    "resources: [cm.yaml, ../common]\n",
 		"app/cm.yaml":               "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  version: one\n",
 		"label/kustomization.yaml":  "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nlabels:\n- pairs:\n    from: component\n",
-	})
-	gittest.Git(t, work, "add", "-A")
-	gittest.Git(t, work, "commit", "-qm", "v1")
-	gittest.Git(t, work, "tag", "v1")
-	gittest.Git(t, work, "push", "-q", filepath.Join(root, "org/base.git"), "main", "v1")
+	}, "v1")
 	srv := githttp.Serve(t, root, "")
 
 	s := memFS(t, map[string]string{

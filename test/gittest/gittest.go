@@ -52,3 +52,33 @@ func Write(t testing.TB, dir string, files map[string]string) {
 		}
 	}
 }
+
+// Upstream is a bare repository, root/name, that tests serve as a remote
+// base (over test/githttp), fed from a work tree of its own.
+type Upstream struct {
+	t          testing.TB
+	bare, work string
+}
+
+// NewUpstream makes the bare repository root/name, with no commits.
+func NewUpstream(t testing.TB, root, name string) *Upstream {
+	t.Helper()
+	u := &Upstream{t: t, bare: filepath.Join(root, name), work: t.TempDir()}
+	Git(t, root, "init", "-q", "--bare", name)
+	Git(t, u.work, "init", "-q", "-b", "main")
+	return u
+}
+
+// Release commits files (as Write takes them) on main, tags the commit
+// unless tag is "", pushes both and returns the commit.
+func (u *Upstream) Release(files map[string]string, tag string) string {
+	u.t.Helper()
+	Write(u.t, u.work, files)
+	Git(u.t, u.work, "add", "-A")
+	Git(u.t, u.work, "commit", "-qm", "release "+tag)
+	if tag != "" {
+		Git(u.t, u.work, "tag", tag)
+	}
+	Git(u.t, u.work, "push", "-q", "--tags", u.bare, "main")
+	return Git(u.t, u.work, "rev-parse", "HEAD")
+}
