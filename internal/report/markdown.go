@@ -566,10 +566,3 @@ func codeBlock(b *strings.Builder, lang, text string) {
 
 // cell escapes text for a Markdown table cell: keys contain "|".
 func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
-
-func orNone(h string) string {
-	if h == "" {
-		return "none"
-	}
-	return h
-}
