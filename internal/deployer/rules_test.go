@@ -33,6 +33,10 @@ type fakeMirror struct {
 	// commits it was asked for.
 	unserved map[string]bool
 	fetched  []string
+	// merges are the commits Merge makes of (base, head); a pair not
+	// there conflicts. treeOf aliases a commit's tree to another's.
+	merges map[[2]string]string
+	treeOf map[string]string
 }
 
 func newFakeMirror(tip string, tree fstest.MapFS) *fakeMirror {
@@ -86,6 +90,35 @@ func (m *fakeMirror) FetchCommit(ctx context.Context, cloneURL, sha string, pr i
 		return "", fmt.Errorf("fetch commit %s from %s: by SHA: not our ref; refs/pull/%d/merge does not reach it", sha, cloneURL, pr)
 	}
 	return "mirror", nil
+}
+
+func (m *fakeMirror) FirstParent(ctx context.Context, dir, sha string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.parents[sha]; p != "" {
+		return p, nil
+	}
+	return "", fmt.Errorf("commit %s has no parent", sha)
+}
+
+func (m *fakeMirror) Merge(ctx context.Context, dir, base, head string) (string, string, error) {
+	m.mu.Lock()
+	c, ok := m.merges[[2]string{base, head}]
+	m.mu.Unlock()
+	if !ok {
+		return "", "", fmt.Errorf("merging %s into %s: conflicts", head, base)
+	}
+	tree, err := m.Tree(ctx, dir, c)
+	return c, tree, err
+}
+
+func (m *fakeMirror) Tree(ctx context.Context, dir, sha string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if t, ok := m.treeOf[sha]; ok {
+		return t, nil
+	}
+	return "tree-" + sha, nil
 }
 
 // fakeEngine is a cluster of one inventory: its annotations, and the

@@ -268,7 +268,7 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 		p.overlays[i].Dangerous = danger.Without(p.overlays[i].Dangerous, off)
 	}
 	plan := &inventorydiff.Plan{Base: base.Rev, Head: head.Rev, BaseLabel: p.opts.BaseLabel, HeadLabel: p.opts.HeadLabel,
-		Overlays: p.overlays, Totals: inventorydiff.Sum(p.overlays), Unread: unread}
+		Overlays: p.overlays, Totals: inventorydiff.Sum(p.overlays), Unread: unread, Settings: p.settings()}
 	rules := []inventorydiff.IgnoreRules{p.opts.Ignore}
 	if ig := sides[1].ignore; len(ig.Fields)+len(ig.Kinds) > 0 {
 		// Head's rules: a pull request that adds one sees what it hides.
@@ -537,10 +537,19 @@ func (p *planner) refusal(u *url.URL) error {
 	return nil
 }
 
+// settings are the render settings the plan used, recorded with it.
+func (p *planner) settings() inventorydiff.Settings {
+	s := inventorydiff.Settings{Helm: p.opts.Render.EnableHelm, LoadRestrictorNone: p.opts.Render.LoadRestrictorNone, Flux: p.flux != nil}
+	if n, ok := p.opts.Render.Remote.(interface{ Names() []string }); ok {
+		s.RemoteHosts = n.Names()
+	}
+	return s
+}
+
 // unrendered is the side of an overlay the change cannot affect: the plan
 // reports it unchanged without knowing its objects.
 func unrendered() inventorydiff.Side {
-	return inventorydiff.Side{Inventory: &inventory.Inventory{Objects: map[string]*inventory.Object{}}}
+	return inventorydiff.Side{Inventory: &inventory.Inventory{Objects: map[string]*inventory.Object{}}, Skipped: true}
 }
 
 // settle finishes the jobs that need no build: remote resources on hosts
@@ -758,9 +767,11 @@ func (p *planner) compareLonely(sides [2]*side) {
 
 // headDigest is the digest of a head render, taken before thin empties
 // the objects both sides share; "" for a render that failed (or whose
-// objects cannot be read back, which the plan then shows as not reviewed).
+// objects cannot be read back, which the plan then shows as not
+// reviewed), and for a side not rendered: the empty render's digest
+// would be "reviewed as empty" (a deploy of it would differ).
 func headDigest(h inventorydiff.Side) string {
-	if h.Err != nil || h.Inventory == nil {
+	if h.Err != nil || h.Inventory == nil || h.Skipped {
 		return ""
 	}
 	d, err := h.Inventory.Digest()
