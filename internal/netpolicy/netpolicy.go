@@ -15,16 +15,16 @@
 package netpolicy
 
 import (
-	"maps"
-	"slices"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"time"

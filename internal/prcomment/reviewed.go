@@ -1,13 +1,13 @@
 package prcomment
 
 import (
-	"slices"
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
