@@ -633,6 +633,9 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 		log.Info("not deploying: the branch's tip is older than the commit the cluster runs; push a new commit to deploy", "tip", sha, "deployed", ann[AnnotationSHA])
 		return
 	}
+	if ann[AnnotationTarget] == t.Key() {
+		m.deployed = ann[AnnotationSHA]
+	}
 	review := d.review(ctx, log, t, m, r.PR)
 	if t.RequireReviewedPlan && !review.Ok() {
 		if review == nil {

@@ -156,7 +156,7 @@ func (r *Review) verdict() string {
 	case Unaffected:
 		return fmt.Sprintf("not changed by #%d", r.PR)
 	case Differs:
-		return fmt.Sprintf("differs from what was approved in #%d at %s by @%s: the merge renders %s, which no standing approval renders (a push after the approval, or a merge no one reviewed)",
+		return fmt.Sprintf("differs from what was approved in #%d at %s by @%s: the merge renders %s, which no standing approval renders on what the cluster runs (a push after the approval, or a commit no one approved between the one deployed and the merge)",
 			r.PR, short(r.Commit), r.By, prcomment.ShortDigest(r.Applied))
 	case NotApproved:
 		if r.PR == 0 {
@@ -191,18 +191,27 @@ type merged struct {
 	dir, sha string
 	s        *snapshot.Snapshot
 	planned  *inventory.Inventory
+	// deployed is the commit the target's inventory records as last
+	// applied ("" for none): what the cluster runs.
+	deployed string
 }
 
 // review compares a merged render with what was approved on its pull
 // request (nil when the deployer has no Reviews):
 //
 //  1. the pull request's standing approvals, from the forge;
-//  2. a target the merge does not change is Unaffected, whoever approved;
-//  3. otherwise each approved head is merged into the merge's first
-//     parent (the branch as the merge found it) as git would, and rendered
-//     with the target's own settings: a render equal to the merge's is
-//     AsApproved; none equal is Differs, shown against the newest;
-//  4. a pull request with reviews but no standing approval is NotApproved,
+//  2. the base is what the cluster runs: the commit the target last
+//     applied, when the merge descends from it, else the merge's first
+//     parent (a first deploy). So a commit in between that no one
+//     approved (a merge refused before, a push to the branch) is never
+//     applied under a later approval;
+//  3. a target the merge does not change from the base is Unaffected,
+//     whoever approved;
+//  4. otherwise each approved head is merged into the base as git would,
+//     and rendered with the target's own settings: a render equal to the
+//     merge's is AsApproved; none equal is Differs, shown against the
+//     newest;
+//  5. a pull request with reviews but no standing approval is NotApproved,
 //     and one with no review at all is compared with the plan comment.
 func (d *Deployer) review(ctx context.Context, log *slog.Logger, t Target, m merged, pr int) *Review {
 	if d.Reviews == nil || m.planned == nil {
@@ -226,7 +235,7 @@ func (d *Deployer) review(ctx context.Context, log *slog.Logger, t Target, m mer
 	}
 	actx, cancel := context.WithTimeout(ctx, approvalTimeout)
 	defer cancel()
-	parent, err := d.Mirrors.FirstParent(actx, m.dir, m.sha)
+	parent, err := d.reviewBase(actx, m)
 	if err != nil {
 		r.Verdict, r.Err = Unknown, err.Error()
 		return r
@@ -240,6 +249,9 @@ func (d *Deployer) review(ctx context.Context, log *slog.Logger, t Target, m mer
 	switch {
 	case len(ap.Approved) > 0:
 		d.approved(actx, log, t, m, parent, r, ap)
+		if r.Verdict == AsApproved {
+			r.Note = d.planNote(ctx, t, r)
+		}
 	case ap.Reviews > 0:
 		r.Verdict = NotApproved
 	default:
@@ -248,12 +260,42 @@ func (d *Deployer) review(ctx context.Context, log *slog.Logger, t Target, m mer
 	return r
 }
 
-// unchanged says whether merge m renders the target as its first parent
+// reviewBase is the commit an approval is merged into: what the cluster
+// runs (the commit last applied) when the merge descends from it, else
+// the merge's first parent.
+func (d *Deployer) reviewBase(ctx context.Context, m merged) (string, error) {
+	if m.deployed != "" && m.deployed != m.sha && d.Mirrors.IsAncestor(ctx, m.dir, m.deployed, m.sha) {
+		return m.deployed, nil
+	}
+	return d.Mirrors.FirstParent(ctx, m.dir, m.sha)
+}
+
+// planNote says what the plan comment, the reviewer's view, showed
+// otherwise than the approved merge applies: another render of the
+// target (the branch changed it after the plan) or other settings; ""
+// when it agrees, or is not there to ask.
+func (d *Deployer) planNote(ctx context.Context, t Target, r *Review) string {
+	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
+	defer cancel()
+	plan, err := d.Reviews.ReviewedPlan(ctx, t, r.PR)
+	if err != nil || plan == nil {
+		return ""
+	}
+	if diff := plan.Settings.Differ(t.RenderSettings()); diff != "" {
+		return "the plan comment rendered with other settings: " + diff
+	}
+	if want, ok := plan.Digests[t.Overlay]; ok && want != prcomment.ShortDigest(r.Applied) {
+		return "the plan comment showed another render of this target: the branch changed it after the plan"
+	}
+	return ""
+}
+
+// unchanged says whether merge m renders the target as commit base
 // does: the closure of the overlay on both commits meets none of the
 // files that differ (the plan's proof, without a render), or, for a
 // closure that cannot be bounded, the two renders are equal.
-func (d *Deployer) unchanged(ctx context.Context, t Target, m merged, parent string) (bool, error) {
-	ps, err := d.Mirrors.Snapshot(ctx, m.dir, parent)
+func (d *Deployer) unchanged(ctx context.Context, t Target, m merged, base string) (bool, error) {
+	ps, err := d.Mirrors.Snapshot(ctx, m.dir, base)
 	if err != nil {
 		return false, err
 	}
@@ -272,7 +314,7 @@ func (d *Deployer) unchanged(ctx context.Context, t Target, m merged, parent str
 	if bounded {
 		return true, nil
 	}
-	_, before, err := d.render(ctx, t, m.dir, parent)
+	_, before, err := d.render(ctx, t, m.dir, base)
 	if err != nil {
 		return false, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -100,14 +101,15 @@ func TestDeployAppliesWhatWasApproved(t *testing.T) {
 		return &prcomment.Reviewed{Base: "b", Head: sha, Digests: map[string]string{"app": digestOf(m, sha)}}
 	}
 	for _, tc := range []struct {
-		name    string
-		reviews func(m *fakeMirror) fakeReviews
-		sha     string // the merge deployed (default c)
-		pr      int    // default 3
-		require bool
-		applied []string
-		verdict Verdict
-		says    string
+		name     string
+		reviews  func(m *fakeMirror) fakeReviews
+		sha      string // the merge deployed (default c)
+		pr       int    // default 3
+		deployed string // the commit the cluster runs
+		require  bool
+		applied  []string
+		verdict  Verdict
+		says     string
 	}{
 		{name: "approved at the merged head", reviews: func(*fakeMirror) fakeReviews { return fakeReviews{approvals: approvedAt("h")} },
 			require: true, applied: []string{"c"}, verdict: AsApproved, says: "applied exactly as approved in #3 at h by @alice"},
@@ -115,6 +117,9 @@ func TestDeployAppliesWhatWasApproved(t *testing.T) {
 			verdict: Differs, applied: []string{"c"}, says: "differs from what was approved in #3 at p by @alice"},
 		{name: "a push after the approval, requireReviewedPlan", reviews: func(*fakeMirror) fakeReviews { return fakeReviews{approvals: approvedAt("p")} },
 			require: true, verdict: Differs, says: "refusing to apply (requireReviewedPlan): differs from what was approved in #3 at p; the cluster is unchanged"},
+		{name: "a commit no one approved between the one deployed and the merge", deployed: "b0",
+			reviews: func(*fakeMirror) fakeReviews { return fakeReviews{approvals: approvedAt("h")} },
+			require: true, verdict: Differs, says: "refusing to apply (requireReviewedPlan): differs from what was approved in #3 at h"},
 		{name: "an older approval still matches", reviews: func(*fakeMirror) fakeReviews {
 			return fakeReviews{approvals: Approvals{Reviews: 2, Approved: []Approval{{Commit: "p", By: "bob"}, {Commit: "h", By: "alice"}}}}
 		}, require: true, applied: []string{"c"}, verdict: AsApproved, says: "approved in #3 at h by @alice"},
@@ -152,11 +157,21 @@ func TestDeployAppliesWhatWasApproved(t *testing.T) {
 			pr = max(pr, 0)
 			m.tip = sha
 			eng := &fakeEngine{}
+			if tc.deployed != "" {
+				// b0 ← b (a push no one approved) ← c; h merged into b0
+				// is mh0, which lacks b's change.
+				m.commit("b0", "", overlay("b0"))
+				m.commit("b", "b0", overlay("c"))
+				m.commit("mh0", "b0", overlay("h"))
+				m.merges[[2]string{"b0", "h"}] = "mh0"
+				eng.ann = map[string]string{AnnotationSHA: tc.deployed, AnnotationOutcome: OutcomeSuccess, AnnotationTarget: "prod"}
+			}
 			rep := &outcomes{}
 			target := prod
 			target.RequireReviewedPlan = tc.require
 			d := New([]Target{target}, m, rep, func(Target) Engine { return eng }, slog.New(slog.DiscardHandler))
 			d.Reviews = tc.reviews(m)
+			before := maps.Clone(eng.ann)
 			if err := d.Submit("prod", Request{SHA: sha, PR: pr}); err != nil {
 				t.Fatal(err)
 			}
@@ -171,7 +186,7 @@ func TestDeployAppliesWhatWasApproved(t *testing.T) {
 			said := o.Review.Describe()
 			if o.Err != nil {
 				said = o.Err.Error()
-				if o.Reason != ReasonRefused || eng.ann != nil {
+				if o.Reason != ReasonRefused || !maps.Equal(eng.ann, before) {
 					t.Errorf("refused with reason %s, cluster annotations %v", o.Reason, eng.ann)
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -136,7 +137,7 @@ func (e *fakeEngine) Annotations(ctx context.Context, inv *unstructured.Unstruct
 	if e.ann == nil {
 		return nil, nil
 	}
-	return maps(e.ann), nil
+	return maps.Clone(e.ann), nil
 }
 
 func (e *fakeEngine) Apply(ctx context.Context, inv *unstructured.Unstructured, objs []*unstructured.Unstructured, opts deploy.Options) (*deploy.Result, error) {
@@ -165,14 +166,6 @@ func (e *fakeEngine) Annotate(ctx context.Context, inv *unstructured.Unstructure
 		e.ann[k] = v
 	}
 	return nil
-}
-
-func maps(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // fakeReporter records the reports as "started sha", "finished sha#pr
@@ -343,7 +336,7 @@ func TestDeployerRules(t *testing.T) {
 			m.tip, m.failFetch = tc.tip, tc.failFetch
 			eng := &fakeEngine{failApply: tc.failApply}
 			if tc.deployed != nil {
-				eng.ann = maps(tc.deployed)
+				eng.ann = maps.Clone(tc.deployed)
 			}
 			rep := &fakeReporter{interrupted: tc.interrupted}
 			var logs bytes.Buffer
