@@ -86,7 +86,8 @@ func (e *hookEnv) approve(n int, by, commit string) githubapi.Review {
 // cluster untouched, whatever the plan comment says; a PR that does not
 // change the target deploys as "not changed"; a PR with no review at all
 // is compared with the plan comment, and a plan comment by another user
-// counts for nothing.
+// counts for nothing; a push to main no one approved is not applied
+// under a later approval.
 func TestWebhookAppliesWhatWasApproved(t *testing.T) {
 	t.Parallel()
 	e := newHookEnvBranch(t, "1h", `
@@ -102,15 +103,14 @@ func TestWebhookAppliesWhatWasApproved(t *testing.T) {
 	e.gh.SetPermission("Codertocat", "Hello-World", "mallory", "read")
 	e.commit("a")
 	e.start()
-	e.waitDeployed(git(t, e.repo, "rev-parse", "main"))
 	headOf := func(merge string) string { return git(t, e.repo, "rev-parse", merge+"^2") }
-	refused := func(n int, merged, says string) {
+	refused := func(n int, merged, says string) string {
 		t.Helper()
 		st := e.status(merged, "kplan/prod", "failure")
 		if !strings.Contains(st.Description, "refusing to apply (requireReviewedPlan)") {
 			t.Errorf("status of PR %d's refused merge: %+v", n, st)
 		}
-		e.deployComment(n, says)
+		return e.deployComment(n, says)
 	}
 	cms := func(what string, want ...string) { t.Helper(); eq(t, what, e.configMaps(), want) }
 
@@ -122,59 +122,59 @@ func TestWebhookAppliesWhatWasApproved(t *testing.T) {
 	e.deployComment(2, "applied exactly as approved in #2 at "+headOf(merge2)[:7]+" by @alice")
 	cms("after PR 2", "a", "b")
 
-	// PR 3 is approved, then its author pushes an object no one
-	// approved (and the plan comment is refreshed to show it): refused,
-	// saying how the merge differs from what was approved.
-	merge3 := e.reviewPR("ghs_action", 3, "a", "b", "c")
-	approved3 := headOf(merge3)
-	e.approve(3, "alice", approved3)
-	git(t, e.repo, "checkout", "-q", "pr-3")
-	evil := e.commit("a", "b", "c", "evil")
-	git(t, e.repo, "checkout", "-q", "main")
-	git(t, e.repo, "merge", "-q", "--no-ff", "-m", "Merge PR 3", evil)
-	merged3 := git(t, e.repo, "rev-parse", "HEAD")
-	git(t, e.repo, "reset", "-q", "--hard", "main~1")
-	e.mergePR(3, merged3)
-	refused(3, merged3, "differs from what was approved in #3 at "+approved3[:7])
-	if body := e.deployComment(3, "ConfigMap evil (hook): not in what was reviewed"); !strings.Contains(body, "kplan/apply-unreviewed") {
-		t.Errorf("the refusal does not say how to go on:\n%s", body)
-	}
-	cms("after PR 3's refusal", "a", "b")
-
-	// PR 4 was approved, and the approval dismissed: refused.
-	merge4 := e.reviewPR("ghs_action", 4, "a", "b", "d")
-	rv := e.approve(4, "alice", headOf(merge4))
-	e.gh.DismissReview("Codertocat", "Hello-World", 4, rv.ID)
-	e.mergePR(4, merge4)
-	refused(4, merge4, "not approved: #4 has no standing approval by a user with write access")
-
-	// PR 5 is approved by a user who may only read: refused.
-	merge5 := e.reviewPR("ghs_action", 5, "a", "b", "e")
-	e.approve(5, "mallory", headOf(merge5))
-	e.mergePR(5, merge5)
-	refused(5, merge5, "not approved: #5 has no standing approval")
-
-	// PR 6's only review is a comment; its plan comment, by the Action,
-	// is exact: a repository that reviews is not fooled by a comment.
-	merge6 := e.reviewPR("ghs_action", 6, "a", "b", "f")
-	e.gh.SubmitReview("Codertocat", "Hello-World", 6, "alice", "COMMENTED", headOf(merge6))
-	e.mergePR(6, merge6)
-	refused(6, merge6, "not approved: #6 has no standing approval")
-	cms("after the refusals", "a", "b")
-
-	// PR 7 changes only a README: not changed by #7, deployed, though no
+	// PR 3 changes only a README: not changed by #3, deployed, though no
 	// one reviewed it.
-	git(t, e.repo, "checkout", "-qb", "pr-7", "main")
+	git(t, e.repo, "checkout", "-qb", "pr-3", "main")
 	gittest.Write(t, e.repo, map[string]string{"README.md": "docs\n"})
 	git(t, e.repo, "add", "-A")
 	git(t, e.repo, "commit", "-qm", "docs")
 	git(t, e.repo, "checkout", "-q", "main")
-	git(t, e.repo, "merge", "-q", "--no-ff", "-m", "Merge PR 7", "pr-7")
-	merge7 := git(t, e.repo, "rev-parse", "HEAD")
-	git(t, e.repo, "reset", "-q", "--hard", "main~1")
+	git(t, e.repo, "merge", "-q", "--no-ff", "-m", "Merge PR 3", "pr-3")
+	merge3 := git(t, e.repo, "rev-parse", "HEAD")
+	e.mergePR(3, merge3)
+	e.waitDeployed(merge3)
+	e.deployComment(3, "not changed by #3")
+
+	// PR 4 is approved, then its author pushes an object no one
+	// approved: refused, saying how the merge differs from what was
+	// approved.
+	merge4 := e.reviewPR("ghs_action", 4, "a", "b", "c")
+	approved4 := headOf(merge4)
+	e.approve(4, "alice", approved4)
+	git(t, e.repo, "checkout", "-q", "pr-4")
+	pushed := e.commit("a", "b", "c", "evil")
+	git(t, e.repo, "checkout", "-q", "main")
+	git(t, e.repo, "merge", "-q", "--no-ff", "-m", "Merge PR 4", pushed)
+	merged4 := git(t, e.repo, "rev-parse", "HEAD")
+	e.mergePR(4, merged4)
+	body := refused(4, merged4, "differs from what was approved in #4 at "+approved4[:7])
+	for _, want := range []string{"ConfigMap evil (hook): not in what was reviewed", "kplan/apply-unreviewed"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the refusal's comment lacks %q:\n%s", want, body)
+		}
+	}
+	cms("after PR 4's refusal", "a", "b")
+
+	// PR 5 was approved, and the approval dismissed: refused.
+	merge5 := e.reviewPR("ghs_action", 5, "a", "b", "d")
+	rv := e.approve(5, "alice", headOf(merge5))
+	e.gh.DismissReview("Codertocat", "Hello-World", 5, rv.ID)
+	e.mergePR(5, merge5)
+	refused(5, merge5, "not approved: #5 has no standing approval by a user with write access")
+
+	// PR 6 is approved by a user who may only read: refused.
+	merge6 := e.reviewPR("ghs_action", 6, "a", "b", "e")
+	e.approve(6, "mallory", headOf(merge6))
+	e.mergePR(6, merge6)
+	refused(6, merge6, "not approved: #6 has no standing approval")
+
+	// PR 7's only review is a comment; its plan comment, by the Action,
+	// is exact: a repository that reviews is not fooled by a comment.
+	merge7 := e.reviewPR("ghs_action", 7, "a", "b", "f")
+	e.gh.SubmitReview("Codertocat", "Hello-World", 7, "alice", "COMMENTED", headOf(merge7))
 	e.mergePR(7, merge7)
-	e.waitDeployed(merge7)
-	e.deployComment(7, "not changed by #7")
+	refused(7, merge7, "not approved: #7 has no standing approval")
+	cms("after the refusals", "a", "b")
 
 	// PR 8 has no review at all (a repository that does not review): its
 	// plan comment decides. One posted by another user counts for nothing.
@@ -188,17 +188,21 @@ func TestWebhookAppliesWhatWasApproved(t *testing.T) {
 	e.deployComment(9, "#9 has no review; applied exactly as its plan comment showed")
 	cms("after PR 9", "a", "b", "h")
 
-	// PR 10 is approved; then main changes the target before the merge:
-	// what was approved is applied on the branch as it is, and the
-	// reports say the plan comment showed another render.
+	// PR 10 is approved; then someone pushes a change of the target to
+	// main, which no one approved, and PR 10 merges after it: refused, the
+	// push shown.
 	merge10 := e.reviewPR("ghs_action", 10, "a", "b", "h", "i")
 	e.approve(10, "alice", headOf(merge10))
 	gittest.Write(t, e.repo, map[string]string{"app/a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {v: late}\n"})
-	git(t, e.repo, "commit", "-qam", "main changes a after PR 10's plan")
+	git(t, e.repo, "commit", "-qam", "a push to main")
 	git(t, e.repo, "merge", "-q", "--no-ff", "-m", "Merge PR 10", headOf(merge10))
 	merged10 := git(t, e.repo, "rev-parse", "HEAD")
 	e.mergePR(10, merged10)
-	e.waitDeployed(merged10)
-	e.deployComment(10, "applied exactly as approved in #10 at "+headOf(merge10)[:7]+" by @alice (the plan comment showed another render of this target: the branch changed it after the plan)")
-	cms("after PR 10", "a", "b", "h", "i")
+	if body := refused(10, merged10, "differs from what was approved in #10"); !strings.Contains(body, `~ data.v: "a" → "late"`) {
+		t.Errorf("the refusal does not show the push no one approved:\n%s", body)
+	}
+	if sha, _ := e.deployed(); sha != merge9 {
+		t.Errorf("the cluster records %s, want PR 9's merge %s", sha, merge9)
+	}
+	cms("after PR 10's refusal", "a", "b", "h")
 }
