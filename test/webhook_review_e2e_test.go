@@ -114,13 +114,27 @@ func TestWebhookAppliesWhatWasApproved(t *testing.T) {
 	}
 	cms := func(what string, want ...string) { t.Helper(); eq(t, what, e.configMaps(), want) }
 
-	// PR 2 is planned, approved at its head and merged: applied.
+	// PR 2 is planned, approved at its head and merged: applied, at the
+	// cost of one reviews call and one permission call.
 	merge2 := e.reviewPR("ghs_action", 2, "a", "b")
 	e.approve(2, "alice", headOf(merge2))
+	e.gh.ResetRequests()
 	e.mergePR(2, merge2)
 	e.waitDeployed(merge2)
 	e.deployComment(2, "applied exactly as approved in #2 at "+headOf(merge2)[:7]+" by @alice")
 	cms("after PR 2", "a", "b")
+	calls := map[string]int{}
+	for _, r := range e.gh.Requests() {
+		switch {
+		case strings.HasSuffix(r.Path, "/pulls/2/reviews"):
+			calls["reviews"]++
+		case strings.Contains(r.Path, "/collaborators/"):
+			calls["permission"]++
+		}
+	}
+	if calls["reviews"] != 1 || calls["permission"] != 1 {
+		t.Errorf("GitHub calls for the approval check: %v, want one reviews and one permission call", calls)
+	}
 
 	// PR 3 changes only a README: not changed by #3, deployed, though no
 	// one reviewed it.

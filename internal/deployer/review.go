@@ -217,6 +217,13 @@ func (d *Deployer) review(ctx context.Context, log *slog.Logger, t Target, m mer
 	if d.Reviews == nil || m.planned == nil {
 		return nil
 	}
+	start := time.Now()
+	r := d.compareApproved(ctx, log, t, m, pr)
+	log.Info("compared with what was approved", "pr", r.PR, "verdict", r.Verdict, "took", time.Since(start).Round(time.Millisecond))
+	return r
+}
+
+func (d *Deployer) compareApproved(ctx context.Context, log *slog.Logger, t Target, m merged, pr int) *Review {
 	digest, err := m.planned.Digest()
 	if err != nil {
 		return &Review{Verdict: Unknown, Err: "the merged render's digest: " + err.Error()}
