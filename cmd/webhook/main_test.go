@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kplan-dev/kplan/internal/crash"
 )
 
 func TestVersion(t *testing.T) {
@@ -58,5 +60,25 @@ func TestLeaderElectFlags(t *testing.T) {
 				t.Errorf("it said it listens: %q", stdout.String())
 			}
 		})
+	}
+}
+
+// panicWriter is an output with a bug: it panics when written to.
+type panicWriter struct{}
+
+func (panicWriter) Write([]byte) (int, error) { panic("injected: write") }
+
+// A panic in kplan-webhook's run exits 1 with the panic, its stack and
+// where to report it, never 2 (Go's status for a panic nobody recovers).
+func TestCrashExitsOne(t *testing.T) {
+	var stderr bytes.Buffer
+	code := runMain(context.Background(), []string{"--version"}, func(string) string { return "" }, panicWriter{}, &stderr)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	for _, want := range []string{"kplan-webhook crashed (a bug): " + crash.Marker + "injected: write", "\npanic(", "please report it, with the lines above, at " + crash.ReportURL} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
 	}
 }

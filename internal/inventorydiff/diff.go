@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/danger"
 	"github.com/kplan-dev/kplan/internal/inventory"
 )
@@ -506,6 +507,19 @@ func inventoryDanger(b, h *inventory.Identity, objects int) []danger.Finding {
 		return finding(fmt.Sprintf("inventory object changes from %s to %s with the same inventory-id: the next apply starts an empty inventory, so objects removed before it are never pruned and the old inventory object stays; keep the old name",
 			b, h))
 	}
+}
+
+// Crashed are the overlays whose planning met a bug in kplan, on either
+// side (a recovered panic, internal/crash): what the change does to them
+// is unknown, so no plan that holds one passes, whatever the options.
+func (p *Plan) Crashed() []string {
+	var out []string
+	for i := range p.Overlays {
+		if o := &p.Overlays[i]; strings.Contains(o.HeadErr, crash.Marker) || strings.Contains(o.BaseErr, crash.Marker) {
+			out = append(out, o.Path)
+		}
+	}
+	return out
 }
 
 // IntroducedFailures are the overlays this change breaks: they fail to
