@@ -219,4 +219,12 @@ func TestWebhookAppliesWhatWasApproved(t *testing.T) {
 		t.Errorf("the cluster records %s, want PR 9's merge %s", sha, merge9)
 	}
 	cms("after PR 10's refusal", "a", "b", "h")
+
+	// What each check cost, for the docs (go test -v).
+	data, _ := os.ReadFile(e.log)
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, "compared with what was approved") {
+			t.Log(l)
+		}
+	}
 }

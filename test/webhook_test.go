@@ -56,6 +56,7 @@ type hookEnv struct {
 	proc     *exec.Cmd
 	env      []string // added to the webhook's environment
 	state    string   // the configuration's stateDir
+	log      string   // the webhook's log file
 	delivery atomic.Int64
 }
 
@@ -90,6 +91,7 @@ func (e *hookEnv) start() {
 	cmd.Env = append(append(os.Environ(), "KPLAN_WEBHOOK_SECRET="+hookSecret, "KPLAN_GITHUB_TOKEN="+hookToken), e.env...)
 	stdout, _ := cmd.StdoutPipe()
 	logs, _ := os.Create(filepath.Join(e.t.TempDir(), "webhook.log"))
+	e.log = logs.Name()
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
