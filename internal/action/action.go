@@ -40,7 +40,11 @@ import (
 
 // inputs are the action.yml inputs.
 type inputs struct {
-	token          string
+	token string
+	// commentAuthor is whom token posts as when GitHub will not say (an
+	// App's installation token); "" is the workflow token's
+	// github-actions[bot].
+	commentAuthor  string
 	include        []string
 	exclude        []string
 	workDir        string
@@ -74,6 +78,7 @@ const autoCacheDir = "auto"
 func readInputs(a *githubactions.Action) (inputs, error) {
 	in := inputs{
 		token:          a.GetInput("github-token"),
+		commentAuthor:  strings.TrimSpace(a.GetInput("comment-author")),
 		include:        render.Patterns(a.GetInput("overlays")),
 		exclude:        render.Patterns(a.GetInput("exclude")),
 		workDir:        a.GetInput("working-directory"),
@@ -204,7 +209,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	a.SetOutput("report-file", reportFile)
 	if in.comment && pr != nil {
-		if err := comment(ctx, a, getenv, in.token, ev.owner, ev.repo, pr.GetNumber(), md, log); err != nil {
+		if err := comment(ctx, a, getenv, in.token, cmp.Or(in.commentAuthor, workflowBot), ev.owner, ev.repo, pr.GetNumber(), md, log); err != nil {
 			return err
 		}
 	}
@@ -442,9 +447,16 @@ func writeOutputs(a *githubactions.Action, p *inventorydiff.Plan, opts report.Op
 	return nil
 }
 
-// comment posts the plan as the PR's one kplan comment. A token that may
-// not comment (a PR from a fork) is a warning: the summary has the plan.
-func comment(ctx context.Context, a *githubactions.Action, getenv func(string) string, token, owner, repo string, number int, md string, log *slog.Logger) error {
+// workflowBot is whom the workflow's GITHUB_TOKEN, the github-token
+// input's default, posts as.
+const workflowBot = "github-actions[bot]"
+
+// comment posts the plan as the PR's one kplan comment: the plan
+// comment is the token's own marked comment (GET /user's login, else as,
+// whom the token posts as), never a marked comment someone else posted.
+// A token that may not comment (a PR from a fork) is a warning: the
+// summary has the plan.
+func comment(ctx context.Context, a *githubactions.Action, getenv func(string) string, token, as, owner, repo string, number int, md string, log *slog.Logger) error {
 	if token == "" {
 		a.Warningf("no github-token: the plan is in the job summary only")
 		return nil
@@ -453,7 +465,7 @@ func comment(ctx context.Context, a *githubactions.Action, getenv func(string) s
 	if err != nil {
 		return err
 	}
-	res, err := prcomment.Upsert(ctx, gh, owner, repo, number, prcomment.PlanMarker, md)
+	res, err := prcomment.NewPoster(gh, as).Upsert(ctx, owner, repo, number, prcomment.PlanMarker, md)
 	if errors.Is(err, prcomment.ErrNoPermission) {
 		a.Warningf("the token cannot comment on %s/%s#%d (a pull request from a fork?): the plan is in the job summary only", owner, repo, number)
 		return nil
@@ -464,6 +476,12 @@ func comment(ctx context.Context, a *githubactions.Action, getenv func(string) s
 	verb := "updated"
 	if res.Created {
 		verb = "posted"
+		if res.Author != "" && !strings.EqualFold(res.Author, res.Self) {
+			// A custom token that GET /user does not answer (an App's):
+			// without its login the next run cannot tell kplan's comment
+			// from a stranger's and posts another.
+			a.Warningf("kplan looked for its plan comment among the comments of %q, but the token posts as %q: set the input comment-author: %s so that the next run edits this comment instead of posting another", res.Self, res.Author, res.Author)
+		}
 	}
 	log.Info("plan comment "+verb, "url", res.URL)
 	return nil
