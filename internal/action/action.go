@@ -209,7 +209,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	a.SetOutput("report-file", reportFile)
 	if in.comment && pr != nil {
-		if err := comment(ctx, a, getenv, in.token, cmp.Or(in.commentAuthor, workflowBot), ev.owner, ev.repo, pr.GetNumber(), md, log); err != nil {
+		if err := comment(ctx, a, getenv, in.token, commentAuthor(in, getenv), ev.owner, ev.repo, pr.GetNumber(), md, log); err != nil {
 			return err
 		}
 	}
@@ -451,6 +451,22 @@ func writeOutputs(a *githubactions.Action, p *inventorydiff.Plan, opts report.Op
 // input's default, posts as.
 const workflowBot = "github-actions[bot]"
 
+// commentAuthor is whom the token posts as when GET /user will not say
+// (installation tokens): the comment-author input, else github-actions[bot]
+// for the workflow's own token (action.yml compares the input with
+// github.token; without it, as in a Docker action, the token is taken for
+// the default), else "": unknown, so kplan posts a comment rather than
+// edit one it cannot tell is its own.
+func commentAuthor(in inputs, getenv func(string) string) string {
+	switch {
+	case in.commentAuthor != "":
+		return in.commentAuthor
+	case getenv("KPLAN_GITHUB_TOKEN_IS_DEFAULT") == "false":
+		return ""
+	}
+	return workflowBot
+}
+
 // comment posts the plan as the PR's one kplan comment: the plan
 // comment is the token's own marked comment (GET /user's login, else as,
 // whom the token posts as), never a marked comment someone else posted.
@@ -480,7 +496,11 @@ func comment(ctx context.Context, a *githubactions.Action, getenv func(string) s
 			// A custom token that GET /user does not answer (an App's):
 			// without its login the next run cannot tell kplan's comment
 			// from a stranger's and posts another.
-			a.Warningf("kplan looked for its plan comment among the comments of %q, but the token posts as %q: set the input comment-author: %s so that the next run edits this comment instead of posting another", res.Self, res.Author, res.Author)
+			looked := fmt.Sprintf("looked for its plan comment among the comments of %s", res.Self)
+			if res.Self == "" {
+				looked = "could not tell whom github-token posts as (GET /user does not say for an App's token)"
+			}
+			a.Warningf("kplan %s, and the token posts as %s: set the input comment-author: %s so that the next run edits this comment instead of posting another", looked, res.Author, res.Author)
 		}
 	}
 	log.Info("plan comment "+verb, "url", res.URL)
