@@ -1,13 +1,17 @@
 package test
 
 import (
+	"fmt"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-github/v60/github"
 
+	"github.com/kplan-dev/kplan/internal/action"
 	"github.com/kplan-dev/kplan/internal/prcomment"
 	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/githubapi"
@@ -147,5 +151,157 @@ func TestActionStrangersMarkedCommentGetsNoPlan(t *testing.T) {
 				t.Errorf("re-run: kplan's comment says:\n%s", c.Body)
 			}
 		})
+	}
+}
+
+// hostile are lines that are workflow commands when they start a line of
+// the runner's log (or, the legacy form, anywhere in one).
+var hostile = []string{"::error::pwned", "::stop-commands::x", "::add-mask::secret", "##[warning]legacy-pwned", "  ::notice title=t::indented-pwned"}
+
+// runnerCommand is a workflow command the runner acts on.
+type runnerCommand struct {
+	name, data string
+	props      map[string]string
+}
+
+// runnerCommandNames are the commands actions/runner registers
+// (ActionCommandManager and its extensions); a line naming another is
+// not a command.
+var runnerCommandNames = []string{"add-mask", "add-matcher", "add-path", "debug", "echo", "endgroup", "error", "group",
+	"notice", "remove-matcher", "save-state", "set-env", "set-output", "stop-commands", "warning"}
+
+// runnerCommands reads a log as actions/runner does (ActionCommand.TryParseV2,
+// then TryParse; ActionCommandManager.TryProcessCommand): a line is a
+// command when, leading white space trimmed, it is ::name props::data, or
+// when it holds ##[name props]data anywhere, name being a registered
+// command (any case); after ::stop-commands::T no line is acted on until
+// one whose command is T, which resumes. It returns the commands acted on
+// (stop and resume included) and whether commands are stopped at the end.
+func runnerCommands(log string) (cmds []runnerCommand, stopped bool) {
+	unescape := strings.NewReplacer("%0D", "\r", "%0A", "\n", "%3A", ":", "%2C", ",", "%25", "%")
+	token := ""
+	for _, line := range strings.Split(log, "\n") {
+		var info, data string
+		if l := strings.TrimLeft(line, " \t"); strings.HasPrefix(l, "::") && strings.Contains(l[2:], "::") {
+			info, data, _ = strings.Cut(l[2:], "::")
+		} else if i := strings.Index(line, "##["); i >= 0 && strings.Contains(line[i:], "]") {
+			info, data, _ = strings.Cut(line[i+3:], "]")
+		} else {
+			continue
+		}
+		name, props, _ := strings.Cut(info, " ")
+		known := slices.ContainsFunc(runnerCommandNames, func(n string) bool { return strings.EqualFold(n, name) })
+		switch {
+		case stopped && token != "" && strings.EqualFold(name, token):
+			stopped, token = false, ""
+		case stopped || !known:
+			continue
+		case strings.EqualFold(name, "stop-commands"):
+			stopped, token = true, data
+		}
+		c := runnerCommand{name: strings.ToLower(name), data: unescape.Replace(data), props: map[string]string{}}
+		for _, p := range strings.FieldsFunc(props, func(r rune) bool { return r == ',' || r == ';' }) {
+			if k, v, ok := strings.Cut(strings.TrimSpace(p), "="); ok {
+				c.props[k] = unescape.Replace(v)
+			}
+		}
+		cmds = append(cmds, c)
+	}
+	return cmds, stopped
+}
+
+func TestRunnerCommands(t *testing.T) {
+	cmds, stopped := runnerCommands("a\n::error::one\n x ##[warning]two\n::STOP-COMMANDS::tok\n::error::no\n::x::\n##[tok]\n::error file=a%2Cb,title=t%3A::three%0Afour\n::stop-commands::t2\n")
+	var got []string
+	for _, c := range cmds {
+		got = append(got, c.name+":"+c.data+fmt.Sprint(c.props))
+	}
+	want := []string{"error:onemap[]", "warning:twomap[]", "stop-commands:tokmap[]", "tok:map[]", "error:three\nfourmap[file:a,b title:t:]", "stop-commands:t2map[]"}
+	if !slices.Equal(got, want) || !stopped {
+		t.Errorf("runnerCommands = %q, stopped %v; want %q, stopped", got, stopped, want)
+	}
+}
+
+// TestActionPlanCannotCommandTheRunner pins that what the Action prints
+// from the repository (here a ConfigMap value, an overlay's directory
+// name and a render error quoting the repository) is never a workflow
+// command: the runner, reading the log as runnerCommands does, acts on
+// kplan's own commands only: its annotations, groups and mask.
+func TestActionPlanCannotCommandTheRunner(t *testing.T) {
+	value := "ok\n" + strings.Join(hostile, "\n") + "\n"
+	var indented strings.Builder
+	for _, l := range strings.Split(strings.TrimSuffix(value, "\n"), "\n") {
+		indented.WriteString("    " + l + "\n")
+	}
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  k: |\n" + indented.String()
+	evilDir := "overlays/evil\n::error::pwned-path\n##[add-mask]secret-path"
+	broken := "overlays/broken\n::error::pwned-broken"
+	ws, base, head := threatPR(t,
+		map[string]string{"overlays/app/kustomization.yaml": "resources: [cm.yaml]\n", "overlays/app/cm.yaml": configMap("app")},
+		map[string]string{
+			"overlays/app/cm.yaml":          cm,
+			evilDir + "/kustomization.yaml": "resources: [cm.yaml]\n",
+			evilDir + "/cm.yaml":            strings.Replace(cm, "name: app", "name: evil", 1),
+			// A render error naming the repository's text: kplan's own
+			// annotation, which must stay a command, and one.
+			broken + "/kustomization.yaml": "resources: [\"::error::pwned-missing.yaml\"]\n",
+		})
+	gh := githubapi.New()
+	defer gh.Close()
+	gh.AddToken("ghs_test", githubapi.Identity{Login: "github-actions[bot]"})
+	r := newRunner(t, ws, pullRequestEvent(t, "opened.payload.json", base, head), gh.URL(), "ghs_test")
+	err := r.run(t)
+	if err == nil {
+		t.Fatal("the run passed, want it failing on the broken overlay")
+	}
+	action.ReportError(&r.stdout, err) // as cmd/action's main does
+	log := r.stdout.String()
+
+	// The hostile lines are in the log where the runner would act on
+	// them (starting a line, but for white space; ##[ anywhere)...
+	lines := strings.Split(log, "\n")
+	for _, h := range append(hostile, "::error::pwned-path", "##[add-mask]secret-path", "::error::pwned-broken") {
+		h = strings.TrimSpace(h)
+		if !slices.ContainsFunc(lines, func(l string) bool {
+			return strings.HasPrefix(strings.TrimSpace(l), h) || strings.HasPrefix(h, "##[") && strings.Contains(l, h)
+		}) {
+			t.Fatalf("the log lacks a line %q: the test tests nothing\n%s", h, log)
+		}
+	}
+	// ...and the runner acts on kplan's commands only.
+	cmds, stopped := runnerCommands(log)
+	var errs []runnerCommand
+	tokens := map[string]bool{}
+	for _, c := range cmds {
+		switch c.name {
+		case "add-mask":
+			if c.data != "ghs_test" {
+				t.Errorf("the runner masks %q", c.data)
+			}
+		case "group", "endgroup":
+		case "stop-commands":
+			tokens[c.data] = true
+			if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(c.data) {
+				t.Errorf("stop-commands token %q: want 128 random bits in hex", c.data)
+			}
+		case "error":
+			errs = append(errs, c)
+		default:
+			if !tokens[c.name] {
+				t.Errorf("the runner acts on %s %v::%s", c.name, c.props, c.data)
+			}
+		}
+	}
+	if len(tokens) != 1 {
+		t.Errorf("stop-commands tokens %v: want one for the run", tokens)
+	}
+	if stopped {
+		t.Error("commands are still stopped when the Action ends: later steps' commands would be ignored")
+	}
+	// kplan's own annotations are commands: the broken overlay's, on its
+	// file, and the run's failure, each one annotation.
+	if len(errs) != 2 || errs[0].props["title"] != "kplan: this change breaks "+broken || errs[0].props["file"] != broken+"/kustomization.yaml" ||
+		!strings.HasPrefix(errs[1].data, "kplan: this change breaks 1 overlay: "+broken) {
+		t.Errorf("error annotations %+v, want the broken overlay's and the run's", errs)
 	}
 }

@@ -9,8 +9,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/sethvargo/go-githubactions"
-
 	"github.com/kplan-dev/kplan/internal/action"
 	_ "github.com/kplan-dev/kplan/internal/noi18n" // before kubectl's packages start
 	"github.com/kplan-dev/kplan/internal/plan"
@@ -32,7 +30,7 @@ func main() {
 	filter.Close()
 	if err != nil {
 		// An error command makes the failure an annotation on the run.
-		githubactions.New().Errorf("kplan: %v", err)
+		action.ReportError(os.Stdout, err)
 		os.Exit(1)
 	}
 }

@@ -137,7 +137,15 @@ func boolInput(v string, def bool) (bool, error) {
 // Run is the Action's entrypoint, with the runner's environment.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	batchgc.Tune(getenv)
-	a := githubactions.New(githubactions.WithGetenv(getenv), githubactions.WithWriter(stdout))
+	rl, err := newRunnerLog(stdout)
+	if err != nil {
+		return err
+	}
+	defer rl.Close()
+	// From here, stdout is repository text, printed with workflow
+	// commands stopped; kplan's own commands go through a.
+	stdout = rl
+	a := githubactions.New(githubactions.WithGetenv(getenv), githubactions.WithWriter(rl.Commands()))
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	in, err := readInputs(a)
 	if err != nil {

@@ -1,0 +1,109 @@
+package action
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/sethvargo/go-githubactions"
+)
+
+// runnerLog is the Action's stdout, which the runner reads line by line
+// for workflow commands (::error::, ::add-mask::, ::stop-commands::…,
+// and ##[…] anywhere in a line). What kplan prints from the repository
+// (the plan: paths, values, kustomize's notes) could hold such lines,
+// and under pull_request_target it is a fork's: so everything is printed
+// inside ::stop-commands::<token>, after which the runner acts on no
+// command until the line ::<token>::. The token is random per run (128
+// bits from crypto/rand): text committed before the run cannot name it.
+// kplan's own commands go through Commands, which resumes processing for
+// just that write.
+//
+// The runner keeps one stop state for stdout and stderr, so the log on
+// stderr is inert while stopped too.
+type runnerLog struct {
+	w     io.Writer
+	token string
+
+	mu      sync.Mutex
+	stopped bool
+}
+
+func newRunnerLog(w io.Writer) (*runnerLog, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("a token for ::stop-commands::: %w", err)
+	}
+	return &runnerLog{w: w, token: hex.EncodeToString(b)}, nil
+}
+
+// Write prints text that came from the repository, with commands
+// stopped.
+func (l *runnerLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.stop(); err != nil {
+		return 0, err
+	}
+	return l.w.Write(p)
+}
+
+// Commands is where kplan's own workflow commands go (go-githubactions
+// writes each command in one Write): each is printed with processing
+// resumed, and stopped again after it.
+func (l *runnerLog) Commands() io.Writer { return commandWriter{l} }
+
+type commandWriter struct{ l *runnerLog }
+
+func (c commandWriter) Write(p []byte) (int, error) {
+	l := c.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.resume(); err != nil {
+		return 0, err
+	}
+	n, err := l.w.Write(p)
+	if err != nil {
+		return n, err
+	}
+	return n, l.stop()
+}
+
+// Close resumes processing: the runner keeps the stop state for the
+// job's later steps, and the program's last error is a command.
+func (l *runnerLog) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.resume()
+}
+
+// stop and resume print the commands that stop and resume processing;
+// the caller holds l.mu.
+func (l *runnerLog) stop() error {
+	if l.stopped {
+		return nil
+	}
+	l.stopped = true
+	// Not through go-githubactions: the toolkit has no stop-commands, and
+	// the token needs no escaping (hex).
+	_, err := fmt.Fprintf(l.w, "::stop-commands::%s\n", l.token)
+	return err
+}
+
+func (l *runnerLog) resume() error {
+	if !l.stopped {
+		return nil
+	}
+	l.stopped = false
+	_, err := fmt.Fprintf(l.w, "::%s::\n", l.token)
+	return err
+}
+
+// ReportError prints a failed run's error as an error annotation on the
+// run (the toolkit escapes it onto one line: it may quote the
+// repository), for cmd/action's main, after Run returned.
+func ReportError(stdout io.Writer, err error) {
+	githubactions.New(githubactions.WithWriter(stdout)).Errorf("kplan: %v", err)
+}
