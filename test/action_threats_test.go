@@ -237,11 +237,17 @@ func TestActionPlanCannotCommandTheRunner(t *testing.T) {
 	evilDir := "overlays/evil\n::error::pwned-path\n##[add-mask]secret-path"
 	broken := "overlays/broken\n::error::pwned-broken"
 	ws, base, head := threatPR(t,
-		map[string]string{"overlays/app/kustomization.yaml": "resources: [cm.yaml]\n", "overlays/app/cm.yaml": configMap("app")},
 		map[string]string{
-			"overlays/app/cm.yaml":          cm,
-			evilDir + "/kustomization.yaml": "resources: [cm.yaml]\n",
-			evilDir + "/cm.yaml":            strings.Replace(cm, "name: app", "name: evil", 1),
+			"overlays/app/kustomization.yaml": "resources: [cm.yaml]\n", "overlays/app/cm.yaml": configMap("app"),
+			// Broken before the change: the log (stderr) names it.
+			"overlays/old ##[error]pwned-log/kustomization.yaml": "resources: [missing.yaml]\n",
+		},
+		map[string]string{
+			"overlays/app/cm.yaml": cm,
+			// Touched, so planned, and still broken.
+			"overlays/old ##[error]pwned-log/kustomization.yaml": "resources: [missing.yaml, gone.yaml]\n",
+			evilDir + "/kustomization.yaml":                      "resources: [cm.yaml]\n",
+			evilDir + "/cm.yaml":                                 strings.Replace(cm, "name: app", "name: evil", 1),
 			// A render error naming the repository's text: kplan's own
 			// annotation, which must stay a command, and one.
 			broken + "/kustomization.yaml": "resources: [\"::error::pwned-missing.yaml\"]\n",
@@ -297,6 +303,13 @@ func TestActionPlanCannotCommandTheRunner(t *testing.T) {
 	}
 	if stopped {
 		t.Error("commands are still stopped when the Action ends: later steps' commands would be ignored")
+	}
+	// The log on stderr is no command even read while commands run.
+	if !strings.Contains(r.stderr.String(), "pwned-log") {
+		t.Fatalf("the log does not name the overlay broken before: the test tests nothing\n%s", r.stderr.String())
+	}
+	if cmds, _ := runnerCommands(r.stderr.String()); len(cmds) != 0 {
+		t.Errorf("the runner acts on the log's %+v", cmds)
 	}
 	// kplan's own annotations are commands: the broken overlay's, on its
 	// file, and the run's failure, each one annotation.

@@ -146,7 +146,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// commands stopped; kplan's own commands go through a.
 	stdout = rl
 	a := githubactions.New(githubactions.WithGetenv(getenv), githubactions.WithWriter(rl.Commands()))
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := slog.New(slog.NewTextHandler(inertLog{stderr}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	in, err := readInputs(a)
 	if err != nil {
 		return err

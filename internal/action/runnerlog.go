@@ -1,6 +1,7 @@
 package action
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -22,7 +23,9 @@ import (
 // just that write.
 //
 // The runner keeps one stop state for stdout and stderr, so the log on
-// stderr is inert while stopped too.
+// stderr is inert while stopped too; but it reads the two pipes apart, so
+// a log line could be read while one of kplan's commands has processing
+// on: see inertLog.
 type runnerLog struct {
 	w     io.Writer
 	token string
@@ -99,6 +102,23 @@ func (l *runnerLog) resume() error {
 	l.stopped = false
 	_, err := fmt.Fprintf(l.w, "::%s::\n", l.token)
 	return err
+}
+
+// inertLog is the log's writer (slog's text handler, one record per
+// Write). A record starts with "time=" and quotes newlines, so it never
+// starts a line with "::"; but the runner takes "##[name]" anywhere in a
+// line for a command (the legacy form), and a record may quote the
+// repository (an overlay's path): a zero-width space keeps "##" from "[".
+type inertLog struct{ w io.Writer }
+
+func (l inertLog) Write(p []byte) (int, error) {
+	if !bytes.Contains(p, []byte("##[")) {
+		return l.w.Write(p)
+	}
+	if _, err := l.w.Write(bytes.ReplaceAll(p, []byte("##["), []byte("##\u200b["))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // ReportError prints a failed run's error as an error annotation on the
