@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-github/v60/github"
+	"github.com/sethvargo/go-githubactions"
 
-	"github.com/kplan-dev/kplan/internal/action"
 	"github.com/kplan-dev/kplan/internal/prcomment"
 	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/githubapi"
@@ -260,7 +260,8 @@ func TestActionPlanCannotCommandTheRunner(t *testing.T) {
 	if err == nil {
 		t.Fatal("the run passed, want it failing on the broken overlay")
 	}
-	action.ReportError(&r.stdout, err) // as cmd/action's main does
+	// As cmd/action's main does once Run returned.
+	githubactions.New(githubactions.WithWriter(&r.stdout)).Errorf("kplan: %v", err)
 	log := r.stdout.String()
 
 	// The hostile lines are in the log where the runner would act on

@@ -9,6 +9,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/sethvargo/go-githubactions"
+
 	"github.com/kplan-dev/kplan/internal/action"
 	_ "github.com/kplan-dev/kplan/internal/noi18n" // before kubectl's packages start
 	"github.com/kplan-dev/kplan/internal/plan"
@@ -30,7 +32,7 @@ func main() {
 	filter.Close()
 	if err != nil {
 		// An error command makes the failure an annotation on the run.
-		action.ReportError(os.Stdout, err)
+		githubactions.New().Errorf("kplan: %v", err)
 		os.Exit(1)
 	}
 }

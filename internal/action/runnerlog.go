@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-
-	"github.com/sethvargo/go-githubactions"
 )
 
 // runnerLog is the Action's stdout, which the runner reads line by line
@@ -119,11 +117,4 @@ func (l inertLog) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
-}
-
-// ReportError prints a failed run's error as an error annotation on the
-// run (the toolkit escapes it onto one line: it may quote the
-// repository), for cmd/action's main, after Run returned.
-func ReportError(stdout io.Writer, err error) {
-	githubactions.New(githubactions.WithWriter(stdout)).Errorf("kplan: %v", err)
 }
