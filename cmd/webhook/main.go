@@ -162,7 +162,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if !*livePlans {
 			return nil
 		}
-		return &liveplan.Runner{Mirrors: liveplan.GitMirror{Mirrors: mirrors}, Planner: planner, Post: liveplan.GitHubPoster{Client: gh}, Logger: log.With("component", "liveplan")}
+		return &liveplan.Runner{Mirrors: liveplan.GitMirror{Mirrors: mirrors}, Planner: planner, Post: liveplan.GitHubPoster{Comments: reporter.Comments}, Logger: log.With("component", "liveplan")}
 	}
 	driftMetrics, err := liveplan.NewDriftMetrics(reg)
 	if err != nil {

@@ -41,7 +41,11 @@ import (
 
 // inputs are the action.yml inputs.
 type inputs struct {
-	token          string
+	token string
+	// commentAuthor is whom token posts as when GitHub will not say (an
+	// App's installation token); "" is the workflow token's
+	// github-actions[bot].
+	commentAuthor  string
 	include        []string
 	exclude        []string
 	workDir        string
@@ -75,6 +79,7 @@ const autoCacheDir = "auto"
 func readInputs(a *githubactions.Action) (inputs, error) {
 	in := inputs{
 		token:          a.GetInput("github-token"),
+		commentAuthor:  strings.TrimSpace(a.GetInput("comment-author")),
 		include:        render.Patterns(a.GetInput("overlays")),
 		exclude:        render.Patterns(a.GetInput("exclude")),
 		workDir:        a.GetInput("working-directory"),
@@ -133,8 +138,16 @@ func boolInput(v string, def bool) (bool, error) {
 // Run is the Action's entrypoint, with the runner's environment.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	batchgc.Tune(getenv)
-	a := githubactions.New(githubactions.WithGetenv(getenv), githubactions.WithWriter(stdout))
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	rl, err := newRunnerLog(stdout)
+	if err != nil {
+		return err
+	}
+	defer rl.Close()
+	// From here, stdout is repository text, printed with workflow
+	// commands stopped; kplan's own commands go through a.
+	stdout = rl
+	a := githubactions.New(githubactions.WithGetenv(getenv), githubactions.WithWriter(rl.Commands()))
+	log := slog.New(slog.NewTextHandler(inertLog{stderr}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	in, err := readInputs(a)
 	if err != nil {
 		return err
@@ -205,7 +218,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	a.SetOutput("report-file", reportFile)
 	if in.comment && pr != nil {
-		if err := comment(ctx, a, getenv, in.token, ev.owner, ev.repo, pr.GetNumber(), md, log); err != nil {
+		if err := comment(ctx, a, getenv, in.token, commentAuthor(in, getenv), ev.owner, ev.repo, pr.GetNumber(), md, log); err != nil {
 			return err
 		}
 	}
@@ -448,9 +461,32 @@ func writeOutputs(a *githubactions.Action, p *inventorydiff.Plan, opts report.Op
 	return nil
 }
 
-// comment posts the plan as the PR's one kplan comment. A token that may
-// not comment (a PR from a fork) is a warning: the summary has the plan.
-func comment(ctx context.Context, a *githubactions.Action, getenv func(string) string, token, owner, repo string, number int, md string, log *slog.Logger) error {
+// workflowBot is whom the workflow's GITHUB_TOKEN, the github-token
+// input's default, posts as.
+const workflowBot = "github-actions[bot]"
+
+// commentAuthor is whom the token posts as when GET /user will not say
+// (installation tokens): the comment-author input, else github-actions[bot]
+// for the workflow's own token (action.yml compares the input with
+// github.token; without it, as in a Docker action, the token is taken for
+// the default), else "": unknown, so kplan posts a comment rather than
+// edit one it cannot tell is its own.
+func commentAuthor(in inputs, getenv func(string) string) string {
+	switch {
+	case in.commentAuthor != "":
+		return in.commentAuthor
+	case getenv("KPLAN_GITHUB_TOKEN_IS_DEFAULT") == "false":
+		return ""
+	}
+	return workflowBot
+}
+
+// comment posts the plan as the PR's one kplan comment: the plan
+// comment is the token's own marked comment (GET /user's login, else as,
+// whom the token posts as), never a marked comment someone else posted.
+// A token that may not comment (a PR from a fork) is a warning: the
+// summary has the plan.
+func comment(ctx context.Context, a *githubactions.Action, getenv func(string) string, token, as, owner, repo string, number int, md string, log *slog.Logger) error {
 	if token == "" {
 		a.Warningf("no github-token: the plan is in the job summary only")
 		return nil
@@ -459,7 +495,7 @@ func comment(ctx context.Context, a *githubactions.Action, getenv func(string) s
 	if err != nil {
 		return err
 	}
-	res, err := prcomment.Upsert(ctx, gh, owner, repo, number, prcomment.PlanMarker, md)
+	res, err := prcomment.NewPoster(gh, as).Upsert(ctx, owner, repo, number, prcomment.PlanMarker, md)
 	if errors.Is(err, prcomment.ErrNoPermission) {
 		a.Warningf("the token cannot comment on %s/%s#%d (a pull request from a fork?): the plan is in the job summary only", owner, repo, number)
 		return nil
@@ -470,6 +506,16 @@ func comment(ctx context.Context, a *githubactions.Action, getenv func(string) s
 	verb := "updated"
 	if res.Created {
 		verb = "posted"
+		if res.Author != "" && !strings.EqualFold(res.Author, res.Self) {
+			// A custom token that GET /user does not answer (an App's):
+			// without its login the next run cannot tell kplan's comment
+			// from a stranger's and posts another.
+			looked := fmt.Sprintf("looked for its plan comment among the comments of %s", res.Self)
+			if res.Self == "" {
+				looked = "could not tell whom github-token posts as (GET /user does not say for an App's token)"
+			}
+			a.Warningf("kplan %s, and the token posts as %s: set the input comment-author: %s so that the next run edits this comment instead of posting another", looked, res.Author, res.Author)
+		}
 	}
 	log.Info("plan comment "+verb, "url", res.URL)
 	return nil

@@ -62,6 +62,9 @@ type Reporter struct {
 	// (ReviewedPlan); "" is github-actions[bot], the Action's default
 	// token.
 	PlanAuthor string
+	// Comments writes the deploy comment, as the token's own (New makes
+	// it; cmd/webhook shares it with the live plans).
+	Comments *prcomment.Poster
 
 	mu          sync.Mutex
 	deployments map[string]*deployment              // target key@sha -> its Deployment
@@ -82,7 +85,7 @@ var _ deployer.Reporter = (*Reporter)(nil)
 
 // New makes a Reporter.
 func New(gh *github.Client, logger *slog.Logger) *Reporter {
-	return &Reporter{GH: gh, Logger: logger, Attempts: 5, Backoff: 500 * time.Millisecond, MaxWait: time.Minute, MaxHeld: 1000,
+	return &Reporter{GH: gh, Logger: logger, Comments: prcomment.NewPoster(gh, ""), Attempts: 5, Backoff: 500 * time.Millisecond, MaxWait: time.Minute, MaxHeld: 1000,
 		deployments: map[string]*deployment{}, summaries: map[int]map[string]deployer.Outcome{}}
 }
 
@@ -242,7 +245,7 @@ func (r *Reporter) commentOp(o deployer.Outcome) *op {
 			r.summaries[pr][t.Name] = o
 			body := comment(r.summaries[pr])
 			r.mu.Unlock()
-			_, err := prcomment.Upsert(ctx, r.GH, owner, repo, pr, Marker, body)
+			_, err := r.Comments.Upsert(ctx, owner, repo, pr, Marker, body)
 			return err
 		}}
 }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/google/go-github/v60/github"
-
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/prcomment"
 )
@@ -153,9 +151,9 @@ func cell(s string) string {
 	return strings.ReplaceAll(s, "|", "\\|")
 }
 
-// GitHubPoster posts the live plan as a sticky comment (prcomment.Upsert,
-// Marker).
-type GitHubPoster struct{ Client *github.Client }
+// GitHubPoster posts the live plan as a sticky comment (Marker) among
+// the token's own comments.
+type GitHubPoster struct{ Comments *prcomment.Poster }
 
 // Post implements Poster.
 func (g GitHubPoster) Post(ctx context.Context, repo string, pr int, body string) error {
@@ -163,7 +161,7 @@ func (g GitHubPoster) Post(ctx context.Context, repo string, pr int, body string
 	if !ok {
 		return fmt.Errorf("repository %q is not owner/name", repo)
 	}
-	if _, err := prcomment.Upsert(ctx, g.Client, owner, name, pr, Marker, body); err != nil {
+	if _, err := g.Comments.Upsert(ctx, owner, name, pr, Marker, body); err != nil {
 		return fmt.Errorf("live plan comment on %s#%d: %w", repo, pr, err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,6 +20,9 @@ const (
 	writer = "ghs_writer"
 	fork   = "ghs_fork"
 	marker = prcomment.PlanMarker
+	// bot is whom writer's and fork's comments are by: GitHub will not
+	// tell an installation token (GET /user answers 403).
+	bot = "github-actions[bot]"
 )
 
 func newServer(t *testing.T) *githubapi.Server {
@@ -36,7 +40,7 @@ func TestCreateThenEdit(t *testing.T) {
 	gh := s.Client(writer)
 	foreign := s.SeedComment(owner, repo, pr, "alice", "LGTM, but see the plan")
 
-	first, err := prcomment.Upsert(ctx, gh, owner, repo, pr, marker, "plan v1")
+	first, err := prcomment.NewPoster(gh, bot).Upsert(ctx, owner, repo, pr, marker, "plan v1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +48,7 @@ func TestCreateThenEdit(t *testing.T) {
 		t.Fatalf("first = %+v, want a created comment", first)
 	}
 
-	second, err := prcomment.Upsert(ctx, gh, owner, repo, pr, marker, "plan v2")
+	second, err := prcomment.NewPoster(gh, bot).Upsert(ctx, owner, repo, pr, marker, "plan v2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +71,7 @@ func TestCreateThenEdit(t *testing.T) {
 func TestBodyAlreadyHasMarker(t *testing.T) {
 	s := newServer(t)
 	body := "## Plan\n" + marker + "\nno changes"
-	if _, err := prcomment.Upsert(context.Background(), s.Client(writer), owner, repo, pr, marker, body); err != nil {
+	if _, err := prcomment.NewPoster(s.Client(writer), bot).Upsert(context.Background(), owner, repo, pr, marker, body); err != nil {
 		t.Fatal(err)
 	}
 	if cs := s.Comments(owner, repo, pr); len(cs) != 1 || cs[0].Body != body {
@@ -79,12 +83,12 @@ func TestUnchangedBodyIsNotEdited(t *testing.T) {
 	s := newServer(t)
 	ctx := context.Background()
 	gh := s.Client(writer)
-	first, err := prcomment.Upsert(ctx, gh, owner, repo, pr, marker, "same")
+	first, err := prcomment.NewPoster(gh, bot).Upsert(ctx, owner, repo, pr, marker, "same")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.ResetRequests()
-	again, err := prcomment.Upsert(ctx, gh, owner, repo, pr, marker, "same")
+	again, err := prcomment.NewPoster(gh, bot).Upsert(ctx, owner, repo, pr, marker, "same")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,11 +108,11 @@ func TestMarkersAreIndependent(t *testing.T) {
 	gh := s.Client(writer)
 	const deployMarker = "<!-- kplan:deploy -->"
 
-	plan, err := prcomment.Upsert(ctx, gh, owner, repo, pr, marker, "plan")
+	plan, err := prcomment.NewPoster(gh, bot).Upsert(ctx, owner, repo, pr, marker, "plan")
 	if err != nil {
 		t.Fatal(err)
 	}
-	deploy, err := prcomment.Upsert(ctx, gh, owner, repo, pr, deployMarker, "deployed")
+	deploy, err := prcomment.NewPoster(gh, bot).Upsert(ctx, owner, repo, pr, deployMarker, "deployed")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +135,7 @@ func TestMarkedCommentOnPageThree(t *testing.T) {
 	}
 	target := s.Comments(owner, repo, pr)[220]
 
-	res, err := prcomment.Upsert(context.Background(), s.Client(writer), owner, repo, pr, marker, "new plan")
+	res, err := prcomment.NewPoster(s.Client(writer), bot).Upsert(context.Background(), owner, repo, pr, marker, "new plan")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +151,7 @@ func TestMarkedCommentOnPageThree(t *testing.T) {
 	}
 	var pages []string
 	for _, r := range s.Requests() {
-		if r.Method == http.MethodGet {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.Path, "/comments") {
 			pages = append(pages, r.Query)
 		}
 	}
@@ -160,7 +164,7 @@ func TestFirstMarkedCommentWins(t *testing.T) {
 	s := newServer(t)
 	first := s.SeedComment(owner, repo, pr, "github-actions[bot]", marker+"\nA")
 	second := s.SeedComment(owner, repo, pr, "github-actions[bot]", marker+"\nB")
-	res, err := prcomment.Upsert(context.Background(), s.Client(writer), owner, repo, pr, marker, "C")
+	res, err := prcomment.NewPoster(s.Client(writer), bot).Upsert(context.Background(), owner, repo, pr, marker, "C")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +209,7 @@ func TestErrors(t *testing.T) {
 			if tt.body != "" {
 				body = tt.body
 			}
-			_, err := prcomment.Upsert(context.Background(), s.Client(tt.token), owner, repo, pr, m, body)
+			_, err := prcomment.NewPoster(s.Client(tt.token), bot).Upsert(context.Background(), owner, repo, pr, m, body)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -230,8 +234,104 @@ func TestRespectsContext(t *testing.T) {
 	s := newServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := prcomment.Upsert(ctx, s.Client(writer), owner, repo, pr, marker, "plan")
+	_, err := prcomment.NewPoster(s.Client(writer), bot).Upsert(ctx, owner, repo, pr, marker, "plan")
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
+	}
+}
+
+// TestStrangersMarkedCommentIsNotTaken pins that a marker in someone
+// else's comment is not kplan's: a stranger who posts one first gets
+// neither the plan written into their comment nor it withheld.
+func TestStrangersMarkedCommentIsNotTaken(t *testing.T) {
+	s := newServer(t)
+	ctx := context.Background()
+	bait := s.SeedComment(owner, repo, pr, "mallory", marker+"\nplan: nothing to see")
+	p := prcomment.NewPoster(s.Client(writer), bot)
+	first, err := p.Upsert(ctx, owner, repo, pr, marker, "plan v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !first.Created || first.CommentID == bait.ID || first.Author != bot || first.Self != bot {
+		t.Fatalf("first = %+v, want a new comment by %s", first, bot)
+	}
+	second, err := prcomment.NewPoster(s.Client(writer), bot).Upsert(ctx, owner, repo, pr, marker, "plan v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Created || second.CommentID != first.CommentID {
+		t.Fatalf("second = %+v, want an edit of %d", second, first.CommentID)
+	}
+	cs := s.Comments(owner, repo, pr)
+	if len(cs) != 2 || cs[0] != bait || cs[1].Body != marker+"\nplan v2" {
+		t.Errorf("comments = %+v, want mallory's untouched and kplan's with plan v2", cs)
+	}
+}
+
+// TestSelf pins whose marked comments a Poster edits: GET /user's login
+// for a user's token, else the login it was given, else none (it posts
+// a new comment and learns its author from GitHub's answer). Marked
+// comments of others are never edited.
+func TestSelf(t *testing.T) {
+	tests := []struct {
+		name, token, as string
+		strangers       []string // post marked comments first
+		fail            int      // GET /user answers this status first
+		wantSelf        string
+		wantErr         bool
+		wantEdits       bool // the first Upsert finds the token's comment
+	}{
+		{name: "user token", token: "ghp_alice", as: bot, strangers: []string{"mallory", bot}, wantSelf: "alice", wantEdits: true},
+		{name: "installation token, told", token: writer, as: bot, strangers: []string{"mallory", "alice"}, wantSelf: bot, wantEdits: true},
+		{name: "installation token, told wrong", token: writer, as: "wrong[bot]", strangers: []string{"mallory"}, wantSelf: "wrong[bot]"},
+		{name: "installation token, not told", token: writer, strangers: []string{"mallory", "alice"}},
+		{name: "GET /user fails", token: writer, as: bot, fail: http.StatusBadGateway, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newServer(t)
+			s.AddToken("ghp_alice", githubapi.Identity{Login: "alice"})
+			ctx := context.Background()
+			for _, login := range tt.strangers {
+				s.SeedComment(owner, repo, pr, login, marker+"\nby "+login)
+			}
+			var own githubapi.Comment
+			if tt.wantEdits {
+				own = s.SeedComment(owner, repo, pr, tt.wantSelf, marker+"\nold plan")
+			}
+			strangers := s.Comments(owner, repo, pr)[:len(tt.strangers)]
+			s.FailNext(min(tt.fail, 1), tt.fail)
+			p := prcomment.NewPoster(s.Client(tt.token), tt.as)
+			self, err := p.Self(ctx)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("Self = %q, want an error", self)
+				}
+				return
+			}
+			if err != nil || self != tt.wantSelf {
+				t.Fatalf("Self = %q, %v; want %q", self, err, tt.wantSelf)
+			}
+			res, err := p.Upsert(ctx, owner, repo, pr, marker, "plan")
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tt.wantEdits && (res.Created || res.CommentID != own.ID || res.Author != tt.wantSelf):
+				t.Errorf("res = %+v, want an edit of %d by %s", res, own.ID, tt.wantSelf)
+			case !tt.wantEdits && (!res.Created || res.Author != bot || res.Self != tt.wantSelf):
+				t.Errorf("res = %+v, want a new comment by %s, Self %q", res, bot, tt.wantSelf)
+			}
+			// Whatever was assumed, the Poster now knows: its next
+			// Upsert edits the comment it holds.
+			again, err := p.Upsert(ctx, owner, repo, pr, marker, "plan 2")
+			if err != nil || again.Created || again.CommentID != res.CommentID {
+				t.Errorf("again = %+v, %v; want an edit of %d", again, err, res.CommentID)
+			}
+			after := s.Comments(owner, repo, pr)
+			if !slices.Equal(after[:len(strangers)], strangers) {
+				t.Errorf("strangers' comments changed: %+v", after[:len(strangers)])
+			}
+		})
 	}
 }

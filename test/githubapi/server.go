@@ -176,6 +176,7 @@ func (s *Server) newID() int64 {
 // routes, in the order a real front end would apply them.
 func (s *Server) handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /user", s.getUser)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/issues/{number}/comments", s.listComments)
 	mux.HandleFunc("POST /repos/{owner}/{repo}/issues/{number}/comments", s.createComment)
 	mux.HandleFunc("PATCH /repos/{owner}/{repo}/issues/comments/{id}", s.editComment)
