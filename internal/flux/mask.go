@@ -36,6 +36,13 @@ import (
 // cannot be shown as the twin's.
 const maskDerived = "(from a secret variable)"
 
+// The errors of a substitution that fails with the Secret variables'
+// values, or only without them.
+const (
+	errHidden     = "postBuild substitution fails with the values of its Secret variables (the error is not shown: it may quote them)"
+	errCannotTell = "kplan cannot tell which fields the values of its Secret variables make: without them the substitution fails"
+)
+
 // secretTokens are the tokens standing for the Secret variables of one
 // substitution.
 type secretTokens struct {
@@ -90,7 +97,7 @@ func (t *secretTokens) hide(s string) (string, bool) {
 // tokens only.
 func (t *secretTokens) hideErr(id string, terr error) error {
 	if terr == nil {
-		return fmt.Errorf("Flux Kustomization %s: postBuild substitution fails with the values of its Secret variables (the error is not shown: it may quote them)", id)
+		return fmt.Errorf("Flux Kustomization %s: %s", id, errHidden)
 	}
 	s, _ := t.hide(terr.Error())
 	return errors.New(s)
@@ -101,7 +108,7 @@ func (t *secretTokens) hideErr(id string, terr error) error {
 // completes the YAML around it): which fields they make is unknown.
 func (t *secretTokens) cannotTell(id string, terr error) error {
 	s, _ := t.hide(terr.Error())
-	return fmt.Errorf("Flux Kustomization %s: kplan cannot tell which fields the values of its Secret variables make: without them the substitution fails (%s)", id, s)
+	return fmt.Errorf("Flux Kustomization %s: %s (%s)", id, errCannotTell, s)
 }
 
 // maskSecretFields returns real (what Flux applies) with every field a

@@ -96,7 +96,7 @@ func leaked(out, allowed, value string) string {
 // checkMasked fails if what substituting value from a Secret into field
 // prints holds a Secret-made substring: one that neither the field as
 // written, nor the substitution of a harmless ConfigMap value, nor the
-// masks hold.
+// masks and kplan's errors hold.
 func checkMasked(t testing.TB, field, value string) string {
 	t.Helper()
 	out, ok := substituted(t, field, value, true)
@@ -104,7 +104,7 @@ func checkMasked(t testing.TB, field, value string) string {
 		return ""
 	}
 	control, _ := substituted(t, field, "0", false)
-	allowed := field + "\n" + control + "\n(secret variable S)" + maskDerived
+	allowed := strings.Join([]string{field, control, "(secret variable S)", maskDerived, errHidden, errCannotTell}, "\n")
 	if g := leaked(out, allowed, value); g != "" {
 		t.Errorf("field %q with Secret value %q prints %q of it:\n%s", field, value, g, out)
 	}
