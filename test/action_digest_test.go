@@ -31,7 +31,11 @@ func TestPlanDigestIsStableAndPerOverlay(t *testing.T) {
 			t.Fatalf("the plan comment has no reviewed-plan marker (%v):\n%s", err, body)
 		}
 		var js struct {
-			Overlays []struct{ Path, Digest string }
+			Overlays []struct {
+				Path, Digest string
+				Skipped      bool
+			}
+			Settings struct{ RemoteHosts []string }
 		}
 		data, err := os.ReadFile(r.outputs(t)["report-json"])
 		if err != nil || json.Unmarshal(data, &js) != nil {
@@ -40,6 +44,9 @@ func TestPlanDigestIsStableAndPerOverlay(t *testing.T) {
 		digests := map[string]string{}
 		for _, o := range js.Overlays {
 			digests[o.Path] = o.Digest
+			if o.Skipped {
+				digests[o.Path] = "skipped" + o.Digest
+			}
 		}
 		return rv, digests
 	}
@@ -50,6 +57,12 @@ func TestPlanDigestIsStableAndPerOverlay(t *testing.T) {
 	a := js["overlays/a"]
 	if !strings.HasPrefix(a, "sha256:") || len(a) != 71 || first.Digests["overlays/a"] != prcomment.ShortDigest(a) {
 		t.Errorf("overlay a: JSON digest %q, marker %q", a, first.Digests["overlays/a"])
+	}
+	// b, which the change cannot affect, was not rendered: it has no
+	// digest (not the empty render's), in the JSON and in the marker,
+	// which lists it as skipped.
+	if js["overlays/b"] != "skipped" || first.Digests["overlays/b"] != "" || !first.WasSkipped("overlays/b") {
+		t.Errorf("the unrendered overlay b: JSON %q, marker digest %q, skipped %v", js["overlays/b"], first.Digests["overlays/b"], first.Skipped)
 	}
 	// Another checkout, elsewhere on disk: the same marker.
 	if again, _ := reviewed(checkoutRef(t, s.upstream, "refs/pull/2/merge")); again.Digests["overlays/a"] != first.Digests["overlays/a"] {

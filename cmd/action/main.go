@@ -12,6 +12,7 @@ import (
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/kplan-dev/kplan/internal/action"
+	"github.com/kplan-dev/kplan/internal/crash"
 	_ "github.com/kplan-dev/kplan/internal/noi18n" // before kubectl's packages start
 	"github.com/kplan-dev/kplan/internal/plan"
 )
@@ -27,14 +28,25 @@ func main() {
 		filter.Drop.Store(true)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err = run(ctx, os.Args[1:], os.Getenv, os.Stdout, stderr)
+	code := runMain(ctx, os.Args[1:], os.Getenv, os.Stdout, stderr, githubactions.New())
 	stop()
 	filter.Close()
-	if err != nil {
-		// An error command makes the failure an annotation on the run.
-		githubactions.New().Errorf("kplan: %v", err)
-		os.Exit(1)
+	os.Exit(code)
+}
+
+// runMain runs the Action and returns the status the step ends with,
+// having reported why through a: 1 for any error, a crash (a panic in
+// run, recovered) included, which is also written to stderr with its
+// stack and a request for a report.
+func runMain(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, a *githubactions.Action) int {
+	err := crash.Catch(func() error { return run(ctx, args, getenv, stdout, stderr) })
+	if err == nil {
+		return 0
 	}
+	crash.Report(stderr, "kplan", err)
+	// An error command makes the failure an annotation on the run.
+	a.Errorf("kplan: %v", err)
+	return 1
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

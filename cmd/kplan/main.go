@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/kplan-dev/kplan/internal/batchgc"
+	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/demo"
 	"github.com/kplan-dev/kplan/internal/gitbase"
 	"github.com/kplan-dev/kplan/internal/inventory"
@@ -53,17 +54,35 @@ func main() {
 		fmt.Fprintln(stderr, "kplan: kustomize's warnings will show raw:", ferr)
 	}
 	ctx, stop := signal.NotifyContext(context.WithValue(context.Background(), stderrFilterKey{}, filter), os.Interrupt)
-	err = run(ctx, os.Args[1:], os.Getenv, os.Stdout, stderr)
+	code := runMain(ctx, os.Args[1:], os.Getenv, os.Stdout, stderr)
 	stop()
 	stopProfile()
 	filter.Close()
+	os.Exit(code)
+}
+
+// runMain runs kplan and returns the status it ends with, having
+// reported why. A crash (a panic in run, recovered) exits 1 with the
+// stack and a request for a report: never 2, which --exit-code means as
+// "changes" (and Go exits with on a panic nobody recovers).
+func runMain(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	return exitCode(crash.Catch(func() error { return run(ctx, args, getenv, stdout, stderr) }), stderr)
+}
+
+// exitCode reports err, as run returned it, and says the status kplan
+// ends with.
+func exitCode(err error, stderr io.Writer) int {
 	var exit exitError
 	switch {
+	case err == nil:
+		return 0
+	case crash.Report(stderr, "kplan", err):
+		return 1
 	case errors.As(err, &exit):
-		os.Exit(int(exit))
-	case err != nil:
+		return int(exit)
+	default:
 		fmt.Fprintln(stderr, "kplan:", err)
-		os.Exit(1)
+		return 1
 	}
 }
 
@@ -94,7 +113,8 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e))
 // (terraform's -detailed-exitcode convention).
 const exitCodes = `Exit codes:
   0  success
-  1  any error, usage errors included (and for diff and merge, an overlay the change breaks)
+  1  any error, usage errors included (and for diff and merge, an overlay the change breaks);
+     a crash (a bug in kplan) too, whatever the flags
   2  diff and merge --exit-code only: the plan has changes`
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -331,9 +351,14 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 	return cmd
 }
 
-// planExit is how a printed plan ends kplan: 1 when the change breaks an
-// overlay (failOnError), 2 when it has changes (exitCode).
+// planExit is how a printed plan ends kplan: 1 when kplan crashed on an
+// overlay (a bug: whatever the flags, never a plan that passes), 1 when
+// the change breaks an overlay (failOnError), 2 when it has changes
+// (exitCode).
 func planExit(p *inventorydiff.Plan, failOnError, exitCode bool) error {
+	if crashed := p.Crashed(); len(crashed) > 0 {
+		return fmt.Errorf("planning %s crashed (a bug in kplan; the plan above shows the panic): please report it at %s", strings.Join(crashed, ", "), crash.ReportURL)
+	}
 	if failOnError && len(p.IntroducedFailures()) > 0 {
 		return exitError(1)
 	}

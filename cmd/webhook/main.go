@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kplan-dev/kplan/internal/config"
+	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
 	"github.com/kplan-dev/kplan/internal/ghauth"
@@ -43,12 +44,24 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	code := runMain(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kplan-webhook:", err)
-		os.Exit(1)
+	os.Exit(code)
+}
+
+// runMain runs kplan-webhook and returns the status it ends with, having
+// reported why: 1 for any error, a crash (a panic in run, recovered)
+// included, which is written with its stack and a request for a report.
+func runMain(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	err := crash.Catch(func() error { return run(ctx, args, getenv, stdout, stderr) })
+	switch {
+	case err == nil:
+		return 0
+	case crash.Report(stderr, "kplan-webhook", err):
+	default:
+		fmt.Fprintln(stderr, "kplan-webhook:", err)
 	}
+	return 1
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

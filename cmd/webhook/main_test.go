@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kplan-dev/kplan/internal/crash"
 )
 
 func TestVersion(t *testing.T) {
@@ -139,4 +141,24 @@ func listenerURLs(line string) (public, metrics string, ok bool) {
 		return "", "", false
 	}
 	return public, strings.TrimSpace(m), true
+}
+
+// panicWriter is an output with a bug: it panics when written to.
+type panicWriter struct{}
+
+func (panicWriter) Write([]byte) (int, error) { panic("injected: write") }
+
+// A panic in kplan-webhook's run exits 1 with the panic, its stack and
+// where to report it, never 2 (Go's status for a panic nobody recovers).
+func TestCrashExitsOne(t *testing.T) {
+	var stderr bytes.Buffer
+	code := runMain(context.Background(), []string{"--version"}, func(string) string { return "" }, panicWriter{}, &stderr)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	for _, want := range []string{"kplan-webhook crashed (a bug): " + crash.Marker + "injected: write", "\npanic(", "please report it, with the lines above, at " + crash.ReportURL} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
 }

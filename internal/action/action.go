@@ -27,6 +27,7 @@ import (
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/kplan-dev/kplan/internal/batchgc"
+	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/gitbase"
 	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
@@ -218,6 +219,11 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if in.failOnError && len(introduced) > 0 {
 		failures = append(failures, fmt.Errorf("this change breaks %d %s: %s (see the plan comment; set fail-on-error: false to only report)",
 			len(introduced), plural(len(introduced), "overlay", "overlays"), strings.Join(introduced, ", ")))
+	}
+	if crashed := p.Crashed(); len(crashed) > 0 {
+		// Whatever fail-on-error says: what the change does there is unknown.
+		failures = append(failures, fmt.Errorf("planning %s crashed (a bug in kplan; the plan comment shows the panic): please report it at %s",
+			strings.Join(crashed, ", "), crash.ReportURL))
 	}
 	if err := checkDangerous(p, opts.DangerGate, log); err != nil {
 		failures = append(failures, err)

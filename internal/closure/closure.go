@@ -33,6 +33,8 @@ import (
 	"sigs.k8s.io/kustomize/api/types"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/kplan-dev/kplan/internal/crash"
 )
 
 // Kind is what a path is in a tree.
@@ -226,6 +228,10 @@ type Closure struct {
 	// OpenAPI is set when a kustomization of the build sets a custom
 	// schema, which krusty keeps in a process-wide variable.
 	OpenAPI bool
+	// Err is a bug met reading a kustomization of the build (a
+	// *crash.Error): the overlay fails with it. Unbounded says so too,
+	// so that nothing takes the closure for all the build reads.
+	Err error
 }
 
 // Bounded reports whether the repository paths are all the build reads:
@@ -270,7 +276,8 @@ type node struct {
 	remote    []Remote
 	unbounded string
 	openapi   bool
-	listed    bool // it lists directories, beyond its paths
+	listed    bool  // it lists directories, beyond its paths
+	err       error // a panic reading it: kplan's bug
 }
 
 // Overlay returns the closure of the overlay in dir.
@@ -366,6 +373,9 @@ func (b *Builder) walk(dir string, visit func(*node)) *Closure {
 			c.Unbounded = n.unbounded
 		}
 		c.OpenAPI = c.OpenAPI || n.openapi
+		if n.err != nil && c.Err == nil {
+			c.Err = n.err
+		}
 		stack = append(stack, n.subs...)
 	}
 	return c
@@ -408,7 +418,10 @@ func (b *Builder) node(dir string) *node {
 	}
 	n := &node{}
 	b.nodes[dir] = n
-	b.read(n, dir)
+	if err := crash.Catch(func() error { b.read(n, dir); return nil }); err != nil {
+		// What was read before the panic is not all the build reads.
+		*n = node{paths: []string{dir}, unbounded: fmt.Sprintf("%s: %v", dir, err), err: fmt.Errorf("read the kustomization in %s: %w", dir, err)}
+	}
 	b.opts.Shared.put(dir, n)
 	return n
 }

@@ -159,6 +159,14 @@ type Mirror interface {
 	// pull request pr's refs) and returns the mirror's directory: the
 	// commit a plan reviewed, which no branch may reach any more.
 	FetchCommit(ctx context.Context, cloneURL, sha string, pr int) (dir string, err error)
+	// FirstParent is the first parent of commit sha: the branch as a
+	// merge found it.
+	FirstParent(ctx context.Context, dir, sha string) (string, error)
+	// Merge makes the commit merging head into base (no conflicts) and
+	// returns it with its tree.
+	Merge(ctx context.Context, dir, base, head string) (commit, tree string, err error)
+	// Tree is the tree of commit sha.
+	Tree(ctx context.Context, dir, sha string) (string, error)
 }
 
 // GitMirror is the Mirror of git mirrors fetched over HTTP.
@@ -565,12 +573,12 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	dir, err := d.resolve(ctx, log, t, &r)
 	reason := ReasonFetchFailed
 	var (
-		target  *deploy.Target
-		planned *inventory.Inventory
+		target *deploy.Target
+		m      = merged{dir: dir, sha: r.SHA}
 	)
 	if err == nil {
 		reason = ReasonRenderFailed
-		target, planned, err = d.render(ctx, t, dir, r.SHA)
+		target, m.planned, m.s, err = d.renderAt(ctx, t, dir, r.SHA)
 	}
 	if err == nil {
 		// Recorded before the first renders are awaited, so that the other
@@ -625,13 +633,20 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 		log.Info("not deploying: the branch's tip is older than the commit the cluster runs; push a new commit to deploy", "tip", sha, "deployed", ann[AnnotationSHA])
 		return
 	}
-	review := d.review(ctx, log, t, sha, r.PR, planned)
+	if ann[AnnotationTarget] == t.Key() {
+		m.deployed = ann[AnnotationSHA]
+	}
+	review := d.review(ctx, log, t, m, r.PR)
 	if t.RequireReviewedPlan && !review.Ok() {
 		if review == nil {
-			review = &Review{Verdict: Unknown, Err: "the webhook has no GitHub access to read plans"}
+			review = &Review{Verdict: Unknown, Err: "the webhook has no GitHub access to read reviews"}
 		}
-		if r.Acknowledged == "" {
-			d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: refusal(t, review), Reason: ReasonRefused, Review: review})
+		var ackErr error
+		if r.Acknowledged != "" {
+			ackErr = d.acknowledged(ctx, t, r.Acknowledged)
+		}
+		if r.Acknowledged == "" || ackErr != nil {
+			d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: refusal(t, review, ackErr), Reason: ReasonRefused, Review: review})
 			return
 		}
 		review.Acknowledged = r.Acknowledged
@@ -724,9 +739,15 @@ func truncate(s string, n int) string {
 // Reviews, it also returns the inventory a plan computes of the render
 // (deploy.Planned), whose digest is compared with the plan reviewed.
 func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*deploy.Target, *inventory.Inventory, error) {
+	tg, planned, _, err := d.renderAt(ctx, t, dir, sha)
+	return tg, planned, err
+}
+
+// renderAt is render, also returning the commit's snapshot.
+func (d *Deployer) renderAt(ctx context.Context, t Target, dir, sha string) (*deploy.Target, *inventory.Inventory, *snapshot.Snapshot, error) {
 	s, err := d.Mirrors.Snapshot(ctx, dir, sha)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if !t.AllowRemoteBases && len(t.RemoteHosts) == 0 {
 		// A deploy must not depend on what another server returns at that
@@ -734,13 +755,13 @@ func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*depl
 		c := closure.New(closure.SnapshotSource(ctx, s), closure.Options{}).Overlay(t.Overlay)
 		if len(c.Remote) > 0 {
 			r := c.Remote[0]
-			return nil, nil, fmt.Errorf("%s uses the remote %s %s (in %s); remote resources are off for target %s (list the hosts it may fetch from in remoteHosts in the config; allowRemoteBases alone fetches nothing)", t.Overlay, r.Field, r.Ref, r.File, t.Name)
+			return nil, nil, nil, fmt.Errorf("%s uses the remote %s %s (in %s); remote resources are off for target %s (list the hosts it may fetch from in remoteHosts in the config; allowRemoteBases alone fetches nothing)", t.Overlay, r.Field, r.Ref, r.File, t.Name)
 		}
 	}
 	// What the render fetches, only from the hosts the target lists.
 	policy, err := netpolicy.New(t.RemoteHosts, "the target's remoteHosts in the webhook's config: [%s]")
 	if err != nil {
-		return nil, nil, fmt.Errorf("target %s: remoteHosts: %w", t.Name, err)
+		return nil, nil, nil, fmt.Errorf("target %s: remoteHosts: %w", t.Name, err)
 	}
 	var git render.GitFetcher
 	if len(t.RemoteHosts) > 0 {
@@ -752,17 +773,17 @@ func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*depl
 	}
 	r, files, err := renderOverlay(ctx, s, t.Overlay, render.Options{Remote: policy, Git: git, EnableHelm: t.EnableHelm})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var planned *inventory.Inventory
 	if d.Reviews != nil {
 		if planned, err = deploy.Planned(r, files, cmp.Or(t.Namespace, deploy.DefaultNamespace)); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	// NewTarget copies the objects (through JSON): planned keeps its own.
 	tg, err := deploy.NewTarget(r, files, deploy.TargetOptions{Inventory: t.Inventory, Namespace: t.Namespace})
-	return tg, planned, err
+	return tg, planned, s, err
 }
 
 // renderOverlay renders one overlay of a commit's tree with opts (what

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -33,6 +34,10 @@ type fakeMirror struct {
 	// commits it was asked for.
 	unserved map[string]bool
 	fetched  []string
+	// merges are the commits Merge makes of (base, head); a pair not
+	// there conflicts. treeOf aliases a commit's tree to another's.
+	merges map[[2]string]string
+	treeOf map[string]string
 }
 
 func newFakeMirror(tip string, tree fstest.MapFS) *fakeMirror {
@@ -88,6 +93,35 @@ func (m *fakeMirror) FetchCommit(ctx context.Context, cloneURL, sha string, pr i
 	return "mirror", nil
 }
 
+func (m *fakeMirror) FirstParent(ctx context.Context, dir, sha string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.parents[sha]; p != "" {
+		return p, nil
+	}
+	return "", fmt.Errorf("commit %s has no parent", sha)
+}
+
+func (m *fakeMirror) Merge(ctx context.Context, dir, base, head string) (string, string, error) {
+	m.mu.Lock()
+	c, ok := m.merges[[2]string{base, head}]
+	m.mu.Unlock()
+	if !ok {
+		return "", "", fmt.Errorf("merging %s into %s: conflicts", head, base)
+	}
+	tree, err := m.Tree(ctx, dir, c)
+	return c, tree, err
+}
+
+func (m *fakeMirror) Tree(ctx context.Context, dir, sha string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if t, ok := m.treeOf[sha]; ok {
+		return t, nil
+	}
+	return "tree-" + sha, nil
+}
+
 // fakeEngine is a cluster of one inventory: its annotations, and the
 // commits applied (read from the ConfigMap each commit renders).
 type fakeEngine struct {
@@ -103,7 +137,7 @@ func (e *fakeEngine) Annotations(ctx context.Context, inv *unstructured.Unstruct
 	if e.ann == nil {
 		return nil, nil
 	}
-	return maps(e.ann), nil
+	return maps.Clone(e.ann), nil
 }
 
 func (e *fakeEngine) Apply(ctx context.Context, inv *unstructured.Unstructured, objs []*unstructured.Unstructured, opts deploy.Options) (*deploy.Result, error) {
@@ -132,14 +166,6 @@ func (e *fakeEngine) Annotate(ctx context.Context, inv *unstructured.Unstructure
 		e.ann[k] = v
 	}
 	return nil
-}
-
-func maps(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // fakeReporter records the reports as "started sha", "finished sha#pr
@@ -310,7 +336,7 @@ func TestDeployerRules(t *testing.T) {
 			m.tip, m.failFetch = tc.tip, tc.failFetch
 			eng := &fakeEngine{failApply: tc.failApply}
 			if tc.deployed != nil {
-				eng.ann = maps(tc.deployed)
+				eng.ann = maps.Clone(tc.deployed)
 			}
 			rep := &fakeReporter{interrupted: tc.interrupted}
 			var logs bytes.Buffer

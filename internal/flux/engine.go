@@ -1,6 +1,7 @@
 package flux
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/kplan-dev/kplan/internal/closure"
+	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
@@ -342,6 +344,9 @@ func (e *Engine) rawClosure(ctx context.Context, s *snapshot.Snapshot, k *Kustom
 		if out.Unbounded == "" {
 			out.Unbounded = c.Unbounded
 		}
+		if out.Err == nil {
+			out.Err = c.Err
+		}
 	}
 	if has {
 		add(b.Overlay(dir))
@@ -385,7 +390,12 @@ func (e *Engine) buildAll(ctx context.Context, s *snapshot.Snapshot, scratch str
 	for _, t := range ts {
 		g.Go(func() error {
 			start := time.Now()
-			t.Err = e.build(ctx, s, scratch, t, deferrable)
+			t.Err = crash.Catch(func() error { return e.build(ctx, s, scratch, t, deferrable) })
+			if c := crash.As(t.Err); c != nil {
+				// A bug building one target fails it alone.
+				slog.Error("kplan bug: panic building a Flux Kustomization; it fails, the rest is planned", "id", t.ID(), "panic", fmt.Sprint(c.Value), "stack", string(c.Stack))
+				t.Deferred, t.Err = false, fmt.Errorf("Flux Kustomization %s (%s): %w", t.ID(), cmp.Or(t.File, t.Path()), t.Err)
+			}
 			t.Elapsed = time.Since(start)
 			if t.Err != nil {
 				slog.Debug("Flux Kustomization failed", "id", t.ID(), "err", t.Err)
@@ -400,6 +410,9 @@ func (e *Engine) buildAll(ctx context.Context, s *snapshot.Snapshot, scratch str
 func (e *Engine) build(ctx context.Context, s *snapshot.Snapshot, scratch string, t *Target, deferrable func(*Target) bool) error {
 	if t.Closure == nil {
 		t.Closure = e.closure(ctx, s, t)
+	}
+	if t.Closure.Err != nil {
+		return fmt.Errorf("Flux Kustomization %s: %w", t.ID(), t.Closure.Err)
 	}
 	if deferrable != nil && deferrable(t) {
 		t.Deferred = true
@@ -434,7 +447,15 @@ func (e *Engine) build(ctx context.Context, s *snapshot.Snapshot, scratch string
 // postBuild applies Flux's post-build steps to t's objects and lists
 // what kplan does not render.
 func (e *Engine) postBuild(ctx context.Context, t *Target, pool varPool) {
-	pb, err := postBuild(ctx, t.Kustomization, t.Objects, pool)
+	var pb *postBuilt
+	err := crash.Catch(func() (err error) {
+		pb, err = postBuild(ctx, t.Kustomization, t.Objects, pool)
+		return err
+	})
+	if c := crash.As(err); c != nil {
+		slog.Error("kplan bug: panic in a Flux Kustomization's post-build; it fails, the rest is planned", "id", t.ID(), "panic", fmt.Sprint(c.Value), "stack", string(c.Stack))
+		err = fmt.Errorf("Flux Kustomization %s (%s): postBuild: %w", t.ID(), cmp.Or(t.File, t.Path()), err)
+	}
 	if err != nil {
 		t.Err, t.Objects = err, nil
 		return

@@ -15,6 +15,7 @@ package flux
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"path"
@@ -104,6 +105,29 @@ func fromNode(n *yaml.RNode, file, defaultNS string) (*Kustomization, error) {
 	return &Kustomization{Namespace: ns, Name: n.GetName(), File: file, Object: m}, nil
 }
 
+// declared is the Flux Kustomization a document of file declares, nil if
+// it declares none. Any YAML is read: a document that is not a mapping (a
+// kustomize replacements file is a top-level list) or whose metadata is
+// not one declares nothing. It reads the document as a map, never with
+// kyaml's getters, which panic on a node of another kind.
+func declared(n *yaml.RNode, file string) *Declared {
+	if n.YNode().Kind != yaml.MappingNode {
+		return nil
+	}
+	m, err := n.Map()
+	if err != nil {
+		return nil
+	}
+	apiVersion, _, _ := unstructured.NestedString(m, "apiVersion")
+	kind, _, _ := unstructured.NestedString(m, "kind")
+	name, _, _ := unstructured.NestedString(m, "metadata", "name")
+	ns, _, _ := unstructured.NestedString(m, "metadata", "namespace")
+	if !IsKustomization(apiVersion, kind) || name == "" {
+		return nil
+	}
+	return &Declared{Kustomization: &Kustomization{Namespace: cmp.Or(ns, "default"), Name: name, File: file, Object: m}, NamespaceSet: ns != ""}
+}
+
 // Declared is a Flux Kustomization found in a repository file.
 type Declared struct {
 	*Kustomization
@@ -150,14 +174,9 @@ func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) ([]De
 			continue
 		}
 		for _, n := range nodes {
-			if !IsKustomization(n.GetApiVersion(), n.GetKind()) || n.GetName() == "" {
-				continue
+			if k := declared(n, p); k != nil {
+				out = append(out, *k)
 			}
-			k, err := fromNode(n, p, "default")
-			if err != nil {
-				continue
-			}
-			out = append(out, Declared{Kustomization: k, NamespaceSet: n.GetNamespace() != ""})
 		}
 	}
 	slices.SortFunc(out, func(a, b Declared) int {

@@ -248,28 +248,97 @@ func (r *Reporter) commentOp(o deployer.Outcome) *op {
 }
 
 // ReviewedPlan reads the plan kplan's Action recorded in its comment on
-// the pull request sha merged (pr, or found from the commit): only the
-// plan author's comment counts, so a marker anyone else posts is ignored.
-func (r *Reporter) ReviewedPlan(ctx context.Context, t deployer.Target, sha string, pr int) (*prcomment.Reviewed, int, error) {
-	if pr == 0 {
-		n, err := r.mergedPR(ctx, t, sha)
-		if err != nil || n == 0 {
-			return nil, 0, err
-		}
-		pr = n
-	}
+// pull request pr: only the plan author's comment counts, so a marker
+// anyone else posts is ignored.
+func (r *Reporter) ReviewedPlan(ctx context.Context, t deployer.Target, pr int) (*prcomment.Reviewed, error) {
 	owner, repo := split(t.Repo)
 	c, err := prcomment.FindBy(ctx, r.GH, owner, repo, pr, prcomment.PlanMarker, cmp.Or(r.PlanAuthor, "github-actions[bot]"))
 	if err != nil || c == nil {
-		return nil, pr, err
+		return nil, err
 	}
 	plan, ok, err := prcomment.ParseReviewed(c.GetBody())
 	if err != nil || !ok {
 		// A plan comment from before digests, or damaged: nothing to
 		// compare with.
-		return nil, pr, err
+		return nil, err
 	}
-	return &plan, pr, nil
+	return &plan, nil
+}
+
+// Approvals reads the reviews of the pull request sha merged (pr, or
+// found from the commit) from GitHub's own record (pulls/N/reviews): each
+// reviewer's latest review that approves or requests changes decides for
+// them; a dismissed review has state DISMISSED and so decides nothing; an
+// approval counts only from a user who may write to the repository.
+// Which commit each approval was given on is its commit_id.
+func (r *Reporter) Approvals(ctx context.Context, t deployer.Target, sha string, pr int) (deployer.Approvals, error) {
+	if pr == 0 {
+		n, err := r.mergedPR(ctx, t, sha)
+		if err != nil || n == 0 {
+			return deployer.Approvals{}, err
+		}
+		pr = n
+	}
+	owner, repo := split(t.Repo)
+	ap := deployer.Approvals{PR: pr}
+	latest := map[string]*github.PullRequestReview{}
+	var order []string
+	opts := &github.ListOptions{PerPage: 100}
+	for {
+		rs, resp, err := r.GH.PullRequests.ListReviews(ctx, owner, repo, pr, opts)
+		if err != nil {
+			return ap, fmt.Errorf("list the reviews of %s#%d: %w", t.Repo, pr, err)
+		}
+		for _, rv := range rs {
+			ap.Reviews++
+			login := rv.GetUser().GetLogin()
+			switch rv.GetState() {
+			case "APPROVED", "CHANGES_REQUESTED", "DISMISSED":
+				// Oldest first: a later one replaces an earlier one.
+				if _, seen := latest[login]; !seen {
+					order = append(order, login)
+				}
+				latest[login] = rv
+			}
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	for i := len(order) - 1; i >= 0; i-- {
+		rv := latest[order[i]]
+		if rv.GetState() != "APPROVED" || rv.GetCommitID() == "" {
+			continue
+		}
+		ok, err := r.CanWrite(ctx, t, order[i])
+		if err != nil {
+			return ap, err
+		}
+		if ok {
+			ap.Approved = append(ap.Approved, deployer.Approval{Commit: rv.GetCommitID(), By: order[i]})
+		}
+	}
+	// Newest first, by when each was submitted.
+	slices.SortStableFunc(ap.Approved, func(a, b deployer.Approval) int {
+		return latest[b.By].GetSubmittedAt().Compare(latest[a.By].GetSubmittedAt().Time)
+	})
+	return ap, nil
+}
+
+// CanWrite says whether login may push to t's repository (admin,
+// maintain or write), from GitHub's collaborator permission.
+func (r *Reporter) CanWrite(ctx context.Context, t deployer.Target, login string) (bool, error) {
+	owner, repo := split(t.Repo)
+	p, _, err := r.GH.Repositories.GetPermissionLevel(ctx, owner, repo, login)
+	if err != nil {
+		return false, fmt.Errorf("the permission of @%s on %s: %w", login, t.Repo, err)
+	}
+	switch p.GetPermission() {
+	case "admin", "maintain", "write":
+		return true, nil
+	}
+	return false, nil
 }
 
 // mergedPR finds the pull request a pushed commit came from (0: none).
@@ -475,20 +544,20 @@ func cell(s string) string {
 // reverse, and each changed field (Secret values hidden), reviewed →
 // merged; or why that could not be worked out.
 func writeReviewDiff(b *strings.Builder, target string, r *deployer.Review) {
-	if r == nil || r.Verdict != deployer.Differs {
+	if r == nil || (r.Verdict != deployer.Differs && r.Verdict != deployer.PlanDiffers) {
 		return
 	}
 	if r.Diff == nil {
 		if r.DiffErr != "" {
-			fmt.Fprintf(b, "\n%s: how the merge differs from the plan reviewed in #%d is not known: %s\n", target, r.PR, Public(r.DiffErr))
+			fmt.Fprintf(b, "\n%s: how the merge differs from %s is not known: %s\n", target, r.Against(), Public(r.DiffErr))
 		}
 		return
 	}
 	d := r.Diff
-	fmt.Fprintf(b, "\n<details open><summary>%s: how the merge differs from the plan reviewed in #%d (%d added, %d changed, %d removed)</summary>\n\n",
-		target, r.PR, len(d.Added), len(d.Changed), len(d.Pruned))
+	fmt.Fprintf(b, "\n<details open><summary>%s: how the merge differs from %s (%d added, %d changed, %d removed)</summary>\n\n",
+		target, r.Against(), len(d.Added), len(d.Changed), len(d.Pruned))
 	for _, k := range d.Added {
-		fmt.Fprintf(b, "- \\+ %s: not in the plan reviewed\n", cell(inventorydiff.Name(k)))
+		fmt.Fprintf(b, "- \\+ %s: not in what was reviewed\n", cell(inventorydiff.Name(k)))
 	}
 	for _, c := range d.Changed {
 		fmt.Fprintf(b, "- ~ %s\n", cell(inventorydiff.Name(c.Key)))
@@ -497,7 +566,7 @@ func writeReviewDiff(b *strings.Builder, target string, r *deployer.Review) {
 		}
 	}
 	for _, k := range d.Pruned {
-		fmt.Fprintf(b, "- \\- %s: in the plan reviewed, not applied\n", cell(inventorydiff.Name(k)))
+		fmt.Fprintf(b, "- \\- %s: in what was reviewed, not applied\n", cell(inventorydiff.Name(k)))
 	}
 	b.WriteString("\n</details>\n")
 }
@@ -505,9 +574,9 @@ func writeReviewDiff(b *strings.Builder, target string, r *deployer.Review) {
 // reviewMark marks a deploy's comparison with the plan reviewed.
 func reviewMark(r *deployer.Review) string {
 	switch r.Verdict {
-	case deployer.AsReviewed, deployer.Unaffected:
+	case deployer.AsApproved, deployer.Unaffected, deployer.AsReviewed:
 		return "🔒"
-	case deployer.Differs:
+	case deployer.Differs, deployer.PlanDiffers, deployer.NotApproved, deployer.NotReviewed:
 		return "⚠️"
 	default:
 		return "❔"

@@ -224,3 +224,49 @@ func (m *Mirrors) IsAncestor(ctx context.Context, dir, a, b string) bool {
 	_, err := m.git(ctx, dir, "merge-base", "--is-ancestor", a, b)
 	return err == nil
 }
+
+// FirstParent is the first parent of commit sha in the mirror at dir: for
+// a merge of a pull request, the branch as the merge found it; for a
+// squash or rebase merge, the commit before it on the branch. An error
+// for a root commit.
+func (m *Mirrors) FirstParent(ctx context.Context, dir, sha string) (string, error) {
+	if !objectName.MatchString(sha) {
+		return "", fmt.Errorf("the parent of %q: not a full commit SHA", sha)
+	}
+	p, err := m.git(ctx, dir, "rev-parse", "--verify", "--quiet", sha+"^1^{commit}")
+	if err != nil {
+		return "", fmt.Errorf("commit %s has no parent: %w", sha, err)
+	}
+	return p, nil
+}
+
+// Merge makes, in the mirror at dir, the commit merging head into base as
+// git's merge would (git merge-tree --write-tree: no work tree, no ref),
+// and returns it with its tree. It fails when the merge has conflicts:
+// no one reviewed a resolution.
+func (m *Mirrors) Merge(ctx context.Context, dir, base, head string) (commit, tree string, err error) {
+	for _, c := range []string{base, head} {
+		if !objectName.MatchString(c) {
+			return "", "", fmt.Errorf("merge %q: not a full commit SHA", c)
+		}
+	}
+	out, err := m.git(ctx, dir, "merge-tree", "--write-tree", "--no-messages", base, head)
+	if err != nil {
+		return "", "", fmt.Errorf("merging %s into %s: conflicts or an error (%w)", head, base, err)
+	}
+	tree, _, _ = strings.Cut(out, "\n")
+	commit, err = m.git(ctx, dir, "-c", "user.name=kplan", "-c", "user.email=kplan@localhost",
+		"commit-tree", tree, "-p", base, "-p", head, "-m", "kplan: "+head+" merged into "+base)
+	if err != nil {
+		return "", "", fmt.Errorf("merging %s into %s: %w", head, base, err)
+	}
+	return commit, tree, nil
+}
+
+// Tree is the tree of commit sha in the mirror at dir.
+func (m *Mirrors) Tree(ctx context.Context, dir, sha string) (string, error) {
+	if !objectName.MatchString(sha) {
+		return "", fmt.Errorf("the tree of %q: not a full commit SHA", sha)
+	}
+	return m.git(ctx, dir, "rev-parse", "--verify", "--quiet", sha+"^{tree}")
+}

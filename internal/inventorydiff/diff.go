@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/danger"
 	"github.com/kplan-dev/kplan/internal/inventory"
 )
@@ -24,6 +25,10 @@ var keepAnnotations = map[string]string{
 type Side struct {
 	Inventory *inventory.Inventory // nil when the overlay failed or is absent
 	Err       error                // the render error, if any
+	// Skipped says the side was not rendered because the change cannot
+	// affect it (Inventory is then empty): it has no digest, and a deploy
+	// must never take its emptiness for what was reviewed.
+	Skipped bool
 }
 
 // Status of an overlay in the plan.
@@ -95,6 +100,9 @@ type Overlay struct {
 	// the merge's apply of the overlay must be to be the one reviewed
 	// ("" when head did not render it).
 	HeadDigest string
+	// Skipped says neither side was rendered: the change cannot affect
+	// the overlay (proven from its closure), so it has no digest.
+	Skipped bool
 	// SharedWith are the other overlays that render the same inventory-id
 	// on head: applying one prunes the other's objects.
 	SharedWith []string
@@ -155,6 +163,50 @@ type Plan struct {
 	// Unread are the changed files no overlay's build reads, on either
 	// side: the plan cannot show what changing them does.
 	Unread []UnreadFile
+	// Settings are the render settings the plan used; a deploy whose
+	// target renders otherwise says so.
+	Settings Settings
+}
+
+// Settings are what decides how a plan renders besides the commits: a
+// render with other settings (helm on, other remote hosts, Flux mode off)
+// can differ from the plan's.
+type Settings struct {
+	RemoteHosts        []string `json:"remoteHosts,omitempty"`
+	Helm               bool     `json:"helm,omitempty"`
+	LoadRestrictorNone bool     `json:"loadRestrictorNone,omitempty"`
+	Flux               bool     `json:"flux,omitempty"`
+}
+
+// Differ says, in words, how a deploy's settings o differ from the plan's
+// s; "" when they do not. Flux is not compared: a deploy target is one
+// overlay either way.
+func (s Settings) Differ(o Settings) string {
+	var d []string
+	if s.Helm != o.Helm {
+		d = append(d, fmt.Sprintf("helm %s in the plan, %s here", onOff(s.Helm), onOff(o.Helm)))
+	}
+	if s.LoadRestrictorNone != o.LoadRestrictorNone {
+		d = append(d, fmt.Sprintf("load restrictor %s in the plan, %s here", restrictor(s.LoadRestrictorNone), restrictor(o.LoadRestrictorNone)))
+	}
+	if !slices.Equal(s.RemoteHosts, o.RemoteHosts) {
+		d = append(d, fmt.Sprintf("remote hosts [%s] in the plan, [%s] here", strings.Join(s.RemoteHosts, " "), strings.Join(o.RemoteHosts, " ")))
+	}
+	return strings.Join(d, "; ")
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func restrictor(none bool) string {
+	if none {
+		return "LoadRestrictionsNone"
+	}
+	return "LoadRestrictionsRootOnly"
 }
 
 // UnreadFile is a changed file no planned overlay reads.
@@ -219,7 +271,7 @@ func CompareOne(path string, b Side, inBase bool, h Side, inHead bool) Overlay {
 }
 
 func compareOverlay(path string, b Side, inBase bool, h Side, inHead bool) Overlay {
-	o := Overlay{Path: path}
+	o := Overlay{Path: path, Skipped: b.Skipped && h.Skipped}
 	o.BaseInventory, o.HeadInventory = b.Inventory.Identity(), h.Inventory.Identity()
 	if b.Err != nil {
 		o.BaseErr = b.Err.Error()
@@ -455,6 +507,19 @@ func inventoryDanger(b, h *inventory.Identity, objects int) []danger.Finding {
 		return finding(fmt.Sprintf("inventory object changes from %s to %s with the same inventory-id: the next apply starts an empty inventory, so objects removed before it are never pruned and the old inventory object stays; keep the old name",
 			b, h))
 	}
+}
+
+// Crashed are the overlays whose planning met a bug in kplan, on either
+// side (a recovered panic, internal/crash): what the change does to them
+// is unknown, so no plan that holds one passes, whatever the options.
+func (p *Plan) Crashed() []string {
+	var out []string
+	for i := range p.Overlays {
+		if o := &p.Overlays[i]; strings.Contains(o.HeadErr, crash.Marker) || strings.Contains(o.BaseErr, crash.Marker) {
+			out = append(out, o.Path)
+		}
+	}
+	return out
 }
 
 // IntroducedFailures are the overlays this change breaks: they fail to

@@ -19,10 +19,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -114,6 +116,25 @@ func canonical(h string) string {
 // Hosts says whether the policy allows any host at all.
 func (p *Policy) Hosts() bool {
 	return p != nil && (p.any || len(p.exact) > 0 || len(p.suffixes) > 0)
+}
+
+// Names lists the hosts the policy allows as New was given them, in
+// canonical form and sorted ("*", "*.example.com", "charts.example.com"):
+// the setting a plan records, for a deploy to compare with its own.
+func (p *Policy) Names() []string {
+	if p == nil {
+		return nil
+	}
+	var n []string
+	if p.any {
+		n = append(n, "*")
+	}
+	for _, s := range p.suffixes {
+		n = append(n, "*"+s)
+	}
+	n = append(n, slices.Collect(maps.Keys(p.exact))...)
+	slices.Sort(n)
+	return slices.Compact(n)
 }
 
 // Allowed says whether host may be fetched from, and whether it is named

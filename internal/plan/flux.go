@@ -134,7 +134,7 @@ func (fx *fluxPlan) compare(p *planner) {
 		for i, res := range fx.res {
 			if t := res.Target(id); t != nil {
 				pr.present[i] = true
-				pr.sides[i] = p.fluxSide(t)
+				pr.sides[i] = p.safely(nil, id, func() inventorydiff.Side { return p.fluxSide(t) })
 			}
 		}
 		p.compare(id, pr)

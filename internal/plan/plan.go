@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/flux"
 	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
@@ -127,7 +128,11 @@ func execute(ctx context.Context, opts Options) (*planner, *inventorydiff.Plan, 
 	}
 	opts.RepoDir = top
 	kust := render.NewKustomizer(opts.Render)
-	go kust.Warm() // CPU work while git reads the commits
+	go func() {
+		var err error
+		defer crash.Recover(&err) // a render that needs the schema meets the same panic, in its overlay
+		kust.Warm()               // CPU work while git reads the commits
+	}()
 	base, head, searched, err := open(ctx, opts)
 	if err != nil {
 		return nil, nil, err
@@ -168,6 +173,7 @@ func open(ctx context.Context, opts Options) (base, head *snapshot.Snapshot, sea
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer crash.Recover(&herr)
 			head, herr = snapshot.OpenWorkingTree(ctx, opts.RepoDir, blobs)
 		}()
 	}
@@ -176,7 +182,10 @@ func open(ctx context.Context, opts Options) (base, head *snapshot.Snapshot, sea
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			// What it finds is remembered by content; fluxMode asks again.
+			// What it finds is remembered by content; fluxMode asks again
+			// (and fails the plan with a crash this one recovers from).
+			var err error
+			defer crash.Recover(&err)
 			flux.Discover(ctx, base)
 		}()
 		searched = done

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/kplan-dev/kplan/internal/closure"
+	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/danger"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/inventory"
@@ -159,7 +160,11 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 		if p.fluxSearched != nil {
 			<-p.fluxSearched
 		}
-		on, err := p.fluxMode(ctx, sides, changed)
+		var on bool
+		err := crash.Catch(func() (err error) {
+			on, err = p.fluxMode(ctx, sides, changed)
+			return err
+		})
 		fluxOn <- answer{on, err}
 	}()
 	memo := closure.NewMemo()
@@ -219,7 +224,10 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 			return nil, err
 		}
 	}
-	jobs := p.jobs(sides, skip)
+	jobs, err := p.jobs(sides, skip)
+	if err != nil {
+		return nil, err
+	}
 	if p.flux != nil {
 		p.flux.addClosures(p.closures)
 		p.flux.compare(p)
@@ -268,7 +276,7 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 		p.overlays[i].Dangerous = danger.Without(p.overlays[i].Dangerous, off)
 	}
 	plan := &inventorydiff.Plan{Base: base.Rev, Head: head.Rev, BaseLabel: p.opts.BaseLabel, HeadLabel: p.opts.HeadLabel,
-		Overlays: p.overlays, Totals: inventorydiff.Sum(p.overlays), Unread: unread}
+		Overlays: p.overlays, Totals: inventorydiff.Sum(p.overlays), Unread: unread, Settings: p.settings()}
 	rules := []inventorydiff.IgnoreRules{p.opts.Ignore}
 	if ig := sides[1].ignore; len(ig.Fields)+len(ig.Kinds) > 0 {
 		// Head's rules: a pull request that adds one sees what it hides.
@@ -280,7 +288,9 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 
 // runJobs settles, loads and builds jobs, delivering each side.
 func (p *planner) runJobs(ctx context.Context, sides [2]*side, jobs []*job) error {
-	p.settle(ctx, sides, jobs)
+	if err := p.settle(ctx, sides, jobs); err != nil {
+		return err
+	}
 	var todo []*job
 	for _, j := range jobs {
 		if j.done != nil {
@@ -325,7 +335,7 @@ func (p *planner) phases() func(name string) {
 
 // jobs decides what to build: every overlay on each side it exists on,
 // except overlays the change cannot affect.
-func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
+func (p *planner) jobs(sides [2]*side, changed map[string]bool) ([]*job, error) {
 	all := map[string]bool{}
 	for _, sd := range sides {
 		for o := range sd.overlays {
@@ -340,6 +350,7 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
 	// the union of every overlay's paths costs more than the rest.
 	var closures [2]map[string]*closure.Closure
 	var wg sync.WaitGroup
+	var errs [2]error
 	for i, sd := range sides {
 		closures[i] = map[string]*closure.Closure{}
 		p.met[i] = map[string]bool{}
@@ -350,6 +361,7 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer crash.Recover(&errs[i]) // closure reads a kustomization's panic as its error: this is kplan's own
 			if p.opts.Full || p.opts.Warm {
 				for _, o := range overlays {
 					closures[i][o] = sd.closures.Overlay(o)
@@ -363,6 +375,9 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
 		}()
 	}
 	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, err
+	}
 	p.closures = closures
 	if !p.opts.Full && !p.opts.Warm {
 		// Those the change may affect, or that fail on discovery, need
@@ -382,6 +397,7 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer crash.Recover(&errs[i])
 				for _, o := range need {
 					if sd.overlays[o] {
 						closures[i][o] = sd.closures.Overlay(o)
@@ -390,6 +406,9 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
 			}()
 		}
 		wg.Wait()
+		if err := errors.Join(errs[:]...); err != nil {
+			return nil, err
+		}
 		p.met = [2]map[string]bool{}
 	}
 	if p.opts.Shard.On() {
@@ -413,10 +432,19 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
 			continue
 		}
 		p.stats.Overlays++
-		if sides[0].tree.Errors[o] != nil || sides[1].tree.Errors[o] != nil {
-			for i, sd := range sides {
+		// A closure that failed is a bug reading the overlay's
+		// kustomizations (closure.Closure.Err): the overlay fails with it.
+		failed := func(i int) error {
+			if err := sides[i].tree.Errors[o]; err != nil || cs[i] == nil || cs[i].Err == nil {
+				return err
+			}
+			p.logCrash(o, cs[i].Err)
+			return cs[i].Err
+		}
+		if failed(0) != nil || failed(1) != nil {
+			for i := range sides {
 				pr.sides[i] = unrendered()
-				if err := sd.tree.Errors[o]; err != nil {
+				if err := failed(i); err != nil {
 					pr.sides[i] = inventorydiff.Side{Err: err}
 				}
 			}
@@ -440,7 +468,7 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) []*job {
 			jobs = append(jobs, j)
 		}
 	}
-	return jobs
+	return jobs, nil
 }
 
 // skip says the change cannot affect the overlay: the plan reports it
@@ -537,23 +565,37 @@ func (p *planner) refusal(u *url.URL) error {
 	return nil
 }
 
+// settings are the render settings the plan used, recorded with it.
+func (p *planner) settings() inventorydiff.Settings {
+	s := inventorydiff.Settings{Helm: p.opts.Render.EnableHelm, LoadRestrictorNone: p.opts.Render.LoadRestrictorNone, Flux: p.flux != nil}
+	if n, ok := p.opts.Render.Remote.(interface{ Names() []string }); ok {
+		s.RemoteHosts = n.Names()
+	}
+	return s
+}
+
 // unrendered is the side of an overlay the change cannot affect: the plan
 // reports it unchanged without knowing its objects.
 func unrendered() inventorydiff.Side {
-	return inventorydiff.Side{Inventory: &inventory.Inventory{Objects: map[string]*inventory.Object{}}}
+	return inventorydiff.Side{Inventory: &inventory.Inventory{Objects: map[string]*inventory.Object{}}, Skipped: true}
 }
 
 // settle finishes the jobs that need no build: remote resources on hosts
 // that do not resolve, and renders in the cache.
-func (p *planner) settle(ctx context.Context, sides [2]*side, jobs []*job) {
+func (p *planner) settle(ctx context.Context, sides [2]*side, jobs []*job) error {
 	for _, j := range jobs {
-		if err := p.remoteFailure(ctx, sides[j.side].s, j); err != nil {
-			p.stats.FailFast++
-			j.done = &inventorydiff.Side{Err: err}
+		sd := p.safely(sides[j.side], j.overlay, func() inventorydiff.Side {
+			return inventorydiff.Side{Err: p.remoteFailure(ctx, sides[j.side].s, j)}
+		})
+		if sd.Err != nil {
+			if crash.As(sd.Err) == nil {
+				p.stats.FailFast++
+			}
+			j.done = &sd
 		}
 	}
 	if p.cache == nil {
-		return
+		return nil
 	}
 	var hits []*job
 	for _, j := range jobs {
@@ -562,19 +604,26 @@ func (p *planner) settle(ctx context.Context, sides [2]*side, jobs []*job) {
 		}
 	}
 	// Decoding entries is CPU work, as rendering is: spread it out.
-	parallel(ctx, p.workers(), hits, func(j *job) {
-		e, ok := p.cache.Get(j.key)
-		if !ok {
-			return
+	err := parallel(ctx, p.workers(), hits, func(j *job) {
+		hit := false
+		sd := p.safely(sides[j.side], j.overlay, func() inventorydiff.Side {
+			e, ok := p.cache.Get(j.key)
+			if !ok {
+				return inventorydiff.Side{}
+			}
+			hit = true
+			return p.toSide(sides[j.side], j.overlay, e.Objects, e.Err)
+		})
+		if hit || sd.Err != nil {
+			j.done = &sd
 		}
-		sd := p.toSide(sides[j.side], j.overlay, e.Objects, e.Err)
-		j.done = &sd
 	})
 	for _, j := range hits {
-		if j.done != nil {
+		if j.done != nil && crash.As(j.done.Err) == nil {
 			p.stats.CacheHits++
 		}
 	}
+	return err
 }
 
 // load reads into each side's FS what its builds can read: the union of
@@ -600,6 +649,7 @@ func (p *planner) load(ctx context.Context, sides [2]*side, todo []*job) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer crash.Recover(&errs[i])
 			if all {
 				errs[i] = sd.s.LoadAll(ctx)
 			} else if len(set) > 0 {
@@ -625,24 +675,26 @@ func (p *planner) load(ctx context.Context, sides [2]*side, todo []*job) error {
 
 // build runs krusty for the jobs, longest first, on every core.
 func (p *planner) build(ctx context.Context, sides [2]*side, todo []*job) error {
-	parallel(ctx, p.workers(), todo, func(j *job) {
+	err := parallel(ctx, p.workers(), todo, func(j *job) {
 		sd := sides[j.side]
-		objs, err := p.kust.Render(sd.s.FS, j.overlay, j.c.OpenAPI)
-		// A render past its time budget depends on the machine's load, not
-		// on the commit: never cache it.
-		var timeout *render.TimeoutError
-		if j.key != "" && ctx.Err() == nil && !errors.As(err, &timeout) {
-			perr := p.cache.Put(j.key, rendercache.Entry{Objects: objs, Err: err})
-			p.mu.Lock()
-			if perr == nil {
-				p.stats.Stored++
-			} else if !p.cacheFailed {
-				p.cacheFailed = true // once: every other write fails the same way
-				p.log.Warn("cannot write the render cache; plans stay correct, only slower", "err", perr)
+		p.deliver(j, p.safely(sd, j.overlay, func() inventorydiff.Side {
+			objs, err := p.kust.Render(sd.s.FS, j.overlay, j.c.OpenAPI)
+			// A render past its time budget depends on the machine's load,
+			// not on the commit: never cache it.
+			var timeout *render.TimeoutError
+			if j.key != "" && ctx.Err() == nil && !errors.As(err, &timeout) {
+				perr := p.cache.Put(j.key, rendercache.Entry{Objects: objs, Err: err})
+				p.mu.Lock()
+				if perr == nil {
+					p.stats.Stored++
+				} else if !p.cacheFailed {
+					p.cacheFailed = true // once: every other write fails the same way
+					p.log.Warn("cannot write the render cache; plans stay correct, only slower", "err", perr)
+				}
+				p.mu.Unlock()
 			}
-			p.mu.Unlock()
-		}
-		p.deliver(j, p.toSide(sd, j.overlay, objs, err))
+			return p.toSide(sd, j.overlay, objs, err)
+		}))
 		if p.opts.Progress != nil {
 			p.mu.Lock()
 			p.built++
@@ -651,7 +703,34 @@ func (p *planner) build(ctx context.Context, sides [2]*side, todo []*job) error 
 		}
 	})
 	p.stats.Rendered = len(todo)
-	return ctx.Err()
+	return cmp.Or(err, ctx.Err())
+}
+
+// safely runs fn, one overlay's work on one side: a panic in it fails
+// that overlay alone, with its kustomization file named as a render
+// error names it, and the rest of the plan goes on.
+func (p *planner) safely(sd *side, overlay string, fn func() inventorydiff.Side) (out inventorydiff.Side) {
+	err := crash.Catch(func() error {
+		out = fn()
+		return nil
+	})
+	if err != nil {
+		p.logCrash(overlay, err)
+		where := overlay
+		if sd != nil && sd.tree != nil && sd.tree.Kustomizations[overlay] != nil {
+			where = sd.tree.Kustomizations[overlay].File
+		}
+		out = inventorydiff.Side{Err: fmt.Errorf("%s: %w", where, err)}
+	}
+	return out
+}
+
+// logCrash logs a panic planning overlay with its stack, for the bug
+// report the overlay's error asks for.
+func (p *planner) logCrash(overlay string, err error) {
+	if c := crash.As(err); c != nil {
+		p.log.Error("kplan bug: panic planning an overlay; the overlay fails, the rest is planned", "overlay", overlay, "panic", fmt.Sprint(c.Value), "stack", string(c.Stack))
+	}
 }
 
 func (p *planner) workers() int {
@@ -687,10 +766,7 @@ func (p *planner) compare(overlay string, pr pair) {
 		p.mu.Unlock()
 		return
 	}
-	digest := headDigest(pr.sides[1])
-	thin(pr.sides[0].Inventory, pr.sides[1].Inventory)
-	o := inventorydiff.CompareOne(overlay, pr.sides[0], true, pr.sides[1], true)
-	o.HeadDigest = digest
+	o := p.compareOne(overlay, pr.sides[0], true, pr.sides[1], true)
 	p.mu.Lock()
 	p.overlays = append(p.overlays, o)
 	p.keepHeadKeys(overlay, pr.sides[1])
@@ -727,10 +803,10 @@ func (p *planner) compareLonely(sides [2]*side) {
 			if a == "" || b.Err != nil || h.Err != nil || !same(b.Inventory, h.Inventory) {
 				continue
 			}
-			digest := headDigest(h)
-			thin(b.Inventory, h.Inventory)
-			o := inventorydiff.CompareOne(a, b, true, h, true)
-			o.Status, o.MovedFrom, o.HeadDigest = inventorydiff.Moved, r, digest
+			o := p.compareOne(a, b, true, h, true)
+			if o.BaseErr == "" && o.HeadErr == "" {
+				o.Status, o.MovedFrom = inventorydiff.Moved, r
+			}
 			p.overlays = append(p.overlays, o)
 			p.keepHeadKeys(a, h)
 			delete(p.lonely, r)
@@ -741,9 +817,8 @@ func (p *planner) compareLonely(sides [2]*side) {
 	}
 	for _, o := range slices.Sorted(maps.Keys(p.lonely)) {
 		pr := p.lonely[o]
-		ov := inventorydiff.CompareOne(o, pr.sides[0], pr.present[0], pr.sides[1], pr.present[1])
+		ov := p.compareOne(o, pr.sides[0], pr.present[0], pr.sides[1], pr.present[1])
 		if pr.present[1] {
-			ov.HeadDigest = headDigest(pr.sides[1])
 			p.keepHeadKeys(o, pr.sides[1])
 		}
 		if pr.present[0] && sides[0].targets != nil {
@@ -756,11 +831,36 @@ func (p *planner) compareLonely(sides [2]*side) {
 	p.lonely = nil
 }
 
+// compareOne compares an overlay's sides, with the digest of head's
+// render. A panic comparing them fails the overlay alone.
+func (p *planner) compareOne(overlay string, b inventorydiff.Side, inBase bool, h inventorydiff.Side, inHead bool) (o inventorydiff.Overlay) {
+	err := crash.Catch(func() error {
+		digest := ""
+		if inHead {
+			digest = headDigest(h)
+		}
+		if inBase && inHead {
+			thin(b.Inventory, h.Inventory)
+		}
+		o = inventorydiff.CompareOne(overlay, b, inBase, h, inHead)
+		o.HeadDigest = digest
+		return nil
+	})
+	if err != nil {
+		p.logCrash(overlay, err)
+		err = fmt.Errorf("compare %s: %w", overlay, err)
+		o = inventorydiff.CompareOne(overlay, inventorydiff.Side{Err: err}, inBase, inventorydiff.Side{Err: err}, inHead)
+	}
+	return o
+}
+
 // headDigest is the digest of a head render, taken before thin empties
 // the objects both sides share; "" for a render that failed (or whose
-// objects cannot be read back, which the plan then shows as not reviewed).
+// objects cannot be read back, which the plan then shows as not
+// reviewed), and for a side not rendered: the empty render's digest
+// would be "reviewed as empty" (a deploy of it would differ).
 func headDigest(h inventorydiff.Side) string {
-	if h.Err != nil || h.Inventory == nil {
+	if h.Err != nil || h.Inventory == nil || h.Skipped {
 		return ""
 	}
 	d, err := h.Inventory.Digest()
@@ -860,16 +960,20 @@ func buildVersion() string {
 }
 
 // parallel runs fn on every item with n goroutines, in order of items;
-// items not started when ctx ends are skipped.
-func parallel[T any](ctx context.Context, n int, items []T, fn func(T)) {
+// items not started when ctx ends are skipped. fn recovers what it can
+// fail alone; a panic past it ends the run with that crash.
+func parallel[T any](ctx context.Context, n int, items []T, fn func(T)) error {
 	next := make(chan T)
 	var wg sync.WaitGroup
-	for range min(n, len(items)) {
+	errs := make([]error, min(n, len(items)))
+	for w := range errs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for it := range next {
-				fn(it)
+				if err := crash.Catch(func() error { fn(it); return nil }); err != nil {
+					errs[w] = cmp.Or(errs[w], err)
+				}
 			}
 		}()
 	}
@@ -881,6 +985,7 @@ func parallel[T any](ctx context.Context, n int, items []T, fn func(T)) {
 	}
 	close(next)
 	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
@@ -922,7 +1027,7 @@ func (p *planner) identities(ctx context.Context, sd *side, overlays []string, k
 		if p.cache != nil && c.Bounded() {
 			cacheKeys[o] = p.cacheKey(sd.s, c)
 			if e, ok := p.cache.Get(cacheKeys[o]); ok {
-				record(o, p.toSide(sd, o, e.Objects, e.Err))
+				record(o, p.safely(sd, o, func() inventorydiff.Side { return p.toSide(sd, o, e.Objects, e.Err) }))
 				p.stats.CacheHits++
 				continue
 			}
@@ -943,18 +1048,20 @@ func (p *planner) identities(ctx context.Context, sd *side, overlays []string, k
 	if err != nil {
 		return nil, err
 	}
-	parallel(ctx, p.workers(), todo, func(o string) {
-		objs, err := p.kust.Render(sd.s.FS, o, cs[o].OpenAPI)
-		var timeout *render.TimeoutError
-		if key := cacheKeys[o]; key != "" && ctx.Err() == nil && !errors.As(err, &timeout) {
-			if perr := p.cache.Put(key, rendercache.Entry{Objects: objs, Err: err}); perr == nil {
-				mu.Lock()
-				p.stats.Stored++
-				mu.Unlock()
+	perr := parallel(ctx, p.workers(), todo, func(o string) {
+		record(o, p.safely(sd, o, func() inventorydiff.Side {
+			objs, err := p.kust.Render(sd.s.FS, o, cs[o].OpenAPI)
+			var timeout *render.TimeoutError
+			if key := cacheKeys[o]; key != "" && ctx.Err() == nil && !errors.As(err, &timeout) {
+				if perr := p.cache.Put(key, rendercache.Entry{Objects: objs, Err: err}); perr == nil {
+					mu.Lock()
+					p.stats.Stored++
+					mu.Unlock()
+				}
 			}
-		}
-		record(o, p.toSide(sd, o, objs, err))
+			return p.toSide(sd, o, objs, err)
+		}))
 	})
 	p.stats.Rendered += len(todo)
-	return out, ctx.Err()
+	return out, cmp.Or(perr, ctx.Err())
 }

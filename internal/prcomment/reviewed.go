@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+
+	"github.com/kplan-dev/kplan/internal/inventorydiff"
 )
 
 // Reviewed is what a plan comment records, hidden, of the plan a reviewer
@@ -17,9 +20,16 @@ import (
 type Reviewed struct {
 	Base string `json:"base"` // the base commit planned
 	Head string `json:"head"` // the commit planned as the merge's result
-	// Digests by overlay path; an overlay whose head render failed or
-	// that the head removes is absent.
+	// Digests by overlay path, of the overlays head rendered; an overlay
+	// whose head render failed, that the head removes or that was not
+	// rendered is absent.
 	Digests map[string]string `json:"digests"`
+	// Skipped are the overlays the plan did not render because the
+	// change cannot affect them (proven from their closures): unchanged,
+	// with no digest. An overlay in neither list was not reviewed.
+	Skipped []string `json:"skipped,omitempty"`
+	// Settings are the render settings the plan used.
+	Settings inventorydiff.Settings `json:"settings"`
 }
 
 const (
@@ -45,7 +55,7 @@ func ShortDigest(d string) string {
 // ReviewedMarker encodes r as a hidden HTML comment (gzipped JSON in
 // base64) to put in the plan comment's body.
 func ReviewedMarker(r Reviewed) (string, error) {
-	short := Reviewed{Base: r.Base, Head: r.Head, Digests: make(map[string]string, len(r.Digests))}
+	short := Reviewed{Base: r.Base, Head: r.Head, Digests: make(map[string]string, len(r.Digests)), Skipped: r.Skipped, Settings: r.Settings}
 	for o, d := range r.Digests {
 		short.Digests[o] = ShortDigest(d)
 	}
@@ -93,4 +103,11 @@ func ParseReviewed(body string) (r Reviewed, ok bool, err error) {
 		return Reviewed{}, false, fmt.Errorf("reviewed-plan marker: %w", err)
 	}
 	return r, true, nil
+}
+
+// WasSkipped says whether the plan proved overlay unaffected by the change
+// and so did not render it.
+func (r *Reviewed) WasSkipped(overlay string) bool {
+	_, ok := slices.BinarySearch(r.Skipped, overlay)
+	return ok
 }

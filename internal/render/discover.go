@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kplan-dev/kplan/internal/closure"
+	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -185,7 +186,8 @@ func (ps *parser) parse(data []byte) parsed {
 	if ok {
 		return p
 	}
-	p.err = ps.decode(data, &p.kf)
+	// A bug decoding one file fails the overlays that read it.
+	p.err = crash.Catch(func() error { return ps.decode(data, &p.kf) })
 	for _, r := range slices.Concat(p.kf.Resources, p.kf.Bases) {
 		if !closure.IsRemote(r) && !closure.IsRemoteFile(r) {
 			p.local = append(p.local, r)
@@ -221,6 +223,7 @@ func DiscoverAll(fSyss []filesys.FileSystem, filters []Filter) ([]*Tree, error) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer crash.Recover(&errs[i])
 			sc, err := scanTree(fSys, ps)
 			if err == nil {
 				trees[i], err = sc.tree(filters[i])

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -94,6 +95,7 @@ func Render(ctx context.Context, fSys filesys.FileSystem, tree *Tree, dirs []str
 		wg.Add(1)
 		go func(r *Result) {
 			defer func() { <-sem; wg.Done() }()
+			defer crash.Recover(&r.Err) // a bug fails this overlay alone
 			r.Objects, r.Err = k.RenderContext(ctx, fSys, r.Path, exclusive)
 		}(&results[i])
 	}
@@ -212,11 +214,18 @@ func (k *Kustomizer) RenderContext(ctx context.Context, fSys filesys.FileSystem,
 	go func() {
 		defer unlock()
 		defer cleanup() // once the build is over: an abandoned one goes on
-		objs, err := renderAt(view, dir, root, k.kopts)
-		if helm != nil {
-			err = helm.scrub(err)
+		var b built
+		b.err = crash.Catch(func() (err error) {
+			b.objs, err = renderAt(view, dir, root, k.kopts)
+			if helm != nil {
+				err = helm.scrub(err)
+			}
+			return err
+		})
+		if crash.As(b.err) != nil {
+			b.objs, b.err = nil, fmt.Errorf("render %s: %w", dir, b.err)
 		}
-		done <- built{objs, err}
+		done <- b
 	}()
 	var b built
 	select {

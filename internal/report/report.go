@@ -5,6 +5,7 @@ package report
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/kplan-dev/kplan/internal/danger"
@@ -221,6 +222,9 @@ type jsonOverlay struct {
 	// Digest is the head render's digest: what the merge's apply must be
 	// to be the plan reviewed (absent when head did not render it).
 	Digest string `json:"digest,omitempty"`
+	// Skipped says the plan did not render the overlay: the change
+	// cannot affect it. It has no digest.
+	Skipped bool `json:"skipped,omitempty"`
 	// File is the overlay's kustomization file; Notes, kustomize's
 	// warnings about the files its build reads.
 	File       string   `json:"file,omitempty"`
@@ -255,6 +259,8 @@ type jsonPlan struct {
 	Unread []inventorydiff.UnreadFile `json:"unread,omitempty"`
 	// Work is how much the plan rendered and how long it took.
 	Work *jsonWork `json:"work,omitempty"`
+	// Settings are the render settings the plan used.
+	Settings inventorydiff.Settings `json:"settings"`
 }
 
 type jsonImage struct {
@@ -300,7 +306,7 @@ func JSON(p *inventorydiff.Plan) ([]byte, error) { return JSONWith(p, Options{})
 // JSONWith is JSON shown as opts say: the unified style adds each
 // object's unified YAML diff.
 func JSONWith(p *inventorydiff.Plan, opts Options) ([]byte, error) {
-	out := jsonPlan{Base: p.Base, Head: p.Head, Summary: Summary(p), Overlays: []jsonOverlay{}, Images: []jsonImage{}, Ignored: p.Ignored, Unread: p.Unread}
+	out := jsonPlan{Base: p.Base, Head: p.Head, Summary: Summary(p), Overlays: []jsonOverlay{}, Images: []jsonImage{}, Ignored: p.Ignored, Unread: p.Unread, Settings: p.Settings}
 	for _, ic := range images(p) {
 		j := jsonImage{Old: ic.Old, New: ic.New}
 		for _, m := range ic.Objects {
@@ -326,7 +332,7 @@ func JSONWith(p *inventorydiff.Plan, opts Options) ([]byte, error) {
 			Error:     overlayError(o),
 			AddedYAML: o.AddedYAML,
 			File:      o.File, Notes: o.Notes,
-			Digest: o.HeadDigest,
+			Digest: o.HeadDigest, Skipped: o.Skipped,
 		}
 		for _, f := range o.Dangerous {
 			j.Dangerous = append(j.Dangerous, f.String())
@@ -373,11 +379,15 @@ func nonNil(s []string) []string {
 // compare the merge's apply with: the commits and each rendered overlay's
 // head digest.
 func Reviewed(p *inventorydiff.Plan) prcomment.Reviewed {
-	r := prcomment.Reviewed{Base: p.Base, Head: p.Head, Digests: map[string]string{}}
+	r := prcomment.Reviewed{Base: p.Base, Head: p.Head, Digests: map[string]string{}, Settings: p.Settings}
 	for _, o := range p.Overlays {
-		if o.HeadDigest != "" {
+		switch {
+		case o.HeadDigest != "":
 			r.Digests[o.Path] = o.HeadDigest
+		case o.Skipped:
+			r.Skipped = append(r.Skipped, o.Path)
 		}
 	}
+	slices.Sort(r.Skipped)
 	return r
 }

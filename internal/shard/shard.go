@@ -181,7 +181,7 @@ func Merge(parts []Named) (*inventorydiff.Plan, error) {
 		return nil, fmt.Errorf("shard %s missing: merge needs every part of the run (%d given of %d)", strings.Join(missing, ", "), len(parts), s0.Count)
 	}
 	fp := first.Part.Plan
-	out := &inventorydiff.Plan{Base: fp.Base, Head: fp.Head, BaseLabel: fp.BaseLabel, HeadLabel: fp.HeadLabel, Unread: fp.Unread}
+	out := &inventorydiff.Plan{Base: fp.Base, Head: fp.Head, BaseLabel: fp.BaseLabel, HeadLabel: fp.HeadLabel, Unread: fp.Unread, Settings: fp.Settings}
 	owner := map[string]string{}
 	var work *inventorydiff.Work
 	var facts overlap.Facts

@@ -77,6 +77,8 @@ type Server struct {
 	deploys   map[repoKey][]*Deployment
 	depStatus map[int64][]*DeploymentStatus
 	prs       map[shaKey][]*PullRequest
+	reviews   map[issueKey][]*Review // see reviews.go
+	perms     map[permKey]string
 	app       *appState // see app.go
 }
 
@@ -104,6 +106,8 @@ func New() *Server {
 		deploys:   map[repoKey][]*Deployment{},
 		depStatus: map[int64][]*DeploymentStatus{},
 		prs:       map[shaKey][]*PullRequest{},
+		reviews:   map[issueKey][]*Review{},
+		perms:     map[permKey]string{},
 	}
 	s.srv = httptest.NewServer(s.handler())
 	return s
@@ -182,6 +186,8 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("POST /repos/{owner}/{repo}/deployments/{id}/statuses", s.createDeploymentStatus)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/deployments/{id}/statuses", s.listDeploymentStatuses)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/commits/{sha}/pulls", s.listPullsForCommit)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}/reviews", s.listReviews)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{username}/permission", s.getPermission)
 	// A catch-all keeps ServeMux from answering 405 for known paths with
 	// another method; GitHub answers 404 there.
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {

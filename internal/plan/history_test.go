@@ -1,0 +1,92 @@
+package plan
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kplan-dev/kplan/internal/crash"
+	"github.com/kplan-dev/kplan/internal/inventorydiff"
+)
+
+// corpusBundles are the real histories CI replays (../shared/corpus, see
+// its README): each a linear first-parent history.
+var corpusBundles = []string{
+	"kubeflow-manifests-100.bundle",
+	"onedr0p-home-ops-150.bundle",
+	"flux2-kustomize-helm-example.bundle",
+}
+
+// Every commit of real repositories kplan was not built for, planned
+// against its parent as a pull request would be: no plan fails as a
+// whole, no overlay fails with a kplan bug (a recovered panic), and on
+// every fullEvery-th commit (KPLAN_REPLAY_FULL_EVERY, default 10; 1 for
+// all) the changed-only plan says what the full plan says.
+func TestCorpusHistoriesReplay(t *testing.T) {
+	dir := filepath.Dir(Corpus(t))
+	fullEvery := 10
+	if v, err := strconv.Atoi(os.Getenv("KPLAN_REPLAY_FULL_EVERY")); err == nil && v > 0 {
+		fullEvery = v
+	}
+	for _, name := range corpusBundles {
+		bundle := filepath.Join(dir, name)
+		t.Run(strings.TrimSuffix(name, ".bundle"), func(t *testing.T) {
+			if _, err := os.Stat(bundle); err != nil {
+				if os.Getenv("CI") == "true" {
+					t.Fatalf("CI=true and no history at %s", bundle)
+				}
+				t.Skipf("no history at %s", bundle)
+			}
+			repo := filepath.Join(t.TempDir(), "repo")
+			if out, err := exec.Command("git", "clone", "-q", bundle, repo).CombinedOutput(); err != nil {
+				t.Fatalf("clone %s: %v\n%s", bundle, err, out)
+			}
+			commits := strings.Fields(git(t, repo, "rev-list", "--first-parent", "--reverse", "HEAD"))
+			start := time.Now()
+			var planned, compared, changedOverlays int
+			for i := 1; i < len(commits); i++ {
+				base, head := commits[i-1], commits[i]
+				opts := Options{RepoDir: repo, Base: base, Head: head, Resolver: notFound{}}
+				changed, _, err := Execute(context.Background(), opts)
+				if err != nil {
+					t.Errorf("commit %d %s: the plan failed as a whole: %v", i, head[:7], err)
+					continue
+				}
+				planned++
+				changedOverlays += changed.Totals.ChangedOverlays
+				noBug(t, head, changed)
+				if i%fullEvery != 0 && i != len(commits)-1 {
+					continue
+				}
+				opts.Full = true
+				full, _, err := Execute(context.Background(), opts)
+				if err != nil {
+					t.Errorf("commit %d %s: the full plan failed as a whole: %v", i, head[:7], err)
+					continue
+				}
+				noBug(t, head, full)
+				sameChanges(t, "commit "+head[:7]+" changed-only", full, changed)
+				compared++
+			}
+			t.Logf("%s: %d commits planned, %d overlay changes, %d compared with --full, in %s",
+				name, planned, changedOverlays, compared, time.Since(start).Round(time.Second))
+		})
+	}
+}
+
+// noBug fails the test for an overlay that failed with a kplan bug.
+func noBug(t *testing.T, head string, p *inventorydiff.Plan) {
+	t.Helper()
+	for _, o := range p.Overlays {
+		for _, e := range []string{o.BaseErr, o.HeadErr} {
+			if strings.Contains(e, crash.Marker) {
+				t.Errorf("commit %s: %s failed with a kplan bug: %s", head[:7], o.Path, e)
+			}
+		}
+	}
+}
