@@ -3,6 +3,7 @@ package test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -285,6 +286,8 @@ type installed struct {
 	serviceAccount saRef
 	podLabels      map[string]string
 	service        *corev1.Service
+	// The container's ports: --listen's and --metrics-listen's.
+	webhookPort, metricsPort corev1.ContainerPort
 }
 
 // saRef names a ServiceAccount.
@@ -414,14 +417,25 @@ func checkDefault(t *testing.T, tg *deploy.Target, cmds []installCmd) installed 
 			t.Errorf("env %s from %q, want the downward API's %s", name, fieldRefs[name], path)
 		}
 	}
-	var port corev1.ContainerPort
+	// Two ports: --listen's (GitHub, probes, the other replica) and
+	// --metrics-listen's (/metrics, /drift), never the same.
+	ports := map[string]corev1.ContainerPort{}
 	for _, p := range c.Ports {
-		port = p
+		ports[p.Name] = p
 	}
-	if port.ContainerPort == 0 {
-		t.Fatal("the container exposes no port")
+	port, metricsPort := ports["http"], ports["metrics"]
+	if port.ContainerPort == 0 || metricsPort.ContainerPort == 0 || len(ports) != 2 {
+		t.Fatalf("the container's ports %+v: want http and metrics", c.Ports)
 	}
-
+	for flag, p := range map[string]corev1.ContainerPort{"--listen": port, "--metrics-listen": metricsPort} {
+		if want := fmt.Sprintf("%s=:%d", flag, p.ContainerPort); !slices.Contains(c.Args, want) {
+			t.Errorf("args %q lack %s (port %s)", c.Args, want, p.Name)
+		}
+	}
+	if port.ContainerPort == metricsPort.ContainerPort {
+		t.Errorf("/metrics shares the webhook's port %d", port.ContainerPort)
+	}
+	in.webhookPort, in.metricsPort = port, metricsPort
 	// The Secret the README creates is the one the pods mount, with every
 	// file the webhook is told to read.
 	mounts := map[string]string{}
@@ -468,12 +482,13 @@ func checkDefault(t *testing.T, tg *deploy.Target, cmds []installCmd) installed 
 
 	in.service = convert[corev1.Service](t, one(t, tg, "Service"))
 	selects(t, "Service", &metav1.LabelSelector{MatchLabels: in.service.Spec.Selector}, in.podLabels)
-	admitted := func(p intstr.IntOrString) bool {
-		return (p.Type == intstr.String && p.StrVal == port.Name) || (p.Type == intstr.Int && p.IntVal == port.ContainerPort)
+	targets := func(p intstr.IntOrString, cp corev1.ContainerPort) bool {
+		return (p.Type == intstr.String && p.StrVal == cp.Name) || (p.Type == intstr.Int && p.IntVal == cp.ContainerPort)
 	}
+	admitted := func(p intstr.IntOrString) bool { return targets(p, port) || targets(p, metricsPort) }
 	for _, sp := range in.service.Spec.Ports {
 		if !admitted(sp.TargetPort) {
-			t.Errorf("Service port %s targets %s, not the container's port %s/%d", sp.Name, sp.TargetPort.String(), port.Name, port.ContainerPort)
+			t.Errorf("Service port %s targets %s, not one of the container's ports %s/%d and %s/%d", sp.Name, sp.TargetPort.String(), port.Name, port.ContainerPort, metricsPort.Name, metricsPort.ContainerPort)
 		}
 	}
 
@@ -482,24 +497,27 @@ func checkDefault(t *testing.T, tg *deploy.Target, cmds []installCmd) installed 
 	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
 		t.Errorf("NetworkPolicy policyTypes %v lack Ingress", np.Spec.PolicyTypes)
 	}
-	admits := false
+	admits := map[string]bool{}
 	for _, r := range np.Spec.Ingress {
-		if len(r.From) > 0 {
-			t.Errorf("NetworkPolicy ingress only from %v: GitHub's deliveries come from outside the cluster", r.From)
-		}
 		if len(r.Ports) == 0 {
 			t.Error("NetworkPolicy admits every port")
 		}
 		for _, p := range r.Ports {
-			if p.Port == nil || !admitted(*p.Port) || (p.Protocol != nil && *p.Protocol != corev1.ProtocolTCP) {
-				t.Errorf("NetworkPolicy admits %v, not only the webhook's port", p.Port)
-			} else {
-				admits = true
+			switch {
+			case p.Port == nil || !admitted(*p.Port) || (p.Protocol != nil && *p.Protocol != corev1.ProtocolTCP):
+				t.Errorf("NetworkPolicy admits %v, not only the webhook's ports", p.Port)
+			case targets(*p.Port, port):
+				if len(r.From) > 0 {
+					t.Errorf("NetworkPolicy admits the webhook's port only from %v: GitHub's deliveries come from outside the cluster", r.From)
+				}
+				admits[port.Name] = true
+			default:
+				admits[metricsPort.Name] = true
 			}
 		}
 	}
-	if !admits {
-		t.Errorf("NetworkPolicy does not admit the webhook's port %s/%d", port.Name, port.ContainerPort)
+	if !admits[port.Name] || !admits[metricsPort.Name] {
+		t.Errorf("NetworkPolicy admits %v, want the webhook's port %s/%d and the metrics port %s/%d", admits, port.Name, port.ContainerPort, metricsPort.Name, metricsPort.ContainerPort)
 	}
 
 	// cluster-admin by default, and the Lease through a Role of its own.
@@ -552,12 +570,15 @@ func checkServiceMonitor(t *testing.T, tg *deploy.Target, in installed) {
 		t.Errorf("ServiceMonitor in %s, the Service in %s", sm.Namespace, in.service.Namespace)
 	}
 	selects(t, "ServiceMonitor", &sm.Spec.Selector, in.service.Labels)
+	// /metrics is on the Service's port that targets --metrics-listen.
 	var ports []string
 	for _, p := range in.service.Spec.Ports {
-		ports = append(ports, p.Name)
+		if p.TargetPort.String() == in.metricsPort.Name || p.TargetPort.IntValue() == int(in.metricsPort.ContainerPort) {
+			ports = append(ports, p.Name)
+		}
 	}
 	if len(sm.Spec.Endpoints) != 1 || !slices.Contains(ports, sm.Spec.Endpoints[0].Port) || sm.Spec.Endpoints[0].Path != "/metrics" {
-		t.Errorf("ServiceMonitor endpoints %+v: want /metrics on one of the Service's ports %v", sm.Spec.Endpoints, ports)
+		t.Errorf("ServiceMonitor endpoints %+v: want /metrics on the Service's metrics port %v", sm.Spec.Endpoints, ports)
 	}
 }
 
@@ -857,5 +878,48 @@ spec:
 	res, err := deploy.New(deploy.NewGetter(c.Kubeconfig, "")).Apply(actx, tg.Inventory, tg.Objects, deploy.Options{ReconcileTimeout: 30 * time.Second})
 	if err != nil || res.Failed() {
 		t.Fatalf("install the ServiceMonitor CRD: %v %+v", err, res)
+	}
+}
+
+// The Ingress example routes GitHub to the webhook's /webhook alone: one
+// Exact path to the Service port that targets --listen, no default
+// backend, so /metrics, /drift, /healthz and /readyz stay inside the
+// cluster.
+func TestIngressExampleRoutesOnlyWebhook(t *testing.T) {
+	t.Parallel()
+	tg := renderInstall(t, t.Context(), "deploy/examples/ingress")
+	svc := convert[corev1.Service](t, one(t, tg, "Service"))
+	ing := convert[networkingv1.Ingress](t, one(t, tg, "Ingress"))
+	if ing.Namespace != svc.Namespace {
+		t.Errorf("Ingress in %s, the Service in %s", ing.Namespace, svc.Namespace)
+	}
+	if ing.Spec.DefaultBackend != nil {
+		t.Errorf("Ingress has a default backend %+v: every path would reach the webhook", ing.Spec.DefaultBackend)
+	}
+	var webhookPorts []string // the Service's ports that target --listen's
+	for _, p := range svc.Spec.Ports {
+		if p.TargetPort.String() == "http" {
+			webhookPorts = append(webhookPorts, p.Name)
+		}
+	}
+	routes := 0
+	for _, r := range ing.Spec.Rules {
+		if r.HTTP == nil {
+			t.Errorf("Ingress rule %q routes nothing", r.Host)
+			continue
+		}
+		for _, p := range r.HTTP.Paths {
+			routes++
+			if p.Path != "/webhook" || p.PathType == nil || *p.PathType != networkingv1.PathTypeExact {
+				t.Errorf("Ingress routes path %q (%v): want only /webhook, Exact", p.Path, p.PathType)
+			}
+			b := p.Backend.Service
+			if b == nil || b.Name != svc.Name || !slices.Contains(webhookPorts, b.Port.Name) {
+				t.Errorf("Ingress path %s goes to %+v: want Service %s port %v", p.Path, p.Backend, svc.Name, webhookPorts)
+			}
+		}
+	}
+	if routes == 0 {
+		t.Error("the Ingress routes no path")
 	}
 }

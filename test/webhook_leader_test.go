@@ -167,6 +167,7 @@ func overlaps(events []ghEvent) []string {
 // webhookReplica is one kplan-webhook process run with --leader-elect.
 type webhookReplica struct {
 	name, url, identity, log string
+	metrics                  string // the --metrics-listen URL
 	cmd                      *exec.Cmd
 }
 
@@ -184,7 +185,7 @@ func startReplica(e *hookEnv, tap *ghTap, name string) *webhookReplica {
 	os.WriteFile(path, []byte(s), 0o644)
 
 	r := &webhookReplica{name: name, log: filepath.Join(e.t.TempDir(), name+".log")}
-	r.cmd = exec.Command(e.bin, "--config", path, "--listen", "127.0.0.1:0", "--leader-elect",
+	r.cmd = exec.Command(e.bin, "--config", path, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--leader-elect",
 		"--leader-elect-lease-duration", testLeaseDuration.String(), "--leader-elect-renew-deadline", testRenewDeadline.String(),
 		"--leader-elect-retry-period", testRetryPeriod.String())
 	for _, kv := range os.Environ() {
@@ -213,7 +214,7 @@ func startReplica(e *hookEnv, tap *ghTap, name string) *webhookReplica {
 	if err != nil {
 		e.t.Fatalf("replica %s did not start: %v", name, err)
 	}
-	r.url = strings.Fields(strings.TrimPrefix(line, "kplan-webhook listening on "))[0]
+	r.url, r.metrics = listenerURLs(e.t, line)
 	r.identity = name + "@" + strings.TrimPrefix(r.url, "http://")
 	if !strings.Contains(line, "as replica "+r.identity) {
 		e.t.Errorf("replica %s says: %q", name, line)
@@ -253,7 +254,7 @@ func sendTo(t *testing.T, r *webhookReplica, event string, payload []byte, deliv
 // metric reads one sample of a replica's /metrics.
 func metric(t *testing.T, r *webhookReplica, series string) string {
 	t.Helper()
-	resp, err := http.Get(r.url + "/metrics")
+	resp, err := http.Get(r.metrics + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -189,7 +189,7 @@ func (e *hookEnv) waitLiveComment(number int, head string) string {
 // metric reads a sample of the webhook's /metrics; -1 when absent.
 func (e *hookEnv) metric(sample string) float64 {
 	e.t.Helper()
-	resp, err := http.Get(e.url + "/metrics")
+	resp, err := http.Get(e.metricsURL + "/metrics")
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestWebhookLivePlan(t *testing.T) {
 	}
 	// The drift check exports the hand edit.
 	waitFor(t, "kplan_drift_objects to count the hand edit", func() bool { return e.metric(`kplan_drift_objects{target="prod"}`) == 1 })
-	resp, err := http.Get(e.url + "/drift")
+	resp, err := http.Get(e.metricsURL + "/drift")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func (g *tokenGate) tokens() []string {
 // credentials) and returns its log file.
 func (e *hookEnv) startWithEnv(env ...string) string {
 	e.t.Helper()
-	cmd := exec.Command(e.bin, "--config", e.config, "--listen", "127.0.0.1:0")
+	cmd := exec.Command(e.bin, "--config", e.config, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0")
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "KPLAN_") {
 			cmd.Env = append(cmd.Env, kv)
@@ -100,14 +100,14 @@ func (e *hookEnv) startWithEnv(env ...string) string {
 	if err != nil {
 		e.t.Fatalf("webhook did not start: %v", err)
 	}
-	e.url = strings.Fields(strings.TrimPrefix(line, "kplan-webhook listening on "))[0]
+	e.url, e.metricsURL = listenerURLs(e.t, line)
 	return logs
 }
 
 // metrics scrapes /metrics.
 func (e *hookEnv) metrics() string {
 	e.t.Helper()
-	resp, err := http.Get(e.url + "/metrics")
+	resp, err := http.Get(e.metricsURL + "/metrics")
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -136,7 +136,8 @@ func sample(body, series string) float64 {
 // The webhook configured as a GitHub App (no token anywhere) looks up the
 // repository's installation, mints installation tokens after the fake API
 // checked its JWT, fetches and reports with them, and mints a new one
-// before the old expires; /metrics then counts the deliveries and deploys.
+// before the old expires; /metrics, on its own listener, then counts the
+// deliveries and deploys.
 func TestWebhookGitHubAppAndMetrics(t *testing.T) {
 	t.Parallel()
 	e := &hookEnv{t: t}
@@ -189,8 +190,19 @@ stateDir: %s
 		fmt.Sprint("KPLAN_GITHUB_APP_ID=", hookAppID), "KPLAN_GITHUB_APP_PRIVATE_KEY_FILE="+keyFile)
 
 	// Before any delivery: the series exist at 0, with the Go and process
-	// collectors.
+	// collectors, on --metrics-listen; the listener GitHub reaches has
+	// neither /metrics nor /drift.
 	m := e.metrics()
+	for _, p := range []string{"/metrics", "/drift"} {
+		resp, err := http.Get(e.url + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s on the public listener: HTTP %d, want 404", p, resp.StatusCode)
+		}
+	}
 	for _, s := range []string{
 		`kplan_webhook_deliveries_total{event="push",outcome="enqueued"}`,
 		`kplan_deploys_total{outcome="success",target="prod"}`,

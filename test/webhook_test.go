@@ -45,19 +45,20 @@ var (
 
 // hookEnv is everything the webhook end-to-end test runs against.
 type hookEnv struct {
-	t        *testing.T
-	cluster  *testcluster.Cluster
-	dyn      dynamic.Interface
-	repo     string // the upstream repository's work tree
-	gh       *githubapi.Server
-	bin      string
-	config   string
-	url      string
-	proc     *exec.Cmd
-	env      []string // added to the webhook's environment
-	state    string   // the configuration's stateDir
-	log      string   // the webhook's log file
-	delivery atomic.Int64
+	t          *testing.T
+	cluster    *testcluster.Cluster
+	dyn        dynamic.Interface
+	repo       string // the upstream repository's work tree
+	gh         *githubapi.Server
+	bin        string
+	config     string
+	url        string // the public listener (--listen)
+	metricsURL string // the listener of /metrics and /drift (--metrics-listen)
+	proc       *exec.Cmd
+	env        []string // added to the webhook's environment
+	state      string   // the configuration's stateDir
+	log        string   // the webhook's log file
+	delivery   atomic.Int64
 }
 
 // commit writes the overlay app/ with the given ConfigMaps and commits it.
@@ -87,7 +88,7 @@ func (e *hookEnv) commit(configMaps ...string) string {
 // start runs the webhook binary, as it runs in production.
 func (e *hookEnv) start() {
 	e.t.Helper()
-	cmd := exec.Command(e.bin, "--config", e.config, "--listen", "127.0.0.1:0")
+	cmd := exec.Command(e.bin, "--config", e.config, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0")
 	cmd.Env = append(append(os.Environ(), "KPLAN_WEBHOOK_SECRET="+hookSecret, "KPLAN_GITHUB_TOKEN="+hookToken), e.env...)
 	stdout, _ := cmd.StdoutPipe()
 	logs, _ := os.Create(filepath.Join(e.t.TempDir(), "webhook.log"))
@@ -109,8 +110,19 @@ func (e *hookEnv) start() {
 	if err != nil {
 		e.t.Fatalf("webhook did not start: %v", err)
 	}
-	addr := strings.Fields(strings.TrimPrefix(line, "kplan-webhook listening on "))[0]
-	e.url = addr
+	e.url, e.metricsURL = listenerURLs(e.t, line)
+}
+
+// listenerURLs reads the public and the metrics listener's URLs from the
+// line kplan-webhook prints when it listens.
+func listenerURLs(t *testing.T, line string) (public, metrics string) {
+	t.Helper()
+	rest, ok := strings.CutPrefix(line, "kplan-webhook listening on ")
+	_, m, ok2 := strings.Cut(rest, "/metrics and /drift on ")
+	if !ok || !ok2 {
+		t.Fatalf("kplan-webhook says %q: want the URLs of both listeners", line)
+	}
+	return strings.Fields(rest)[0], strings.TrimSpace(m)
 }
 
 func tailLines(s string, n int) string {
@@ -551,7 +563,7 @@ func TestWebhookRefusesSharedInventoryAtStart(t *testing.T) {
           - {name: staging, overlay: staging, kubeconfig: /k, inventory: {name: inventory-1, namespace: default}}
           - {name: prod, overlay: prod, kubeconfig: /k, inventory: {name: inventory-1, namespace: default}}
 `), 0o644)
-	cmd := exec.Command(bin, "--config", cfg, "--listen", "127.0.0.1:0")
+	cmd := exec.Command(bin, "--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "KPLAN_WEBHOOK_SECRET="+hookSecret, "KPLAN_GITHUB_TOKEN="+hookToken)
 	out, err := cmd.CombinedOutput()
 	if err == nil {

@@ -68,7 +68,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs := flag.NewFlagSet("kplan-webhook", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "/etc/kplan/webhook.yaml", "configuration file")
-	listen := fs.String("listen", ":8080", "address to serve /webhook, /healthz, /readyz, /metrics and /drift on")
+	listen := fs.String("listen", ":8080", "address to serve /webhook, /healthz and /readyz on (the one GitHub reaches)")
+	metricsListen := fs.String("metrics-listen", "127.0.0.1:9090", "address to serve /metrics and /drift on, apart from --listen: they name targets and clusters; \"\" serves neither")
 	debug := fs.Bool("debug", false, "log at debug level")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	planAuthor := fs.String("plan-author", "github-actions[bot]", "login whose kplan plan comment a merge is compared with (the Action's token's user)")
@@ -245,14 +246,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		replica = fmt.Sprintf(" as replica %s, campaigning for Lease %s/%s", le.identity, le.namespace, le.name)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.Handle("GET /drift", drift)
-	mux.Handle("/", front)
-	fmt.Fprintf(stdout, "kplan-webhook listening on http://%s with %d targets and %d branches that take theirs from the repository%s\n", ln.Addr(), len(targets), len(sources), replica)
+	// /metrics and /drift name targets, clusters and drifted fields: they
+	// are served on their own listener, which the deploy manifests'
+	// Service exposes apart from the port an Ingress routes to GitHub.
+	// The public listener answers 404 for them.
+	var metricsLn net.Listener
+	metricsAt := `no /metrics or /drift (--metrics-listen is "")`
+	if *metricsListen != "" {
+		if metricsLn, err = net.Listen("tcp", *metricsListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("--metrics-listen on %s: %w", *metricsListen, err)
+		}
+		metricsAt = fmt.Sprintf("/metrics and /drift on http://%s", metricsLn.Addr())
+	}
+	fmt.Fprintf(stdout, "kplan-webhook listening on http://%s with %d targets and %d branches that take theirs from the repository%s; %s\n", ln.Addr(), len(targets), len(sources), replica, metricsAt)
 	// The body is read at the client's pace: bound it.
 	// Headers sit outside the webhook's body budget: keep them small.
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
+	srv := &http.Server{Handler: front, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
+	metricsMux := http.NewServeMux()
+	metricsMux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	metricsMux.Handle("GET /drift", drift)
+	metricsSrv := &http.Server{Handler: metricsMux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -274,8 +288,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			runTerm(ctx, dep, live, drift)
 		})
 	}()
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
+	if metricsLn != nil {
+		go func() { serveErr <- metricsSrv.Serve(metricsLn) }()
+	}
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:
@@ -283,6 +300,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	shutdown, done := context.WithTimeout(context.Background(), 10*time.Second)
 	defer done()
 	srv.Shutdown(shutdown)
+	if metricsLn != nil {
+		metricsSrv.Shutdown(shutdown)
+	}
 	cancel()
 	wg.Wait()
 	if errors.Is(err, http.ErrServerClosed) {

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,6 +64,83 @@ func TestLeaderElectFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+// /metrics and /drift are served on --metrics-listen only: the listener
+// GitHub reaches (--listen) answers 404 for them and still serves
+// /healthz.
+func TestMetricsListener(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "webhook.yaml")
+	// Nothing listens on port 1: the deployer's fetches fail at once.
+	if err := os.WriteFile(cfg, []byte("repositories:\n  - name: o/r\n    branches:\n      - name: main\n        targets:\n          - {name: prod, overlay: app, kubeconfig: /k}\nstateDir: "+t.TempDir()+"\ngitBaseURL: http://127.0.0.1:1\napiBaseURL: http://127.0.0.1:1/\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"KPLAN_WEBHOOK_SECRET": "s", "KPLAN_GITHUB_TOKEN": "t"}
+	ctx, cancel := context.WithCancel(context.Background())
+	stdoutR, stdoutW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--drift-checks=false", "--live-plans=false"},
+			func(k string) string { return env[k] }, stdoutW, io.Discard)
+		stdoutW.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		go io.Copy(io.Discard, stdoutR)
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	line, err := bufio.NewReader(stdoutR).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	public, metrics, ok := listenerURLs(line)
+	if !ok {
+		t.Fatalf("no listener URLs in %q", line)
+	}
+	get := func(url string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for _, p := range []string{"/metrics", "/drift"} {
+		if code, body := get(public + p); code != http.StatusNotFound {
+			t.Errorf("GET %s on --listen: HTTP %d, want 404:\n%.300s", p, code, body)
+		}
+	}
+	if code, _ := get(public + "/healthz"); code != http.StatusOK {
+		t.Errorf("GET /healthz on --listen: HTTP %d", code)
+	}
+	if code, body := get(metrics + "/metrics"); code != http.StatusOK || !strings.Contains(body, "kplan_webhook_") {
+		t.Errorf("GET /metrics on --metrics-listen: HTTP %d:\n%.300s", code, body)
+	}
+	if code, body := get(metrics + "/drift"); code != http.StatusOK || !strings.Contains(body, `"targets"`) {
+		t.Errorf("GET /drift on --metrics-listen: HTTP %d:\n%.300s", code, body)
+	}
+	if code, _ := get(metrics + "/webhook"); code != http.StatusNotFound {
+		t.Errorf("GET /webhook on --metrics-listen: HTTP %d, want 404", code)
+	}
+}
+
+// listenerURLs reads the public and the metrics listener's URLs from the
+// line kplan-webhook prints when it listens.
+func listenerURLs(line string) (public, metrics string, ok bool) {
+	rest, ok := strings.CutPrefix(line, "kplan-webhook listening on ")
+	if !ok {
+		return "", "", false
+	}
+	public = strings.Fields(rest)[0]
+	_, m, ok := strings.Cut(rest, "/metrics and /drift on ")
+	if !ok {
+		return "", "", false
+	}
+	return public, strings.TrimSpace(m), true
 }
 
 // panicWriter is an output with a bug: it panics when written to.

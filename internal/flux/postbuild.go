@@ -149,6 +149,10 @@ type postBuilt struct {
 	// reads are the IDs of the Flux Kustomizations whose objects the
 	// substitution read (for the closure).
 	reads []string
+	// twin is the substitution made with a token in place of each Secret
+	// variable's value (nil without Secret variables), for masking.
+	twin   []*yaml.RNode
+	tokens *secretTokens
 }
 
 // postBuild applies what kustomize-controller does to a build's objects
@@ -160,8 +164,9 @@ type postBuilt struct {
 // Secrets (pool). A missing optional one is skipped as Flux skips it; a
 // missing required one, or a Secret whose values are encrypted, cannot
 // be known offline: its variables are then left as written, and a note
-// says so (Flux would fail, or use the cluster's copy). Values from
-// Secrets are masked in the output: a plan never prints them.
+// says so (Flux would fail, or use the cluster's copy). What the values
+// of Secrets make is masked in the output (maskSecretFields): a plan
+// never prints them, nor anything Flux's YAML re-parse makes of them.
 func postBuild(ctx context.Context, k *Kustomization, objs []*yaml.RNode, pool varPool) (*postBuilt, error) {
 	out := &postBuilt{objects: objs}
 	if pb, ok, _ := unstructured.NestedMap(k.Object, "spec", "postBuild"); ok && pb != nil {
@@ -170,6 +175,21 @@ func postBuild(ctx context.Context, k *Kustomization, objs []*yaml.RNode, pool v
 		}
 	}
 	objs, err := decodeAsFlux(out.objects)
+	if out.twin != nil {
+		// The real objects' errors may quote what the Secrets' values
+		// made; the twin's are the same steps without them.
+		twin, terr := decodeAsFlux(out.twin)
+		switch {
+		case err != nil && terr != nil:
+			return nil, fmt.Errorf("Flux Kustomization %s: %w", k.ID(), out.tokens.hideErr(k.ID(), terr))
+		case err != nil:
+			return nil, out.tokens.hideErr(k.ID(), nil)
+		case terr != nil:
+			return nil, out.tokens.cannotTell(k.ID(), terr)
+		}
+		objs = out.tokens.maskSecretFields(objs, twin)
+		out.twin = nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("Flux Kustomization %s: %w", k.ID(), err)
 	}
@@ -270,6 +290,39 @@ func (out *postBuilt) substitute(ctx context.Context, k *Kustomization, pool var
 	if len(unknown) > 0 {
 		out.notes = append(out.notes, fmt.Sprintf("substituteFrom %s: its variables are left as written", strings.Join(unknown, "; ")))
 	}
+	strategy, _, _ := unstructured.NestedString(k.Object, "spec", "postBuild", "substituteStrategy")
+	objs := out.objects
+	real, err := substituteAll(ctx, k, objs, vars, len(unknown) > 0, strategy == "Always")
+	if len(secrets) == 0 {
+		if err != nil {
+			return err
+		}
+		out.objects = real
+		return nil
+	}
+	// The same substitution with a token for each Secret variable's
+	// value: what it makes holds no Secret's text, and says where the
+	// values went (maskSecretFields).
+	out.tokens = newSecretTokens(objs, vars, secrets)
+	twinVars := maps.Clone(vars)
+	for name := range secrets {
+		twinVars[name] = out.tokens.token[name]
+	}
+	twin, terr := substituteAll(ctx, k, objs, twinVars, len(unknown) > 0, strategy == "Always")
+	switch {
+	case err != nil:
+		return out.tokens.hideErr(k.ID(), terr)
+	case terr != nil:
+		return out.tokens.cannotTell(k.ID(), terr)
+	}
+	out.objects, out.twin = real, twin
+	return nil
+}
+
+// substituteAll is Flux's substitution of vars in copies of objs: its
+// own (SubstituteVariables), or substituteKnown when some variables
+// cannot be known.
+func substituteAll(ctx context.Context, k *Kustomization, objs []*yaml.RNode, vars map[string]string, someUnknown, always bool) ([]*yaml.RNode, error) {
 	// Flux's own substitution, given the variables as inline ones: dry
 	// run skips its cluster lookups, and inline ones are all it reads.
 	obj := runtime.DeepCopyJSON(k.Object)
@@ -281,18 +334,19 @@ func (out *postBuilt) substitute(ctx context.Context, k *Kustomization, pool var
 	}
 	pbMap["substitute"] = sub
 	if err := unstructured.SetNestedMap(obj, pbMap, "spec", "postBuild"); err != nil {
-		return fmt.Errorf("Flux Kustomization %s: %w", k.ID(), err)
+		return nil, fmt.Errorf("Flux Kustomization %s: %w", k.ID(), err)
 	}
 	ks := unstructured.Unstructured{Object: obj}
-	// Always substitutes even without variables (defaults like ${X:=y}).
-	strategy, _, _ := unstructured.NestedString(k.Object, "spec", "postBuild", "substituteStrategy")
-	for i, o := range out.objects {
-		res := &resource.Resource{RNode: *o}
+	out := make([]*yaml.RNode, len(objs))
+	for i, o := range objs {
+		out[i] = o
+		res := &resource.Resource{RNode: *o.Copy()}
 		var err error
-		if len(unknown) == 0 {
+		if !someUnknown {
 			var got *resource.Resource
+			// Always substitutes even without variables (defaults like ${X:=y}).
 			got, err = fluxkustomize.SubstituteVariables(ctx, nil, ks, res, fluxkustomize.SubstituteWithDryRun(true),
-				fluxkustomize.SubstituteWithAlways(strategy == "Always"))
+				fluxkustomize.SubstituteWithAlways(always))
 			if got == nil && err == nil {
 				continue // substitution disabled on this object
 			}
@@ -300,12 +354,11 @@ func (out *postBuilt) substitute(ctx context.Context, k *Kustomization, pool var
 			err = substituteKnown(res, vars)
 		}
 		if err != nil {
-			return fmt.Errorf("Flux Kustomization %s: postBuild substitution in %s %s: %w", k.ID(), o.GetKind(), o.GetName(), err)
+			return nil, fmt.Errorf("Flux Kustomization %s: postBuild substitution in %s %s: %w", k.ID(), o.GetKind(), o.GetName(), err)
 		}
-		out.objects[i] = &res.RNode
+		out[i] = &res.RNode
 	}
-	maskSecrets(out.objects, secrets)
-	return nil
+	return out, nil
 }
 
 var varName = regexp.MustCompile(`^[_[:alpha:]][_[:alpha:][:digit:]]*$`)
@@ -340,34 +393,4 @@ func substituteKnown(res *resource.Resource, vars map[string]string) error {
 		return fmt.Errorf("YAMLToJSON: %w", err)
 	}
 	return res.UnmarshalJSON(j)
-}
-
-// maskSecrets replaces the values of variables read from Secrets in
-// every string of objs: a plan prints objects, and must not print them.
-func maskSecrets(objs []*yaml.RNode, secrets map[string]string) {
-	names := slices.Sorted(maps.Keys(secrets))
-	// Longest values first, so that one containing another is masked whole.
-	slices.SortStableFunc(names, func(a, b string) int { return len(secrets[b]) - len(secrets[a]) })
-	var rs []string
-	for _, n := range names {
-		if v := secrets[n]; len(v) >= 4 { // shorter ones would mask unrelated text
-			rs = append(rs, v, "(secret variable "+n+")")
-		}
-	}
-	if len(rs) == 0 {
-		return
-	}
-	r := strings.NewReplacer(rs...)
-	var walk func(n *yaml.Node)
-	walk = func(n *yaml.Node) {
-		if n.Kind == yaml.ScalarNode {
-			n.Value = r.Replace(n.Value)
-		}
-		for _, c := range n.Content {
-			walk(c)
-		}
-	}
-	for _, o := range objs {
-		walk(o.YNode())
-	}
 }

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -228,12 +231,55 @@ func (d *Drift) Status() []DriftStatus {
 }
 
 // ServeHTTP serves Status as JSON (GET /drift). Secret values are not in
-// it: field changes of Secrets are hidden.
+// it: field changes of Secrets are hidden. Nor are the clusters'
+// addresses: errors and notes come through ScrubAddresses (the full
+// error is in the log).
 func (d *Drift) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	st := d.Status()
+	for i := range st {
+		st[i].Err, st[i].Note = ScrubAddresses(st[i].Err), ScrubAddresses(st[i].Note)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // "<cluster>" as written
 	enc.Encode(struct {
 		Targets []DriftStatus `json:"targets"`
-	}{d.Status()})
+	}{st})
+}
+
+// addresses are what names a host in an error: a URL (an API server's
+// https://10.0.0.1:6443/api/v1/..., a git remote), an IP address with or
+// without a port, a host:port, a name DNS failed to look up, the names a
+// certificate is "valid for", and in-cluster names (*.svc,
+// *.cluster.local, *.internal, *.local).
+var addresses = regexp.MustCompile(`\bvalid for [^"]+?, not [^\s"]+` +
+	`|[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+` +
+	`|\[[0-9a-fA-F:.]+\](?::\d+)?` +
+	`|\b(?:[0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}\b|(?:[0-9a-fA-F]{1,4})?::(?:[0-9a-fA-F]{1,4}(?::[0-9a-fA-F]{1,4})*)?\b` +
+	`|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b` +
+	`|\b[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*:\d+\b` +
+	`|\blookup [^\s:]+` +
+	`|\b[a-zA-Z0-9-]+(?:\.[a-zA-Z0-9-]+)*\.(?:svc|cluster\.local|internal|local)\b`)
+
+// ScrubAddresses replaces the hosts, IP addresses and URLs in s with
+// "<cluster>": what /drift serves must not map the clusters' network
+// for whoever can reach it.
+func ScrubAddresses(s string) string {
+	return addresses.ReplaceAllStringFunc(s, func(m string) string {
+		switch {
+		case strings.HasPrefix(m, "lookup "):
+			return "lookup <cluster>"
+		case strings.HasPrefix(m, "valid for "):
+			return "valid for <cluster>, not <cluster>"
+		}
+		// A file and line ("kustomization.yaml:12") is no host:port.
+		if host, _, ok := strings.Cut(m, ":"); ok && !strings.Contains(m, "/") {
+			switch path.Ext(host) {
+			case ".yaml", ".yml", ".json", ".go":
+				return m
+			}
+		}
+		return "<cluster>"
+	})
 }
