@@ -81,6 +81,19 @@ func (cw *cmWatch) since(t time.Time, marker string) []string {
 	return out
 }
 
+// span is how long after t the last change but the marker was seen.
+func (cw *cmWatch) span(t time.Time, marker string) time.Duration {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	var last time.Duration
+	for _, ev := range cw.events {
+		if ev.name != marker && ev.at.After(t) {
+			last = max(last, ev.at.Sub(t))
+		}
+	}
+	return last
+}
+
 // waitUntil waits for the watch to see what ok says.
 func (cw *cmWatch) waitUntil(t *testing.T, what string, ok func() bool) {
 	t.Helper()
@@ -182,17 +195,21 @@ func TestWebhookPausedLeaderWritesNothingAfterResume(t *testing.T) {
 	})
 	e.syncWatch(cw)
 	after := cw.since(resume, markerName)
-	t.Logf("objects written by the paused leader after SIGCONT: %d ConfigMaps created, %d changes in all (%s)",
-		cw.count(watch.Added, "big-", resume), len(after), strings.Join(first(after, 10), ", "))
+	t.Logf("objects written by the paused leader after SIGCONT: %d ConfigMaps created, %d changes in all over %s (%s)",
+		cw.count(watch.Added, "big-", resume), len(after), cw.span(resume, markerName).Round(time.Millisecond), strings.Join(first(after, 10), ", "))
 	if len(after) > 0 {
 		t.Errorf("the paused leader wrote after it resumed, with the Lease lost: %d changes: %s", len(after), strings.Join(first(after, 10), ", "))
 	}
 	eq(t, "ConfigMaps after the paused leader resumed", e.configMaps(), []string{"a", "new"})
 	inv := e.inventory()
+	var stray []string
 	for _, cm := range e.configMaps() {
 		if !slices.Contains(inv, "ConfigMap/"+cm) {
-			t.Errorf("ConfigMap %s is in no inventory: no deploy will prune it", cm)
+			stray = append(stray, cm)
 		}
+	}
+	if len(stray) > 0 {
+		t.Errorf("%d ConfigMaps are in no inventory, so no deploy will prune them: %s", len(stray), strings.Join(first(stray, 10), ", "))
 	}
 	if got := e.inventoryObject(); got.GetResourceVersion() != invBefore.GetResourceVersion() {
 		t.Errorf("the paused leader changed the inventory after it resumed: %v", got.GetAnnotations())
