@@ -115,10 +115,10 @@ func (e *Elector) Fence() *Fence { return e.fence }
 // it calls lead with a context that is cancelled as soon as leadership is
 // lost: the moment the fence's deadline passes (the last renewal is older
 // than RenewDeadline by this process's clock), when client-go gives up
-// renewing, or when ctx ends; lead must return promptly then. A lost term is not fatal: Run waits for
-// lead to return, hands the Lease back, and campaigns again, so no two
-// terms of this replica overlap and a flaky API server does not turn into
-// a crash loop.
+// renewing, or when ctx ends; lead must return promptly then. A lost term
+// is not fatal: Run waits for lead to return, hands the Lease back, and
+// campaigns again, so no two terms of this replica overlap and a flaky
+// API server does not turn into a crash loop.
 func (e *Elector) Run(ctx context.Context, lead func(context.Context)) {
 	// client-go logs through klog: send its lines to our logger.
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(e.log.Handler()))
