@@ -2,6 +2,7 @@ package test
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -16,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -289,5 +291,42 @@ stateDir: %s
 	}
 	if strings.Contains(m, "ghs_") {
 		t.Error("/metrics shows a token")
+	}
+
+	// Every token minted so far is revoked in the middle of a deploy
+	// (GitHub answers 401 to them from then on): the deploy's reports are
+	// answered 401, then re-sent with a freshly minted token, and arrive.
+	// They used to be tried once and dropped.
+	sha3 := e.commitSlow("a", "d")
+	if code := e.send("push", pushPayload(t, hookRepo, sha2, sha3), "", true); code != http.StatusAccepted {
+		t.Fatalf("push: HTTP %d", code)
+	}
+	waitFor(t, "the pending status of merge 3", func() bool {
+		st := e.gh.Statuses("Codertocat", "Hello-World", sha3)
+		return len(st) > 0 && st[len(st)-1].State == "pending"
+	})
+	mintedBefore := len(e.gh.Minted())
+	for _, tok := range e.gh.Minted() {
+		e.gh.Revoke(tok.Token)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e.actAsDeploymentController(ctx)
+	e.waitDeployed(sha3)
+	waitFor(t, "the App's success status on merge 3, re-sent with a fresh token", func() bool {
+		st := e.gh.Statuses("Codertocat", "Hello-World", sha3)
+		return len(st) > 0 && st[len(st)-1].State == "success" && st[len(st)-1].Creator.Login == "kplan-deploy[bot]"
+	})
+	var reports []string
+	for _, r := range e.gh.Requests() {
+		if r.Method == http.MethodPost && (strings.HasSuffix(r.Path, "/statuses/"+sha3) || strings.HasSuffix(r.Path, "/statuses") && strings.Contains(r.Path, "/deployments/")) {
+			reports = append(reports, fmt.Sprint(r.Status))
+		}
+	}
+	if i := slices.Index(reports, "401"); i < 0 || !slices.Contains(reports[i:], "201") {
+		t.Errorf("reports of merge 3 answered %v: want a 401 followed by a successful re-send", reports)
+	}
+	if n := len(e.gh.Minted()); n <= mintedBefore {
+		t.Errorf("no token minted after the 401 (%d minted in all)", n)
 	}
 }

@@ -175,8 +175,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if !*driftChecks {
 		drift.Interval = 0
 	}
+	// fence, with --leader-elect, refuses the deployer's writes to the
+	// clusters once this replica's hold on the Lease lapsed by its own
+	// clock; nil without it.
+	var fence *leader.Fence
 	newDeployer := func() *deployer.Deployer {
-		dep := deployer.New(targets, deployer.GitMirror{Mirrors: mirrors}, reporter, engines(), log, sources...)
+		dep := deployer.New(targets, deployer.GitMirror{Mirrors: mirrors}, reporter, engines(fence), log, sources...)
 		dep.Resync = cfg.ResyncInterval
 		dep.Metrics = deployMetrics
 		dep.Reviews = reporter
@@ -244,6 +248,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			ln.Close()
 			return err
 		}
+		fence = elector.Fence()
 		replica = fmt.Sprintf(" as replica %s, campaigning for Lease %s/%s", le.identity, le.namespace, le.name)
 	}
 	// /metrics and /drift name targets, clusters and drifted fields: they
@@ -312,10 +317,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 // engines makes a fresh engine per deploy: its discovery cache then sees
-// CRDs that appeared in the cluster since the last deploy.
-func engines() func(deployer.Target) deployer.Engine {
+// CRDs that appeared in the cluster since the last deploy. With a fence
+// (--leader-elect), every write the engine sends (each apply, prune,
+// inventory update and record of the outcome) is checked against it as
+// it leaves: a replica paused or cut off past its renew deadline writes
+// nothing more, whichever goroutine runs first when it resumes, and the
+// objects its interrupted apply created stay in the inventory cli-utils
+// added them to before applying, for the next deploy to prune or adopt.
+func engines(fence *leader.Fence) func(deployer.Target) deployer.Engine {
 	return func(t deployer.Target) deployer.Engine {
-		return deploy.New(deploy.NewGetter(t.Kubeconfig, t.Context))
+		if fence == nil {
+			return deploy.New(deploy.NewGetter(t.Kubeconfig, t.Context))
+		}
+		return deploy.New(deploy.NewGetter(t.Kubeconfig, t.Context, fence.Transport))
 	}
 }
 

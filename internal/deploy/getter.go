@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/transport"
 )
 
 // getter is a kubeconfig-based RESTClientGetter whose discovery cache
@@ -25,14 +26,18 @@ type getter struct {
 
 // NewGetter points at a cluster through a kubeconfig file and context;
 // empty values mean kubectl's defaults ($KUBECONFIG, ~/.kube/config,
-// in-cluster config).
-func NewGetter(kubeconfig, context string) genericclioptions.RESTClientGetter {
+// in-cluster config). Each wrap wraps the transport of every client made
+// from it (the webhook's leader fence refuses writes there).
+func NewGetter(kubeconfig, context string, wrap ...transport.WrapperFunc) genericclioptions.RESTClientGetter {
 	f := genericclioptions.NewConfigFlags(false)
 	f.KubeConfig, f.Context = &kubeconfig, &context
 	// client-go's default of 5 requests a second makes a 1,000-object apply
 	// take minutes; the server's priority and fairness protects it instead.
 	f.WrapConfigFn = func(c *rest.Config) *rest.Config {
 		c.QPS, c.Burst = 100, 200
+		for _, w := range wrap {
+			c.Wrap(w)
+		}
 		return c
 	}
 	return &getter{ConfigFlags: f}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,7 +37,14 @@ type App struct {
 	lookups       singleflight.Group // concurrent first calls for a repository share one look-up
 	installations map[string]int64   // lower-case owner/name -> installation ID
 	transports    map[int64]*ghinstallation.Transport
+	limited       map[int64]time.Time // no mint for the installation before then: GitHub's Retry-After
 }
+
+// MaxMintWait is the longest Token waits for a rate limit GitHub put on
+// minting (Retry-After, or the reset of an exhausted limit) before it
+// tries again; a longer one fails the call at once, and every call until
+// then, without asking GitHub.
+const MaxMintWait = time.Minute
 
 // Timeout bounds each request the App makes to look up an installation
 // or mint a token.
@@ -59,7 +67,7 @@ func NewApp(appID int64, privateKeyPEM []byte, installationID int64, apiBaseURL 
 	}
 	return &App{appID: appID, key: key, installationID: installationID,
 		baseURL: strings.TrimRight(apiBaseURL, "/"), client: &http.Client{Transport: tr, Timeout: Timeout},
-		installations: map[string]int64{}, transports: map[int64]*ghinstallation.Transport{}}, nil
+		installations: map[string]int64{}, transports: map[int64]*ghinstallation.Transport{}, limited: map[int64]time.Time{}}, nil
 }
 
 // parseKey reads an RSA private key; errors never show the key.
@@ -89,7 +97,7 @@ func (a *App) Token(ctx context.Context, repo string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	token, err := a.transport(id).Token(ctx)
+	token, err := a.mint(ctx, id)
 	if err != nil {
 		if looked {
 			// The App may have been uninstalled and installed again: look
@@ -101,6 +109,97 @@ func (a *App) Token(ctx context.Context, repo string) (string, error) {
 		return "", fmt.Errorf("GitHub App %d: mint a token for installation %d: %w", a.appID, id, mintError(err))
 	}
 	return token, nil
+}
+
+// mint returns the installation's token, minting one if needed; a mint
+// GitHub rate-limits (403 or 429) is tried again after the wait GitHub
+// asked for, up to MaxMintWait, and not before.
+func (a *App) mint(ctx context.Context, id int64) (string, error) {
+	var waited time.Duration
+	for {
+		a.mu.Lock()
+		wait := time.Until(a.limited[id])
+		a.mu.Unlock()
+		if waited += max(wait, 0); waited > MaxMintWait {
+			return "", fmt.Errorf("GitHub rate-limits minting tokens for this installation for %s more (Retry-After); not asking before then", wait.Round(time.Second))
+		}
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return "", ctx.Err()
+			case <-t.C:
+			}
+		}
+		token, err := a.transport(id).Token(ctx)
+		limit, ok := mintLimit(err, time.Now())
+		if !ok {
+			return token, err
+		}
+		a.mu.Lock()
+		a.limited[id] = time.Now().Add(limit)
+		a.mu.Unlock()
+	}
+}
+
+// mintLimit says whether err is GitHub rate-limiting a mint, and for how
+// long: Retry-After (a secondary limit, 403 or 429), else the reset time
+// of an exhausted primary limit, else a minute as GitHub's documentation
+// asks. It closes the response's body then.
+func mintLimit(err error, now time.Time) (time.Duration, bool) {
+	var he *ghinstallation.HTTPError
+	if !errors.As(err, &he) || he.Response == nil {
+		return 0, false
+	}
+	resp := he.Response
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusForbidden {
+		return 0, false
+	}
+	wait := time.Duration(-1)
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
+		wait = time.Duration(s) * time.Second
+	} else if resp.Header.Get("X-RateLimit-Remaining") == "0" {
+		if reset, err := strconv.ParseInt(resp.Header.Get("X-RateLimit-Reset"), 10, 64); err == nil {
+			wait = time.Unix(reset, 0).Sub(now) + time.Second // whole seconds: one more is past it
+		}
+	}
+	if wait < 0 {
+		if resp.StatusCode == http.StatusForbidden {
+			return 0, false // a refusal, not a limit: mintError says why
+		}
+		wait = time.Minute
+	}
+	resp.Body.Close()
+	return max(wait, time.Second), true
+}
+
+// Refused drops the token GitHub answered 401 to for repo, if it is
+// still the installation's current one: the next Token mints a fresh one
+// (the token may have been revoked, or the App's key rotated, before the
+// expiry ghinstallation keeps it until).
+func (a *App) Refused(ctx context.Context, repo, token string) {
+	id := a.installationID
+	if id == 0 {
+		a.mu.Lock()
+		id = a.installations[strings.ToLower(repo)]
+		a.mu.Unlock()
+	}
+	a.mu.Lock()
+	t, ok := a.transports[id]
+	a.mu.Unlock()
+	if !ok {
+		return
+	}
+	// The current token is cached: Token asks GitHub nothing here.
+	if cur, err := t.Token(ctx); err != nil || cur != token {
+		return
+	}
+	a.mu.Lock()
+	if a.transports[id] == t {
+		delete(a.transports, id)
+	}
+	a.mu.Unlock()
 }
 
 // mintError says why GitHub refused a token, with its message, without

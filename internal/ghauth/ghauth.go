@@ -27,6 +27,15 @@ type Source interface {
 	Token(ctx context.Context, repo string) (string, error)
 }
 
+// Refreshable is a Source whose tokens GitHub may refuse before their
+// time (a GitHub App's installation token revoked, or minted with a key
+// since rotated): Refused drops token, so that the next Token call gives a
+// fresh one.
+type Refreshable interface {
+	Source
+	Refused(ctx context.Context, repo, token string)
+}
+
 // None is anonymous access (public repositories only).
 type None struct{}
 
@@ -85,7 +94,9 @@ func (f *File) Token(context.Context, string) (string, error) {
 // token src gives for the repository the request is about
 // (/repos/{owner}/{repo}/..., under any base path such as GitHub
 // Enterprise's /api/v3). A request that already carries an Authorization
-// header is left alone.
+// header is left alone. A 401 answered to a token of a Refreshable
+// source drops that token: the caller's retry (ghreport's re-sends) goes
+// with a fresh one.
 func Transport(src Source, base http.RoundTripper) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
@@ -114,7 +125,11 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	r := req.Clone(req.Context())
 	r.Header.Set("Authorization", "Bearer "+token)
-	return t.base.RoundTrip(r)
+	resp, err := t.base.RoundTrip(r)
+	if rs, ok := t.src.(Refreshable); ok && err == nil && resp.StatusCode == http.StatusUnauthorized {
+		rs.Refused(req.Context(), RepoOfPath(req.URL.Path), token)
+	}
+	return resp, err
 }
 
 // RepoOfPath returns "owner/name" of an API path holding

@@ -238,6 +238,7 @@ func TestClassify(t *testing.T) {
 		{"wrapped", fmt.Errorf("create comment: %w", &github.ErrorResponse{Response: resp(429, "Retry-After", "3")}), true, 3 * time.Second},
 		{"502", &github.ErrorResponse{Response: resp(502)}, true, 0},
 		{"no answer", errors.New("dial tcp: connection refused"), true, 0},
+		{"401: a token revoked before its time", &github.ErrorResponse{Response: resp(401)}, true, 0},
 		{"422", &github.ErrorResponse{Response: resp(422)}, false, 0},
 		{"403 without permission", &github.ErrorResponse{Response: resp(403)}, false, 0},
 		{"404", &github.ErrorResponse{Response: resp(404)}, false, 0},

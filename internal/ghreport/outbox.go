@@ -179,6 +179,11 @@ func classify(err error, now time.Time) (retry bool, wait time.Duration) {
 		return true, defaultLimitWait
 	case c >= 500:
 		return true, 0
+	case c == http.StatusUnauthorized:
+		// The token was revoked or expired before its time: ghauth's
+		// transport dropped it on this answer, so the next attempt, or
+		// the re-send of the held report, goes with a fresh one.
+		return true, 0
 	default:
 		return false, 0
 	}

@@ -51,8 +51,9 @@ type Config struct {
 // Elector campaigns for the Lease and runs a term of work while it holds
 // it. Create it with New.
 type Elector struct {
-	c   Config
-	log *slog.Logger
+	c     Config
+	log   *slog.Logger
+	fence *Fence
 
 	mu      sync.Mutex
 	le      *leaderelection.LeaderElector // the current campaign's
@@ -84,7 +85,7 @@ func New(c Config) (*Elector, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c.Metrics.setLeading(false)
-	return &Elector{c: c, log: log.With("lease", c.Namespace+"/"+c.Name, "identity", c.Identity)}, nil
+	return &Elector{c: c, log: log.With("lease", c.Namespace+"/"+c.Name, "identity", c.Identity), fence: NewFence(c.RenewDeadline)}, nil
 }
 
 // Identity makes a replica's identity from its name (the pod's) and the
@@ -105,13 +106,19 @@ func AddressOf(identity string) string {
 	return addr
 }
 
+// Fence is what the clients that write to the clusters check before each
+// write (Fence.Transport): open only while this replica holds the Lease
+// by its own clock.
+func (e *Elector) Fence() *Fence { return e.fence }
+
 // Run campaigns until ctx ends. Each time this replica acquires the Lease
 // it calls lead with a context that is cancelled as soon as leadership is
-// lost (the Lease could not be renewed within RenewDeadline) or ctx ends;
-// lead must return promptly then. A lost term is not fatal: Run waits for
-// lead to return, hands the Lease back, and campaigns again, so no two
-// terms of this replica overlap and a flaky API server does not turn into
-// a crash loop.
+// lost: the moment the fence's deadline passes (the last renewal is older
+// than RenewDeadline by this process's clock), when client-go gives up
+// renewing, or when ctx ends; lead must return promptly then. A lost term
+// is not fatal: Run waits for lead to return, hands the Lease back, and
+// campaigns again, so no two terms of this replica overlap and a flaky
+// API server does not turn into a crash loop.
 func (e *Elector) Run(ctx context.Context, lead func(context.Context)) {
 	// client-go logs through klog: send its lines to our logger.
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(e.log.Handler()))
@@ -122,7 +129,12 @@ func (e *Elector) Run(ctx context.Context, lead func(context.Context)) {
 
 // campaign runs one client-go LeaderElector: acquire, lead, lose or end.
 func (e *Elector) campaign(ctx context.Context, lead func(context.Context)) {
-	lock := e.lock()
+	// A term the fence ends ends the campaign too: else client-go, whose
+	// renewals may succeed again after a short pause, would hold the Lease
+	// for a replica whose work stopped.
+	ctx, endCampaign := context.WithCancel(ctx)
+	defer endCampaign()
+	lock := fencedLock{Interface: e.lock(), f: e.fence}
 	var (
 		mu       sync.Mutex
 		over     bool          // Run returned: a term not started yet must not start
@@ -143,6 +155,9 @@ func (e *Elector) campaign(ctx context.Context, lead func(context.Context)) {
 				termDone = make(chan struct{})
 				mu.Unlock()
 				defer close(termDone)
+				term, stop := e.fence.Context(term)
+				defer stop()
+				context.AfterFunc(term, endCampaign)
 				e.term(term, lead)
 			},
 			OnStoppedLeading: func() {},
@@ -166,9 +181,11 @@ func (e *Elector) campaign(ctx context.Context, lead func(context.Context)) {
 	done := termDone
 	mu.Unlock()
 	if done == nil {
+		e.fence.close()
 		return
 	}
 	<-done
+	e.fence.close()
 	// The term's work has stopped: hand the Lease over now rather than
 	// make the others wait for it to expire.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.c.RenewDeadline)
@@ -189,7 +206,7 @@ func (e *Elector) term(ctx context.Context, lead func(context.Context)) {
 	defer stop()
 	lead(ctx)
 	e.setLeading(false)
-	e.log.Info("stopped leading", "led", time.Since(start).Round(time.Millisecond))
+	e.log.Info("stopped leading", "led", time.Since(start).Round(time.Millisecond), "why", context.Cause(ctx))
 }
 
 func (e *Elector) setLeading(v bool) {

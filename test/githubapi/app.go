@@ -228,3 +228,12 @@ func (s *Server) mint(w http.ResponseWriter, app App, id int64) {
 		"permissions": perms, "repository_selection": "selected",
 	})
 }
+
+// Revoke makes token stop authenticating now, before its expiry, as on
+// GitHub when an installation token is revoked or the App's key rotated:
+// requests with it are answered 401.
+func (s *Server) Revoke(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.tokens, token)
+}
