@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kplan-dev/kplan/internal/closure"
+	"github.com/kplan-dev/kplan/internal/crash"
 )
 
 // mapSource is a tree of files in memory; directories are the files'
@@ -112,4 +113,38 @@ func FuzzJSON(f *testing.F) {
 			t.Fatalf("a second conversion differs: %q %v, then %q %v", j, err, j2, err2)
 		}
 	})
+}
+
+// panicSource is a Source with a bug: reading one file panics.
+type panicSource struct {
+	mapSource
+	file string
+}
+
+func (p panicSource) ReadFile(rel string) ([]byte, error) {
+	if rel == p.file {
+		panic("injected: read " + rel)
+	}
+	return p.mapSource.ReadFile(rel)
+}
+
+// A panic reading one kustomization is the Err of the closures that
+// build it (the planner fails those overlays with it), which are
+// unbounded, so that no plan skips them; other overlays' closures are
+// computed as ever.
+func TestPanicReadingAKustomizationIsItsClosuresErr(t *testing.T) {
+	src := panicSource{mapSource{
+		"a/kustomization.yaml":    []byte("resources: [../base]\n"),
+		"b/kustomization.yaml":    []byte("resources: [b.yaml]\n"),
+		"b/b.yaml":                []byte("kind: ConfigMap\n"),
+		"base/kustomization.yaml": []byte("resources: [cm.yaml]\n"),
+	}, "base/kustomization.yaml"}
+	b := closure.New(src, closure.Options{})
+	a := b.Overlay("a")
+	if c := crash.As(a.Err); c == nil || c.Value != "injected: read base/kustomization.yaml" || !strings.Contains(a.Err.Error(), "base") || a.Unbounded == "" {
+		t.Errorf("a: Err %v, Unbounded %q; want the panic reading base, unbounded", a.Err, a.Unbounded)
+	}
+	if c := b.Overlay("b"); c.Err != nil || c.Unbounded != "" || !slices.Contains(c.Paths, "b/b.yaml") {
+		t.Errorf("b: %+v, want its closure", c)
+	}
 }
