@@ -3,7 +3,7 @@ GO ?= go
 # The binaries the Dockerfile builds; CI builds the same ones.
 BINARIES := ./cmd/action ./cmd/kplan ./cmd/webhook
 
-.PHONY: demo demo-deploy test vet unit lint build bench cluster screenshots
+.PHONY: demo demo-deploy test vet unit lint build bench cluster screenshots fuzz
 
 demo:
 	$(GO) run ./cmd/kplan demo
@@ -51,3 +51,27 @@ unit:
 # cmark-gfm, and npm; documentation only, not part of make test).
 screenshots:
 	sh tools/screenshots/screenshots.sh
+
+# Each fuzz target for FUZZTIME (go test -fuzz runs one target at a time);
+# `make test` runs their seeds. A crasher is written under the package's
+# testdata/fuzz/<target>/: commit it with the fix, it is a regression
+# test from then on (docs/fuzzing.md).
+FUZZTIME ?= 30s
+# go minimizes each input that finds new coverage for up to a minute,
+# during which the target is not fuzzed: a 30 s run would do little else.
+FUZZMINIMIZETIME ?= 5s
+FUZZFLAGS ?=
+FUZZ_TARGETS := \
+	./internal/flux:FuzzDiscover \
+	./internal/closure:FuzzClosure \
+	./internal/closure:FuzzJSON \
+	./internal/repoconfig:FuzzParse \
+	./internal/config:FuzzParse \
+	./internal/webhook:FuzzDelivery
+
+fuzz:
+	@failed=; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t#*:}; \
+		echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $(FUZZFLAGS) $$pkg || failed="$$failed $$t"; \
+	done; test -z "$$failed" || { echo "fuzzing failed:$$failed"; exit 1; }

@@ -105,6 +105,25 @@ func fromNode(n *yaml.RNode, file, defaultNS string) (*Kustomization, error) {
 	return &Kustomization{Namespace: ns, Name: n.GetName(), File: file, Object: m}, nil
 }
 
+// declaredIn are the Flux Kustomizations the YAML file holding data
+// declares, in the order written; none when it does not parse.
+func declaredIn(data []byte, file string) []Declared {
+	if !bytes.Contains(data, []byte(Group)) {
+		return nil
+	}
+	nodes, err := (&kio.ByteReader{Reader: bytes.NewReader(data), OmitReaderAnnotations: true}).Read()
+	if err != nil {
+		return nil
+	}
+	var out []Declared
+	for _, n := range nodes {
+		if k := declared(n, file); k != nil {
+			out = append(out, *k)
+		}
+	}
+	return out
+}
+
 // declared is the Flux Kustomization a document of file declares, nil if
 // it declares none. Any YAML is read: a document that is not a mapping (a
 // kustomize replacements file is a top-level list) or whose metadata is
@@ -166,18 +185,10 @@ func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) ([]De
 	var out []Declared
 	for _, p := range yamls {
 		data, err := s.ReadFile(ctx, p)
-		if err != nil || !bytes.Contains(data, []byte(Group)) {
-			continue
-		}
-		nodes, err := (&kio.ByteReader{Reader: bytes.NewReader(data), OmitReaderAnnotations: true}).Read()
 		if err != nil {
 			continue
 		}
-		for _, n := range nodes {
-			if k := declared(n, p); k != nil {
-				out = append(out, *k)
-			}
-		}
+		out = append(out, declaredIn(data, p)...)
 	}
 	slices.SortFunc(out, func(a, b Declared) int {
 		return strings.Compare(a.File+"\x00"+a.ID(), b.File+"\x00"+b.ID())

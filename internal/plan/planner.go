@@ -361,7 +361,9 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) ([]*job, error) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer crash.Recover(&errs[i]) // closure reads a kustomization's panic as its error: this is kplan's own
+			// A panic reading a kustomization is its closure's Err; one
+			// here is the walk's own, and ends the plan.
+			defer crash.Recover(&errs[i])
 			if p.opts.Full || p.opts.Warm {
 				for _, o := range overlays {
 					closures[i][o] = sd.closures.Overlay(o)
@@ -434,18 +436,18 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) ([]*job, error) 
 		p.stats.Overlays++
 		// A closure that failed is a bug reading the overlay's
 		// kustomizations (closure.Closure.Err): the overlay fails with it.
-		failed := func(i int) error {
-			if err := sides[i].tree.Errors[o]; err != nil || cs[i] == nil || cs[i].Err == nil {
-				return err
+		var failed [2]error
+		for i, sd := range sides {
+			if failed[i] = sd.tree.Errors[o]; failed[i] == nil && cs[i] != nil && cs[i].Err != nil {
+				p.logCrash(o, cs[i].Err)
+				failed[i] = cs[i].Err
 			}
-			p.logCrash(o, cs[i].Err)
-			return cs[i].Err
 		}
-		if failed(0) != nil || failed(1) != nil {
+		if failed[0] != nil || failed[1] != nil {
 			for i := range sides {
 				pr.sides[i] = unrendered()
-				if err := failed(i); err != nil {
-					pr.sides[i] = inventorydiff.Side{Err: err}
+				if failed[i] != nil {
+					pr.sides[i] = inventorydiff.Side{Err: failed[i]}
 				}
 			}
 			p.compare(o, *pr)

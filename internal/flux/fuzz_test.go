@@ -1,0 +1,48 @@
+package flux
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// addSeeds adds every file of dir (under testdata) as a seed.
+func addSeeds(f *testing.F, dir string) {
+	f.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", dir, "*"))
+	if err != nil || len(files) == 0 {
+		f.Fatalf("no seeds in testdata/%s: %v", dir, err)
+	}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+}
+
+// Flux discovery reads every YAML file of a repository that names the
+// Flux group: whatever a file holds, it declares Kustomizations or none,
+// and never panics (a kustomize replacements file, a top-level list,
+// once did: testdata/discover/replacements-list.yaml).
+func FuzzDiscover(f *testing.F) {
+	addSeeds(f, "discover")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, d := range declaredIn(data, "x.yaml") {
+			if d.Name == "" || d.Namespace == "" || d.File != "x.yaml" {
+				t.Fatalf("declared %+v: a Kustomization without a name, a namespace or its file", d)
+			}
+			if d.NamespaceSet != (d.Object["metadata"].(map[string]any)["namespace"] == d.Namespace) {
+				t.Fatalf("declared %+v: NamespaceSet says otherwise than its metadata", d)
+			}
+			// What the plan reads of it.
+			if p := d.Path(); strings.HasPrefix(p, "/") || strings.HasPrefix(p, "../") || p == ".." {
+				t.Fatalf("path %q climbs above the repository", p)
+			}
+			d.Source()
+			d.Suspended()
+		}
+	})
+}
