@@ -33,6 +33,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/config"
+	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/gitbase"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
@@ -500,12 +501,30 @@ func (d *Deployer) work(ctx context.Context, w *worker) {
 // meanwhile replaces the one waiting (Submit), so a burst runs once.
 func (d *Deployer) drain(ctx context.Context, w *worker) {
 	for r := w.take(); r != nil; r = w.take() {
-		if w.src != nil {
-			d.expand(ctx, *w.src, *r)
-		} else {
-			d.converge(ctx, w, *r)
+		err := crash.Catch(func() error {
+			if w.src != nil {
+				d.expand(ctx, *w.src, *r)
+			} else {
+				d.converge(ctx, w, *r)
+			}
+			return nil
+		})
+		if c := crash.As(err); c != nil {
+			d.crashed(ctx, w, *r, c)
 		}
 	}
+}
+
+// crashed reports a deploy a kplan bug ended (a recovered panic): that
+// request fails, with a request for a report, and the webhook goes on
+// serving every other target (a panic nobody recovers would end the
+// process with Go's status 2).
+func (d *Deployer) crashed(ctx context.Context, w *worker, r Request, c *crash.Error) {
+	t := w.target()
+	w.first() // the other targets' first renders must not wait for this one
+	log := d.Logger.With("target", t.Key(), "repo", t.Repo, "branch", t.Branch)
+	log.Error("kplan bug: panic deploying; this deploy fails, the others go on", "sha", r.SHA, "panic", fmt.Sprint(c.Value), "stack", string(c.Stack))
+	d.failedEarly(ctx, log, Outcome{Target: t, SHA: r.SHA, PR: r.PR, Err: c, Reason: ReasonApplyFailed})
 }
 
 // resolve fetches the branch and turns a request into one for the tip

@@ -3,6 +3,7 @@ package deployer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -10,8 +11,10 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/kplan-dev/kplan/internal/config"
+	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/test/githttp"
@@ -179,5 +182,36 @@ func TestOnlyWhatTheTipReachesDeploys(t *testing.T) {
 	r := Request{SHA: c}
 	if _, err := d.resolve(ctx, d.Logger, Target{CloneURL: srv.URL + "/octo/missing.git", Branch: "main"}, &r); err == nil {
 		t.Error("resolve without the server's tip succeeded")
+	}
+}
+
+// A kplan bug (a panic) in one deploy fails that deploy, saying so, and
+// the deployer goes on: the next commit deploys. Unrecovered, the panic
+// would end the webhook with Go's status 2.
+func TestPanicFailsItsDeployOnly(t *testing.T) {
+	prod := Target{Target: config.Target{Name: "prod", Overlay: "app"}, Repo: "octo/cfg", Branch: "main", CloneURL: "https://git.example/octo/cfg.git"}
+	m := newFakeMirror("b", overlay("b"))
+	m.commit("c", "b", overlay("c"))
+	m.panicOn = map[string]bool{"b": true}
+	eng := &fakeEngine{}
+	rep := &outcomes{}
+	d := New([]Target{prod}, m, rep, func(Target) Engine { return eng }, slog.New(slog.DiscardHandler))
+	d.Submit("prod", Request{SHA: "b"})
+	d.drain(context.Background(), d.workers["prod"])
+	if len(rep.all) != 1 || !strings.Contains(fmt.Sprint(rep.all[0].Err), crash.Marker+"reading b") {
+		t.Fatalf("outcomes after the panic: %+v", rep.all)
+	}
+	select {
+	case <-d.firstRenders:
+	case <-time.After(10 * time.Second):
+		t.Error("the crashed target's first render still holds the others")
+	}
+	m.mu.Lock()
+	m.tip = "c"
+	m.mu.Unlock()
+	d.Submit("prod", Request{SHA: "c"})
+	d.drain(context.Background(), d.workers["prod"])
+	if !slices.Equal(eng.applied, []string{"c"}) {
+		t.Errorf("after the crash, applied %q, want c", eng.applied)
 	}
 }

@@ -38,6 +38,8 @@ type fakeMirror struct {
 	// there conflicts. treeOf aliases a commit's tree to another's.
 	merges map[[2]string]string
 	treeOf map[string]string
+	// panicOn are commits whose snapshot panics, as a kplan bug would.
+	panicOn map[string]bool
 }
 
 func newFakeMirror(tip string, tree fstest.MapFS) *fakeMirror {
@@ -76,7 +78,11 @@ func (m *fakeMirror) Snapshot(ctx context.Context, dir, sha string) (*snapshot.S
 	m.mu.Lock()
 	tree, ok := m.trees[sha]
 	m.snapshotOf = append(m.snapshotOf, sha)
+	bug := m.panicOn[sha]
 	m.mu.Unlock()
+	if bug {
+		panic("reading " + sha)
+	}
 	if !ok {
 		return nil, fmt.Errorf("commit %s is not in the mirror", sha)
 	}
