@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kplan-dev/kplan/internal/config"
+	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
@@ -183,7 +184,15 @@ func (r *Runner) loop(key string) {
 // run plans and posts one pull request.
 func (r *Runner) run(ctx context.Context, req Request) {
 	log := r.log().With("repo", req.Repo, "pr", req.PR, "delivery", req.Delivery)
-	plan, err := r.Plan(ctx, req)
+	var plan *PullPlan
+	// A kplan bug in one live plan fails that plan, not the webhook.
+	err := crash.Catch(func() (err error) {
+		plan, err = r.Plan(ctx, req)
+		return err
+	})
+	if c := crash.As(err); c != nil {
+		log.Error("kplan bug: panic in a live plan", "panic", fmt.Sprint(c.Value), "stack", string(c.Stack))
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -107,5 +108,38 @@ func TestRunnerNewestWins(t *testing.T) {
 	}
 	if !strings.Contains(p.bodies[1][0], "held fetch") {
 		t.Errorf("the error comment does not say why:\n%s", p.bodies[1][0])
+	}
+}
+
+// panicMirror's fetch of PR 1 panics, as a kplan bug would.
+type panicMirror struct{ heldMirror }
+
+func (m *panicMirror) FetchPull(ctx context.Context, _ string, number int) (string, string, error) {
+	if number == 1 {
+		panic("fetching PR 1")
+	}
+	return "", "", errors.New("plain failure")
+}
+
+// A kplan bug in one live plan fails that plan, its comment saying so,
+// and the runner goes on planning the others.
+func TestPanicFailsItsLivePlanOnly(t *testing.T) {
+	p := &posts{bodies: map[int][]string{}, done: make(chan struct{}, 10)}
+	r := &Runner{Mirrors: &panicMirror{}, Post: p}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	r.Submit(Request{Repo: "o/r", PR: 1, SHA: "aaaaaaa1111"})
+	<-p.done
+	r.Submit(Request{Repo: "o/r", PR: 2, SHA: "bbbbbbb2222"})
+	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.bodies[1]) != 1 || !strings.Contains(p.bodies[1][0], crash.Marker+"fetching PR 1") {
+		t.Errorf("PR 1's comment does not name the bug: %q", p.bodies[1])
+	}
+	if len(p.bodies[2]) != 1 || !strings.Contains(p.bodies[2][0], "plain failure") {
+		t.Errorf("PR 2 after the crash: %q", p.bodies[2])
 	}
 }
