@@ -276,9 +276,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	runDeploys := func() {
 		if elector == nil {
 			runTerm(runCtx, current.get(), current.live(), drift)
 			return
@@ -292,6 +290,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			defer current.set(nil, nil)
 			runTerm(ctx, dep, live, drift)
 		})
+	}
+	// The deploys' goroutine: a kplan bug there (a panic a deploy or live
+	// plan did not recover) ends run with an error, so the program exits
+	// 1 asking for a report, never with Go's 2.
+	termErr := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := crash.Catch(func() error { runDeploys(); return nil }); err != nil {
+			termErr <- err
+		}
 	}()
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -301,6 +310,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:
+	case err = <-termErr:
 	}
 	shutdown, done := context.WithTimeout(context.Background(), 10*time.Second)
 	defer done()
