@@ -67,7 +67,9 @@ FUZZ_TARGETS := \
 	./internal/closure:FuzzJSON \
 	./internal/repoconfig:FuzzParse \
 	./internal/config:FuzzParse \
-	./internal/webhook:FuzzDelivery
+	./internal/webhook:FuzzDelivery \
+	./internal/prcomment:FuzzParseReviewed \
+	./internal/flux:FuzzSecretMasking
 
 fuzz:
 	@failed=; for t in $(FUZZ_TARGETS); do \

@@ -3,13 +3,13 @@ package closure_test
 import (
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/crash"
+	"github.com/kplan-dev/kplan/test/fuzzseed"
 )
 
 // mapSource is a tree of files in memory; directories are the files'
@@ -36,22 +36,7 @@ func (m mapSource) ReadFile(rel string) ([]byte, error) {
 }
 
 // seeds are the files of testdata/kustomizations.
-func seeds(f *testing.F) [][]byte {
-	f.Helper()
-	files, err := filepath.Glob("testdata/kustomizations/*")
-	if err != nil || len(files) == 0 {
-		f.Fatalf("no seeds in testdata/kustomizations: %v", err)
-	}
-	var out [][]byte
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		out = append(out, data)
-	}
-	return out
-}
+func seeds(f *testing.F) [][]byte { return fuzzseed.Files(f, "testdata/kustomizations/*") }
 
 // The closure reads every kustomization of a repository, as written in a
 // pull request: whatever a kustomization and the file it names hold, the

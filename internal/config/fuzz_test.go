@@ -1,24 +1,16 @@
 package config
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/kplan-dev/kplan/test/fuzzseed"
 )
 
 // The webhook's configuration file is parsed at start: whatever it holds,
 // Parse returns a configuration or an error naming the file, never
 // panics, and what it returns can be looked up.
 func FuzzParse(f *testing.F) {
-	files, err := filepath.Glob("testdata/webhook-yaml/*")
-	if err != nil || len(files) == 0 {
-		f.Fatalf("no seeds in testdata/webhook-yaml: %v", err)
-	}
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, data := range fuzzseed.Files(f, "testdata/webhook-yaml/*") {
 		f.Add(data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

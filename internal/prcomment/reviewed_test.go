@@ -4,7 +4,10 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
+
+	"github.com/kplan-dev/kplan/test/fuzzseed"
 )
 
 // A plan comment's reviewed marker survives the comment around it, keeps
@@ -45,4 +48,28 @@ func TestReviewedMarkerRoundTrip(t *testing.T) {
 			t.Errorf("%q: ok=%v err=%v, want an error", bad, ok, err)
 		}
 	}
+}
+
+// The reviewed-plan marker is read from a comment anyone with write
+// access may have edited: whatever the body holds, ParseReviewed returns
+// a marker or an error, never panics, and a marker it returns is written
+// again as one that reads back the same.
+func FuzzParseReviewed(f *testing.F) {
+	for _, data := range fuzzseed.Files(f, "testdata/reviewed/*") {
+		f.Add(string(data))
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		r, ok, err := ParseReviewed(body)
+		if err != nil || !ok {
+			return
+		}
+		m, err := ReviewedMarker(r)
+		if err != nil {
+			t.Fatalf("a parsed marker cannot be written: %v", err)
+		}
+		again, ok, err := ParseReviewed(m)
+		if err != nil || !ok || again.Base != r.Base || again.Head != r.Head || len(again.Digests) != len(r.Digests) || !slices.Equal(again.Skipped, r.Skipped) {
+			t.Fatalf("%+v written and read back is %+v (%v, %v)", r, again, ok, err)
+		}
+	})
 }

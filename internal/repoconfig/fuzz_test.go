@@ -1,24 +1,16 @@
 package repoconfig
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/kplan-dev/kplan/test/fuzzseed"
 )
 
 // .kplan.yaml comes with the pull request: whatever it holds, Parse
 // returns a configuration or an error naming the file, never panics, and
 // each target it returns is found by its name and its overlay.
 func FuzzParse(f *testing.F) {
-	files, err := filepath.Glob("testdata/kplan-yaml/*")
-	if err != nil || len(files) == 0 {
-		f.Fatalf("no seeds in testdata/kplan-yaml: %v", err)
-	}
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, data := range fuzzseed.Files(f, "testdata/kplan-yaml/*") {
 		f.Add(data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
