@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -324,5 +325,21 @@ func TestMarkdownCutsLongTextDiffsBeforeDroppingFields(t *testing.T) {
 	// With room, all of it.
 	if md := MarkdownWith(p, "", 100*MaxCommentSize, Options{}); !strings.Contains(md, "version: new-2999") || strings.Contains(md, "more lines of this text diff") {
 		t.Errorf("with room, the whole text diff is shown")
+	}
+}
+
+// An overlay that failed on base and renders on head is mended by the
+// change: the text says so, not "failed to render ()" (seen replaying
+// argoproj/argocd-example-apps).
+func TestTextSaysAMendedOverlayRendersAgain(t *testing.T) {
+	p := inventorydiff.Compare("b", "h",
+		map[string]inventorydiff.Side{"app": {Err: errors.New("missing.yaml: no such file")}},
+		map[string]inventorydiff.Side{"app": {Inventory: &inventory.Inventory{Objects: map[string]*inventory.Object{}}}})
+	var b strings.Builder
+	if err := Text(&b, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); !strings.Contains(got, "app: renders again (mended by this change; it failed on base)\n  base: missing.yaml: no such file") || strings.Contains(got, "()") {
+		t.Errorf("the text of a mended overlay:\n%s", got)
 	}
 }

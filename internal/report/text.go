@@ -23,7 +23,13 @@ func TextWith(w io.Writer, p *inventorydiff.Plan, opts Options) error {
 			continue
 		}
 		if o.Status == inventorydiff.Failed {
-			ew.printf("%s: failed to render (%s)\n", title(o), failureLine(o))
+			if o.HeadErr == "" {
+				// Failing on base only: the change mends it (its objects
+				// are not compared, base has none to compare with).
+				ew.printf("%s: renders again (mended by this change; it failed on base)\n", title(o))
+			} else {
+				ew.printf("%s: failed to render (%s)\n", title(o), failureLine(o))
+			}
 			if o.BaseErr != "" {
 				ew.printf("  base: %s\n", o.BaseErr)
 			}
