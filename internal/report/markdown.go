@@ -254,6 +254,13 @@ func (m *md) writeImages(b *strings.Builder, d detail) {
 		return
 	}
 	max := map[detail]int{withObjects: 1 << 30, withFields: 1 << 30, withFieldsCut: 1 << 30, tablesOnly: 100, countsOnly: 20}[d]
+	if m.sections >= 0 {
+		// Only the first overlays' changes fit: so that they do, the
+		// images are bounded as in the table-only comment (a plan of
+		// hundreds of images left room for none, and a marker a few
+		// bytes longer dropped every field change).
+		max = min(max, 100)
+	}
 	perLine := 5
 	if d == countsOnly {
 		perLine = 2
