@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -196,6 +197,10 @@ func startReplica(e *hookEnv, tap *ghTap, name string) *webhookReplica {
 	// What the downward API gives a pod; the Lease is in the test cluster.
 	r.cmd.Env = append(r.cmd.Env, "KPLAN_WEBHOOK_SECRET="+hookSecret, "KPLAN_GITHUB_TOKEN="+hookToken,
 		"KUBECONFIG="+e.cluster.Kubeconfig, "POD_NAMESPACE=default", "POD_NAME="+name, "POD_IP=127.0.0.1")
+	// Its own process group, killed whole as a pod dies: a git fetch
+	// outliving a killed replica would write into the test's directories
+	// after they are removed.
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, _ := r.cmd.StdoutPipe()
 	logs, _ := os.Create(r.log)
 	r.cmd.Stderr = logs
@@ -203,7 +208,7 @@ func startReplica(e *hookEnv, tap *ghTap, name string) *webhookReplica {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() {
-		r.cmd.Process.Kill()
+		r.kill()
 		r.cmd.Wait()
 		if e.t.Failed() {
 			data, _ := os.ReadFile(r.log)
@@ -267,6 +272,9 @@ func metric(t *testing.T, r *webhookReplica, series string) string {
 	}
 	return ""
 }
+
+// kill ends the replica and the processes it started (SIGKILL).
+func (r *webhookReplica) kill() { syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL) }
 
 // Two replicas with --leader-elect: deliveries sent to the one that does
 // not lead are deployed by the leader; the leader is killed (SIGKILL, the
@@ -355,7 +363,7 @@ func TestWebhookLeaderElection(t *testing.T) {
 		_, err := e.dyn.Resource(deploymentGVR).Namespace(hookNS).Get(context.Background(), "slow", metav1.GetOptions{})
 		return err == nil && tap.started(lead.name, sha2)
 	})
-	lead.cmd.Process.Kill() // SIGKILL: the Lease is not released
+	lead.kill() // SIGKILL: the Lease is not released
 	killed := time.Now()
 	lead.cmd.Wait()
 	tap.killed(lead.name)
