@@ -27,7 +27,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path"
+	"slices"
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -54,6 +56,11 @@ type Config struct {
 	// are then the repository's Flux Kustomizations. Unset: on when the
 	// repository holds one whose source is the flux-system GitRepository.
 	Flux *bool `yaml:"flux"`
+	// FluxClusters names the clusters' entry points discovery cannot
+	// find (cluster name → the directory its flux-system Kustomization
+	// applies), as when Flux is installed by a tool that keeps nothing in
+	// the repository. Setting it turns Flux mode on.
+	FluxClusters map[string]string `yaml:"fluxClusters"`
 }
 
 // Dangerous configures the danger rules (internal/danger).
@@ -95,8 +102,14 @@ func Parse(data []byte) (*Config, error) {
 		errs = append(errs, fmt.Errorf("%s: targets[%d].%s: %s", File, i, field, fmt.Sprintf(format, args...)))
 	}
 	ignoring := len(c.Ignore.Fields)+len(c.Ignore.Kinds) > 0
-	if len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 && c.Flux == nil {
+	if len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 && c.Flux == nil && len(c.FluxClusters) == 0 {
 		errs = append(errs, fmt.Errorf("%s: targets: list at least one target (or delete the file to plan every overlay)", File))
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.FluxClusters)) {
+		dir := c.FluxClusters[name]
+		if name == "" || strings.ContainsAny(name, ": ") || dir == "" || path.IsAbs(dir) || slices.Contains(strings.Split(path.Clean(dir), "/"), "..") {
+			errs = append(errs, fmt.Errorf("%s: fluxClusters: %q: %q: name each cluster (no spaces or colons) and give the repository directory its flux-system Kustomization applies (e.g. production: clusters/production)", File, name, dir))
+		}
 	}
 	for i, f := range c.Ignore.Fields {
 		if strings.Trim(f, "*. ") == "" {
