@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -178,6 +179,33 @@ func (e *Engine) entries(ctx context.Context, s *snapshot.Snapshot, declared []D
 			continue
 		}
 		add(syncKustomization("flux-system", "flux-system", path.Dir(path.Dir(p)), ""), "")
+	}
+	// Kustomizations of the same name declared in different directories
+	// no entry point applies: each directory is a cluster's, synced by a
+	// flux-system Kustomization that is not in git (Flux's two-cluster
+	// example before it committed its bootstrap files).
+	dirs := map[string][]string{} // ID → directories declaring it
+	for _, d := range declared {
+		if d.entry || d.File == "" || e.skip(d.Kustomization) != "" {
+			continue
+		}
+		if dir := path.Dir(d.File); !slices.Contains(dirs[d.ID()], dir) {
+			dirs[d.ID()] = append(dirs[d.ID()], dir)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(dirs)) {
+		if len(dirs[id]) < 2 {
+			continue
+		}
+	dir:
+		for _, dir := range dirs[id] {
+			for p := range byPath {
+				if p == "." || dir == p || strings.HasPrefix(dir, p+"/") {
+					continue dir // an entry point's build may read it
+				}
+			}
+			add(syncKustomization("flux-system", "flux-system", dir, ""), "")
+		}
 	}
 	return declared, named, skipped
 }

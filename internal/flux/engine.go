@@ -3,6 +3,7 @@ package flux
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path"
@@ -10,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -20,6 +22,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/rendercache"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -46,14 +49,32 @@ type Options struct {
 	// flux-system Kustomization applies) discovery cannot find, from
 	// .kplan.yaml.
 	Clusters map[string]string
+	// Cache keeps builds between runs (the plan's --cache-dir), under
+	// keys naming CacheVersion and everything a build reads; nil keeps
+	// them for this Engine only.
+	Cache        Cache
+	CacheVersion string
+}
+
+// Cache is where builds are kept between runs (rendercache.Cache).
+type Cache interface {
+	Get(key string) (rendercache.Entry, bool)
+	Put(key string, e rendercache.Entry) error
 }
 
 // Engine builds the Flux Kustomizations of snapshots; it is safe for
 // concurrent use. One Engine per process keeps one parsed OpenAPI schema.
 type Engine struct {
-	k    *render.Kustomizer
-	opts Options
-	gen  *genMemo
+	k      *render.Kustomizer
+	opts   Options
+	gen    *genMemo
+	builds sync.Map // build key → *kept: both sides of a plan share a build of the same inputs
+}
+
+// kept is a kustomize build kept by the content it read.
+type kept struct {
+	objs []*yaml.RNode
+	err  error
 }
 
 // New returns an Engine for opts.
@@ -92,7 +113,6 @@ type Target struct {
 	Deferred bool
 
 	name  string // in a plan: [cluster: ]namespace/name
-	gen   *generated
 	built []string // the paths its build reads (no declarations), sorted
 	reads []string // IDs of targets whose ConfigMaps/Secrets it read
 }
@@ -542,30 +562,47 @@ func (e *Engine) build(ctx context.Context, s *snapshot.Snapshot, scratch string
 		t.Deferred = true
 		return nil
 	}
-	g, err := e.gen.generate(ctx, s, scratch, t.Kustomization)
-	if err != nil {
+	key := e.buildKey(s, t)
+	if objs, err, ok := e.cached(key); ok {
+		t.Objects = objs
 		return err
 	}
-	t.gen = g
+	objs, err, keep := e.kustomize(ctx, s, scratch, t)
+	var timeout *render.TimeoutError
+	if keep && ctx.Err() == nil && !errors.As(err, &timeout) {
+		// A build past its time budget depends on the machine's load,
+		// not on the commit: never kept.
+		e.store(key, objs, err)
+	}
+	t.Objects = objs
+	return err
+}
+
+// kustomize runs Flux's generator and kustomize build for t; keep says
+// whether its result is the commit's, not a failure to read it.
+func (e *Engine) kustomize(ctx context.Context, s *snapshot.Snapshot, scratch string, t *Target) (objs []*yaml.RNode, err error, keep bool) {
+	g, err := e.gen.generate(ctx, s, scratch, t.Kustomization)
+	if err != nil {
+		return nil, err, false
+	}
 	if err := s.Load(ctx, t.Closure.Paths); err != nil {
-		return fmt.Errorf("Flux Kustomization %s: %w", t.ID(), err)
+		return nil, fmt.Errorf("Flux Kustomization %s: %w", t.ID(), err), false
 	}
 	fsys, err := newOverlayFS(s.FS, g)
 	if err != nil {
-		return fmt.Errorf("Flux Kustomization %s: %w", t.ID(), err)
+		return nil, fmt.Errorf("Flux Kustomization %s: %w", t.ID(), err), false
 	}
-	objs, err := e.k.RenderContext(ctx, fsys, t.Path(), t.Closure.OpenAPI)
+	objs, err = e.k.RenderContext(ctx, fsys, t.Path(), t.Closure.OpenAPI)
 	if err != nil {
-		return fmt.Errorf("Flux Kustomization %s (%s): %w", t.ID(), t.Path(), err)
+		return nil, fmt.Errorf("Flux Kustomization %s (%s): %w", t.ID(), t.Path(), err), true
 	}
 	for _, o := range objs {
 		// kustomize-controller refuses such objects before applying any.
 		if o.GetName() == "" || o.GetKind() == "" || o.GetApiVersion() == "" {
-			return fmt.Errorf("Flux Kustomization %s: an object without apiVersion, kind or name (Flux fails with \"failed to decode Kubernetes apiVersion, kind and name\")", t.ID())
+			return nil, fmt.Errorf("Flux Kustomization %s: an object without apiVersion, kind or name (Flux fails with \"failed to decode Kubernetes apiVersion, kind and name\")", t.ID()), true
 		}
 	}
-	t.Objects = objs
-	return nil
+	return objs, nil, true
 }
 
 // postBuild applies Flux's post-build steps to t's objects and lists

@@ -23,7 +23,6 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
@@ -216,16 +215,44 @@ func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) (*Fou
 }
 
 // asMap is a mapping node as Kubernetes' unstructured objects hold one:
-// numbers as int64 or float64, never the int kyaml's Map gives, on
-// which apimachinery's deep copies (NestedMap, DeepCopyJSON) panic.
+// numbers as int64 or float64, never the int (or uint64) kyaml's Map
+// gives, on which apimachinery's deep copies (NestedMap, DeepCopyJSON)
+// panic.
 func asMap(n *yaml.RNode) (map[string]any, error) {
-	data, err := n.MarshalJSON()
+	m, err := n.Map()
 	if err != nil {
 		return nil, err
 	}
-	var m map[string]any
-	if err := utiljson.Unmarshal(data, &m); err != nil {
-		return nil, err
+	return normalize(m).(map[string]any), nil
+}
+
+// normalize rewrites the numbers in v in place, as JSON decoding makes
+// them; keys that are not strings (YAML allows them) become strings.
+func normalize(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = normalize(e)
+		}
+		return x
+	case map[any]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[fmt.Sprint(k)] = normalize(e)
+		}
+		return out
+	case []any:
+		for i, e := range x {
+			x[i] = normalize(e)
+		}
+		return x
+	case int:
+		return int64(x)
+	case uint64:
+		return float64(x)
+	case int64, float64, string, bool, nil:
+		return x
+	default:
+		return fmt.Sprint(x) // timestamps and the like, as text
 	}
-	return m, nil
 }

@@ -77,7 +77,16 @@ func (p *planner) planFluxTargets(ctx context.Context, sides [2]*side, changed m
 	if cfg != nil {
 		clusters = cfg.FluxClusters
 	}
-	e := flux.New(flux.Options{Render: p.opts.Render, Clusters: clusters})
+	fo := flux.Options{Render: p.opts.Render, Clusters: clusters}
+	if p.cache != nil {
+		// Root and parent Kustomizations read what an app's change leaves
+		// alone: kept, they are not built again.
+		if p.version == "" {
+			p.version = buildVersion()
+		}
+		fo.Cache, fo.CacheVersion = p.cache, p.version
+	}
+	e := flux.New(fo)
 	res, err := e.Plan(ctx, sides[0].s, sides[1].s, changed)
 	if err != nil {
 		return nil, fmt.Errorf("Flux Kustomizations: %w", err)
