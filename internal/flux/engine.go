@@ -112,7 +112,7 @@ type Target struct {
 	// did not build it (Objects is empty).
 	Deferred bool
 
-	name  string // in a plan: [cluster: ]namespace/name
+	name  string   // in a plan: [cluster: ]namespace/name
 	built []string // the paths its build reads (no declarations), sorted
 	reads []string // IDs of targets whose ConfigMaps/Secrets it read
 }
