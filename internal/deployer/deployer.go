@@ -1034,6 +1034,9 @@ func (d *Deployer) readTargets(ctx context.Context, dir, sha, file string) ([]re
 	if err != nil {
 		return nil, fmt.Errorf("at %s: %w", short(sha), err)
 	}
+	for _, w := range c.Warnings {
+		d.Logger.Warn(w, "sha", short(sha))
+	}
 	if !c.HasTargets() {
 		// Only ignore rules: taking that as "deploy nothing" would
 		// silently stop every deploy of the branch.
