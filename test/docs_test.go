@@ -13,7 +13,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
-	"github.com/kplan-dev/kplan/internal/testutil"
+	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
 // The pages a reader walks: the README and every page under docs/.
@@ -191,5 +191,5 @@ func TestPackageTable(t *testing.T) {
 		}
 		b.WriteString("| `" + path + "` | " + strings.ReplaceAll(doc, "|", `\|`) + " |\n")
 	}
-	testutil.Generated(t, "../docs/development.md", "go list ./...", b.String())
+	testkit.Generated(t, "../docs/development.md", "go list ./...", b.String())
 }

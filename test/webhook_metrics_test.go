@@ -27,7 +27,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kplan-dev/kplan/internal/testcluster"
-	"github.com/kplan-dev/kplan/internal/testutil"
+	"github.com/kplan-dev/kplan/internal/testkit"
 	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/githubapi"
 )
@@ -225,7 +225,7 @@ stateDir: %s
 	}
 	e.waitDeployed(sha1)
 	eq(t, "ConfigMaps after merge 1", e.configMaps(), []string{"a", "b"})
-	testutil.Eventually(t, "the App's success status on merge 1", time.Minute, func() bool {
+	testkit.Eventually(t, "the App's success status on merge 1", time.Minute, func() bool {
 		st := e.gh.Statuses("Codertocat", "Hello-World", sha1)
 		return len(st) > 0 && st[len(st)-1].State == "success" && st[len(st)-1].Creator.Login == "kplan-deploy[bot]"
 	})
@@ -239,14 +239,14 @@ stateDir: %s
 		t.Fatal("no installation token minted for merge 1")
 	}
 	refresh := first[0].ExpiresAt.Add(-time.Minute)
-	testutil.Eventually(t, "the first token's refresh time, "+refresh.Format(time.RFC3339Nano), time.Minute, func() bool { return time.Now().After(refresh) })
+	testkit.Eventually(t, "the first token's refresh time, "+refresh.Format(time.RFC3339Nano), time.Minute, func() bool { return time.Now().After(refresh) })
 	sha2 := e.commit("a", "c")
 	if code := e.send("pull_request", mergedPRPayload(t, 2, sha2), "", true); code != http.StatusAccepted {
 		t.Fatalf("merged PR: HTTP %d", code)
 	}
 	e.waitDeployed(sha2)
 	eq(t, "ConfigMaps after merge 2", e.configMaps(), []string{"a", "c"})
-	testutil.Eventually(t, "the App's comment on PR 2", time.Minute, func() bool {
+	testkit.Eventually(t, "the App's comment on PR 2", time.Minute, func() bool {
 		cs := e.gh.Comments("Codertocat", "Hello-World", 2)
 		return len(cs) == 1 && cs[0].User.Login == "kplan-deploy[bot]"
 	})
@@ -309,7 +309,7 @@ stateDir: %s
 	if code := e.send("push", pushPayload(t, hookRepo, sha2, sha3), "", true); code != http.StatusAccepted {
 		t.Fatalf("push: HTTP %d", code)
 	}
-	testutil.Eventually(t, "the pending status of merge 3", time.Minute, func() bool {
+	testkit.Eventually(t, "the pending status of merge 3", time.Minute, func() bool {
 		st := e.gh.Statuses("Codertocat", "Hello-World", sha3)
 		return len(st) > 0 && st[len(st)-1].State == "pending"
 	})
@@ -321,7 +321,7 @@ stateDir: %s
 	defer cancel()
 	e.actAsDeploymentController(ctx)
 	e.waitDeployed(sha3)
-	testutil.Eventually(t, "the App's success status on merge 3, re-sent with a fresh token", time.Minute, func() bool {
+	testkit.Eventually(t, "the App's success status on merge 3, re-sent with a fresh token", time.Minute, func() bool {
 		st := e.gh.Statuses("Codertocat", "Hello-World", sha3)
 		return len(st) > 0 && st[len(st)-1].State == "success" && st[len(st)-1].Creator.Login == "kplan-deploy[bot]"
 	})

@@ -29,7 +29,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/deployer"
 	"github.com/kplan-dev/kplan/internal/testcluster"
-	"github.com/kplan-dev/kplan/internal/testutil"
+	"github.com/kplan-dev/kplan/internal/testkit"
 	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/githubapi"
 )
@@ -328,7 +328,7 @@ func TestWebhookDeploysOnMerge(t *testing.T) {
 	e.waitDeployed(sha2)
 	eq(t, "ConfigMaps after merge 2", e.configMaps(), []string{"a", "c"})
 	eq(t, "ResourceGroup after merge 2", e.inventory(), []string{"ConfigMap/a", "ConfigMap/c", "Namespace/hook"})
-	testutil.Eventually(t, "reports of merge 2", time.Minute, func() bool {
+	testkit.Eventually(t, "reports of merge 2", time.Minute, func() bool {
 		st := e.gh.Statuses("Codertocat", "Hello-World", sha2)
 		cs := e.gh.Comments("Codertocat", "Hello-World", 2)
 		return len(st) > 0 && st[len(st)-1].State == "success" && st[len(st)-1].Context == "kplan/prod" &&
@@ -369,7 +369,7 @@ func TestWebhookDeploysOnMerge(t *testing.T) {
 	// was enqueued. Only an enqueued intent deploys (the resync is an hour
 	// away), so nothing can still be on its way to the cluster.
 	want := map[string]float64{"unauthorized": 1, "duplicate": 1, "ignored": 1, "malformed": 1, "too_large": 1, "enqueued": 0}
-	testutil.Eventually(t, "the outcomes of the bad requests in /metrics", time.Minute, func() bool {
+	testkit.Eventually(t, "the outcomes of the bad requests in /metrics", time.Minute, func() bool {
 		after := e.deliveryOutcomes()
 		for o, n := range want {
 			if after[o]-outcomesBefore[o] != n {
@@ -430,7 +430,7 @@ func (e *hookEnv) deliveryOutcomes() map[string]float64 {
 // waitLog waits for a line of the webhook's log holding every part.
 func (e *hookEnv) waitLog(parts ...string) {
 	e.t.Helper()
-	testutil.Eventually(e.t, fmt.Sprintf("a log line with %q", parts), time.Minute, func() bool {
+	testkit.Eventually(e.t, fmt.Sprintf("a log line with %q", parts), time.Minute, func() bool {
 		data, err := os.ReadFile(e.log)
 		if err != nil {
 			e.t.Fatal(err)
@@ -469,7 +469,7 @@ func TestWebhookRecovers(t *testing.T) {
 	}
 	sha2 := e.commit(many...)
 	e.send("push", pushPayload(t, hookRepo, sha1, sha2), "", true)
-	testutil.Eventually(t, "the deploy of the big merge to start", time.Minute, func() bool {
+	testkit.Eventually(t, "the deploy of the big merge to start", time.Minute, func() bool {
 		for _, d := range e.gh.Deployments("Codertocat", "Hello-World") {
 			if d.SHA == sha2 {
 				return true
@@ -497,7 +497,7 @@ func TestWebhookRecovers(t *testing.T) {
 	}
 	sha4 := e.commit("after-outage")
 	e.send("push", pushPayload(t, hookRepo, sha3, sha4), "", true)
-	testutil.Eventually(t, "a failure status for the deploy during the outage", time.Minute, func() bool {
+	testkit.Eventually(t, "a failure status for the deploy during the outage", time.Minute, func() bool {
 		for _, s := range e.gh.Statuses("Codertocat", "Hello-World", sha4) {
 			if s.State == "failure" && s.Context == "kplan/prod" {
 				return s.Description != ""
@@ -685,7 +685,7 @@ func TestWebhookTargetsFromRepository(t *testing.T) {
 	if !e.configMap("shop", "prod-cm") {
 		t.Error("prod's ConfigMap is not in namespace shop")
 	}
-	testutil.Eventually(t, "the comment on PR 7", time.Minute, func() bool {
+	testkit.Eventually(t, "the comment on PR 7", time.Minute, func() bool {
 		cs := e.gh.Comments("Codertocat", "Hello-World", 7)
 		return len(cs) == 1 && strings.Contains(cs[0].Body, "`prod`") && strings.Contains(cs[0].Body, "production")
 	})
@@ -699,7 +699,7 @@ func TestWebhookTargetsFromRepository(t *testing.T) {
 	if st := e.status(sha3, "kplan/prod", "failure"); !strings.Contains(st.Description, "refusing to apply: it would prune all 2 objects ResourceGroup default/inventory-prod") {
 		t.Errorf("prod replaced: %+v", st)
 	}
-	testutil.Eventually(t, "the comment on PR 8", time.Minute, func() bool {
+	testkit.Eventually(t, "the comment on PR 8", time.Minute, func() bool {
 		cs := e.gh.Comments("Codertocat", "Hello-World", 8)
 		return len(cs) == 1 && strings.Contains(cs[0].Body, "copied with its inventory")
 	})

@@ -8,7 +8,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
-	"github.com/kplan-dev/kplan/internal/testutil"
+	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
 const versionedBody = `repositories:
@@ -151,5 +151,5 @@ func TestReferenceIsTheExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.Generated(t, "../../docs/webhook.md", "internal/config/example.yaml", "```yaml\n"+string(data)+"```\n")
+	testkit.Generated(t, "../../docs/webhook.md", "internal/config/example.yaml", "```yaml\n"+string(data)+"```\n")
 }

@@ -1,8 +1,8 @@
-// Package testutil holds the helpers kplan's tests share: a snapshot from
+// Package testkit holds the helpers kplan's tests share: a snapshot from
 // a map of files, a tree read from disk, untar, the kubeflow corpus, an
 // Eventually that waits for a condition, and golden files regenerated
 // with -update. Only tests import it.
-package testutil
+package testkit
 
 import (
 	"archive/tar"

@@ -1,5 +1,5 @@
 //go:build !race
 
-package testutil
+package testkit
 
 const raceEnabled = false

@@ -1,5 +1,0 @@
-//go:build !race
-
-package closure_test
-
-const raceEnabled = false
