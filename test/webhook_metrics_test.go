@@ -241,6 +241,12 @@ stateDir: %s
 	refresh := first[0].ExpiresAt.Add(-time.Minute)
 	testkit.Eventually(t, "the first token's refresh time, "+refresh.Format(time.RFC3339Nano), time.Minute, func() bool { return time.Now().After(refresh) })
 	sha2 := e.commit("a", "c")
+	// As GitHub does, the commit's pulls endpoint names the merged PR: the
+	// push of merge 1 may still be queued (the deploy at start took sha1)
+	// and deploy sha2 before the PR's delivery, whose report then finds
+	// its PR from the commit.
+	merged := time.Now()
+	e.gh.SeedPullForCommit("Codertocat", "Hello-World", sha2, githubapi.PullRequest{Number: 2, State: "closed", MergedAt: &merged, Base: githubapi.Branch{Ref: "main"}})
 	if code := e.send("pull_request", mergedPRPayload(t, 2, sha2), "", true); code != http.StatusAccepted {
 		t.Fatalf("merged PR: HTTP %d", code)
 	}
