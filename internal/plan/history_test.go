@@ -12,6 +12,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
 // corpusBundles are the real histories CI replays (../shared/corpus, see
@@ -30,7 +31,7 @@ var corpusBundles = []string{
 // replays the last KPLAN_REPLAY_COMMITS commits of each (default 40, about
 // two minutes in all; 0 replays every commit: about six minutes).
 func TestCorpusHistoriesReplay(t *testing.T) {
-	dir := filepath.Dir(Corpus(t))
+	dir := filepath.Dir(testkit.Corpus(t))
 	fullEvery := 10
 	if v, err := strconv.Atoi(os.Getenv("KPLAN_REPLAY_FULL_EVERY")); err == nil && v > 0 {
 		fullEvery = v
