@@ -45,17 +45,18 @@ type inputs struct {
 	// commentAuthor is whom token posts as when GitHub will not say (an
 	// App's installation token); "" is the workflow token's
 	// github-actions[bot].
-	commentAuthor  string
-	include        []string
-	exclude        []string
-	workDir        string
-	failOnError    bool
-	comment        bool
-	loadRestrictor string
-	enableHelm     bool
-	cacheDir       string
-	diffStyle      string
-	ignore         inventorydiff.IgnoreRules
+	commentAuthor string
+	include       []string
+	exclude       []string
+	workDir       string
+	failOnError   bool
+	comment       bool
+	// loadRestrictorNone is the load-restrictor input, parsed.
+	loadRestrictorNone bool
+	enableHelm         bool
+	cacheDir           string
+	diffStyle          string
+	ignore             inventorydiff.IgnoreRules
 	// remoteHosts may be fetched from by renders; forkRemoteHosts instead
 	// for pull requests from forks and pull_request_target runs.
 	remoteHosts, forkRemoteHosts []string
@@ -78,14 +79,13 @@ const autoCacheDir = "auto"
 
 func readInputs(a *githubactions.Action) (inputs, error) {
 	in := inputs{
-		token:          a.GetInput("github-token"),
-		commentAuthor:  strings.TrimSpace(a.GetInput("comment-author")),
-		include:        render.Patterns(a.GetInput("overlays")),
-		exclude:        render.Patterns(a.GetInput("exclude")),
-		workDir:        a.GetInput("working-directory"),
-		loadRestrictor: a.GetInput("load-restrictor"),
-		cacheDir:       a.GetInput("cache-dir"),
-		diffStyle:      a.GetInput("diff-style"),
+		token:         a.GetInput("github-token"),
+		commentAuthor: strings.TrimSpace(a.GetInput("comment-author")),
+		include:       render.Patterns(a.GetInput("overlays")),
+		exclude:       render.Patterns(a.GetInput("exclude")),
+		workDir:       a.GetInput("working-directory"),
+		cacheDir:      a.GetInput("cache-dir"),
+		diffStyle:     a.GetInput("diff-style"),
 		ignore: inventorydiff.IgnoreRules{
 			Fields: render.Patterns(a.GetInput("ignore-fields")),
 			Kinds:  render.Patterns(a.GetInput("ignore-kinds")),
@@ -117,16 +117,27 @@ func readInputs(a *githubactions.Action) (inputs, error) {
 	if err := report.CheckDiffStyle(in.diffStyle); err != nil {
 		return in, fmt.Errorf("input diff-style: %w", err)
 	}
-	if err := inventorydiff.CheckIgnore(in.ignore); err != nil {
-		return in, fmt.Errorf("inputs ignore-fields/ignore-kinds: %w", err)
+	if in.loadRestrictorNone, err = render.ParseLoadRestrictor(a.GetInput("load-restrictor")); err != nil {
+		return in, fmt.Errorf("input load-restrictor %w", err)
 	}
-	switch in.loadRestrictor {
-	case "", "LoadRestrictionsRootOnly", "LoadRestrictionsNone":
-	default:
-		return in, fmt.Errorf("input load-restrictor %q: want LoadRestrictionsRootOnly or LoadRestrictionsNone", in.loadRestrictor)
+	if err := in.planOptions().Validate(); err != nil {
+		return in, plan.NameOptions(err, optionInputs)
 	}
 	return in, nil
 }
+
+// planOptions are the plan options the inputs set; planChange adds the
+// commits, the network policy and the cache.
+func (in inputs) planOptions() plan.Options {
+	return plan.Options{
+		Filter: render.Filter{Include: in.include, Exclude: in.exclude},
+		Render: render.Options{LoadRestrictorNone: in.loadRestrictorNone, EnableHelm: in.enableHelm},
+		Ignore: in.ignore, Shard: in.shard,
+	}
+}
+
+// optionInputs name plan.Options' fields as the Action's inputs.
+var optionInputs = map[string]string{"Ignore": "inputs ignore-fields/ignore-kinds", "Shard": "input shard"}
 
 func boolInput(v string, def bool) (bool, error) {
 	if v == "" {
@@ -261,7 +272,7 @@ func planChange(ctx context.Context, a *githubactions.Action, g gitcli.Repo, gct
 	if err != nil {
 		return nil, err
 	}
-	ropts := render.Options{LoadRestrictorNone: in.loadRestrictor == "LoadRestrictionsNone", EnableHelm: in.enableHelm}
+	opts := in.planOptions()
 	policy, fork, err := remotePolicy(in, gctx.EventName, ev.pr)
 	if err != nil {
 		return nil, fmt.Errorf("inputs remote-hosts/fork-remote-hosts: %w", err)
@@ -269,12 +280,12 @@ func planChange(ctx context.Context, a *githubactions.Action, g gitcli.Repo, gct
 	if fork {
 		log.Info("the head is from a fork or the run is pull_request_target: renders fetch only from fork-remote-hosts", "hosts", in.forkRemoteHosts)
 	}
-	ropts.Remote = policy
+	opts.Render.Remote = policy
 	// Git remote bases are fetched for this job only, from the hosts the
 	// policy allows.
 	gitCache := gitbase.New(filepath.Join(cmp.Or(getenv("RUNNER_TEMP"), os.TempDir()), "kplan-git"), policy)
 	defer gitCache.Close()
-	ropts.Git = gitCache
+	opts.Render.Git = gitCache
 	cacheDir := in.cacheDir
 	switch {
 	case cacheDir == autoCacheDir:
@@ -283,19 +294,14 @@ func planChange(ctx context.Context, a *githubactions.Action, g gitcli.Repo, gct
 		// As actions/cache resolves its path: against the workspace.
 		cacheDir = resolve(gctx.Workspace, cacheDir)
 	}
-	opts := plan.Options{
-		RepoDir: g.Dir, Base: c.base, Head: c.head, BaseLabel: c.baseLabel, HeadLabel: c.headLabel,
-		Filter: render.Filter{Include: in.include, Exclude: in.exclude},
-		Render: ropts, Logger: log, CacheDir: cacheDir, Ignore: in.ignore,
-		Warm: ev.pr == nil && cacheDir != "", Shard: in.shard,
-	}
+	opts.RepoDir, opts.Base, opts.Head, opts.BaseLabel, opts.HeadLabel = g.Dir, c.base, c.head, c.baseLabel, c.headLabel
+	opts.Logger, opts.CacheDir, opts.Warm = log, cacheDir, ev.pr == nil && cacheDir != ""
 	if in.shard.On() {
-		// The inputs that choose and render the overlays: the shards of
-		// one run must share them.
-		options := fmt.Sprintf("overlays=%q exclude=%q load-restrictor=%q enable-helm=%t remote-hosts=%q fork-remote-hosts=%q fork=%t ignore-fields=%q ignore-kinds=%q",
-			in.include, in.exclude, in.loadRestrictor, in.enableHelm, in.remoteHosts, in.forkRemoteHosts, fork, in.ignore.Fields, in.ignore.Kinds)
+		// The shards of one run must plan the same overlays alike (the
+		// same inputs, the same network policy): the part carries
+		// opts.Fingerprint for the merge step to compare.
 		a.Group("kplan: render and compare the overlays the change can affect")
-		part, err := plan.Share(ctx, opts, version.String(), options)
+		part, err := plan.Share(ctx, opts, version.String())
 		a.EndGroup()
 		if err != nil {
 			return nil, err
