@@ -7,27 +7,24 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
-	"net/http"
-	"net/url"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/google/go-github/v60/github"
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/kplan-dev/kplan/internal/batchgc"
 	"github.com/kplan-dev/kplan/internal/crash"
+	"github.com/kplan-dev/kplan/internal/forge"
+	"github.com/kplan-dev/kplan/internal/forge/github"
 	"github.com/kplan-dev/kplan/internal/gitbase"
 	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
@@ -174,7 +171,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	pr := ev.pr
+	pr := ev.change
 
 	dir := gctx.Workspace
 	if dir == "" {
@@ -229,7 +226,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	a.SetOutput("report-file", reportFile)
 	if in.comment && pr != nil {
-		if err := comment(ctx, a, getenv, in.token, commentAuthor(in, getenv), ev.owner, ev.repo, pr.GetNumber(), md, log); err != nil {
+		if err := comment(ctx, a, getenv, in.token, commentAuthor(in, getenv), ev.repo, pr.Number, md, log); err != nil {
 			return err
 		}
 	}
@@ -264,8 +261,8 @@ func planChange(ctx context.Context, a *githubactions.Action, g gitcli.Repo, gct
 		c   commits
 		err error
 	)
-	if ev.pr != nil {
-		c, err = planCommits(ctx, g, gctx.EventName, ev.pr, log)
+	if ev.change != nil {
+		c, err = planCommits(ctx, g, gctx.EventName, ev.change, log)
 	} else {
 		c, err = pushCommits(ctx, g, ev.branch, log)
 	}
@@ -273,7 +270,7 @@ func planChange(ctx context.Context, a *githubactions.Action, g gitcli.Repo, gct
 		return nil, err
 	}
 	opts := in.planOptions()
-	policy, fork, err := remotePolicy(in, gctx.EventName, ev.pr)
+	policy, fork, err := remotePolicy(in, gctx.EventName, ev.change)
 	if err != nil {
 		return nil, fmt.Errorf("inputs remote-hosts/fork-remote-hosts: %w", err)
 	}
@@ -295,7 +292,7 @@ func planChange(ctx context.Context, a *githubactions.Action, g gitcli.Repo, gct
 		cacheDir = resolve(gctx.Workspace, cacheDir)
 	}
 	opts.RepoDir, opts.Base, opts.Head, opts.BaseLabel, opts.HeadLabel = g.Dir, c.base, c.head, c.baseLabel, c.headLabel
-	opts.Logger, opts.CacheDir, opts.Warm = log, cacheDir, ev.pr == nil && cacheDir != ""
+	opts.Logger, opts.CacheDir, opts.Warm = log, cacheDir, ev.change == nil && cacheDir != ""
 	if in.shard.On() {
 		// The shards of one run must plan the same overlays alike (the
 		// same inputs, the same network policy): the part carries
@@ -325,16 +322,12 @@ func resolve(workspace, p string) string {
 // dangerGate is what fail-on-dangerous means for this pull request: the
 // labels are the event's (a workflow that runs on labeled re-plans when
 // a maintainer adds the label).
-func dangerGate(in inputs, pr *github.PullRequest) report.DangerGate {
+func dangerGate(in inputs, pr *forge.Change) report.DangerGate {
 	g := report.DangerGate{Fails: in.failOnDangerous, Label: in.allowDangerousLabel}
 	if !g.Fails || g.Label == "" || pr == nil {
 		return g
 	}
-	for _, l := range pr.Labels {
-		if strings.EqualFold(l.GetName(), g.Label) {
-			g.Acknowledged = true
-		}
-	}
+	g.Acknowledged = pr.HasLabel(g.Label)
 	return g
 }
 
@@ -408,9 +401,9 @@ func fetchAuth(ctx context.Context, dir, serverURL, token string) []string {
 
 // event is what the Action reads of the event that triggered it.
 type event struct {
-	pr          *github.PullRequest // nil on a push
-	owner, repo string
-	branch      string // the branch a push updated
+	change *forge.Change // the pull request; nil on a push
+	repo   string        // owner/name
+	branch string        // the branch a push updated
 }
 
 // readEvent reads the event that triggered the workflow: a pull request,
@@ -425,26 +418,22 @@ func readEvent(gctx *githubactions.GitHubContext) (event, error) {
 	if err != nil {
 		return event{}, fmt.Errorf("read the event payload (GITHUB_EVENT_PATH): %w", err)
 	}
-	if gctx.EventName == "push" {
-		var ev github.PushEvent
-		if err := json.Unmarshal(data, &ev); err != nil {
-			return event{}, fmt.Errorf("parse the event payload %s: %w", gctx.EventPath, err)
-		}
-		branch, ok := strings.CutPrefix(ev.GetRef(), "refs/heads/")
-		if !ok {
-			return event{}, fmt.Errorf("the push event %s updates %q, not a branch: run kplan on pushes to branches", gctx.EventPath, ev.GetRef())
-		}
-		return event{owner: ev.GetRepo().GetOwner().GetLogin(), repo: ev.GetRepo().GetName(), branch: branch}, nil
-	}
-	var ev github.PullRequestEvent
-	if err := json.Unmarshal(data, &ev); err != nil {
+	ev, err := github.DecodeEvent(gctx.EventName, data)
+	if err != nil {
 		return event{}, fmt.Errorf("parse the event payload %s: %w", gctx.EventPath, err)
 	}
-	pr := ev.GetPullRequest()
-	if pr.GetBase().GetRef() == "" || pr.GetHead().GetSHA() == "" || pr.GetNumber() == 0 {
+	if ev.Kind == forge.Push {
+		branch, ok := strings.CutPrefix(ev.Ref, "refs/heads/")
+		if !ok {
+			return event{}, fmt.Errorf("the push event %s updates %q, not a branch: run kplan on pushes to branches", gctx.EventPath, ev.Ref)
+		}
+		return event{repo: ev.Repo, branch: branch}, nil
+	}
+	pr := ev.Change
+	if pr.BaseRef == "" || pr.HeadSHA == "" || pr.Number == 0 {
 		return event{}, fmt.Errorf("the event payload %s has no pull_request.base.ref, head.sha or number: is it a pull request event?", gctx.EventPath)
 	}
-	return event{pr: pr, owner: ev.GetRepo().GetOwner().GetLogin(), repo: ev.GetRepo().GetName()}, nil
+	return event{change: pr, repo: ev.Repo}, nil
 }
 
 func writeOutputs(a *githubactions.Action, p *inventorydiff.Plan, opts report.Options, getenv func(string) string) error {
@@ -492,22 +481,23 @@ func commentAuthor(in inputs, getenv func(string) string) string {
 // whom the token posts as), never a marked comment someone else posted.
 // A token that may not comment (a PR from a fork) is a warning: the
 // summary has the plan.
-func comment(ctx context.Context, a *githubactions.Action, getenv func(string) string, token, as, owner, repo string, number int, md string, log *slog.Logger) error {
+func comment(ctx context.Context, a *githubactions.Action, getenv func(string) string, token, as, repo string, number int, md string, log *slog.Logger) error {
 	if token == "" {
 		a.Warningf("no github-token: the plan is in the job summary only")
 		return nil
 	}
-	gh, err := newClient(getenv("GITHUB_API_URL"), token)
+	// GitHub Enterprise Server and tests set GITHUB_API_URL.
+	commenter, err := github.NewCommenter(getenv("GITHUB_API_URL"), token, as)
 	if err != nil {
-		return err
+		return fmt.Errorf("GITHUB_API_URL %q: %w", getenv("GITHUB_API_URL"), err)
 	}
-	res, err := prcomment.NewPoster(gh, as).Upsert(ctx, owner, repo, number, prcomment.PlanMarker, md)
-	if errors.Is(err, prcomment.ErrNoPermission) {
-		a.Warningf("the token cannot comment on %s/%s#%d (a pull request from a fork?): the plan is in the job summary only", owner, repo, number)
+	res, err := commenter.Upsert(ctx, repo, number, prcomment.PlanMarker, md)
+	if errors.Is(err, forge.ErrNoPermission) {
+		a.Warningf("the token cannot comment on %s#%d (a pull request from a fork?): the plan is in the job summary only", repo, number)
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("comment on %s/%s#%d: %w", owner, repo, number, err)
+		return fmt.Errorf("comment on %s#%d: %w", repo, number, err)
 	}
 	verb := "updated"
 	if res.Created {
@@ -525,21 +515,6 @@ func comment(ctx context.Context, a *githubactions.Action, getenv func(string) s
 	}
 	log.Info("plan comment "+verb, "url", res.URL)
 	return nil
-}
-
-// newClient is a go-github client for the runner's API endpoint (GitHub
-// Enterprise Server and tests set GITHUB_API_URL).
-func newClient(apiURL, token string) (*github.Client, error) {
-	gh := github.NewClient(&http.Client{Timeout: 30 * time.Second}).WithAuthToken(token)
-	if apiURL == "" {
-		return gh, nil
-	}
-	u, err := url.Parse(strings.TrimSuffix(apiURL, "/") + "/")
-	if err != nil {
-		return nil, fmt.Errorf("GITHUB_API_URL %q: %w", apiURL, err)
-	}
-	gh.BaseURL = u
-	return gh, nil
 }
 
 // runURL is the run's page, where its job summary is:
