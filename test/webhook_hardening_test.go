@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	ghforge "github.com/kplan-dev/kplan/internal/forge/github"
+	"github.com/kplan-dev/kplan/internal/forge/github/deploys"
 	"github.com/kplan-dev/kplan/test/githubapi"
 )
 
@@ -162,7 +162,7 @@ func TestWebhookKilledMidDeployFinishesItsReports(t *testing.T) {
 	if len(deps) != 2 {
 		t.Fatalf("%d deployments of %s, want the interrupted one and the new one", len(deps), sha2[:7])
 	}
-	if st := e.lastState(deps[0].ID); st.State != "error" || st.Description != ghforge.Interrupted {
+	if st := e.lastState(deps[0].ID); st.State != "error" || st.Description != deploys.Interrupted {
 		t.Errorf("the interrupted deployment ends %+v", st)
 	}
 	if st := e.lastState(deps[1].ID); st.State != "failure" {
@@ -180,7 +180,7 @@ func TestWebhookKilledMidDeployFinishesItsReports(t *testing.T) {
 	e.waitDeployed(sha4)
 	e.status(sha4, "kplan/prod", "success")
 	st := e.status(sha3, "kplan/prod", "error")
-	if st.Description != ghforge.Interrupted {
+	if st.Description != deploys.Interrupted {
 		t.Errorf("status of the interrupted commit: %+v", st)
 	}
 	waitFor(t, "no Deployment left open", func() bool { return len(e.openDeployments()) == 0 })

@@ -31,6 +31,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
 	"github.com/kplan-dev/kplan/internal/forge/github"
+	"github.com/kplan-dev/kplan/internal/forge/github/deploys"
 	"github.com/kplan-dev/kplan/internal/ghauth"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/leader"
@@ -143,7 +144,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		repos[cfg.CloneURL(r.Name)] = r.Name
 	}
 	mirrors := &gitmirror.Mirrors{Dir: filepath.Join(cfg.StateDir, "mirrors"), Tokens: tokens, Repos: repos, Logger: log}
-	reporter := github.NewReporter(gh, log)
+	reporter := deploys.NewReporter(gh, log)
 	reporter.PlanAuthor = *planAuthor
 	var names []string
 	for _, t := range targets {

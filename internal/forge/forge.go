@@ -6,7 +6,8 @@
 // (internal/forge/github) implements them and is the only one that
 // speaks the forge's API. The deploy reports (statuses, deployments, the
 // reviewed plan, approvals) are the deployer's own interfaces,
-// deployer.Reporter and deployer.Reviews, implemented there too.
+// deployer.Reporter and deployer.Reviews, implemented in the forge's
+// subpackage (internal/forge/github/deploys).
 //
 // See docs/forge.md for what a new forge implements.
 package forge

@@ -1,8 +1,8 @@
-// Package github is kplan's GitHub forge: the one package that speaks
-// GitHub's API (go-github). It implements the forge seam (internal/forge):
-// the pull request comments (Poster), the webhook deliveries (Receiver),
-// the Action's event and client (ReadEvent, NewClient); and the deploy
-// reports (Reporter).
+// Package deploys is the GitHub forge's deploy reports: Reporter
+// implements deployer.Reporter and deployer.Reviews with go-github. It is
+// apart from internal/forge/github (comments, deliveries, the Action's
+// event) so that the plan-only Action, which imports that, links no
+// deployer.
 //
 // Reporter tells GitHub how deploys went: a commit status per
 // target (kplan/<target>), a Deployment with its statuses per target
@@ -16,7 +16,7 @@
 // replacing it; meanwhile the deploy's result is on the target's
 // inventory object in the cluster. Messages that would show where the
 // cluster lives are replaced by a class of failure (Public).
-package github
+package deploys
 
 import (
 	"cmp"
@@ -33,6 +33,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
+	forgegithub "github.com/kplan-dev/kplan/internal/forge/github"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/prcomment"
 )
@@ -70,7 +71,7 @@ type Reporter struct {
 	PlanAuthor string
 	// Comments writes the deploy comment, as the token's own (New makes
 	// it; cmd/webhook shares it with the live plans).
-	Comments *Poster
+	Comments *forgegithub.Poster
 
 	mu          sync.Mutex
 	deployments map[string]*deployment              // target key@sha -> its Deployment
@@ -91,7 +92,7 @@ var _ deployer.Reporter = (*Reporter)(nil)
 
 // NewReporter makes a Reporter.
 func NewReporter(gh *github.Client, logger *slog.Logger) *Reporter {
-	return &Reporter{GH: gh, Logger: logger, Comments: NewPoster(gh, ""), Attempts: 5, Backoff: 500 * time.Millisecond, MaxWait: time.Minute, MaxHeld: 1000,
+	return &Reporter{GH: gh, Logger: logger, Comments: forgegithub.NewPoster(gh, ""), Attempts: 5, Backoff: 500 * time.Millisecond, MaxWait: time.Minute, MaxHeld: 1000,
 		deployments: map[string]*deployment{}, summaries: map[int]map[string]deployer.Outcome{}}
 }
 
@@ -260,7 +261,7 @@ func (r *Reporter) commentOp(o deployer.Outcome) *op {
 // anyone else posts is ignored.
 func (r *Reporter) ReviewedPlan(ctx context.Context, t deployer.Target, pr int) (*prcomment.Reviewed, error) {
 	owner, repo := split(t.Repo)
-	c, err := FindBy(ctx, r.GH, owner, repo, pr, prcomment.PlanMarker, cmp.Or(r.PlanAuthor, "github-actions[bot]"))
+	c, err := forgegithub.FindBy(ctx, r.GH, owner, repo, pr, prcomment.PlanMarker, cmp.Or(r.PlanAuthor, "github-actions[bot]"))
 	if err != nil || c == nil {
 		return nil, err
 	}

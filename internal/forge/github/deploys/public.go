@@ -1,4 +1,4 @@
-package github
+package deploys
 
 import (
 	"regexp"
