@@ -54,8 +54,8 @@ func benchDeliveries(b *testing.B, attack string, clients int) {
 		Secret:   []byte(secret),
 		Config:   testCfg(b),
 		Receiver: github.Receiver{},
-		Enqueue: func(i Intent) { intents <- i },
-		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)), // production logs one line per delivery
+		Enqueue:  func(i Intent) { intents <- i },
+		Logger:   slog.New(slog.NewJSONHandler(io.Discard, nil)), // production logs one line per delivery
 		Observe: func(_ string, o Outcome) {
 			if o == Busy {
 				busy.Add(1)
