@@ -51,7 +51,7 @@ type Planner interface {
 	Annotations(ctx context.Context, inv *unstructured.Unstructured) (map[string]string, error)
 }
 
-// Poster posts a pull request's live plan comment (GitHubPoster).
+// Poster posts a pull request's live plan comment (CommentPoster).
 type Poster interface {
 	Post(ctx context.Context, repo string, pr int, body string) error
 }
