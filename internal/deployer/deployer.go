@@ -131,7 +131,7 @@ type Outcome struct {
 }
 
 // Reporter tells the outside world (GitHub) about deploys
-// (ghreport.Reporter).
+// (internal/forge/github/deploys).
 type Reporter interface {
 	Started(ctx context.Context, t Target, sha string, pr int)
 	Finished(ctx context.Context, o Outcome)

@@ -21,7 +21,7 @@ import (
 )
 
 // Reviews reads what the forge records of a merged pull request
-// (ghreport.Reporter). What reviewers approved is anchored in the forge's
+// (internal/forge/github/deploys). What reviewers approved is anchored in the forge's
 // own review record, never in a comment: anyone whose workflow can post
 // as the plan's author could write a comment.
 type Reviews interface {
