@@ -98,6 +98,9 @@ func mapArtifact(copies []any, ours map[string]bool) *artifact {
 			return &artifact{why: fmt.Sprintf("copy %d writes to %q", i, to)}
 		}
 		dir, glob := strings.CutSuffix(src, "/**")
+		if src == "**" {
+			dir, glob = ".", true
+		}
 		if !glob || strings.ContainsAny(dir, "*?[") {
 			return &artifact{why: fmt.Sprintf("copy %d copies %q, not a whole directory", i, from)}
 		}
