@@ -19,6 +19,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/crash"
+	"github.com/kplan-dev/kplan/internal/helmrelease"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
@@ -42,14 +43,18 @@ type Options struct {
 	Scratch string
 	// Memo shares kustomization parses between closures.
 	Memo *closure.Memo
+	// ChartCache is the render cache directory, whose charts/ keeps the
+	// HelmReleases' charts (helm.go); "" keeps them in memory only.
+	ChartCache string
 }
 
 // Engine builds the Flux Kustomizations of snapshots; it is safe for
 // concurrent use. One Engine per process keeps one parsed OpenAPI schema.
 type Engine struct {
-	k    *render.Kustomizer
-	opts Options
-	gen  *genMemo
+	k      *render.Kustomizer
+	opts   Options
+	gen    *genMemo
+	charts *helmrelease.Charts
 }
 
 // New returns an Engine for opts.
@@ -63,7 +68,7 @@ func New(opts Options) *Engine {
 	if opts.Memo == nil {
 		opts.Memo = closure.NewMemo()
 	}
-	return &Engine{k: render.NewKustomizer(ro), opts: opts, gen: &genMemo{m: map[string]*generated{}}}
+	return &Engine{k: render.NewKustomizer(ro), opts: opts, gen: &genMemo{m: map[string]*generated{}}, charts: helmCharts(opts)}
 }
 
 // Target is one Flux Kustomization's build.
@@ -71,8 +76,8 @@ type Target struct {
 	*Kustomization
 	// Objects are what Flux applies, after its post-build steps.
 	Objects []*yaml.RNode
-	// NotRendered lists objects Flux hands to another controller that
-	// kplan does not render yet ("HelmRelease ns/name").
+	// NotRendered says which HelmReleases kplan could not render, and
+	// why ("HelmRelease ns/name is not rendered: ...").
 	NotRendered []string
 	// Notes say what the build could not know offline.
 	Notes []string
@@ -114,7 +119,11 @@ func (r *Result) Target(id string) *Target {
 // Build finds and builds the Flux Kustomizations of s applied from this
 // repository: the roots first, then the ones their builds output.
 func (e *Engine) Build(ctx context.Context, s *snapshot.Snapshot) (*Result, error) {
-	return e.buildSide(ctx, s, nil)
+	res, err := e.buildSide(ctx, s, nil)
+	if err == nil {
+		e.renderBuilt(ctx, s, res)
+	}
+	return res, err
 }
 
 // Plan builds both sides of a change, leaving unbuilt (Deferred) the
@@ -152,6 +161,7 @@ func (e *Engine) Plan(ctx context.Context, base, head *snapshot.Snapshot, change
 			}
 		}
 	}
+	e.renderPlan(ctx, snaps, res)
 	return res, nil
 }
 
@@ -169,7 +179,7 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 		for _, d := range declared {
 			files[d.File] = true
 		}
-		names := substituteNames(declared)
+		names := append(substituteNames(declared), valuesFromNames(ctx, s)...)
 		deferrable = func(t *Target) bool {
 			if t.Closure.Meets(changed) || !t.Closure.Bounded() {
 				return false
@@ -461,12 +471,6 @@ func (e *Engine) postBuild(ctx context.Context, t *Target, pool varPool) {
 		return
 	}
 	t.Objects, t.Notes, t.reads = pb.objects, append(t.Notes, pb.notes...), pb.reads
-	for _, o := range t.Objects {
-		g, _, _ := strings.Cut(o.GetApiVersion(), "/")
-		if o.GetKind() == "HelmRelease" && g == "helm.toolkit.fluxcd.io" {
-			t.NotRendered = append(t.NotRendered, "HelmRelease "+o.GetNamespace()+"/"+o.GetName())
-		}
-	}
 }
 
 // closure is what t's own build reads (rawClosure: the same paths as
@@ -482,6 +486,9 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 		set[p] = true
 	}
 	addDeclaration(set, t.File)
+	for _, p := range e.chartPaths(ctx, s, c.Paths) {
+		set[p] = true
+	}
 	for p := range set {
 		for d := path.Dir(p); d != "." && !set[d]; d = path.Dir(d) {
 			set[d] = true

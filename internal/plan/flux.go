@@ -66,7 +66,11 @@ func (p *planner) fluxMode(ctx context.Context, sides [2]*side, changed map[stri
 // drops the discovered overlays their builds read: those are planned as
 // Flux applies them, in their targets.
 func (p *planner) planFluxTargets(ctx context.Context, sides [2]*side, changed map[string]bool) (*fluxPlan, error) {
-	e := flux.New(flux.Options{Render: p.opts.Render})
+	opts := flux.Options{Render: p.opts.Render}
+	if !p.opts.Full {
+		opts.ChartCache = p.opts.CacheDir
+	}
+	e := flux.New(opts)
 	res, err := e.Plan(ctx, sides[0].s, sides[1].s, changed)
 	if err != nil {
 		return nil, fmt.Errorf("Flux Kustomizations: %w", err)
@@ -182,7 +186,7 @@ func (fx *fluxPlan) decorate(overlays []inventorydiff.Overlay) {
 			o.Notes = append(o.Notes, "Flux: "+n)
 		}
 		for _, nr := range t.NotRendered {
-			o.Notes = append(o.Notes, "Flux: "+nr+" is not rendered (Flux's helm-controller installs its chart; kplan plans the HelmRelease object only)")
+			o.Notes = append(o.Notes, "Flux: "+nr+" (kplan plans the HelmRelease object only)")
 		}
 	}
 }
