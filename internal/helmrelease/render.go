@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
@@ -78,7 +79,15 @@ func Prepare(ctx context.Context, r *Release, env Env) (*Prepared, error) {
 }
 
 func (p *Prepared) unavailable(reason string, err error) error {
-	return &UnavailableError{Release: p.Release.ID(), Chart: p.Chart, Reason: reason, Err: err}
+	e := &UnavailableError{Release: p.Release.ID(), Chart: p.Chart, Reason: reason, Err: err}
+	if err != nil {
+		e.Hint = "a chart is fetched only from the hosts listed with kplan's --remote-hosts, the Action's remote-hosts input or a webhook target's remoteHosts; list its host there if it is to be reached"
+		var refused *netpolicy.RefusedError
+		if errors.As(err, &refused) {
+			e.Hint = "list its host with kplan's --remote-hosts, the Action's remote-hosts input or a webhook target's remoteHosts if it is to be reached"
+		}
+	}
+	return e
 }
 
 // fetch gets the chart the release names.
@@ -142,7 +151,7 @@ func (p *Prepared) fetch(ctx context.Context) error {
 			p.archive, version, err = p.env.Charts.fromIndex(ctx, u, spec.Chart, spec.Version)
 		}
 		if err != nil {
-			return p.unavailable("cannot be fetched (if its host is to be reached, list it with kplan's --remote-hosts or the Action's remote-hosts input)", err)
+			return p.unavailable("cannot be fetched", err)
 		}
 		p.Chart = fmt.Sprintf("%s %s from %s", spec.Chart, version, u)
 		p.valuesF = valuesFiles
@@ -236,7 +245,7 @@ func (p *Prepared) fromOCIRepository(ctx context.Context, src source) error {
 	}
 	data, version, err := p.env.Charts.fromOCI(ctx, strings.TrimSuffix(strings.TrimPrefix(u, "oci://"), "/"), tag, digest, src.bool("spec", "insecure"))
 	if err != nil {
-		return p.unavailable("cannot be fetched (if its host is to be reached, list it with kplan's --remote-hosts or the Action's remote-hosts input)", err)
+		return p.unavailable("cannot be fetched", err)
 	}
 	p.Chart = fmt.Sprintf("%s:%s", u, version)
 	p.archive = data

@@ -41,6 +41,7 @@ type UnavailableError struct {
 	Chart   string // the chart and where from, when known
 	Reason  string
 	Err     error
+	Hint    string // what a user can do, if anything
 }
 
 func (e *UnavailableError) Error() string {
@@ -54,6 +55,9 @@ func (e *UnavailableError) Error() string {
 	}
 	if e.Err != nil {
 		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	if e.Hint != "" {
+		fmt.Fprintf(&b, " (%s)", e.Hint)
 	}
 	return b.String()
 }

@@ -13,11 +13,11 @@ package helmrelease
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // Group is the API group of HelmReleases.
@@ -114,8 +114,13 @@ func Parse(obj map[string]any) (*Release, error) {
 		ns = "default"
 	}
 	r := &Release{Namespace: ns, Name: name}
-	spec, _, _ := unstructured.NestedMap(obj, "spec")
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(spec, &r.Spec); err != nil {
+	// Through JSON, as helm-controller decodes it: numbers in values
+	// become float64, as Helm's own values do.
+	spec, err := json.Marshal(obj["spec"])
+	if err != nil {
+		return nil, fmt.Errorf("HelmRelease %s: read its spec: %w", r.ID(), err)
+	}
+	if err := json.Unmarshal(spec, &r.Spec); err != nil {
 		return nil, fmt.Errorf("HelmRelease %s: read its spec: %w", r.ID(), err)
 	}
 	if r.Spec.Chart == nil && r.Spec.ChartRef == nil {
