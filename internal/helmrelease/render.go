@@ -203,7 +203,7 @@ func (p *Prepared) localDeps(ctx context.Context, src source, dir string) error 
 		return nil // the loader reports it
 	}
 	for _, d := range meta.Dependencies {
-		if d == nil || !strings.HasPrefix(d.Repository, "file://") {
+		if d == nil {
 			continue
 		}
 		vendored := false
@@ -214,6 +214,9 @@ func (p *Prepared) localDeps(ctx context.Context, src source, dir string) error 
 		}
 		if vendored {
 			continue
+		}
+		if !strings.HasPrefix(d.Repository, "file://") {
+			return p.unavailable(fmt.Sprintf("its dependency %s from %s is not vendored under charts/ (kplan builds the dependencies of a repository chart from the repository only)", d.Name, d.Repository), nil)
 		}
 		depDir := cleanChartPath(path.Join(dir, strings.TrimPrefix(d.Repository, "file://")))
 		files, ok, err := p.env.Local(ctx, src.kind, src.ns, src.name, depDir)
