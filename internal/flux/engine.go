@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -55,6 +56,9 @@ type Engine struct {
 	opts   Options
 	gen    *genMemo
 	charts *helmrelease.Charts
+	// repoCharts memoizes, per snapshot, the repository charts its
+	// HelmReleases name (helm.go).
+	repoCharts sync.Map
 }
 
 // New returns an Engine for opts.

@@ -355,57 +355,78 @@ func yamlMaps(data []byte) []map[string]any {
 
 // chartPaths are the repository paths of the charts that the
 // HelmReleases among files (repository paths a target's build reads)
-// take from this repository: a chart edit must plan the target. The
-// HelmRelease's namespace is not known before the build, so a
-// GitRepository of this repository is matched by name.
+// take from this repository: a chart edit must plan the target.
 func (e *Engine) chartPaths(ctx context.Context, s *snapshot.Snapshot, files []string) []string {
-	var yamls []string
-	for _, p := range files {
-		if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" {
-			yamls = append(yamls, p)
-		}
-	}
-	with, err := s.Containing(ctx, yamls, "HelmRelease")
-	if err != nil || len(with) == 0 {
+	byFile := e.repoChartsOf(ctx, s)
+	if len(byFile) == 0 {
 		return nil
-	}
-	contents, err := s.ReadFiles(ctx, with)
-	if err != nil {
-		return nil
-	}
-	names := map[string]bool{}
-	for _, src := range e.opts.Sources {
-		_, n, _ := strings.Cut(src, "/")
-		names[n] = true
 	}
 	set := map[string]bool{}
-	for _, data := range contents {
-		for _, m := range yamlMaps(data) {
-			api, _, _ := unstructured.NestedString(m, "apiVersion")
-			kind, _, _ := unstructured.NestedString(m, "kind")
-			if !helmrelease.Is(api, kind) {
-				continue
-			}
-			ref, _, _ := unstructured.NestedStringMap(m, "spec", "chart", "spec", "sourceRef")
-			chart, _, _ := unstructured.NestedString(m, "spec", "chart", "spec", "chart")
-			if ref["kind"] != "GitRepository" || !names[ref["name"]] || chart == "" {
-				continue
-			}
-			dir := path.Clean("/" + chart)
-			dir = strings.TrimPrefix(dir, "/")
-			if dir == "" {
-				dir = "."
-			}
-			for _, p := range under(s, dir) {
-				set[p] = true
-			}
-			vf, _, _ := unstructured.NestedStringSlice(m, "spec", "chart", "spec", "valuesFiles")
-			for _, f := range vf {
-				set[strings.TrimPrefix(path.Clean("/"+f), "/")] = true
-			}
+	for _, f := range files {
+		for _, p := range byFile[f] {
+			set[p] = true
 		}
 	}
 	return sorted(set)
+}
+
+// repoChartsOf is, for each file of s declaring HelmReleases whose chart
+// is in this repository, the paths of those charts and values files:
+// one search of the tree per snapshot, not one per target. The
+// HelmRelease's namespace is not known before its build, so a
+// GitRepository of this repository is matched by name.
+func (e *Engine) repoChartsOf(ctx context.Context, s *snapshot.Snapshot) map[string][]string {
+	once, _ := e.repoCharts.LoadOrStore(s, sync.OnceValue(func() map[string][]string {
+		var yamls []string
+		for _, p := range s.Index.Paths() {
+			if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" {
+				yamls = append(yamls, p)
+			}
+		}
+		// Most releases take remote charts: their files need no parse.
+		with, err := s.Containing(ctx, yamls, "HelmRelease")
+		if err == nil && len(with) > 0 {
+			with, err = s.Containing(ctx, with, "GitRepository")
+		}
+		if err != nil || len(with) == 0 {
+			return nil
+		}
+		contents, err := s.ReadFiles(ctx, with)
+		if err != nil {
+			return nil
+		}
+		names := map[string]bool{}
+		for _, src := range e.opts.Sources {
+			_, n, _ := strings.Cut(src, "/")
+			names[n] = true
+		}
+		out := map[string][]string{}
+		for file, data := range contents {
+			for _, m := range yamlMaps(data) {
+				api, _, _ := unstructured.NestedString(m, "apiVersion")
+				kind, _, _ := unstructured.NestedString(m, "kind")
+				if !helmrelease.Is(api, kind) {
+					continue
+				}
+				ref, _, _ := unstructured.NestedStringMap(m, "spec", "chart", "spec", "sourceRef")
+				chart, _, _ := unstructured.NestedString(m, "spec", "chart", "spec", "chart")
+				if ref["kind"] != "GitRepository" || !names[ref["name"]] || chart == "" {
+					continue
+				}
+				dir := strings.TrimPrefix(path.Clean("/"+chart), "/")
+				if dir == "" {
+					dir = "."
+				}
+				out[file] = append(out[file], under(s, dir)...)
+				vf, _, _ := unstructured.NestedStringSlice(m, "spec", "chart", "spec", "valuesFiles")
+				for _, f := range vf {
+					out[file] = append(out[file], strings.TrimPrefix(path.Clean("/"+f), "/"))
+				}
+			}
+		}
+		return out
+	}))
+	return once.(func() map[string][]string)()
 }
 
 // valuesFromNames are the names of the ConfigMaps and Secrets the
