@@ -216,7 +216,7 @@ func (e *Engine) helmEnv(ctx context.Context, s *snapshot.Snapshot, res *Result)
 	sources := map[string]map[string]any{} // kind/ns/name
 	for _, t := range res.Targets {
 		for _, o := range t.Objects {
-			if g, _, _ := strings.Cut(o.GetApiVersion(), "/"); g == sourceGroup || helmrelease.Is(o.GetApiVersion(), "HelmRelease") {
+			if g, _, _ := strings.Cut(o.GetApiVersion(), "/"); g == sourceGroup {
 				if m, err := o.Map(); err == nil {
 					sources[o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] = m
 				}
@@ -265,6 +265,7 @@ func (e *Engine) helmEnv(ctx context.Context, s *snapshot.Snapshot, res *Result)
 		},
 		Charts:     e.charts,
 		Kustomizer: e.k,
+		Timeout:    e.opts.Render.Timeout,
 	}
 }
 

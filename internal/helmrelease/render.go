@@ -10,6 +10,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
@@ -45,6 +47,10 @@ type Env struct {
 	Upgrade bool
 	// Kustomizer runs the kustomize post-renderers; nil makes one.
 	Kustomizer *render.Kustomizer
+	// Timeout bounds one templating: 0 is render.DefaultTimeout, < 0
+	// none. Helm's engine takes no context: past it the render fails and
+	// is abandoned, as a kustomize build is (render.Kustomizer).
+	Timeout time.Duration
 }
 
 // Prepared is a release whose chart is fetched and whose values sources
@@ -324,7 +330,7 @@ func (p *Prepared) Render(ctx context.Context, tokenize Tokenize) ([]*yaml.RNode
 	inst.Namespace = r.ReleaseNamespace()
 	inst.IncludeCRDs = r.IncludeCRDs(p.env.Upgrade)
 	inst.DisableHooks = r.DisableHooks(p.env.Upgrade)
-	rel, err := inst.RunWithContext(ctx, ch, vals)
+	rel, err := p.template(ctx, inst, ch, vals)
 	if err != nil {
 		return nil, fmt.Errorf("HelmRelease %s: chart %s: %w", r.ID(), p.Chart, err)
 	}
@@ -348,6 +354,41 @@ func (p *Prepared) Render(ctx context.Context, tokenize Tokenize) ([]*yaml.RNode
 		return nil, fmt.Errorf("HelmRelease %s: chart %s: %w", r.ID(), p.Chart, err)
 	}
 	return objs, nil
+}
+
+// template runs the install within the render's time bound.
+func (p *Prepared) template(ctx context.Context, inst *action.Install, ch *chart.Chart, vals map[string]any) (*release.Release, error) {
+	timeout := p.env.Timeout
+	if timeout == 0 {
+		timeout = render.DefaultTimeout
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	type result struct {
+		rel *release.Release
+		err error
+	}
+	done := make(chan result, 1) // buffered: an abandoned render never blocks
+	go func() {
+		var r result
+		r.err = crash.Catch(func() (err error) {
+			r.rel, err = inst.RunWithContext(ctx, ch, vals)
+			return err
+		})
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		return r.rel, r.err
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("templating took more than %s, and was abandoned", timeout)
+		}
+		return nil, ctx.Err()
+	}
 }
 
 func isTest(h *release.Hook) bool {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -297,5 +298,30 @@ func TestReleaseName(t *testing.T) {
 		if len(r.ReleaseName()) > 53 {
 			t.Errorf("%s is over 53 characters", r.ReleaseName())
 		}
+	}
+}
+
+// A chart that templates for too long (a pull request can hold one)
+// fails its release within the render's time bound.
+func TestRenderTimeout(t *testing.T) {
+	r := parseRelease(t, `{metadata: {name: slow, namespace: apps}, spec: {chart: {spec: {chart: ./slow, sourceRef: {kind: GitRepository, name: flux-system}}}}}`)
+	files := map[string][]byte{
+		"Chart.yaml":          []byte("apiVersion: v2\nname: slow\nversion: 1.0.0\n"),
+		"templates/slow.yaml": []byte("{{ range $i := until 5000000 }}{{ end }}\n"),
+	}
+	env := Env{Timeout: 50 * time.Millisecond, Local: func(context.Context, string, string, string, string) (map[string][]byte, bool, error) {
+		return files, true, nil
+	}}
+	p, err := Prepare(context.Background(), r, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = p.Render(context.Background(), nil)
+	if err == nil || !strings.Contains(err.Error(), "templating took more than 50ms") || !strings.Contains(err.Error(), "HelmRelease apps/slow") {
+		t.Errorf("error %v, want the time bound's, naming the release", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the render returned after %s", d)
 	}
 }

@@ -40,15 +40,20 @@ func (r *Release) values(lookup func(kind, ns, name string) (*ValuesSource, bool
 		if ref.Kind != "ConfigMap" && ref.Kind != "Secret" {
 			return nil, nil, fmt.Errorf("%s: unsupported kind (ConfigMap or Secret)", what)
 		}
-		src, ok := lookup(ref.Kind, r.Namespace, ref.Name)
+		var src *ValuesSource
+		ok := false
+		if lookup != nil {
+			src, ok = lookup(ref.Kind, r.Namespace, ref.Name)
+		}
+		field := fmt.Sprintf("spec.valuesFrom[%d] %s %s/%s", i, ref.Kind, r.Namespace, ref.Name)
 		if !ok {
 			if ref.Optional {
 				continue
 			}
-			return nil, nil, &UnavailableError{Release: r.ID(), Reason: fmt.Sprintf("%s is not in the repository (helm-controller reads it from the cluster)", what[len("HelmRelease "+r.ID()+": "):])}
+			return nil, nil, &UnavailableError{Release: r.ID(), Reason: field + " is not in the repository (helm-controller reads it from the cluster)"}
 		}
 		if src.Unknown != "" {
-			return nil, nil, &UnavailableError{Release: r.ID(), Reason: fmt.Sprintf("%s: %s", what[len("HelmRelease "+r.ID()+": "):], src.Unknown)}
+			return nil, nil, &UnavailableError{Release: r.ID(), Reason: field + ": " + src.Unknown}
 		}
 		key := ref.ValuesKey
 		if key == "" {
