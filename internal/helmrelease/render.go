@@ -86,12 +86,10 @@ func Prepare(ctx context.Context, r *Release, env Env) (*Prepared, error) {
 
 func (p *Prepared) unavailable(reason string, err error) error {
 	e := &UnavailableError{Release: p.Release.ID(), Chart: p.Chart, Reason: reason, Err: err}
-	if err != nil {
-		e.Hint = "a chart is fetched only from the hosts listed with kplan's --remote-hosts, the Action's remote-hosts input or a webhook target's remoteHosts; list its host there if it is to be reached"
-		var refused *netpolicy.RefusedError
-		if errors.As(err, &refused) {
-			e.Hint = "list its host with kplan's --remote-hosts, the Action's remote-hosts input or a webhook target's remoteHosts if it is to be reached"
-		}
+	// A refused fetch says itself which setting allows the host.
+	var refused *netpolicy.RefusedError
+	if err != nil && !errors.As(err, &refused) {
+		e.Hint = "a chart is fetched only from the hosts listed with kplan's --remote-hosts, the Action's remote-hosts input or a webhook target's remoteHosts"
 	}
 	return e
 }
