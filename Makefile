@@ -69,7 +69,12 @@ FUZZ_TARGETS := \
 	./internal/config:FuzzParse \
 	./internal/webhook:FuzzDelivery \
 	./internal/prcomment:FuzzParseReviewed \
-	./internal/flux:FuzzSecretMasking
+	./internal/flux:FuzzSecretMasking \
+	./internal/helmrelease:FuzzParseIndex \
+	./internal/helmrelease:FuzzParseRelease \
+	./internal/helmrelease:FuzzValuesFrom \
+	./internal/helmrelease:FuzzLoadChart \
+	./internal/helmrelease:FuzzChallenge
 
 fuzz:
 	@failed=; for t in $(FUZZ_TARGETS); do \

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/crash"
+	"github.com/kplan-dev/kplan/internal/helmrelease"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/rendercache"
 	"github.com/kplan-dev/kplan/internal/snapshot"
@@ -54,6 +55,9 @@ type Options struct {
 	// them for this Engine only.
 	Cache        Cache
 	CacheVersion string
+	// ChartCache is the render cache directory, whose charts/ keeps the
+	// HelmReleases' charts (helm.go); "" keeps them in memory only.
+	ChartCache string
 }
 
 // Cache is where builds are kept between runs (rendercache.Cache).
@@ -69,6 +73,10 @@ type Engine struct {
 	opts   Options
 	gen    *genMemo
 	builds sync.Map // build key → *kept: both sides of a plan share a build of the same inputs
+	charts *helmrelease.Charts
+	// repoCharts memoizes, per snapshot, the repository charts its
+	// HelmReleases name (helm.go).
+	repoCharts sync.Map
 }
 
 // kept is a kustomize build kept by the content it read.
@@ -88,7 +96,7 @@ func New(opts Options) *Engine {
 	if opts.Memo == nil {
 		opts.Memo = closure.NewMemo()
 	}
-	return &Engine{k: render.NewKustomizer(ro), opts: opts, gen: &genMemo{m: map[string]*generated{}}}
+	return &Engine{k: render.NewKustomizer(ro), opts: opts, gen: &genMemo{m: map[string]*generated{}}, charts: helmCharts(opts)}
 }
 
 // Target is one Flux Kustomization's build.
@@ -100,7 +108,8 @@ type Target struct {
 	// Objects are what Flux applies, after its post-build steps.
 	Objects []*yaml.RNode
 	// NotRendered says, for each object Flux hands to another controller
-	// that kplan does not render, what and why.
+	// that kplan could not render, what and why ("HelmRelease ns/name is
+	// not rendered: ...").
 	NotRendered []string
 	// Notes say what the build could not know offline.
 	Notes []string
@@ -179,6 +188,7 @@ func (e *Engine) Build(ctx context.Context, s *snapshot.Snapshot) (*Result, erro
 	r, err := e.buildSide(ctx, s, nil)
 	if err == nil {
 		name(r)
+		e.renderBuilt(ctx, s, r)
 	}
 	return r, err
 }
@@ -220,6 +230,7 @@ func (e *Engine) Plan(ctx context.Context, base, head *snapshot.Snapshot, change
 			}
 		}
 	}
+	e.renderPlan(ctx, snaps, res)
 	return res, nil
 }
 
@@ -239,7 +250,7 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 		for _, d := range declared {
 			files[d.File] = true
 		}
-		names := substituteNames(declared)
+		names := append(substituteNames(declared), valuesFromNames(ctx, s)...)
 		deferrable = func(t *Target) bool {
 			if t.Closure.Meets(changed) || !t.Closure.Bounded() {
 				return false
@@ -624,10 +635,7 @@ func (e *Engine) postBuild(ctx context.Context, t *Target, pool varPool) {
 	t.Objects, t.Notes, t.reads = pb.objects, append(t.Notes, pb.notes...), pb.reads
 	for _, o := range t.Objects {
 		g, _, _ := strings.Cut(o.GetApiVersion(), "/")
-		switch {
-		case o.GetKind() == "HelmRelease" && g == "helm.toolkit.fluxcd.io":
-			t.NotRendered = append(t.NotRendered, "HelmRelease "+o.GetNamespace()+"/"+o.GetName()+" is not rendered (Flux's helm-controller installs its chart; kplan plans the HelmRelease object only)")
-		case o.GetKind() == "ResourceSet" && g == OperatorGroup:
+		if o.GetKind() == "ResourceSet" && g == OperatorGroup {
 			t.NotRendered = append(t.NotRendered, "ResourceSet "+o.GetNamespace()+"/"+o.GetName()+" is not rendered (flux-operator makes its objects from inputs kplan does not evaluate; kplan plans the ResourceSet object only)")
 		}
 	}
@@ -646,6 +654,9 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 		set[p] = true
 	}
 	addDeclaration(set, t.File)
+	for _, p := range e.chartPaths(ctx, s, c.Paths) {
+		set[p] = true
+	}
 	for p := range set {
 		for d := path.Dir(p); d != "." && !set[d]; d = path.Dir(d) {
 			set[d] = true

@@ -302,6 +302,29 @@ func reason(err error) string {
 // limit), when the policy allows it; a *RefusedError (wrapped) when not.
 // A response other than 2xx is an error: there is no fallback.
 func (p *Policy) Fetch(ctx context.Context, rawURL string, max int64) ([]byte, error) {
+	r, err := p.Get(ctx, rawURL, nil, max)
+	if err != nil {
+		return nil, err
+	}
+	if r.Status < 200 || r.Status > 299 {
+		return nil, fmt.Errorf("fetch %s: %s", r.URL, r.StatusText)
+	}
+	return r.Body, nil
+}
+
+// Response is the answer to a Get.
+type Response struct {
+	URL        string // the URL asked for, redacted
+	Status     int
+	StatusText string // as "404 Not Found"
+	Header     http.Header
+	Body       []byte
+}
+
+// Get is a GET of rawURL with header, as Fetch makes it, that returns
+// any answer: a client that must read a 401's challenge (an OCI
+// registry's token dance) reads it here.
+func (p *Policy) Get(ctx context.Context, rawURL string, header http.Header, max int64) (*Response, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("fetch: %w", err)
@@ -315,6 +338,9 @@ func (p *Policy) Fetch(ctx context.Context, rawURL string, max int64) ([]byte, e
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("fetch %s: %w", Redact(u), err)
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
@@ -332,9 +358,6 @@ func (p *Policy) Fetch(ctx context.Context, rawURL string, max int64) ([]byte, e
 		return nil, fmt.Errorf("fetch %s: %w", Redact(u), err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, fmt.Errorf("fetch %s: %s", Redact(u), resp.Status)
-	}
 	body := io.Reader(resp.Body)
 	if max > 0 {
 		body = io.LimitReader(resp.Body, max+1)
@@ -346,7 +369,7 @@ func (p *Policy) Fetch(ctx context.Context, rawURL string, max int64) ([]byte, e
 	if max > 0 && int64(len(data)) > max {
 		return nil, &TooLargeError{URL: Redact(u), Limit: max}
 	}
-	return data, nil
+	return &Response{URL: Redact(u), Status: resp.StatusCode, StatusText: resp.Status, Header: resp.Header, Body: data}, nil
 }
 
 // TooLargeError says a fetched body was over the bytes left to its render.

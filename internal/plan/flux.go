@@ -78,6 +78,9 @@ func (p *planner) planFluxTargets(ctx context.Context, sides [2]*side, changed m
 		clusters = cfg.FluxClusters
 	}
 	fo := flux.Options{Render: p.opts.Render, Clusters: clusters}
+	if !p.opts.Full {
+		fo.ChartCache = p.opts.CacheDir
+	}
 	if p.cache != nil {
 		// Root and parent Kustomizations read what an app's change leaves
 		// alone: kept, they are not built again.

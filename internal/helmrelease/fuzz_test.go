@@ -1,0 +1,103 @@
+package helmrelease
+
+import (
+	"strings"
+	"testing"
+
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/kplan-dev/kplan/test/fuzzseed"
+)
+
+// A chart repository's index.yaml comes from the network: whatever it
+// holds, a version is picked or refused, never a panic.
+func FuzzParseIndex(f *testing.F) {
+	for _, s := range fuzzseed.Files(f, "testdata/index/*") {
+		f.Add(s, "1.x")
+		f.Add(s, "")
+	}
+	f.Fuzz(func(t *testing.T, data []byte, version string) {
+		cv, err := pickVersion(data, "demo", version)
+		if err == nil && (cv == nil || cv.Metadata == nil) {
+			t.Fatalf("picked %v without metadata", cv)
+		}
+	})
+}
+
+// A HelmRelease comes from the repository: any spec parses or is
+// refused, and its release name is one helm accepts (at most 53
+// characters) unless spec.releaseName sets it.
+func FuzzParseRelease(f *testing.F) {
+	for _, s := range fuzzseed.Files(f, "testdata/release/*") {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var m map[string]any
+		if sigsyaml.Unmarshal(data, &m) != nil || m == nil {
+			return
+		}
+		r, err := Parse(m)
+		if err != nil {
+			return
+		}
+		if r.Spec.ReleaseName == "" && len(r.ReleaseName()) > 53 {
+			t.Fatalf("release name %q is over 53 characters", r.ReleaseName())
+		}
+		r.IncludeCRDs(true)
+		r.IncludeCRDs(false)
+		lookup := func(kind, ns, name string) (*ValuesSource, bool) {
+			return &ValuesSource{Data: map[string]string{"values.yaml": "a: 1", "password": "x"}, Secret: kind == "Secret"}, true
+		}
+		r.values(lookup, nil)
+		r.values(lookup, func(string, any) any { return "token" })
+	})
+}
+
+// valuesFrom data comes from the repository's ConfigMaps and Secrets:
+// any of it merges or is refused, and an error about a Secret's data
+// never quotes it.
+func FuzzValuesFrom(f *testing.F) {
+	for _, s := range fuzzseed.Files(f, "testdata/values/*") {
+		f.Add(s, "")
+		f.Add(s, "a.b[0]")
+	}
+	f.Fuzz(func(t *testing.T, data []byte, targetPath string) {
+		r := &Release{Namespace: "ns", Name: "r", Spec: Spec{ValuesFrom: []ValuesRef{{Kind: "Secret", Name: "s", ValuesKey: "k", TargetPath: targetPath}}}}
+		secret := "kplanfuzz" + string(data)
+		lookup := func(kind, ns, name string) (*ValuesSource, bool) {
+			return &ValuesSource{Data: map[string]string{"k": secret}, Secret: true}, true
+		}
+		_, _, err := r.values(lookup, nil)
+		if err != nil && len(data) > 3 && strings.Contains(err.Error(), secret) {
+			t.Fatalf("error %q quotes the Secret's value", err)
+		}
+	})
+}
+
+// A chart archive comes from the network: it loads or is refused.
+func FuzzLoadChart(f *testing.F) {
+	for _, s := range fuzzseed.Files(f, "testdata/chart/*") {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := &Prepared{Release: &Release{Namespace: "ns", Name: "r"}, archive: data}
+		ch, err := p.load()
+		if err == nil && ch == nil {
+			t.Fatal("no chart and no error")
+		}
+	})
+}
+
+// A registry's challenge comes from the network: it is split into
+// parameters whatever it holds.
+func FuzzChallenge(f *testing.F) {
+	for _, s := range fuzzseed.Files(f, "testdata/challenge/*") {
+		f.Add(string(s))
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		parts := splitChallenge(s)
+		if strings.Count(s, ",") < len(parts)-1 {
+			t.Fatalf("%q split into %d parts", s, len(parts))
+		}
+	})
+}

@@ -1,0 +1,560 @@
+package helmrelease
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/release"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/kustomize/kyaml/kio"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/kplan-dev/kplan/internal/crash"
+	"github.com/kplan-dev/kplan/internal/netpolicy"
+	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/snapshot"
+)
+
+// Env is what a render reads besides the HelmRelease.
+type Env struct {
+	// Source returns the source object (HelmRepository, OCIRepository,
+	// GitRepository, Bucket, HelmChart) kind namespace/name that the
+	// cluster's Flux Kustomizations apply, nil when none does.
+	Source func(kind, namespace, name string) map[string]any
+	// Values returns the ConfigMap or Secret kind namespace/name the
+	// cluster's Flux Kustomizations apply.
+	Values func(kind, namespace, name string) (*ValuesSource, bool)
+	// Local reads the directory dir (repository-relative) of the source
+	// kind namespace/name when that source is this repository: its
+	// files by path relative to dir. ok is false when it is not.
+	Local func(ctx context.Context, kind, namespace, name, dir string) (files map[string][]byte, ok bool, err error)
+	// Charts fetches and caches remote charts; nil fetches none.
+	Charts *Charts
+	// Upgrade says the release exists already (on the plan's base): the
+	// upgrade's CRD policy and hooks apply, not the install's.
+	Upgrade bool
+	// Kustomizer runs the kustomize post-renderers; nil makes one.
+	Kustomizer *render.Kustomizer
+	// Timeout bounds one templating: 0 is render.DefaultTimeout, < 0
+	// none. Helm's engine takes no context: past it the render fails and
+	// is abandoned, as a kustomize build is (render.Kustomizer).
+	Timeout time.Duration
+}
+
+// Prepared is a release whose chart is fetched and whose values sources
+// are read, ready to render.
+type Prepared struct {
+	Release *Release
+	// Chart names the chart and where it comes from, for messages.
+	Chart string
+	// Secrets name the values Secrets gave ("Secret ns/name key:path"):
+	// a render with Tokenize replaces each.
+	Secrets []string
+
+	env     Env
+	archive []byte            // a packaged chart, or
+	files   map[string][]byte // the chart's files from the repository
+	deps    map[string][]byte // local dependencies' archives by name
+	valuesF []string          // spec.chart.spec.valuesFiles, chart-relative
+}
+
+// Prepare fetches r's chart and reads its values sources.
+func Prepare(ctx context.Context, r *Release, env Env) (*Prepared, error) {
+	p := &Prepared{Release: r, env: env}
+	if err := p.fetch(ctx); err != nil {
+		return nil, err
+	}
+	_, secrets, err := r.values(env.Values, nil)
+	if err != nil {
+		return nil, err
+	}
+	p.Secrets = secrets
+	return p, nil
+}
+
+func (p *Prepared) unavailable(reason string, err error) error {
+	e := &UnavailableError{Release: p.Release.ID(), Chart: p.Chart, Reason: reason, Err: err}
+	// A refused fetch says itself which setting allows the host.
+	var refused *netpolicy.RefusedError
+	if err != nil && !errors.As(err, &refused) {
+		e.Hint = "a chart is fetched only from the hosts listed with kplan's --remote-hosts, the Action's remote-hosts input or a webhook target's remoteHosts"
+	}
+	return e
+}
+
+// fetch gets the chart the release names.
+func (p *Prepared) fetch(ctx context.Context) error {
+	r := p.Release
+	var spec ChartSpec
+	specNS := r.Namespace
+	switch {
+	case r.Spec.ChartRef != nil:
+		ref := *r.Spec.ChartRef
+		ns := ref.Namespace
+		if ns == "" {
+			ns = r.Namespace
+		}
+		obj := p.source(ref.Kind, ns, ref.Name)
+		if obj == nil {
+			p.Chart = fmt.Sprintf("from %s %s/%s", ref.Kind, ns, ref.Name)
+			return p.unavailable(fmt.Sprintf("spec.chartRef: no Flux Kustomization of this cluster applies %s %s/%s", ref.Kind, ns, ref.Name), nil)
+		}
+		src := source{kind: ref.Kind, ns: ns, name: ref.Name, obj: obj}
+		switch ref.Kind {
+		case "OCIRepository":
+			return p.fromOCIRepository(ctx, src)
+		case "HelmChart":
+			raw, _ := obj["spec"].(map[string]any)
+			b, _ := json.Marshal(raw)
+			if err := json.Unmarshal(b, &spec); err != nil {
+				return fmt.Errorf("HelmRelease %s: HelmChart %s/%s: read its spec: %w", r.ID(), ns, ref.Name, err)
+			}
+			specNS = ns
+		default:
+			return fmt.Errorf("HelmRelease %s: spec.chartRef kind %s is not OCIRepository or HelmChart", r.ID(), ref.Kind)
+		}
+	default:
+		spec = r.Spec.Chart.Spec
+	}
+	ref := spec.SourceRef
+	ns := ref.Namespace
+	if ns == "" {
+		ns = specNS
+	}
+	valuesFiles := spec.ValuesFiles
+	if spec.ValuesFile != "" {
+		valuesFiles = append([]string{spec.ValuesFile}, valuesFiles...)
+	}
+	src := source{kind: ref.Kind, ns: ns, name: ref.Name}
+	switch ref.Kind {
+	case "HelmRepository":
+		src.obj = p.source(ref.Kind, ns, ref.Name)
+		p.Chart = fmt.Sprintf("%s %s from %s", spec.Chart, cmpOr(spec.Version, "*"), src.id())
+		if src.obj == nil {
+			return p.unavailable(fmt.Sprintf("no Flux Kustomization of this cluster applies %s", src.id()), nil)
+		}
+		u := src.str("spec", "url")
+		p.Chart = fmt.Sprintf("%s %s from %s", spec.Chart, cmpOr(spec.Version, "*"), u)
+		var err error
+		var version string
+		if src.str("spec", "type") == "oci" || strings.HasPrefix(u, "oci://") {
+			p.archive, version, err = p.env.Charts.fromOCI(ctx, strings.TrimSuffix(strings.TrimPrefix(u, "oci://"), "/")+"/"+spec.Chart, cmpOr(spec.Version, "*"), "", src.bool("spec", "insecure"))
+		} else {
+			p.archive, version, err = p.env.Charts.fromIndex(ctx, u, spec.Chart, spec.Version)
+		}
+		if err != nil {
+			return p.unavailable("cannot be fetched", err)
+		}
+		p.Chart = fmt.Sprintf("%s %s from %s", spec.Chart, version, u)
+		p.valuesF = valuesFiles
+		return nil
+	case "GitRepository", "Bucket":
+		dir := cleanChartPath(spec.Chart)
+		p.Chart = fmt.Sprintf("%s from %s", dir, src.id())
+		if p.env.Local == nil {
+			return p.unavailable(fmt.Sprintf("%s is not this repository", src.id()), nil)
+		}
+		files, ok, err := p.env.Local(ctx, ref.Kind, ns, ref.Name, dir)
+		if err != nil {
+			return fmt.Errorf("HelmRelease %s: chart %s: %w", r.ID(), p.Chart, err)
+		}
+		if !ok {
+			return p.unavailable(fmt.Sprintf("%s is not this repository (kplan reads charts from this repository, HelmRepositories and OCI registries)", src.id()), nil)
+		}
+		if len(files) == 0 {
+			return fmt.Errorf("HelmRelease %s: chart %s: the directory holds no file", r.ID(), p.Chart)
+		}
+		p.files = files
+		// valuesFiles of a GitRepository are relative to its root.
+		for _, f := range valuesFiles {
+			rel, ok := strings.CutPrefix(cleanChartPath(f), dir+"/")
+			if !ok && dir == "." {
+				rel, ok = cleanChartPath(f), true
+			}
+			if !ok {
+				more, found, err := p.env.Local(ctx, ref.Kind, ns, ref.Name, path.Dir(cleanChartPath(f)))
+				if err != nil || !found {
+					return fmt.Errorf("HelmRelease %s: chart %s: valuesFiles %s: %v", r.ID(), p.Chart, f, err)
+				}
+				rel = "../" + cleanChartPath(f)
+				p.files[rel] = more[path.Base(f)]
+			}
+			p.valuesF = append(p.valuesF, rel)
+		}
+		return p.localDeps(ctx, src, dir)
+	}
+	return fmt.Errorf("HelmRelease %s: spec.chart.spec.sourceRef kind %q is not HelmRepository, GitRepository or Bucket", r.ID(), ref.Kind)
+}
+
+// localDeps reads the file:// dependencies of a chart in the repository
+// that its charts/ directory does not vendor, as source-controller
+// builds them from the same source.
+func (p *Prepared) localDeps(ctx context.Context, src source, dir string) error {
+	var meta chart.Metadata
+	if err := sigsyaml.Unmarshal(p.files["Chart.yaml"], &meta); err != nil {
+		return nil // the loader reports it
+	}
+	for _, d := range meta.Dependencies {
+		if d == nil {
+			continue
+		}
+		vendored := false
+		for f := range p.files {
+			if strings.HasPrefix(f, "charts/"+d.Name+"/") || (strings.HasPrefix(f, "charts/"+d.Name+"-") && strings.HasSuffix(f, ".tgz")) {
+				vendored = true
+			}
+		}
+		if vendored {
+			continue
+		}
+		if !strings.HasPrefix(d.Repository, "file://") {
+			return p.unavailable(fmt.Sprintf("its dependency %s from %s is not vendored under charts/ (kplan builds the dependencies of a repository chart from the repository only)", d.Name, d.Repository), nil)
+		}
+		depDir := cleanChartPath(path.Join(dir, strings.TrimPrefix(d.Repository, "file://")))
+		files, ok, err := p.env.Local(ctx, src.kind, src.ns, src.name, depDir)
+		if err != nil || !ok || len(files) == 0 {
+			return fmt.Errorf("HelmRelease %s: chart %s: dependency %s at %s: not in the repository", p.Release.ID(), p.Chart, d.Name, depDir)
+		}
+		for f, data := range files {
+			p.files["charts/"+d.Name+"/"+f] = data
+		}
+	}
+	return nil
+}
+
+func (p *Prepared) source(kind, ns, name string) map[string]any {
+	if p.env.Source == nil {
+		return nil
+	}
+	return p.env.Source(kind, ns, name)
+}
+
+// fromOCIRepository fetches the chart an OCIRepository names.
+func (p *Prepared) fromOCIRepository(ctx context.Context, src source) error {
+	u := src.str("spec", "url")
+	tag := cmpOr(src.str("spec", "ref", "semver"), cmpOr(src.str("spec", "ref", "tag"), "latest"))
+	digest := src.str("spec", "ref", "digest")
+	p.Chart = fmt.Sprintf("%s:%s", u, cmpOr(digest, tag))
+	if !strings.HasPrefix(u, "oci://") {
+		return fmt.Errorf("HelmRelease %s: %s: spec.url %q is not oci://", p.Release.ID(), src.id(), u)
+	}
+	data, version, err := p.env.Charts.fromOCI(ctx, strings.TrimSuffix(strings.TrimPrefix(u, "oci://"), "/"), tag, digest, src.bool("spec", "insecure"))
+	if err != nil {
+		return p.unavailable("cannot be fetched", err)
+	}
+	p.Chart = fmt.Sprintf("%s:%s", u, version)
+	p.archive = data
+	return nil
+}
+
+// load reads the chart anew: a render changes the chart it is given
+// (disabled dependencies are dropped).
+func (p *Prepared) load() (*chart.Chart, error) {
+	var ch *chart.Chart
+	var err error
+	if p.archive != nil {
+		ch, err = loader.LoadArchive(bytes.NewReader(p.archive))
+	} else {
+		var bf []*loader.BufferedFile
+		for _, name := range slices.Sorted(maps.Keys(p.files)) {
+			if !strings.HasPrefix(name, "../") {
+				bf = append(bf, &loader.BufferedFile{Name: name, Data: p.files[name]})
+			}
+		}
+		ch, err = loader.LoadFiles(bf)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load the chart: %w", err)
+	}
+	if len(p.valuesF) > 0 {
+		// source-controller's valuesFiles: merged in order, they replace
+		// the chart's values.yaml.
+		merged := map[string]any{}
+		for _, f := range p.valuesF {
+			data, ok := p.files[f]
+			if !ok && p.archive != nil {
+				for _, raw := range ch.Raw {
+					if raw.Name == f {
+						data, ok = raw.Data, true
+					}
+				}
+			}
+			if !ok {
+				return nil, fmt.Errorf("valuesFiles %s is not in the chart", f)
+			}
+			var v map[string]any
+			if err := sigsyaml.Unmarshal(data, &v); err != nil {
+				return nil, fmt.Errorf("valuesFiles %s: %w", f, err)
+			}
+			merged = MergeMaps(merged, v)
+		}
+		ch.Values = merged
+	}
+	return ch, nil
+}
+
+// Render templates the release with its values, tokenize standing in for
+// every value a Secret gave (nil: the real values), and returns the
+// objects helm-controller applies: the chart's manifests (its CRDs by
+// the CRD policy) after the post-renderers and origin labels, then its
+// hooks except tests (helm-controller runs them; tests only on
+// request), each in the release namespace unless it sets one or is
+// cluster-scoped.
+func (p *Prepared) Render(ctx context.Context, tokenize Tokenize) ([]*yaml.RNode, error) {
+	r := p.Release
+	vals, _, err := r.values(p.env.Values, tokenize)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := p.load()
+	if err != nil {
+		return nil, fmt.Errorf("HelmRelease %s: chart %s: %w", r.ID(), p.Chart, err)
+	}
+	inst := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
+	inst.DryRun, inst.ClientOnly, inst.Replace = true, true, true
+	inst.ReleaseName = r.ReleaseName()
+	inst.Namespace = r.ReleaseNamespace()
+	inst.IncludeCRDs = r.IncludeCRDs(p.env.Upgrade)
+	inst.DisableHooks = r.DisableHooks(p.env.Upgrade)
+	rel, err := p.template(ctx, inst, ch, vals)
+	if err != nil {
+		return nil, fmt.Errorf("HelmRelease %s: chart %s: %w", r.ID(), p.Chart, err)
+	}
+	objs, err := p.postRender(ctx, rel.Manifest)
+	if err != nil {
+		return nil, fmt.Errorf("HelmRelease %s: chart %s: post-render: %w", r.ID(), p.Chart, err)
+	}
+	if !inst.DisableHooks {
+		for _, h := range rel.Hooks {
+			if isTest(h) {
+				continue
+			}
+			hs, err := parse(h.Manifest)
+			if err != nil {
+				return nil, fmt.Errorf("HelmRelease %s: chart %s: hook %s: %w", r.ID(), p.Chart, h.Path, err)
+			}
+			objs = append(objs, hs...)
+		}
+	}
+	if err := setNamespaces(objs, inst.Namespace); err != nil {
+		return nil, fmt.Errorf("HelmRelease %s: chart %s: %w", r.ID(), p.Chart, err)
+	}
+	return objs, nil
+}
+
+// template runs the install within the render's time bound.
+func (p *Prepared) template(ctx context.Context, inst *action.Install, ch *chart.Chart, vals map[string]any) (*release.Release, error) {
+	timeout := p.env.Timeout
+	if timeout == 0 {
+		timeout = render.DefaultTimeout
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	type result struct {
+		rel *release.Release
+		err error
+	}
+	done := make(chan result, 1) // buffered: an abandoned render never blocks
+	go func() {
+		var r result
+		r.err = crash.Catch(func() (err error) {
+			r.rel, err = inst.RunWithContext(ctx, ch, vals)
+			return err
+		})
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		return r.rel, r.err
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("templating took more than %s, and was abandoned", timeout)
+		}
+		return nil, ctx.Err()
+	}
+}
+
+func isTest(h *release.Hook) bool {
+	for _, e := range h.Events {
+		if e == release.HookTest {
+			return true
+		}
+	}
+	return false
+}
+
+// parse reads a manifest stream; empty documents are dropped.
+func parse(manifest string) ([]*yaml.RNode, error) {
+	nodes, err := (&kio.ByteReader{Reader: strings.NewReader(manifest), OmitReaderAnnotations: true}).Read()
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(nodes, func(n *yaml.RNode) bool {
+		return n.YNode().Kind != yaml.MappingNode || len(n.YNode().Content) == 0
+	}), nil
+}
+
+// postRender applies the kustomize post-renderers in order, then
+// helm-controller's origin labels and spec.commonMetadata, to the
+// chart's manifests.
+func (p *Prepared) postRender(ctx context.Context, manifest string) ([]*yaml.RNode, error) {
+	r := p.Release
+	k := p.env.Kustomizer
+	for i, pr := range r.Spec.PostRenderers {
+		if pr.Kustomize == nil {
+			continue
+		}
+		if k == nil {
+			k = render.NewKustomizer(render.Options{LoadRestrictorNone: true})
+		}
+		out, err := kustomizeRun(ctx, k, manifest, pr.Kustomize)
+		if err != nil {
+			return nil, fmt.Errorf("postRenderers[%d]: %w", i, err)
+		}
+		manifest = out
+	}
+	objs, err := parse(manifest)
+	if err != nil {
+		return nil, err
+	}
+	labels := map[string]string{}
+	var annotations map[string]string
+	if cm := r.Spec.CommonMetadata; cm != nil {
+		maps.Copy(labels, cm.Labels)
+		annotations = cm.Annotations
+	}
+	labels[Group+"/name"] = r.Name
+	labels[Group+"/namespace"] = r.Namespace
+	for _, o := range objs {
+		l := o.GetLabels()
+		maps.Copy(l, labels)
+		if err := o.SetLabels(l); err != nil {
+			return nil, err
+		}
+		if len(annotations) > 0 {
+			a := o.GetAnnotations()
+			maps.Copy(a, annotations)
+			if err := o.SetAnnotations(a); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return objs, nil
+}
+
+// kustomizeRun is helm-controller's kustomize post-renderer: the
+// manifests as the one resource of a kustomization with the patches and
+// images, built on an in-memory file system.
+func kustomizeRun(ctx context.Context, k *render.Kustomizer, manifest string, pr *KustomizePostRenderer) (string, error) {
+	kust := map[string]any{
+		"apiVersion": "kustomize.config.k8s.io/v1beta1",
+		"kind":       "Kustomization",
+		"resources":  []any{"helm-output.yaml"},
+	}
+	if len(pr.Images) > 0 {
+		kust["images"] = pr.Images
+	}
+	var patches []any
+	for _, pt := range pr.Patches {
+		patches = append(patches, pt)
+	}
+	for _, pt := range pr.PatchesStrategicMerge {
+		b, err := sigsyaml.Marshal(pt)
+		if err != nil {
+			return "", err
+		}
+		patches = append(patches, map[string]any{"patch": string(b)})
+	}
+	for _, pt := range pr.PatchesJSON6902 {
+		ops, err := sigsyaml.Marshal(pt["patch"])
+		if err != nil {
+			return "", err
+		}
+		patches = append(patches, map[string]any{"target": pt["target"], "patch": string(ops)})
+	}
+	if len(patches) > 0 {
+		kust["patches"] = patches
+	}
+	kb, err := sigsyaml.Marshal(kust)
+	if err != nil {
+		return "", err
+	}
+	fs := filesys.MakeFsInMemory()
+	dir := snapshot.Abs("helm-post-render")
+	if err := fs.MkdirAll(dir); err != nil {
+		return "", err
+	}
+	if err := fs.WriteFile(dir+"/kustomization.yaml", kb); err != nil {
+		return "", err
+	}
+	if err := fs.WriteFile(dir+"/helm-output.yaml", []byte(manifest)); err != nil {
+		return "", err
+	}
+	objs, err := k.RenderContext(ctx, fs, "helm-post-render", false)
+	if err != nil {
+		return "", errors.New(strings.ReplaceAll(err.Error(), "helm-post-render", "the rendered chart"))
+	}
+	var b strings.Builder
+	for _, o := range objs {
+		s, err := o.String()
+		if err != nil {
+			return "", err
+		}
+		b.WriteString("---\n" + s)
+	}
+	return b.String(), nil
+}
+
+// setNamespaces gives the release namespace to objects that set none,
+// unless cluster-scoped: by Kubernetes' built-in kinds, or a CRD among
+// objs that says so; an unknown kind is taken as namespaced, as most
+// custom resources are.
+func setNamespaces(objs []*yaml.RNode, ns string) error {
+	cluster := map[string]bool{} // group/kind
+	for _, o := range objs {
+		if o.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		scope, _ := o.Pipe(yaml.Lookup("spec", "scope"))
+		group, _ := o.Pipe(yaml.Lookup("spec", "group"))
+		kind, _ := o.Pipe(yaml.Lookup("spec", "names", "kind"))
+		if scope != nil && group != nil && kind != nil && yaml.GetValue(scope) == "Cluster" {
+			cluster[yaml.GetValue(group)+"/"+yaml.GetValue(kind)] = true
+		}
+	}
+	for _, o := range objs {
+		if o.GetNamespace() != "" {
+			continue
+		}
+		api := o.GetApiVersion()
+		group := ""
+		if i := strings.LastIndex(api, "/"); i >= 0 {
+			group = api[:i]
+		}
+		if cluster[group+"/"+o.GetKind()] {
+			continue
+		}
+		if namespaced, known := render.NamespaceScoped(api, o.GetKind()); known && !namespaced {
+			continue
+		}
+		if err := o.SetNamespace(ns); err != nil {
+			return fmt.Errorf("set the namespace of %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	return nil
+}

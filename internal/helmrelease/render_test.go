@@ -1,0 +1,327 @@
+package helmrelease
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/kplan-dev/kplan/internal/netpolicy"
+	"github.com/kplan-dev/kplan/internal/testchart"
+)
+
+const demo = "testdata/demo"
+
+func loopback(t *testing.T) *netpolicy.Policy {
+	p, err := netpolicy.New([]string{"127.0.0.1"}, "--remote-hosts %s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func parseRelease(t *testing.T, y string) *Release {
+	t.Helper()
+	var m map[string]any
+	if err := sigsyaml.Unmarshal([]byte(y), &m); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Parse(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func sources(objs ...string) func(kind, ns, name string) map[string]any {
+	return func(kind, ns, name string) map[string]any {
+		for _, y := range objs {
+			var m map[string]any
+			if err := sigsyaml.Unmarshal([]byte(y), &m); err != nil {
+				panic(err)
+			}
+			md, _ := m["metadata"].(map[string]any)
+			if m["kind"] == kind && md["name"] == name && md["namespace"] == ns {
+				return m
+			}
+		}
+		return nil
+	}
+}
+
+// byKey indexes objects by "Kind namespace/name".
+func byKey(objs []*yaml.RNode) map[string]*yaml.RNode {
+	out := map[string]*yaml.RNode{}
+	for _, o := range objs {
+		out[o.GetKind()+" "+o.GetNamespace()+"/"+o.GetName()] = o
+	}
+	return out
+}
+
+func field(t *testing.T, o *yaml.RNode, path ...string) string {
+	t.Helper()
+	if o == nil {
+		t.Fatalf("no object for %v", path)
+	}
+	n, err := o.Pipe(yaml.Lookup(path...))
+	if err != nil || n == nil {
+		t.Fatalf("%s %s: no %v", o.GetKind(), o.GetName(), path)
+	}
+	return yaml.GetValue(n)
+}
+
+func renderOK(t *testing.T, r *Release, env Env) map[string]*yaml.RNode {
+	t.Helper()
+	p, err := Prepare(context.Background(), r, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := p.Render(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return byKey(objs)
+}
+
+// A HelmRelease from an HTTP chart repository renders as helm-controller
+// would: the newest version its range allows, its values over the
+// chart's, valuesFrom in order with targetPath, its kustomize patches,
+// in its targetNamespace under the [targetNamespace-]name release name,
+// with helm-controller's origin labels; the chart's CRDs on install,
+// its hooks but not its tests, a cluster-scoped object with no namespace.
+func TestRenderFromHelmRepository(t *testing.T) {
+	repo := testchart.ServeRepo(t)
+	repo.Add(t, testchart.Package(t, demo, "1.0.0", "1.0.0"))
+	repo.Add(t, testchart.Package(t, demo, "1.2.0", "1.2.0"))
+	repo.Add(t, testchart.Package(t, demo, "2.0.0", "2.0.0"))
+	env := Env{
+		Source: sources(`{kind: HelmRepository, metadata: {name: charts, namespace: flux-system}, spec: {url: ` + repo.URL + `}}`),
+		Values: func(kind, ns, name string) (*ValuesSource, bool) {
+			if kind == "ConfigMap" && ns == "apps" && name == "demo-values" {
+				return &ValuesSource{Data: map[string]string{"values.yaml": "greeting: from-configmap\nreplicas: 2\n", "replicas": "4"}}, true
+			}
+			return nil, false
+		},
+		Charts: &Charts{Get: loopback(t)},
+	}
+	r := parseRelease(t, `
+metadata: {name: demo, namespace: apps}
+spec:
+  targetNamespace: prod
+  chart: {spec: {chart: demo, version: "1.x", sourceRef: {kind: HelmRepository, name: charts, namespace: flux-system}}}
+  valuesFrom:
+    - {kind: ConfigMap, name: demo-values}
+    - {kind: ConfigMap, name: demo-values, valuesKey: replicas, targetPath: replicas}
+    - {kind: Secret, name: absent, optional: true}
+  values: {greeting: from-values}
+  postRenderers:
+    - kustomize:
+        patches:
+          - target: {kind: Service}
+            patch: |
+              - op: add
+                path: /metadata/annotations
+                value: {patched: "yes"}
+`)
+	got := renderOK(t, r, env)
+	d := got["Deployment prod/prod-demo"]
+	if img := field(t, d, "spec", "template", "spec", "containers", "[name=demo]", "image"); img != "ghcr.io/example/demo:1.2.0" {
+		t.Errorf("image %s, want 1.2.0's (the newest 1.x)", img)
+	}
+	if n := field(t, d, "spec", "replicas"); n != "4" {
+		t.Errorf("replicas %s, want 4 (the targetPath entry after the values.yaml one)", n)
+	}
+	if g := field(t, got["ConfigMap prod/prod-demo-settings"], "data", "greeting"); g != "from-values" {
+		t.Errorf("greeting %s, want spec.values' over valuesFrom's", g)
+	}
+	if p := field(t, got["Service prod/prod-demo"], "metadata", "annotations", "patched"); p != `"yes"` && p != "yes" {
+		t.Errorf("Service annotation %s, want the post-renderer's patch", p)
+	}
+	if l := d.GetLabels(); l["helm.toolkit.fluxcd.io/name"] != "demo" || l["helm.toolkit.fluxcd.io/namespace"] != "apps" {
+		t.Errorf("labels %v, want helm-controller's origin labels", l)
+	}
+	for _, k := range []string{"ClusterRole /prod-demo-reader", "CustomResourceDefinition /widgets.example.com", "Job prod/prod-demo-migrate"} {
+		if got[k] == nil {
+			t.Errorf("no %s among %v", k, keys(got))
+		}
+	}
+	if got["Pod prod/prod-demo-test"] != nil {
+		t.Errorf("the chart's test hook is rendered; helm-controller runs tests only when asked")
+	}
+
+	// An upgrade's CRD policy is Skip by default.
+	env.Upgrade = true
+	if got := renderOK(t, r, env); got["CustomResourceDefinition /widgets.example.com"] != nil {
+		t.Errorf("CRDs rendered for an upgrade whose policy is Skip")
+	}
+	r.Spec.Upgrade = &Action{CRDs: "CreateReplace"}
+	if got := renderOK(t, r, env); got["CustomResourceDefinition /widgets.example.com"] == nil {
+		t.Errorf("CRDs not rendered for an upgrade whose policy is CreateReplace")
+	}
+}
+
+func keys(m map[string]*yaml.RNode) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// A chart whose host the network policy does not allow fails its release
+// alone, saying which chart, where from and how to allow it.
+func TestRenderRefusedHostSaysWhatToDo(t *testing.T) {
+	repo := testchart.ServeRepo(t)
+	repo.Add(t, testchart.Package(t, demo, "1.0.0", ""))
+	none, err := netpolicy.New(nil, "--remote-hosts %s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := parseRelease(t, `{metadata: {name: demo, namespace: apps}, spec: {chart: {spec: {chart: demo, version: 1.0.0, sourceRef: {kind: HelmRepository, name: charts}}}}}`)
+	env := Env{Source: sources(`{kind: HelmRepository, metadata: {name: charts, namespace: apps}, spec: {url: ` + repo.URL + `}}`), Charts: &Charts{Get: none}}
+	_, err = Prepare(context.Background(), r, env)
+	var un *UnavailableError
+	if !errors.As(err, &un) {
+		t.Fatalf("error %v, want an UnavailableError", err)
+	}
+	for _, want := range []string{"HelmRelease apps/demo", "chart demo 1.0.0 from " + repo.URL, "--remote-hosts"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if n := repo.Count("/index.yaml"); n != 0 {
+		t.Errorf("the refused repository was asked %d times", n)
+	}
+}
+
+// A chart fetched once is kept in the cache directory: a later plan with
+// no network renders an exact version from it.
+func TestChartCacheServesExactVersionsOffline(t *testing.T) {
+	repo := testchart.ServeRepo(t)
+	repo.Add(t, testchart.Package(t, demo, "1.0.0", "1.0.0"))
+	dir := t.TempDir()
+	r := parseRelease(t, `{metadata: {name: demo, namespace: apps}, spec: {chart: {spec: {chart: demo, version: 1.0.0, sourceRef: {kind: HelmRepository, name: charts}}}}}`)
+	src := sources(`{kind: HelmRepository, metadata: {name: charts, namespace: apps}, spec: {url: ` + repo.URL + `}}`)
+	renderOK(t, r, Env{Source: src, Charts: &Charts{Get: loopback(t), Dir: dir}})
+	if entries, _ := os.ReadDir(filepath.Join(dir, "charts")); len(entries) != 1 {
+		t.Fatalf("cache holds %d entries, want the chart", len(entries))
+	}
+	got := renderOK(t, r, Env{Source: src, Charts: &Charts{Dir: dir}})
+	if got["Deployment apps/demo"] == nil {
+		t.Errorf("no Deployment from the cached chart: %v", keys(got))
+	}
+}
+
+// Charts from an OCI registry: a HelmRepository of type oci, and an
+// OCIRepository named by spec.chartRef with a semver range.
+func TestRenderFromOCI(t *testing.T) {
+	reg := testchart.ServeRegistry(t)
+	reg.Push(t, "charts", testchart.Package(t, demo, "1.0.0", "1.0.0"))
+	reg.Push(t, "charts", testchart.Package(t, demo, "1.1.0", "1.1.0"))
+	env := Env{
+		Source: sources(
+			`{kind: HelmRepository, metadata: {name: oci, namespace: apps}, spec: {type: oci, insecure: true, url: "oci://`+reg.Host+`/charts"}}`,
+			`{kind: OCIRepository, metadata: {name: demo, namespace: apps}, spec: {insecure: true, url: "oci://`+reg.Host+`/charts/demo", ref: {semver: ">=1.0.0 <2"}}}`),
+		Charts: &Charts{Get: loopback(t)},
+	}
+	for _, tc := range []struct{ name, spec, tag string }{
+		{"HelmRepository", `{chart: {spec: {chart: demo, version: 1.0.0, sourceRef: {kind: HelmRepository, name: oci}}}}`, "1.0.0"},
+		{"OCIRepository", `{chartRef: {kind: OCIRepository, name: demo}}`, "1.1.0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := renderOK(t, parseRelease(t, `{metadata: {name: demo, namespace: apps}, spec: `+tc.spec+`}`), env)
+			if img := field(t, got["Deployment apps/demo"], "spec", "template", "spec", "containers", "[name=demo]", "image"); img != "ghcr.io/example/demo:"+tc.tag {
+				t.Errorf("image %s, want tag %s", img, tc.tag)
+			}
+		})
+	}
+}
+
+// A chart in a directory of this repository (a GitRepository that is
+// the repository), with valuesFiles relative to the repository's root.
+func TestRenderFromRepositoryPath(t *testing.T) {
+	files := map[string][]byte{}
+	err := filepath.WalkDir(demo, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(demo, p)
+		files[filepath.ToSlash(rel)] = data
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := Env{Local: func(_ context.Context, kind, ns, name, dir string) (map[string][]byte, bool, error) {
+		if kind != "GitRepository" || ns+"/"+name != "flux-system/flux-system" {
+			return nil, false, nil
+		}
+		if dir != "charts/demo" {
+			t.Errorf("read %s, want charts/demo", dir)
+		}
+		return files, true, nil
+	}}
+	r := parseRelease(t, `{metadata: {name: demo, namespace: apps}, spec: {chart: {spec: {chart: ./charts/demo, valuesFiles: [charts/demo/values.yaml, charts/demo/values-prod.yaml], sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}}}}}`)
+	got := renderOK(t, r, env)
+	if n := field(t, got["Deployment apps/demo"], "spec", "replicas"); n != "5" {
+		t.Errorf("replicas %s, want values-prod.yaml's 5", n)
+	}
+	other := parseRelease(t, `{metadata: {name: demo, namespace: apps}, spec: {chart: {spec: {chart: ./charts/demo, sourceRef: {kind: GitRepository, name: elsewhere}}}}}`)
+	var un *UnavailableError
+	if _, err := Prepare(context.Background(), other, env); !errors.As(err, &un) || !strings.Contains(err.Error(), "is not this repository") {
+		t.Errorf("a chart from another GitRepository: %v, want 'not this repository'", err)
+	}
+}
+
+// helm-controller's release name: [targetNamespace-]name, shortened past
+// 53 characters with a hash.
+func TestReleaseName(t *testing.T) {
+	for _, tc := range []struct {
+		name, target, release, want string
+	}{
+		{"demo", "", "", "demo"},
+		{"demo", "prod", "", "prod-demo"},
+		{"demo", "prod", "mine", "mine"},
+		{"a-very-long-helmrelease-name-that-goes-on", "and-a-long-namespace", "", "and-a-long-namespace-a-very-long-helmrel-d6c93826813d"},
+	} {
+		r := &Release{Name: tc.name, Namespace: "x", Spec: Spec{TargetNamespace: tc.target, ReleaseName: tc.release}}
+		if got := r.ReleaseName(); got != tc.want {
+			t.Errorf("%+v: %s, want %s", tc, got, tc.want)
+		}
+		if len(r.ReleaseName()) > 53 {
+			t.Errorf("%s is over 53 characters", r.ReleaseName())
+		}
+	}
+}
+
+// A chart that templates for too long (a pull request can hold one)
+// fails its release within the render's time bound.
+func TestRenderTimeout(t *testing.T) {
+	r := parseRelease(t, `{metadata: {name: slow, namespace: apps}, spec: {chart: {spec: {chart: ./slow, sourceRef: {kind: GitRepository, name: flux-system}}}}}`)
+	files := map[string][]byte{
+		"Chart.yaml":          []byte("apiVersion: v2\nname: slow\nversion: 1.0.0\n"),
+		"templates/slow.yaml": []byte("{{ range $i := until 5000000 }}{{ end }}\n"),
+	}
+	env := Env{Timeout: 50 * time.Millisecond, Local: func(context.Context, string, string, string, string) (map[string][]byte, bool, error) {
+		return files, true, nil
+	}}
+	p, err := Prepare(context.Background(), r, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = p.Render(context.Background(), nil)
+	if err == nil || !strings.Contains(err.Error(), "templating took more than 50ms") || !strings.Contains(err.Error(), "HelmRelease apps/slow") {
+		t.Errorf("error %v, want the time bound's, naming the release", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the render returned after %s", d)
+	}
+}
