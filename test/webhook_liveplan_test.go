@@ -369,7 +369,7 @@ func TestLivePlanCost(t *testing.T) {
 		}
 		return out
 	}
-	inv := deploy.ConfigMapInventory("inventory", "cost", "")
+	inv := declared.ConfigMapInventory("inventory", "cost", "")
 	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "cost"}}}
 	deployed := append([]*unstructured.Unstructured{ns}, cms(0, n, "old")...)
 	start := time.Now()

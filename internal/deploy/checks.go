@@ -16,12 +16,13 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/common"
 	"sigs.k8s.io/cli-utils/pkg/object"
 
+	"github.com/kplan-dev/kplan/internal/declared"
 	kinv "github.com/kplan-dev/kplan/internal/inventory"
 )
 
 // DefaultNamespace is where namespaced objects rendered without a
-// namespace go when the target names none, as kubectl sends them.
-const DefaultNamespace = "default"
+// namespace go when the target names none (declared.DefaultNamespace).
+const DefaultNamespace = declared.DefaultNamespace
 
 // defaultNamespaces puts every namespaced object rendered without a
 // namespace into ns. The scope comes from the API server's RESTMapper,

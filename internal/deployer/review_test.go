@@ -87,11 +87,11 @@ func TestDeployAppliesWhatWasApproved(t *testing.T) {
 	digestOf := func(m *fakeMirror, sha string) string {
 		d := New(nil, m, nil, nil, slog.New(slog.DiscardHandler))
 		d.Reviews = fakeReviews{}
-		_, planned, err := d.render(context.Background(), prod, "mirror", sha)
-		if err != nil || planned == nil {
+		p, err := d.render(context.Background(), prod, "mirror", sha)
+		if err != nil || p.Planned == nil {
 			t.Fatalf("render %s: %v", sha, err)
 		}
-		digest, err := planned.Digest()
+		digest, err := p.Planned.Digest()
 		if err != nil {
 			t.Fatal(err)
 		}
