@@ -33,6 +33,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kplan-dev/kplan/internal/config"
+	"github.com/kplan-dev/kplan/internal/declared"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/plan"
 	"github.com/kplan-dev/kplan/internal/render"

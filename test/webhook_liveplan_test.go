@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/declared"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/liveplan"
 	"github.com/kplan-dev/kplan/internal/testcluster"

@@ -41,20 +41,6 @@ import (
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
-// Annotations on the inventory object.
-const (
-	AnnotationSHA     = "kplan.dev/deployed-sha"
-	AnnotationOutcome = "kplan.dev/outcome" // success or failure
-	// AnnotationReason is the Reason of the outcome.
-	AnnotationReason  = "kplan.dev/reason"
-	AnnotationMessage = "kplan.dev/message"
-	AnnotationTime    = "kplan.dev/deployed-at"
-	// AnnotationTarget names the target that last deployed through the
-	// inventory, so a second target rendering the same inventory is
-	// refused even before the first one renders again.
-	AnnotationTarget = "kplan.dev/target"
-)
-
 // Target is one overlay deployed to one cluster from one branch: a target
 // of the webhook's configuration, or one a repository declares, with the
 // branch it deploys from.
@@ -177,12 +163,12 @@ func (GitMirror) Snapshot(ctx context.Context, dir, sha string) (*snapshot.Snaps
 // Engine applies to one target's cluster (deploy.Engine) and keeps the
 // record of what was deployed on the inventory object.
 type Engine interface {
-	// Annotations reads the live inventory object's annotations; nil when
-	// it does not exist yet.
-	Annotations(ctx context.Context, inv *unstructured.Unstructured) (map[string]string, error)
+	// State reads what the last deploy recorded on the live inventory
+	// object; the zero State when it does not exist yet.
+	State(ctx context.Context, inv *unstructured.Unstructured) (deploy.State, error)
 	Apply(ctx context.Context, inv *unstructured.Unstructured, objs []*unstructured.Unstructured, opts deploy.Options) (*deploy.Result, error)
-	// Annotate merges annotations into the live inventory object.
-	Annotate(ctx context.Context, inv *unstructured.Unstructured, ann map[string]string) error
+	// SetState records a deploy on the live inventory object.
+	SetState(ctx context.Context, inv *unstructured.Unstructured, s deploy.State) error
 }
 
 // Deployer runs the targets' workers.
@@ -625,11 +611,11 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 		return
 	}
 	eng := d.Engine(t)
-	ann, err := eng.Annotations(ctx, target.Inventory)
+	state, err := eng.State(ctx, target.Inventory)
 	if err != nil {
 		log.Warn("cannot read the deployed state; deploying", "err", err)
 	}
-	if err := d.lastDeployedBy(t, inv, ann[AnnotationTarget]); err != nil {
+	if err := d.lastDeployedBy(t, inv, state.Target); err != nil {
 		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err, Reason: ReasonInventoryConflict})
 		return
 	}
@@ -640,19 +626,19 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	// at the same commit, so its reported failure is replaced; so does one
 	// whose last deploy was interrupted, whose reports said a new one
 	// follows.
-	if ann[AnnotationSHA] == sha && ann[AnnotationOutcome] == OutcomeSuccess && ann[AnnotationTarget] == t.Key() && !failedBefore && !w.redeploy {
+	if state.SHA == sha && state.Outcome == deploy.OutcomeSuccess && state.Target == t.Key() && !failedBefore && !w.redeploy {
 		log.Debug("already deployed", "sha", sha)
 		return
 	}
 	// Never roll back: the tip is older than what the cluster runs only
 	// when the branch was reset to an ancestor, and GitHub's replicas may
 	// briefly serve an older tip too.
-	if d.rollsBack(ctx, dir, sha, ann[AnnotationSHA]) {
-		log.Info("not deploying: the branch's tip is older than the commit the cluster runs; push a new commit to deploy", "tip", sha, "deployed", ann[AnnotationSHA])
+	if d.rollsBack(ctx, dir, sha, state.SHA) {
+		log.Info("not deploying: the branch's tip is older than the commit the cluster runs; push a new commit to deploy", "tip", sha, "deployed", state.SHA)
 		return
 	}
-	if ann[AnnotationTarget] == t.Key() {
-		m.deployed = ann[AnnotationSHA]
+	if state.Target == t.Key() {
+		m.deployed = state.SHA
 	}
 	review := d.review(ctx, log, t, m, r.PR)
 	if t.RequireReviewedPlan && !review.Ok() {
@@ -735,22 +721,12 @@ func (d *Deployer) finish(ctx context.Context, log *slog.Logger, o Outcome, eng 
 		log.Info("deployed", "sha", o.SHA, "took", o.Finished.Sub(o.Started).Round(time.Millisecond))
 	}
 	if target != nil && o.Result != nil {
-		ann := map[string]string{AnnotationOutcome: outcome, AnnotationReason: string(o.Reason), AnnotationMessage: truncate(msg, 1000),
-			AnnotationTime: o.Finished.UTC().Format(time.RFC3339)}
-		ann[AnnotationSHA] = o.SHA
-		ann[AnnotationTarget] = o.Target.Key()
-		if err := eng.Annotate(ctx, target.Inventory, ann); err != nil {
+		st := deploy.State{SHA: o.SHA, Target: o.Target.Key(), Outcome: outcome, Reason: string(o.Reason), Message: msg, Time: o.Finished}
+		if err := eng.SetState(ctx, target.Inventory, st); err != nil {
 			log.Error("cannot record the deploy on the inventory", "err", err)
 		}
 	}
 	d.Report.Finished(ctx, o)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // render renders the target's overlay at sha from the mirror, as every

@@ -14,6 +14,7 @@ import (
 	"testing/fstest"
 
 	"github.com/kplan-dev/kplan/internal/config"
+	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/prcomment"
 )
@@ -164,7 +165,7 @@ func TestDeployAppliesWhatWasApproved(t *testing.T) {
 				m.commit("b", "b0", overlay("c"))
 				m.commit("mh0", "b0", overlay("h"))
 				m.merges[[2]string{"b0", "h"}] = "mh0"
-				eng.ann = map[string]string{AnnotationSHA: tc.deployed, AnnotationOutcome: OutcomeSuccess, AnnotationTarget: "prod"}
+				eng.ann = map[string]string{deploy.AnnotationSHA: tc.deployed, deploy.AnnotationOutcome: OutcomeSuccess, deploy.AnnotationTarget: "prod"}
 			}
 			rep := &outcomes{}
 			target := prod
