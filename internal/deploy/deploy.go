@@ -120,13 +120,6 @@ func (r *Result) Failed() bool {
 	return false
 }
 
-// EmptyError refuses to prune everything because a render came out empty.
-type EmptyError struct{ Inventory kinv.Identity }
-
-func (e *EmptyError) Error() string {
-	return fmt.Sprintf("the overlay renders no objects, so applying it would prune everything %s holds; refusing (pass --allow-empty if that is what you want)", e.Inventory)
-}
-
 // Engine applies to one cluster.
 type Engine struct {
 	factory cmdutil.Factory
@@ -156,9 +149,6 @@ func (e *Engine) Apply(ctx context.Context, invObj *unstructured.Unstructured, o
 	}
 	inv := inventoryOf(invObj)
 	res := &Result{Inventory: inv, DryRun: opts.DryRun, Objects: []ObjectResult{}}
-	if len(objs) == 0 && !opts.AllowEmpty {
-		return res, &EmptyError{Inventory: inv}
-	}
 	policy, err := parsePolicy(opts.InventoryPolicy)
 	if err != nil {
 		return res, err
@@ -204,10 +194,8 @@ func (e *Engine) Apply(ctx context.Context, invObj *unstructured.Unstructured, o
 	if err != nil {
 		return res, err
 	}
-	if !opts.NoPrune && !opts.AllowReplaceInventory {
-		if err := checkReplace(inv, prev, objs); err != nil {
-			return res, err
-		}
+	if err := RunChecks(CheckInput{Inventory: inv, Previous: prev, Objects: objs, Options: opts}); err != nil {
+		return res, err
 	}
 	before, err := existingVersions(ctx, dyn, mapper, objs)
 	if err != nil {
