@@ -86,7 +86,7 @@ func TestWebhookDeploysGitRemoteBases(t *testing.T) {
 
 	// v1's tree, made to look unused for 8 days, goes when the webhook
 	// starts again.
-	trees, err := filepath.Glob(filepath.Join(e.state, "git-bases", "*", "trees", v1))
+	trees, err := filepath.Glob(filepath.Join(e.state, "git-bases", "[0-9a-f]*", "trees", v1)) // the deployer's cache of the target
 	if err != nil || len(trees) != 1 {
 		t.Fatalf("the tree of v1 under stateDir: %v %v", trees, err)
 	}
