@@ -116,9 +116,6 @@ func Prepare(ctx context.Context, src Source, s Settings, net Network) (*Prepare
 			return nil, err
 		}
 	}
-	if !tree.Renderable(s.Overlay) {
-		return nil, fmt.Errorf("%s is not a kustomization at this commit", s.Overlay)
-	}
 	rs, err := render.Render(ctx, src.FS, tree, []string{s.Overlay}, ropts)
 	if err != nil {
 		return nil, err
