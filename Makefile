@@ -69,7 +69,8 @@ FUZZ_TARGETS := \
 	./internal/config:FuzzParse \
 	./internal/webhook:FuzzDelivery \
 	./internal/prcomment:FuzzParseReviewed \
-	./internal/flux:FuzzSecretMasking
+	./internal/flux:FuzzSecretMasking \
+	./internal/declared:FuzzRGFile
 
 fuzz:
 	@failed=; for t in $(FUZZ_TARGETS); do \
