@@ -28,7 +28,7 @@ func (d *Deployer) observe(o Outcome, applied bool) {
 const (
 	OutcomeSuccess = deploy.OutcomeSuccess // applied, every object reconciled
 	OutcomeFailure = deploy.OutcomeFailure // applied, but the apply or an object failed
-	OutcomeError   = "error"   // failed before applying
+	OutcomeError   = "error"               // failed before applying
 )
 
 // MaxTargetLabels bounds the target label's values: repositories declare
