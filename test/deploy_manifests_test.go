@@ -40,15 +40,16 @@ import (
 	"github.com/kplan-dev/kplan/internal/testcluster"
 )
 
-// The overlays the README's install section applies, in the order this
-// test applies them to one cluster; the README must name exactly these.
+// The overlays docs/webhook.md's install section applies, in the order
+// this test applies them to one cluster; the page must name exactly these.
 const (
 	installDefault = "deploy"
 	installNarrow  = "deploy/examples/narrow-rbac"
 	installMonitor = "deploy/examples/servicemonitor"
 )
 
-// TestDeployManifests runs the README's install commands against a fresh
+// TestDeployManifests runs docs/webhook.md's install commands (the
+// README's are their first lines) against a fresh
 // kube-apiserver: the kubectl lines (namespace, Secret) through client-go,
 // each `kplan apply PATH` through kplan's own render and apply engine from
 // the repository root, as the CLI does. Then, as the webhook's
@@ -63,7 +64,11 @@ const (
 func TestDeployManifests(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	cmds := readmeInstall(t)
+	cmds := installCommands(t, "../docs/webhook.md", "## Install in a cluster")
+	short := installCommands(t, "../README.md", "## A minimal webhook")
+	if len(short) > len(cmds) || !slices.EqualFunc(short, cmds[:len(short)], func(a, b installCmd) bool { return a.line == b.line }) {
+		t.Fatalf("the README's install commands must be the first of docs/webhook.md's")
+	}
 	var applied []string
 	for _, c := range cmds {
 		if c.applyPath != "" {
@@ -71,7 +76,7 @@ func TestDeployManifests(t *testing.T) {
 		}
 	}
 	if want := []string{installDefault, installNarrow, installMonitor}; !slices.Equal(applied, want) {
-		t.Fatalf("the README's install section applies %q; this test applies %q (update both together)", applied, want)
+		t.Fatalf("docs/webhook.md's install section applies %q; this test applies %q (update both together)", applied, want)
 	}
 
 	targets := map[string]*deploy.Target{}
@@ -187,7 +192,7 @@ func TestDeployManifests(t *testing.T) {
 	})
 }
 
-// installCmd is one command of the README's install section.
+// installCmd is one command of the install section's install section.
 type installCmd struct {
 	line      string
 	namespace string         // kubectl create namespace NAME
@@ -195,12 +200,12 @@ type installCmd struct {
 	applyPath string         // kplan apply PATH
 }
 
-// readmeInstall reads the shell blocks of the README's "Install in a
-// cluster" section. Every command there must be one this test runs, so the
-// README cannot drift from what is tested.
-func readmeInstall(t *testing.T) []installCmd {
+// installCommands reads the shell blocks of a page's section under
+// heading. Every command there must be one this test runs, so the docs
+// cannot drift from what is tested.
+func installCommands(t *testing.T, page, heading string) []installCmd {
 	t.Helper()
-	f, err := os.Open("../README.md")
+	f, err := os.Open(page)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +223,7 @@ func readmeInstall(t *testing.T) []installCmd {
 			fenced = !fenced
 			sh = fenced && in && strings.TrimPrefix(l, "```") == "sh"
 		case !fenced && strings.HasPrefix(l, "#"):
-			in = strings.HasPrefix(l, "### Install in a cluster")
+			in = l == heading
 		case sh:
 			if i := strings.Index(l, " #"); i >= 0 {
 				l = l[:i]
@@ -235,7 +240,7 @@ func readmeInstall(t *testing.T) []installCmd {
 		}
 	}
 	if len(lines) == 0 {
-		t.Fatal(`README.md: no sh block under "### Install in a cluster"`)
+		t.Fatalf("%s: no sh block under %q", page, heading)
 	}
 	var cmds []installCmd
 	for _, l := range lines {
@@ -249,14 +254,14 @@ func readmeInstall(t *testing.T) []installCmd {
 			for _, a := range w[7:] {
 				k, v, ok := strings.Cut(strings.TrimPrefix(a, "--from-literal="), "=")
 				if !ok || !strings.HasPrefix(a, "--from-literal=") {
-					t.Fatalf("README install: %q: this test knows only --from-literal=KEY=VALUE", l)
+					t.Fatalf("%s install: %q: this test knows only --from-literal=KEY=VALUE", page, l)
 				}
 				c.secret.StringData[k] = v
 			}
 		case len(w) == 3 && w[0] == "kplan" && w[1] == "apply":
 			c.applyPath = w[2]
 		default:
-			t.Fatalf("README install: %q is not a command this test runs (kubectl create namespace, kubectl -n NS create secret generic, kplan apply PATH)", l)
+			t.Fatalf("%s install: %q is not a command this test runs (kubectl create namespace, kubectl -n NS create secret generic, kplan apply PATH)", page, l)
 		}
 		cmds = append(cmds, c)
 	}
@@ -343,7 +348,7 @@ func selects(t *testing.T, what string, sel *metav1.LabelSelector, podLabels map
 
 // checkDefault checks what deploy/ renders: two replicas with leader
 // election, hardened pods, a PDB and NetworkPolicy over them, the Secret
-// the README creates, cluster-admin for the ServiceAccount and the Lease
+// the install section creates, cluster-admin for the ServiceAccount and the Lease
 // Role.
 func checkDefault(t *testing.T, tg *deploy.Target, cmds []installCmd) installed {
 	t.Helper()
@@ -353,7 +358,7 @@ func checkDefault(t *testing.T, tg *deploy.Target, cmds []installCmd) installed 
 	}
 	for _, o := range tg.Objects {
 		if o.GetKind() == "Namespace" {
-			t.Errorf("deploy/ renders Namespace %s: the README creates it before the Secret", o.GetName())
+			t.Errorf("deploy/ renders Namespace %s: the install section creates it before the Secret", o.GetName())
 		}
 		if o.GroupVersionKind().Group == "monitoring.coreos.com" {
 			t.Errorf("deploy/ renders %s: a cluster without the Prometheus Operator could not apply it", o.GetKind())
@@ -437,7 +442,7 @@ func checkDefault(t *testing.T, tg *deploy.Target, cmds []installCmd) installed 
 		t.Errorf("/metrics shares the webhook's port %d", port.ContainerPort)
 	}
 	in.webhookPort, in.metricsPort = port, metricsPort
-	// The Secret the README creates is the one the pods mount, with every
+	// The Secret the install section creates is the one the pods mount, with every
 	// file the webhook is told to read.
 	mounts := map[string]string{}
 	for _, m := range c.VolumeMounts {
@@ -450,19 +455,19 @@ func checkDefault(t *testing.T, tg *deploy.Target, cmds []installCmd) installed 
 		}
 	}
 	if secret == nil || secret.Namespace != d.Namespace {
-		t.Fatalf("the README creates no Secret in %s", d.Namespace)
+		t.Fatalf("the install section creates no Secret in %s", d.Namespace)
 	}
 	for _, v := range spec.Volumes {
 		if v.Secret == nil {
 			continue
 		}
 		if v.Secret.SecretName != secret.Name {
-			t.Errorf("the pods mount Secret %s, the README creates %s", v.Secret.SecretName, secret.Name)
+			t.Errorf("the pods mount Secret %s, the install section creates %s", v.Secret.SecretName, secret.Name)
 		}
 		for env, file := range files {
 			if dir, key := filepath.Split(file); filepath.Clean(dir) == mounts[v.Name] {
 				if _, ok := secret.StringData[key]; !ok {
-					t.Errorf("%s=%s: the README's Secret has no key %s", env, file, key)
+					t.Errorf("%s=%s: the install section's Secret has no key %s", env, file, key)
 				}
 			}
 		}
@@ -472,7 +477,7 @@ func checkDefault(t *testing.T, tg *deploy.Target, cmds []installCmd) installed 
 		ns = ns || cmd.namespace == d.Namespace
 	}
 	if !ns {
-		t.Errorf("the README does not create namespace %s", d.Namespace)
+		t.Errorf("the install section does not create namespace %s", d.Namespace)
 	}
 
 	pdb := convert[policyv1.PodDisruptionBudget](t, one(t, tg, "PodDisruptionBudget"))

@@ -19,7 +19,7 @@ type fluxPlan struct {
 	Overlays []struct {
 		Path, Status, File, Error string
 		Added, Changed, Pruned    []string
-		Fields                    map[string][]struct{ Path, Base, Head string }
+		Fields                    map[string][]struct{ Path, Old, New string }
 		Notes                     []string
 	}
 	Unread []struct{ Path, Hint string }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kplan-dev/kplan/internal/ghreport"
+	"github.com/kplan-dev/kplan/internal/testkit"
 	"github.com/kplan-dev/kplan/test/githubapi"
 )
 
@@ -140,7 +141,7 @@ func TestWebhookKilledMidDeployFinishesItsReports(t *testing.T) {
 	killMidDeploy := func(sha string) {
 		t.Helper()
 		e.send("push", pushPayload(t, hookRepo, zeroSHA, sha), "", true)
-		waitFor(t, "the deploy of "+sha[:7]+" to be in progress", func() bool {
+		testkit.Eventually(t, "the deploy of "+sha[:7]+" to be in progress", time.Minute, func() bool {
 			deps := e.deploymentsOf(sha)
 			return len(deps) == 1 && e.lastState(deps[0].ID).State == "in_progress" && e.statusStates(sha) == "pending"
 		})
@@ -183,7 +184,7 @@ func TestWebhookKilledMidDeployFinishesItsReports(t *testing.T) {
 	if st.Description != ghreport.Interrupted {
 		t.Errorf("status of the interrupted commit: %+v", st)
 	}
-	waitFor(t, "no Deployment left open", func() bool { return len(e.openDeployments()) == 0 })
+	testkit.Eventually(t, "no Deployment left open", time.Minute, func() bool { return len(e.openDeployments()) == 0 })
 	if got := e.statusStates(sha3); got != "pending,error" {
 		t.Errorf("statuses of %s: %s", sha3[:7], got)
 	}
@@ -208,7 +209,7 @@ func TestWebhookUnreachableClusterShowsNoAddress(t *testing.T) {
 	sha2 := e.commit("b")
 	e.send("pull_request", mergedPRPayload(t, 5, sha2), "", true)
 	st := e.status(sha2, "kplan/prod", "failure")
-	waitFor(t, "the comment on PR 5", func() bool { return len(e.gh.Comments("Codertocat", "Hello-World", 5)) == 1 })
+	testkit.Eventually(t, "the comment on PR 5", time.Minute, func() bool { return len(e.gh.Comments("Codertocat", "Hello-World", 5)) == 1 })
 	shown := []string{st.Description}
 	for _, d := range e.deploymentsOf(sha2) {
 		for _, s := range e.gh.DeploymentStatuses(d.ID) {
@@ -249,7 +250,7 @@ func TestWebhookReportsThroughSecondaryRateLimits(t *testing.T) {
 	e.send("pull_request", mergedPRPayload(t, 4, sha2), "", true)
 	e.waitDeployed(sha2)
 	e.status(sha2, "kplan/prod", "success")
-	waitFor(t, "the comment on PR 4", func() bool {
+	testkit.Eventually(t, "the comment on PR 4", time.Minute, func() bool {
 		cs := e.gh.Comments("Codertocat", "Hello-World", 4)
 		return len(cs) == 1 && strings.Contains(cs[0].Body, "1 of 1 targets succeeded")
 	})

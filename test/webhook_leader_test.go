@@ -28,6 +28,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
 // Lease timings of the replicas in this test: a takeover after a kill
@@ -302,7 +304,7 @@ func TestWebhookLeaderElection(t *testing.T) {
 	// One of them leads, and its term starts with a resync: the cluster
 	// reaches the branch.
 	var lead, other *webhookReplica
-	waitFor(t, "a leader", func() bool {
+	testkit.Eventually(t, "a leader", time.Minute, func() bool {
 		h := e.holder()
 		for _, r := range replicas {
 			if h == r.identity {
@@ -324,7 +326,7 @@ func TestWebhookLeaderElection(t *testing.T) {
 	if v := metric(t, other, "kplan_webhook_leader"); v != "0" {
 		t.Errorf("the other's kplan_webhook_leader = %q", v)
 	}
-	waitFor(t, "the other replica to be ready (it knows the leader)", func() bool {
+	testkit.Eventually(t, "the other replica to be ready (it knows the leader)", time.Minute, func() bool {
 		resp, err := http.Get(other.url + "/readyz")
 		if err != nil {
 			return false
@@ -359,7 +361,7 @@ func TestWebhookLeaderElection(t *testing.T) {
 	if code, _ := sendTo(t, other, "push", pushPayload(t, hookRepo, sha1, sha2), "merge-2"); code != http.StatusAccepted {
 		t.Fatalf("slow push: HTTP %d", code)
 	}
-	waitFor(t, "the slow deploy to be applied and waiting", func() bool {
+	testkit.Eventually(t, "the slow deploy to be applied and waiting", time.Minute, func() bool {
 		_, err := e.dyn.Resource(deploymentGVR).Namespace(hookNS).Get(context.Background(), "slow", metav1.GetOptions{})
 		return err == nil && tap.started(lead.name, sha2)
 	})
@@ -382,7 +384,7 @@ func TestWebhookLeaderElection(t *testing.T) {
 
 	// The survivor takes over once the Lease expires, and its term's
 	// resync deploys the branch tip.
-	waitFor(t, "the survivor to lead", func() bool { return e.holder() == other.identity })
+	testkit.Eventually(t, "the survivor to lead", time.Minute, func() bool { return e.holder() == other.identity })
 	takeover := time.Since(killed)
 	t.Logf("takeover: %s after the SIGKILL (lease duration %s, retry period %s)", takeover.Round(time.Millisecond), testLeaseDuration, testRetryPeriod)
 	if takeover > testLeaseDuration+4*testRetryPeriod+2*time.Second {

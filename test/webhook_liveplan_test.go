@@ -23,6 +23,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/liveplan"
 	"github.com/kplan-dev/kplan/internal/testcluster"
+	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
 var (
@@ -133,7 +134,7 @@ spec: {policyName: no-bad-configmaps, validationActions: [Deny]}
 	}
 	probe := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "probe"}, "data": map[string]any{"bad": "1"}}}
-	waitFor(e.t, "the ValidatingAdmissionPolicy to be enforced", func() bool {
+	testkit.Eventually(e.t, "the ValidatingAdmissionPolicy to be enforced", time.Minute, func() bool {
 		_, err := e.dyn.Resource(cmGVR).Namespace(hookNS).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil && strings.Contains(err.Error(), "may not carry the key bad")
 	})
@@ -176,7 +177,7 @@ func (e *hookEnv) liveComments(number int) []string {
 func (e *hookEnv) waitLiveComment(number int, head string) string {
 	e.t.Helper()
 	var body string
-	waitFor(e.t, "the live plan comment of "+head[:7], func() bool {
+	testkit.Eventually(e.t, "the live plan comment of "+head[:7], time.Minute, func() bool {
 		c := e.liveComments(number)
 		if len(c) == 1 && strings.Contains(c[0], "`"+head[:7]+"`") {
 			body = c[0]
@@ -231,7 +232,7 @@ func TestWebhookLivePlan(t *testing.T) {
 	}
 	e.waitDeployed(sha1)
 	// The first drift check after the deploy finds nothing.
-	waitFor(t, "a drift check after the deploy", func() bool { return e.metric(`kplan_drift_objects{target="prod"}`) == 0 })
+	testkit.Eventually(t, "a drift check after the deploy", time.Minute, func() bool { return e.metric(`kplan_drift_objects{target="prod"}`) == 0 })
 
 	e.denyBadConfigMaps(ctx)
 	// Hand edits in the cluster: one object the PR leaves alone, and one
@@ -250,7 +251,7 @@ func TestWebhookLivePlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The drift check exports the hand edit.
-	waitFor(t, "kplan_drift_objects to count the hand edit", func() bool { return e.metric(`kplan_drift_objects{target="prod"}`) == 1 })
+	testkit.Eventually(t, "kplan_drift_objects to count the hand edit", time.Minute, func() bool { return e.metric(`kplan_drift_objects{target="prod"}`) == 1 })
 	resp, err := http.Get(e.metricsURL + "/drift")
 	if err != nil {
 		t.Fatal(err)

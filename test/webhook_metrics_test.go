@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kplan-dev/kplan/internal/testcluster"
+	"github.com/kplan-dev/kplan/internal/testkit"
 	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/githubapi"
 )
@@ -224,21 +225,34 @@ stateDir: %s
 	}
 	e.waitDeployed(sha1)
 	eq(t, "ConfigMaps after merge 1", e.configMaps(), []string{"a", "b"})
-	waitFor(t, "the App's success status on merge 1", func() bool {
+	testkit.Eventually(t, "the App's success status on merge 1", time.Minute, func() bool {
 		st := e.gh.Statuses("Codertocat", "Hello-World", sha1)
 		return len(st) > 0 && st[len(st)-1].State == "success" && st[len(st)-1].Creator.Login == "kplan-deploy[bot]"
 	})
 
-	// Past the refresh time of the first token: the next merge is fetched
-	// and reported with a new one.
-	time.Sleep(2500 * time.Millisecond)
+	// Past the refresh time of the first token (ghinstallation renews a
+	// token a minute before it expires, when it is next used): the next
+	// merge is fetched and reported with a new one. The barrier is that
+	// time, from the token the fake API minted, not a guess.
+	first := e.gh.Minted()
+	if len(first) == 0 {
+		t.Fatal("no installation token minted for merge 1")
+	}
+	refresh := first[0].ExpiresAt.Add(-time.Minute)
+	testkit.Eventually(t, "the first token's refresh time, "+refresh.Format(time.RFC3339Nano), time.Minute, func() bool { return time.Now().After(refresh) })
 	sha2 := e.commit("a", "c")
+	// As GitHub does, the commit's pulls endpoint names the merged PR: the
+	// push of merge 1 may still be queued (the deploy at start took sha1)
+	// and deploy sha2 before the PR's delivery, whose report then finds
+	// its PR from the commit.
+	merged := time.Now()
+	e.gh.SeedPullForCommit("Codertocat", "Hello-World", sha2, githubapi.PullRequest{Number: 2, State: "closed", MergedAt: &merged, Base: githubapi.Branch{Ref: "main"}})
 	if code := e.send("pull_request", mergedPRPayload(t, 2, sha2), "", true); code != http.StatusAccepted {
 		t.Fatalf("merged PR: HTTP %d", code)
 	}
 	e.waitDeployed(sha2)
 	eq(t, "ConfigMaps after merge 2", e.configMaps(), []string{"a", "c"})
-	waitFor(t, "the App's comment on PR 2", func() bool {
+	testkit.Eventually(t, "the App's comment on PR 2", time.Minute, func() bool {
 		cs := e.gh.Comments("Codertocat", "Hello-World", 2)
 		return len(cs) == 1 && cs[0].User.Login == "kplan-deploy[bot]"
 	})
@@ -301,7 +315,7 @@ stateDir: %s
 	if code := e.send("push", pushPayload(t, hookRepo, sha2, sha3), "", true); code != http.StatusAccepted {
 		t.Fatalf("push: HTTP %d", code)
 	}
-	waitFor(t, "the pending status of merge 3", func() bool {
+	testkit.Eventually(t, "the pending status of merge 3", time.Minute, func() bool {
 		st := e.gh.Statuses("Codertocat", "Hello-World", sha3)
 		return len(st) > 0 && st[len(st)-1].State == "pending"
 	})
@@ -313,7 +327,7 @@ stateDir: %s
 	defer cancel()
 	e.actAsDeploymentController(ctx)
 	e.waitDeployed(sha3)
-	waitFor(t, "the App's success status on merge 3, re-sent with a fresh token", func() bool {
+	testkit.Eventually(t, "the App's success status on merge 3, re-sent with a fresh token", time.Minute, func() bool {
 		st := e.gh.Statuses("Codertocat", "Hello-World", sha3)
 		return len(st) > 0 && st[len(st)-1].State == "success" && st[len(st)-1].Creator.Login == "kplan-deploy[bot]"
 	})

@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
 // cmWatch records every change to the ConfigMaps of a namespace, with
@@ -129,10 +131,10 @@ func TestWebhookPausedLeaderWritesNothingAfterResume(t *testing.T) {
 	sha0 := e.commit("a")
 	// a starts alone, so it leads.
 	a := startReplica(e, tap, "replica-a")
-	waitFor(t, "replica-a to lead", func() bool { return e.holder() == a.identity })
+	testkit.Eventually(t, "replica-a to lead", time.Minute, func() bool { return e.holder() == a.identity })
 	e.waitDeployed(sha0)
 	b := startReplica(e, tap, "replica-b")
-	waitFor(t, "replica-b to know the leader", func() bool {
+	testkit.Eventually(t, "replica-b to know the leader", time.Minute, func() bool {
 		resp, err := http.Get(b.url + "/readyz")
 		if err != nil {
 			return false
@@ -170,7 +172,7 @@ func TestWebhookPausedLeaderWritesNothingAfterResume(t *testing.T) {
 	// a had created (it is in the inventory: cli-utils adds the objects
 	// before applying them).
 	sha2 := e.commit("a", "new")
-	waitFor(t, "replica-b to take over", func() bool { return e.holder() == b.identity })
+	testkit.Eventually(t, "replica-b to take over", time.Minute, func() bool { return e.holder() == b.identity })
 	e.waitDeployed(sha2)
 	eq(t, "ConfigMaps after replica-b deployed the newer merge", e.configMaps(), []string{"a", "new"})
 	createdBeforeStop := cw.count(watch.Added, "big-", time.Time{})
@@ -189,7 +191,7 @@ func TestWebhookPausedLeaderWritesNothingAfterResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	resumed = true
-	waitFor(t, "replica-a to say it stopped leading", func() bool {
+	testkit.Eventually(t, "replica-a to say it stopped leading", time.Minute, func() bool {
 		data, _ := os.ReadFile(a.log)
 		return strings.Contains(string(data), `"msg":"stopped leading"`)
 	})

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kplan-dev/kplan/internal/testkit"
 	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/gittest"
 )
@@ -97,7 +98,7 @@ func TestWebhookDeploysGitRemoteBases(t *testing.T) {
 	e.proc.Process.Kill()
 	e.proc.Wait()
 	e.start()
-	waitFor(t, "the tree of v1, unused for 8 days, removed", func() bool {
+	testkit.Eventually(t, "the tree of v1, unused for 8 days, removed", time.Minute, func() bool {
 		_, err := os.Stat(trees[0])
 		return os.IsNotExist(err)
 	})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kplan-dev/kplan/internal/render/hostiletest"
+	"github.com/kplan-dev/kplan/internal/testkit"
 	"github.com/kplan-dev/kplan/test/githubapi"
 )
 
@@ -83,7 +84,7 @@ func TestWebhookAliasBombFailsItsTargetAlone(t *testing.T) {
 	if !e.configMap("default", "staging-cm") {
 		t.Error("staging's failed render changed the cluster")
 	}
-	waitFor(t, "the comment on PR 1", func() bool {
+	testkit.Eventually(t, "the comment on PR 1", time.Minute, func() bool {
 		cs := e.gh.Comments("Codertocat", "Hello-World", 1)
 		return len(cs) == 1 && strings.Contains(cs[0].Body, "write the repeated YAML out")
 	})
@@ -112,7 +113,7 @@ func TestWebhookAliasBombFailsItsTargetAlone(t *testing.T) {
 	e.proc.Process.Kill()
 	e.proc.Wait()
 	e.start()
-	waitFor(t, "the restarted webhook to fail staging again", func() bool {
+	testkit.Eventually(t, "the restarted webhook to fail staging again", time.Minute, func() bool {
 		return e.statusCount(sha3, "kplan/staging", "failure") > failures
 	})
 	e.alive("after the restart")

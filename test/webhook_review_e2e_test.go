@@ -7,7 +7,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/kplan-dev/kplan/internal/testkit"
 	"github.com/kplan-dev/kplan/test/githubapi"
 	"github.com/kplan-dev/kplan/test/gittest"
 )
@@ -61,7 +63,7 @@ func (e *hookEnv) mergePR(n int, commit string) {
 func (e *hookEnv) deployComment(n int, want string) string {
 	e.t.Helper()
 	var body string
-	waitFor(e.t, fmt.Sprintf("the deploy comment on PR %d saying %q", n, want), func() bool {
+	testkit.Eventually(e.t, fmt.Sprintf("the deploy comment on PR %d saying %q", n, want), time.Minute, func() bool {
 		for _, c := range e.gh.Comments("Codertocat", "Hello-World", n) {
 			if c.User.Login == "kplan[bot]" && strings.Contains(c.Body, want) {
 				body = c.Body

@@ -13,7 +13,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -27,6 +29,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/testcluster"
+	"github.com/kplan-dev/kplan/internal/testkit"
 	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/githubapi"
 )
@@ -325,7 +328,7 @@ func TestWebhookDeploysOnMerge(t *testing.T) {
 	e.waitDeployed(sha2)
 	eq(t, "ConfigMaps after merge 2", e.configMaps(), []string{"a", "c"})
 	eq(t, "ResourceGroup after merge 2", e.inventory(), []string{"ConfigMap/a", "ConfigMap/c", "Namespace/hook"})
-	waitFor(t, "reports of merge 2", func() bool {
+	testkit.Eventually(t, "reports of merge 2", time.Minute, func() bool {
 		st := e.gh.Statuses("Codertocat", "Hello-World", sha2)
 		cs := e.gh.Comments("Codertocat", "Hello-World", 2)
 		return len(st) > 0 && st[len(st)-1].State == "success" && st[len(st)-1].Context == "kplan/prod" &&
@@ -339,6 +342,7 @@ func TestWebhookDeploysOnMerge(t *testing.T) {
 
 	// Requests that must change nothing.
 	before := e.deployments()
+	outcomesBefore := e.deliveryOutcomes()
 	// A commit that exists but is not on the branch: only the bad
 	// requests below name it.
 	sha3 := git(t, e.repo, "commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", "never merged")
@@ -361,7 +365,19 @@ func TestWebhookDeploysOnMerge(t *testing.T) {
 			t.Errorf("%s: HTTP %d, want %d", b.name, code, b.want)
 		}
 	}
-	time.Sleep(2 * time.Second) // the webhook answers at once; give a stray deploy time to show
+	// The barrier: the webhook has counted each request's outcome, and none
+	// was enqueued. Only an enqueued intent deploys (the resync is an hour
+	// away), so nothing can still be on its way to the cluster.
+	want := map[string]float64{"unauthorized": 1, "duplicate": 1, "ignored": 1, "malformed": 1, "too_large": 1, "enqueued": 0}
+	testkit.Eventually(t, "the outcomes of the bad requests in /metrics", time.Minute, func() bool {
+		after := e.deliveryOutcomes()
+		for o, n := range want {
+			if after[o]-outcomesBefore[o] != n {
+				return false
+			}
+		}
+		return true
+	})
 	if s, _ := e.deployed(); s != sha2 || e.deployments() != before {
 		t.Errorf("bad requests changed the cluster: deployed %s, %d deployments (was %d)", s, e.deployments(), before)
 	}
@@ -387,22 +403,45 @@ func TestWebhookDeploysOnMerge(t *testing.T) {
 	if code := e.send("pull_request", mergedPRPayload(t, 2, sha2), "late-merge-2", true); code != http.StatusAccepted {
 		t.Fatalf("late delivery: HTTP %d", code)
 	}
-	time.Sleep(2 * time.Second)
+	// The barrier: the deployer says it handled that delivery and had
+	// nothing to deploy (the branch's tip already runs).
+	e.waitLog(`"msg":"nothing to deploy: the target already runs the branch's tip"`, `"delivery":"late-merge-2"`)
 	if s, _ := e.deployed(); s != shas[2] {
 		t.Errorf("a late delivery of merge 2 moved the cluster to %s", s)
 	}
 	eq(t, "ConfigMaps after a late delivery", e.configMaps(), []string{"a", "q3"})
 }
 
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+// deliveryOutcomes sums kplan_webhook_deliveries_total by outcome.
+func (e *hookEnv) deliveryOutcomes() map[string]float64 {
+	e.t.Helper()
+	out := map[string]float64{}
+	re := regexp.MustCompile(`(?m)^kplan_webhook_deliveries_total\{event="[^"]*",outcome="([^"]*)"\} (\S+)$`)
+	for _, m := range re.FindAllStringSubmatch(e.metrics(), -1) {
+		v, err := strconv.ParseFloat(m[2], 64)
+		if err != nil {
+			e.t.Fatalf("%s: %v", m[0], err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		out[m[1]] += v
 	}
+	return out
+}
+
+// waitLog waits for a line of the webhook's log holding every part.
+func (e *hookEnv) waitLog(parts ...string) {
+	e.t.Helper()
+	testkit.Eventually(e.t, fmt.Sprintf("a log line with %q", parts), time.Minute, func() bool {
+		data, err := os.ReadFile(e.log)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(l, p) }) {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 func eq(t *testing.T, what string, got, want []string) {
@@ -430,7 +469,7 @@ func TestWebhookRecovers(t *testing.T) {
 	}
 	sha2 := e.commit(many...)
 	e.send("push", pushPayload(t, hookRepo, sha1, sha2), "", true)
-	waitFor(t, "the deploy of the big merge to start", func() bool {
+	testkit.Eventually(t, "the deploy of the big merge to start", time.Minute, func() bool {
 		for _, d := range e.gh.Deployments("Codertocat", "Hello-World") {
 			if d.SHA == sha2 {
 				return true
@@ -458,7 +497,7 @@ func TestWebhookRecovers(t *testing.T) {
 	}
 	sha4 := e.commit("after-outage")
 	e.send("push", pushPayload(t, hookRepo, sha3, sha4), "", true)
-	waitFor(t, "a failure status for the deploy during the outage", func() bool {
+	testkit.Eventually(t, "a failure status for the deploy during the outage", time.Minute, func() bool {
 		for _, s := range e.gh.Statuses("Codertocat", "Hello-World", sha4) {
 			if s.State == "failure" && s.Context == "kplan/prod" {
 				return s.Description != ""
@@ -646,7 +685,7 @@ func TestWebhookTargetsFromRepository(t *testing.T) {
 	if !e.configMap("shop", "prod-cm") {
 		t.Error("prod's ConfigMap is not in namespace shop")
 	}
-	waitFor(t, "the comment on PR 7", func() bool {
+	testkit.Eventually(t, "the comment on PR 7", time.Minute, func() bool {
 		cs := e.gh.Comments("Codertocat", "Hello-World", 7)
 		return len(cs) == 1 && strings.Contains(cs[0].Body, "`prod`") && strings.Contains(cs[0].Body, "production")
 	})
@@ -660,7 +699,7 @@ func TestWebhookTargetsFromRepository(t *testing.T) {
 	if st := e.status(sha3, "kplan/prod", "failure"); !strings.Contains(st.Description, "refusing to apply: it would prune all 2 objects ResourceGroup default/inventory-prod") {
 		t.Errorf("prod replaced: %+v", st)
 	}
-	waitFor(t, "the comment on PR 8", func() bool {
+	testkit.Eventually(t, "the comment on PR 8", time.Minute, func() bool {
 		cs := e.gh.Comments("Codertocat", "Hello-World", 8)
 		return len(cs) == 1 && strings.Contains(cs[0].Body, "copied with its inventory")
 	})

@@ -103,6 +103,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
 	secret, _, err := config.Secrets(getenv)
 	if err != nil {
 		return err

@@ -162,3 +162,36 @@ func TestCrashExitsOne(t *testing.T) {
 		}
 	}
 }
+
+// A configuration file without apiVersion and kind still starts the
+// webhook, which logs, naming the file, that it should be versioned; a
+// versioned one logs nothing of the kind.
+func TestUnversionedConfigWarns(t *testing.T) {
+	const body = "repositories:\n  - name: o/r\n    branches:\n      - name: main\n        targets:\n          - {name: prod, overlay: app, kubeconfig: /k}\n"
+	for _, tc := range []struct {
+		name, head string
+		warns      bool
+	}{
+		{"unversioned", "", true},
+		{"versioned", "apiVersion: kplan.dev/v1alpha1\nkind: WebhookConfig\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := filepath.Join(t.TempDir(), "webhook.yaml")
+			if err := os.WriteFile(cfg, []byte(tc.head+body+"stateDir: "+t.TempDir()+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// --leader-elect without a namespace stops run after the
+			// configuration is read, before anything listens.
+			env := map[string]string{"KPLAN_WEBHOOK_SECRET": "s", "KPLAN_GITHUB_TOKEN": "t"}
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), []string{"--config", cfg, "--listen", "127.0.0.1:0", "--leader-elect"}, func(k string) string { return env[k] }, &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), "POD_NAMESPACE") {
+				t.Fatalf("run: %v, want the missing namespace", err)
+			}
+			warned := strings.Contains(stderr.String(), `"level":"WARN","msg":"`+cfg+` has no apiVersion and kind: reading it as kplan.dev/v1alpha1 WebhookConfig`)
+			if warned != tc.warns {
+				t.Errorf("warned = %v, want %v; stderr:\n%s", warned, tc.warns, stderr.String())
+			}
+		})
+	}
+}

@@ -1,20 +1,14 @@
 package closure_test
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
-	"errors"
-	"io"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"testing/fstest"
 
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
@@ -22,6 +16,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/demo"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
+	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
 // recorder is a file system that notes every path krusty asks about.
@@ -130,19 +125,6 @@ inventory: {type: ConfigMap, configMap: {name: inv}}
 	"overlays/filebase/kustomization.yaml": "resources: [../all/extra.yaml/deeper]\n",
 }
 
-func snapshotOf(t *testing.T, files map[string]string) *snapshot.Snapshot {
-	t.Helper()
-	m := fstest.MapFS{}
-	for name, content := range files {
-		m[name] = &fstest.MapFile{Data: []byte(content)}
-	}
-	s, err := snapshot.FromFS(m, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // checkRecorded renders every overlay through a recorder and checks that
 // every path krusty touched is in the static closure.
 func checkRecorded(t *testing.T, s *snapshot.Snapshot, opts render.Options) (map[string]*closure.Closure, map[string]error) {
@@ -184,7 +166,7 @@ func checkRecorded(t *testing.T, s *snapshot.Snapshot, opts render.Options) (map
 
 func TestRecordedWithinStatic(t *testing.T) {
 	for _, opts := range []render.Options{{}, {LoadRestrictorNone: true}} {
-		got, errs := checkRecorded(t, snapshotOf(t, fieldsTree), opts)
+		got, errs := checkRecorded(t, testkit.Snapshot(t, "test", fieldsTree), opts)
 		if errs["overlays/all"] != nil {
 			t.Fatalf("overlays/all must render: %v", errs["overlays/all"])
 		}
@@ -250,7 +232,7 @@ func TestUnbounded(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := snapshotOf(t, map[string]string{"o/kustomization.yaml": tc.kust, "o/gens/kustomization.yaml": "resources: []\n"})
+			s := testkit.Snapshot(t, "test", map[string]string{"o/kustomization.yaml": tc.kust, "o/gens/kustomization.yaml": "resources: []\n"})
 			c := closure.New(closure.SnapshotSource(context.Background(), s), closure.Options{EnableHelm: tc.helm}).Overlay("o")
 			if c.Bounded() != tc.bounded {
 				t.Errorf("bounded = %v, want %v (remote %v, unbounded %q)", c.Bounded(), tc.bounded, c.Remote, c.Unbounded)
@@ -282,31 +264,12 @@ func TestMeets(t *testing.T) {
 	}
 }
 
-// corpusPath is the kubeflow corpus, when the checkout sits beside it.
-func corpusPath() string {
-	if p := os.Getenv("KPLAN_CORPUS"); p != "" {
-		return p
-	}
-	return "../../../shared/corpus/kubeflow-manifests.tar.gz"
-}
-
 // On the kubeflow corpus, every build stays within its closure, and a
 // snapshot holding only the closure renders exactly as the whole tree.
 func TestCorpus(t *testing.T) {
-	tarball := corpusPath()
-	if _, err := os.Stat(tarball); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and no corpus at %s: set KPLAN_CORPUS to kubeflow-manifests.tar.gz", tarball)
-		}
-		t.Skipf("needs the corpus at %s (or KPLAN_CORPUS)", tarball)
-	}
-	if testing.Short() || raceEnabled {
-		t.Skip("the corpus checks run without -race and -short (make test runs them so)")
-	}
+	tarball := testkit.Corpus(t)
 	dir := t.TempDir()
-	if err := untar(tarball, dir); err != nil {
-		t.Fatal(err)
-	}
+	testkit.Untar(t, tarball, dir)
 	repo := filepath.Join(dir, "kubeflow-manifests")
 	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-qm", "corpus"}} {
 		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...)
@@ -360,59 +323,6 @@ func TestCorpus(t *testing.T) {
 	}
 }
 
-func untar(tarball, dir string) error {
-	f, err := os.Open(tarball)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		return err
-	}
-	tr := tar.NewReader(gz)
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		p := filepath.Join(dir, filepath.FromSlash(hdr.Name))
-		if !strings.HasPrefix(p, filepath.Clean(dir)+string(filepath.Separator)) {
-			continue
-		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			err = os.MkdirAll(p, 0o755)
-		case tar.TypeReg:
-			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-				err = writeFile(p, tr, hdr.FileInfo().Mode())
-			}
-		case tar.TypeSymlink:
-			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-				err = os.Symlink(hdr.Linkname, p)
-			}
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
-
-func writeFile(p string, r io.Reader, mode os.FileMode) error {
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode.Perm()|0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
 // A probe answers, for any one changed path, what the overlay's closure
 // answers, and says the same of what the build reads outside the tree.
 func TestProbeAgreesWithOverlay(t *testing.T) {
@@ -420,7 +330,7 @@ func TestProbeAgreesWithOverlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, s := range map[string]*snapshot.Snapshot{"fields": snapshotOf(t, fieldsTree), "story": story} {
+	for name, s := range map[string]*snapshot.Snapshot{"fields": testkit.Snapshot(t, "test", fieldsTree), "story": story} {
 		tree, err := render.Discover(s.FS, render.Filter{})
 		if err != nil {
 			t.Fatal(err)
@@ -537,7 +447,7 @@ func sharedSides(t *testing.T) ([2]*snapshot.Snapshot, map[string]bool, []string
 	head["overlays/missing/nothere.yaml"] = configMap("now")
 	delete(head, "overlays/twonames/kustomization.yml")
 	head["helm/charts/c/templates/new.yaml"] = configMap("new")
-	sides := [2]*snapshot.Snapshot{snapshotOf(t, base), snapshotOf(t, head)}
+	sides := [2]*snapshot.Snapshot{testkit.Snapshot(t, "test", base), testkit.Snapshot(t, "test", head)}
 	changed := snapshot.Changed(sides[0].Index, sides[1].Index)
 	var dirs []string
 	for _, s := range sides {

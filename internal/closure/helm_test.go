@@ -11,6 +11,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 	"github.com/kplan-dev/kplan/internal/testhelm"
+	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
 // An overlay inflating a local chart, through a base, holds in its closure
@@ -41,7 +42,7 @@ func TestHelmChartHomeIsInTheClosure(t *testing.T) {
 		files["charts/c/"+name] = content
 		files["charts/c-1.0.0/c/"+name] = content
 	}
-	s := snapshotOf(t, files)
+	s := testkit.Snapshot(t, "test", files)
 	c := closure.New(closure.SnapshotSource(context.Background(), s), closure.Options{EnableHelm: true}).Overlay("overlay")
 	if !c.Bounded() {
 		t.Fatalf("bounded = false (remote %v, unbounded %q)", c.Remote, c.Unbounded)

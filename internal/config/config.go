@@ -1,47 +1,12 @@
 // Package config reads the webhook's configuration file: which
 // repositories and branches deploy which overlays to which clusters.
 //
-// The file is YAML (example.yaml in this directory is a complete,
-// commented example that a test loads):
-//
-//	repositories:                       # required, at least one
-//	  - name: octo-org/deploy-config    # required, owner/repo; matched case-insensitively
-//	    cloneURL: ""                    # default <gitBaseURL>/<owner>/<repo>.git
-//	    branches:                       # required, at least one
-//	      - name: main                  # required, a branch name (not refs/heads/main)
-//	        targets:                    # required, at least one
-//	          - name: prod-eu           # required, unique in the file (case-insensitively); status context kplan/<name>
-//	            overlay: overlays/prod-eu   # required, relative to the repository root, no ".."
-//	            environment: production-eu  # GitHub Deployment environment; default: the target name
-//	            kubeconfig: /etc/kplan/prod-eu.kubeconfig  # default "": in-cluster config
-//	            context: ""             # kubeconfig context; default: its current context
-//	            inventory:              # default: the inventory the overlay renders
-//	              kind: ResourceGroup   # ResourceGroup (default) or ConfigMap
-//	              name: inventory-prod  # required
-//	              namespace: kplan      # required
-//	              id: ""                # cli-utils inventory-id; default <name>-<namespace>
-//	            prune: true             # default true
-//	            reconcileTimeout: 5m    # Go duration, default 5m; 0s waits without a limit
-//	            inventoryPolicy: must-match # must-match (default) | adopt-if-no-inventory | adopt-all
-//	            allowRemoteBases: false # default false
-//	            namespace: default      # where namespaced objects rendered without one go; default "default"
-//	            allowReplaceInventory: false # default false: refuse a deploy that prunes every object
-//	                                    # its inventory held while adding others (a copied inventory)
-//	            requireReviewedPlan: false # default false: refuse a merge whose render is not the one
-//	                                    # its PR's plan comment showed (label kplan/apply-unreviewed overrides once)
-//	      - name: release               # a branch whose targets the repository declares
-//	        targetsFrom: .kplan.yaml    # read at each deployed commit (internal/repoconfig)
-//	        environments:               # required with targetsFrom: environment name → cluster
-//	          production:               # kubeconfig, context, prune, reconcileTimeout, inventoryPolicy,
-//	            kubeconfig: prod.kubeconfig #  allowRemoteBases, allowReplaceInventory, as a target's
-//	          staging:                  # empty: in-cluster config, all defaults
-//	        targets: []                 # optional with targetsFrom
-//	gitBaseURL: https://github.com      # default; clone URLs derive from it
-//	apiBaseURL: https://api.github.com/ # default; for go-github, always ends in "/"
-//	resyncInterval: 5m                  # default 5m, must be positive
-//	stateDir: /var/lib/kplan            # default; where git mirrors are cached
-//	gitBasesMaxAge: 168h                # default 168h (7 days); git remote bases no deploy used for longer
-//	                                    # are removed from stateDir/git-bases at each resync; 0s keeps them
+// The file is YAML, kind WebhookConfig of apiVersion kplan.dev/v1alpha1.
+// example.yaml in this directory sets every field, with its default and
+// meaning; it is the one reference (docs/webhook.md copies it, and tests
+// load it and check it against the parser's fields). A file without
+// apiVersion and kind is read as v1alpha1 with a deprecation warning
+// (Config.Warnings).
 //
 // A repository target (from targetsFrom) whose environment is not listed
 // under environments is reported on its commit and not deployed. Two
@@ -64,6 +29,12 @@ import (
 	"slices"
 	"strings"
 	"time"
+)
+
+// The version of the file's format, and its kind.
+const (
+	APIVersion = "kplan.dev/v1alpha1"
+	Kind       = "WebhookConfig"
 )
 
 // Defaults of optional fields.
@@ -90,6 +61,9 @@ type Config struct {
 	// GitBasesMaxAge is how long a git remote base no deploy uses stays in
 	// the cache under StateDir; 0 keeps them.
 	GitBasesMaxAge time.Duration
+	// Warnings are what the file should change but still works with (no
+	// apiVersion and kind), for the caller to log.
+	Warnings []string
 }
 
 // Repository is one GitHub repository and the branches that deploy.

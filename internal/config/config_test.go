@@ -30,7 +30,8 @@ func TestLoadExample(t *testing.T) {
 				{Name: "main", Targets: []Target{
 					{Name: "prod-eu", Overlay: "overlays/prod-eu", Environment: "production-eu", Namespace: "shop",
 						Settings: Settings{Kubeconfig: "/etc/kplan/prod-eu.kubeconfig", Context: "prod-eu", Prune: true,
-							ReconcileTimeout: 5 * time.Minute, InventoryPolicy: "must-match", RequireReviewedPlan: true}},
+							ReconcileTimeout: 5 * time.Minute, InventoryPolicy: "must-match", RequireReviewedPlan: true,
+							RemoteHosts: []string{"github.com", "*.example.com"}}},
 					{Name: "prod-us", Overlay: "overlays/prod-us", Environment: "prod-us", Namespace: "default",
 						Inventory: &Inventory{Kind: "ResourceGroup", Name: "inventory-prod-us", Namespace: "kplan", ID: "inventory-prod-us-kplan"},
 						Settings:  defaults},
@@ -194,7 +195,7 @@ func TestErrors(t *testing.T) {
 		{"no repositories", "stateDir: /x\n", []string{"w.yaml:1: repositories: required"}},
 		{"empty repositories", "repositories: []\n", []string{"w.yaml:1: repositories: at least one repository is required"}},
 		{"repositories not a list", "repositories: {name: a}\n", []string{"w.yaml:1: repositories: want a list, got a mapping"}},
-		{"unknown top-level", minimal + "resync: 5m\n", []string{"w.yaml:8: resync: unknown field (known: apiBaseURL, gitBaseURL, gitBasesMaxAge, repositories, resyncInterval, stateDir)"}},
+		{"unknown top-level", minimal + "resync: 5m\n", []string{"w.yaml:8: resync: unknown field (known: apiBaseURL, apiVersion, gitBaseURL, gitBasesMaxAge, kind, repositories, resyncInterval, stateDir)"}},
 		{"case typo", minimal + "gitBaseUrl: https://x\n", []string{"w.yaml:8: gitBaseUrl: unknown field; did you mean gitBaseURL?"}},
 		{"twice", minimal + "stateDir: /a\nstateDir: /b\n", []string{"w.yaml:9: stateDir: set twice (first at line 8)"}},
 		{"bad resync", minimal + "resyncInterval: 5 minutes\n", []string{`w.yaml:8: resyncInterval: "5 minutes" is not a duration (e.g. 5m)`}},

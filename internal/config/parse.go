@@ -25,7 +25,14 @@ func Parse(name string, data []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	versioned, err := p.version(root)
+	if err != nil {
+		return nil, err
+	}
 	cfg := p.config(root)
+	if !versioned {
+		cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("%s has no apiVersion and kind: reading it as %s %s; add \"apiVersion: %s\" and \"kind: %s\" at its top, as unversioned files will be refused in a later version", p.file, APIVersion, Kind, APIVersion, Kind))
+	}
 	if err := errors.Join(p.errs...); err != nil {
 		return nil, err
 	}
@@ -76,6 +83,43 @@ func (p *parser) document(data []byte) (*yaml.Node, error) {
 	return doc.Content[0], nil
 }
 
+// version checks the file's apiVersion and kind before anything else: a
+// file of another version or kind is refused whole, not as a list of
+// fields this version does not know. It says whether the file is
+// versioned; a file with neither is read as the current version.
+func (p *parser) version(root *yaml.Node) (bool, error) {
+	root = deref(root)
+	if root.Kind != yaml.MappingNode {
+		return false, nil // config reports it
+	}
+	var apiVersion, kind *yaml.Node
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		switch root.Content[i].Value {
+		case "apiVersion":
+			apiVersion = deref(root.Content[i+1])
+		case "kind":
+			kind = deref(root.Content[i+1])
+		}
+	}
+	switch {
+	case apiVersion == nil && kind == nil:
+		return false, nil
+	case apiVersion == nil:
+		return false, fmt.Errorf("%s:%d: apiVersion: required with kind (apiVersion: %s)", p.file, kind.Line, APIVersion)
+	case kind == nil:
+		return false, fmt.Errorf("%s:%d: kind: required with apiVersion (kind: %s)", p.file, apiVersion.Line, Kind)
+	case apiVersion.Kind != yaml.ScalarNode || apiVersion.Value != APIVersion:
+		return false, fmt.Errorf("%s:%d: apiVersion: %q is not a version this kplan-webhook reads (%s)", p.file, apiVersion.Line, apiVersion.Value, APIVersion)
+	case kind.Kind != yaml.ScalarNode || kind.Value != Kind:
+		hint := ""
+		if kind.Value == "Repository" {
+			hint = "; kind Repository is a repository's .kplan.yaml"
+		}
+		return false, fmt.Errorf("%s:%d: kind: %q is not %s, the webhook's configuration%s", p.file, kind.Line, kind.Value, Kind, hint)
+	}
+	return true, nil
+}
+
 func (p *parser) syntax(err error) error {
 	if m := syntaxLine.FindStringSubmatch(err.Error()); m != nil {
 		return fmt.Errorf("%s:%s: %s", p.file, m[1], m[2])
@@ -95,6 +139,8 @@ func (p *parser) config(root *yaml.Node) *Config {
 	p.targets = map[string]int{}
 	repos := map[string]int{}
 	seen := p.fields(root, "", map[string]func(*yaml.Node, string){
+		"apiVersion": func(*yaml.Node, string) {}, // checked by version
+		"kind":       func(*yaml.Node, string) {},
 		"repositories": func(v *yaml.Node, field string) {
 			for i, item := range p.list(v, field, "repository") {
 				r, ok := p.repository(item, fmt.Sprintf("%s[%d]", field, i))

@@ -627,14 +627,20 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	// whose last deploy was interrupted, whose reports said a new one
 	// follows.
 	if state.SHA == sha && state.Outcome == deploy.OutcomeSuccess && state.Target == t.Key() && !failedBefore && !w.redeploy {
-		log.Debug("already deployed", "sha", sha)
+		if r.Delivery != "" {
+			// A delivery that changes nothing says so: whoever sent it
+			// (and a test) sees that it was handled, not lost.
+			log.Info("nothing to deploy: the target already runs the branch's tip", "sha", sha, "delivery", r.Delivery)
+		} else {
+			log.Debug("already deployed", "sha", sha)
+		}
 		return
 	}
 	// Never roll back: the tip is older than what the cluster runs only
 	// when the branch was reset to an ancestor, and GitHub's replicas may
 	// briefly serve an older tip too.
 	if d.rollsBack(ctx, dir, sha, state.SHA) {
-		log.Info("not deploying: the branch's tip is older than the commit the cluster runs; push a new commit to deploy", "tip", sha, "deployed", state.SHA)
+		log.Info("not deploying: the branch's tip is older than the commit the cluster runs; push a new commit to deploy", "tip", sha, "deployed", state.SHA, "delivery", r.Delivery)
 		return
 	}
 	if state.Target == t.Key() {
@@ -961,6 +967,9 @@ func (d *Deployer) readTargets(ctx context.Context, dir, sha, file string) ([]re
 	c, err := repoconfig.Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("at %s: %w", short(sha), err)
+	}
+	for _, w := range c.Warnings {
+		d.Logger.Warn(w, "sha", short(sha))
 	}
 	if !c.HasTargets() {
 		// Only ignore rules: taking that as "deploy nothing" would

@@ -185,7 +185,7 @@ const approvalTimeout = 2 * time.Minute
 const maxApprovedHeads = 3
 
 // merged is a merge's render on its way to the cluster: the commit, its
-// snapshot and its inventory as a plan computes it (deploy.Planned).
+// snapshot and its inventory as a plan computes it (declared.Planned).
 type merged struct {
 	dir, sha string
 	s        *snapshot.Snapshot

@@ -3,6 +3,7 @@ package flux
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path"
@@ -10,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -20,6 +22,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/rendercache"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -42,14 +45,36 @@ type Options struct {
 	Scratch string
 	// Memo shares kustomization parses between closures.
 	Memo *closure.Memo
+	// Clusters are entry points (name → directory the cluster's
+	// flux-system Kustomization applies) discovery cannot find, from
+	// .kplan.yaml.
+	Clusters map[string]string
+	// Cache keeps builds between runs (the plan's --cache-dir), under
+	// keys naming CacheVersion and everything a build reads; nil keeps
+	// them for this Engine only.
+	Cache        Cache
+	CacheVersion string
+}
+
+// Cache is where builds are kept between runs (rendercache.Cache).
+type Cache interface {
+	Get(key string) (rendercache.Entry, bool)
+	Put(key string, e rendercache.Entry) error
 }
 
 // Engine builds the Flux Kustomizations of snapshots; it is safe for
 // concurrent use. One Engine per process keeps one parsed OpenAPI schema.
 type Engine struct {
-	k    *render.Kustomizer
-	opts Options
-	gen  *genMemo
+	k      *render.Kustomizer
+	opts   Options
+	gen    *genMemo
+	builds sync.Map // build key → *kept: both sides of a plan share a build of the same inputs
+}
+
+// kept is a kustomize build kept by the content it read.
+type kept struct {
+	objs []*yaml.RNode
+	err  error
 }
 
 // New returns an Engine for opts.
@@ -69,10 +94,13 @@ func New(opts Options) *Engine {
 // Target is one Flux Kustomization's build.
 type Target struct {
 	*Kustomization
+	// Cluster names the Flux installation applying it ("" when the
+	// repository has no entry point for it).
+	Cluster string
 	// Objects are what Flux applies, after its post-build steps.
 	Objects []*yaml.RNode
-	// NotRendered lists objects Flux hands to another controller that
-	// kplan does not render yet ("HelmRelease ns/name").
+	// NotRendered says, for each object Flux hands to another controller
+	// that kplan does not render, what and why.
 	NotRendered []string
 	// Notes say what the build could not know offline.
 	Notes []string
@@ -84,37 +112,75 @@ type Target struct {
 	// did not build it (Objects is empty).
 	Deferred bool
 
-	gen   *generated
+	name  string   // in a plan: [cluster: ]namespace/name
 	built []string // the paths its build reads (no declarations), sorted
 	reads []string // IDs of targets whose ConfigMaps/Secrets it read
 }
 
+// Name is the target's identity in a plan: namespace/name, after its
+// cluster's name ("staging: flux-system/apps") when the repository holds
+// several clusters.
+func (t *Target) Name() string { return cmp.Or(t.name, t.ID()) }
+
 // Skipped is a Flux Kustomization of the repository that is no target.
 type Skipped struct {
 	ID, File, Reason string
+	Cluster          string
 }
 
 // Result is every Flux Kustomization of a snapshot.
 type Result struct {
-	Targets []*Target // sorted by ID
+	Targets []*Target // sorted by Name
 	Skipped []Skipped
 
-	pool varPool // the ConfigMaps and Secrets the targets apply
+	pools map[string]varPool // by cluster: the ConfigMaps and Secrets its targets apply
 }
 
-// Target returns the target with the given ID, or nil.
-func (r *Result) Target(id string) *Target {
-	i, ok := slices.BinarySearchFunc(r.Targets, id, func(t *Target, id string) int { return strings.Compare(t.ID(), id) })
+// Target returns the target with the given name, or nil.
+func (r *Result) Target(name string) *Target {
+	i, ok := slices.BinarySearchFunc(r.Targets, name, func(t *Target, name string) int { return strings.Compare(t.Name(), name) })
 	if !ok {
 		return nil
 	}
 	return r.Targets[i]
 }
 
+// name names the targets of results (the sides of one plan) alike:
+// prefixed by their cluster when the sides hold more than one named
+// cluster, or when two targets would share a name.
+func name(results ...*Result) {
+	named := map[string]bool{}
+	prefix := false
+	for _, r := range results {
+		ids := map[string]bool{}
+		for _, t := range r.Targets {
+			if t.Cluster != "" {
+				named[t.Cluster] = true
+			}
+			prefix = prefix || ids[t.ID()]
+			ids[t.ID()] = true
+		}
+	}
+	prefix = prefix || len(named) > 1
+	for _, r := range results {
+		for _, t := range r.Targets {
+			t.name = t.ID()
+			if prefix && t.Cluster != "" {
+				t.name = t.Cluster + ": " + t.ID()
+			}
+		}
+		slices.SortFunc(r.Targets, func(a, b *Target) int { return strings.Compare(a.Name(), b.Name()) })
+	}
+}
+
 // Build finds and builds the Flux Kustomizations of s applied from this
 // repository: the roots first, then the ones their builds output.
 func (e *Engine) Build(ctx context.Context, s *snapshot.Snapshot) (*Result, error) {
-	return e.buildSide(ctx, s, nil)
+	r, err := e.buildSide(ctx, s, nil)
+	if err == nil {
+		name(r)
+	}
+	return r, err
 }
 
 // Plan builds both sides of a change, leaving unbuilt (Deferred) the
@@ -133,14 +199,16 @@ func (e *Engine) Plan(ctx context.Context, base, head *snapshot.Snapshot, change
 		}
 		res[i] = r
 	}
+	name(res[0], res[1])
 	for i := range res {
 		var todo []*Target
 		for _, t := range res[i].Targets {
 			if !t.Deferred {
 				continue
 			}
-			o := res[1-i].Target(t.ID())
-			if o == nil || !o.Deferred || !reflect.DeepEqual(o.Object, t.Object) || res[i].pool.key(t.Kustomization) != res[1-i].pool.key(o.Kustomization) {
+			o := res[1-i].Target(t.Name())
+			if o == nil || !o.Deferred || !reflect.DeepEqual(o.Object, t.Object) || o.Root != t.Root || !slices.Equal(o.Within, t.Within) ||
+				res[i].pools[t.Cluster].key(t.Kustomization) != res[1-i].pools[o.Cluster].key(o.Kustomization) {
 				t.Deferred = false
 				todo = append(todo, t)
 			}
@@ -148,7 +216,7 @@ func (e *Engine) Plan(ctx context.Context, base, head *snapshot.Snapshot, change
 		e.buildAll(ctx, snaps[i], e.opts.Scratch, todo, nil)
 		for _, t := range todo {
 			if t.Err == nil {
-				e.postBuild(ctx, t, res[i].pool)
+				e.postBuild(ctx, t, res[i].pools[t.Cluster])
 			}
 		}
 	}
@@ -156,13 +224,15 @@ func (e *Engine) Plan(ctx context.Context, base, head *snapshot.Snapshot, change
 }
 
 // buildSide is Build, deferring the targets that meet no changed path
-// when changed is not nil.
+// when changed is not nil, each cluster built on its own: the same
+// Kustomization names in two clusters are two targets, and each
+// substitutes from its own cluster's ConfigMaps and Secrets.
 func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed map[string]bool) (*Result, error) {
-	declared, err := Discover(ctx, s)
+	found, err := Discover(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	scratch := e.opts.Scratch
+	declared := found.Kustomizations
 	var deferrable func(t *Target) bool
 	if changed != nil {
 		files := map[string]bool{}
@@ -185,32 +255,89 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 		}
 	}
 
-	// A root is a declared Kustomization no other one reads the file of.
+	// Which declared file each declared Kustomization's build reads.
+	raw := map[int]*closure.Closure{}
+	rawOf := func(i int) *closure.Closure {
+		c, ok := raw[i]
+		if !ok {
+			// An ExternalArtifact's paths are known once its cluster's
+			// ArtifactGenerators are built: it reads no declared file.
+			if kind, _ := declared[i].Source(); kind != "ExternalArtifact" && e.skip(declared[i].Kustomization) == "" {
+				c = e.rawClosure(ctx, s, declared[i].Kustomization)
+			}
+			raw[i] = c
+		}
+		return c
+	}
+	self := func(i int) bool {
+		c := rawOf(i)
+		if c == nil {
+			return false
+		}
+		_, ok := slices.BinarySearch(c.Paths, declared[i].File)
+		return ok
+	}
+	declared, named, skipped := e.entries(ctx, s, declared, found.Instances, self)
+	reads := make([][]int, len(declared))
 	readers := make([][]string, len(declared)) // IDs of others whose closure holds its file
 	for i := range declared {
-		if e.skip(declared[i].Kustomization) != "" {
+		c := rawOf(i)
+		if c == nil {
 			continue // another source's paths are not this repository's
 		}
-		c := e.rawClosure(ctx, s, declared[i].Kustomization)
-		if c == nil {
-			continue
-		}
 		for j := range declared {
-			if j != i && declared[j].ID() != declared[i].ID() {
+			if j != i && declared[j].ID() != declared[i].ID() && declared[j].File != "" {
 				if _, ok := slices.BinarySearch(c.Paths, declared[j].File); ok {
 					readers[j] = append(readers[j], declared[i].ID())
+					reads[i] = append(reads[i], j)
 				}
 			}
 		}
 	}
-	pool := varPool{}
-	res := &Result{pool: pool}
-	targets := map[string]*Target{}
-	matched := make([]bool, len(declared))
-	var level []*Kustomization
+	// Entry points: the implicit ones, and the roots whose build applies
+	// their own declaration (flux bootstrap's flux-system).
+	var entries []int
 	for i, d := range declared {
-		if len(readers[i]) == 0 {
-			level = append(level, d.Kustomization)
+		if d.entry || (len(readers[i]) == 0 && self(i) && e.skip(d.Kustomization) == "") {
+			entries = append(entries, i)
+		}
+	}
+	res := &Result{pools: map[string]varPool{}, Skipped: skipped}
+	for _, c := range clusters(declared, entries, named, reads) {
+		e.buildCluster(ctx, s, c, declared, readers, deferrable, res)
+	}
+	slices.SortFunc(res.Skipped, func(a, b Skipped) int { return strings.Compare(a.ID, b.ID) })
+	return res, nil
+}
+
+// buildCluster builds one cluster's targets into res: its roots first
+// (its entry point, or for the unnamed cluster those no member reads),
+// then the Kustomizations their builds output.
+func (e *Engine) buildCluster(ctx context.Context, s *snapshot.Snapshot, c cluster, declared []Declared, allReaders [][]string, deferrable func(*Target) bool, res *Result) {
+	member := map[int]bool{}
+	ids := map[string]bool{}
+	for _, i := range c.members {
+		member[i] = true
+		ids[declared[i].ID()] = true
+	}
+	readers := map[int][]string{}
+	for _, i := range c.members {
+		for _, r := range allReaders[i] {
+			if ids[r] {
+				readers[i] = append(readers[i], r)
+			}
+		}
+	}
+	pool := varPool{}
+	res.pools[c.name] = pool
+	arts := map[string]*artifact{}
+	targets := map[string]*Target{}
+	matched := map[int]bool{}
+	var level []*Kustomization
+	for _, i := range c.members {
+		if i == c.entry || (c.entry < 0 && len(readers[i]) == 0) {
+			k := *declared[i].Kustomization
+			level = append(level, &k)
 			matched[i] = true
 		}
 	}
@@ -218,7 +345,7 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 		for depth := 0; len(level) > 0; depth++ {
 			if depth == maxDepth {
 				for _, k := range level {
-					res.Skipped = append(res.Skipped, Skipped{ID: k.ID(), File: k.File, Reason: fmt.Sprintf("more than %d levels of Flux Kustomizations applying Flux Kustomizations", maxDepth)})
+					res.Skipped = append(res.Skipped, Skipped{ID: k.ID(), Cluster: c.name, File: k.File, Reason: fmt.Sprintf("more than %d levels of Flux Kustomizations applying Flux Kustomizations", maxDepth)})
 				}
 				break
 			}
@@ -227,18 +354,26 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 				if _, dup := targets[k.ID()]; dup {
 					continue // a Kustomization applying itself (flux-system)
 				}
-				if why := e.skip(k); why != "" {
-					res.Skipped = append(res.Skipped, Skipped{ID: k.ID(), File: k.File, Reason: why})
+				why := e.skip(k)
+				if kind, _ := k.Source(); kind == "ExternalArtifact" && why == "" {
+					why = inArtifact(k, arts)
+				}
+				if why != "" {
+					res.Skipped = append(res.Skipped, Skipped{ID: k.ID(), Cluster: c.name, File: k.File, Reason: why})
+					if p := targets[k.Parent]; p != nil {
+						p.Notes = append(p.Notes, fmt.Sprintf("Kustomization %s is not planned: %s", k.ID(), why))
+					}
 					continue
 				}
-				t := &Target{Kustomization: k}
+				t := &Target{Kustomization: k, Cluster: c.name}
 				targets[k.ID()] = t
 				built = append(built, t)
 			}
-			e.buildAll(ctx, s, scratch, built, deferrable)
+			e.buildAll(ctx, s, e.opts.Scratch, built, deferrable)
 			for _, t := range built {
 				if t.Err == nil {
 					pool.add(t.ID(), t.Objects)
+					e.artifacts(t.Objects, arts)
 				}
 			}
 			level = nil
@@ -259,8 +394,9 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 						continue
 					}
 					child.Parent = t.ID()
-					for i, d := range declared {
-						if d.Name == child.Name && t.Closure != nil && slices.Contains(t.Closure.Paths, d.File) {
+					for _, i := range c.members {
+						d := declared[i]
+						if d.Name == child.Name && d.File != "" && t.Closure != nil && slices.Contains(t.Closure.Paths, d.File) {
 							child.File, matched[i] = d.File, true
 							break
 						}
@@ -273,7 +409,8 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 		// build that reads it failed (so the plan still shows them),
 		// skipped otherwise (Flux does not apply them).
 		level = nil
-		for i, d := range declared {
+		for _, i := range c.members {
+			d := declared[i]
 			if matched[i] {
 				continue
 			}
@@ -292,7 +429,7 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 				level = append(level, &k)
 				continue
 			}
-			res.Skipped = append(res.Skipped, Skipped{ID: d.ID(), File: d.File, Reason: "no Flux Kustomization of the repository applies it (the ones reading its file do not output it)"})
+			res.Skipped = append(res.Skipped, Skipped{ID: d.ID(), Cluster: c.name, File: d.File, Reason: "no Flux Kustomization of the repository applies it (the ones reading its file do not output it)"})
 		}
 		if len(level) == 0 {
 			break
@@ -302,19 +439,21 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 	for _, t := range targets {
 		res.Targets = append(res.Targets, t)
 	}
-	slices.SortFunc(res.Targets, func(a, b *Target) int { return strings.Compare(a.ID(), b.ID()) })
-	slices.SortFunc(res.Skipped, func(a, b Skipped) int { return strings.Compare(a.ID, b.ID) })
-	return res, nil
 }
 
 // skip says why k is not a target, or "".
 func (e *Engine) skip(k *Kustomization) string {
-	kind, src := k.Source()
-	if kind != "GitRepository" || !slices.Contains(e.opts.Sources, src) {
-		return fmt.Sprintf("its source %s %s is not this repository (this repository is the GitRepository %s)", kind, src, strings.Join(e.opts.Sources, ", "))
-	}
 	if k.Suspended() {
 		return "suspended: Flux applies nothing of it"
+	}
+	kind, src := k.Source()
+	switch {
+	case kind == "ExternalArtifact":
+		return "" // resolved against its cluster's ArtifactGenerators
+	case kind == "OCIRepository" || kind == "Bucket":
+		return fmt.Sprintf("its source %s %s is an artifact built outside this repository; kplan renders Kustomizations of the repository only", kind, src)
+	case kind != "GitRepository" || !slices.Contains(e.opts.Sources, src):
+		return fmt.Sprintf("its source %s %s is not this repository (this repository is the GitRepository %s)", kind, src, strings.Join(e.opts.Sources, ", "))
 	}
 	return ""
 }
@@ -414,34 +553,56 @@ func (e *Engine) build(ctx context.Context, s *snapshot.Snapshot, scratch string
 	if t.Closure.Err != nil {
 		return fmt.Errorf("Flux Kustomization %s: %w", t.ID(), t.Closure.Err)
 	}
+	if t.Within != nil {
+		if p := outside(t.built, t.Within); p != "" {
+			return fmt.Errorf("Flux Kustomization %s: its build reads %s, which its ExternalArtifact does not hold (its ArtifactGenerator copies %s)", t.ID(), p, strings.Join(t.Within, ", "))
+		}
+	}
 	if deferrable != nil && deferrable(t) {
 		t.Deferred = true
 		return nil
 	}
-	g, err := e.gen.generate(ctx, s, scratch, t.Kustomization)
-	if err != nil {
+	key := e.buildKey(s, t)
+	if objs, err, ok := e.cached(key); ok {
+		t.Objects = objs
 		return err
 	}
-	t.gen = g
+	objs, err, keep := e.kustomize(ctx, s, scratch, t)
+	var timeout *render.TimeoutError
+	if keep && ctx.Err() == nil && !errors.As(err, &timeout) {
+		// A build past its time budget depends on the machine's load,
+		// not on the commit: never kept.
+		e.store(key, objs, err)
+	}
+	t.Objects = objs
+	return err
+}
+
+// kustomize runs Flux's generator and kustomize build for t; keep says
+// whether its result is the commit's, not a failure to read it.
+func (e *Engine) kustomize(ctx context.Context, s *snapshot.Snapshot, scratch string, t *Target) (objs []*yaml.RNode, err error, keep bool) {
+	g, err := e.gen.generate(ctx, s, scratch, t.Kustomization)
+	if err != nil {
+		return nil, err, false
+	}
 	if err := s.Load(ctx, t.Closure.Paths); err != nil {
-		return fmt.Errorf("Flux Kustomization %s: %w", t.ID(), err)
+		return nil, fmt.Errorf("Flux Kustomization %s: %w", t.ID(), err), false
 	}
 	fsys, err := newOverlayFS(s.FS, g)
 	if err != nil {
-		return fmt.Errorf("Flux Kustomization %s: %w", t.ID(), err)
+		return nil, fmt.Errorf("Flux Kustomization %s: %w", t.ID(), err), false
 	}
-	objs, err := e.k.RenderContext(ctx, fsys, t.Path(), t.Closure.OpenAPI)
+	objs, err = e.k.RenderContext(ctx, fsys, t.Path(), t.Closure.OpenAPI)
 	if err != nil {
-		return fmt.Errorf("Flux Kustomization %s (%s): %w", t.ID(), t.Path(), err)
+		return nil, fmt.Errorf("Flux Kustomization %s (%s): %w", t.ID(), t.Path(), err), true
 	}
 	for _, o := range objs {
 		// kustomize-controller refuses such objects before applying any.
 		if o.GetName() == "" || o.GetKind() == "" || o.GetApiVersion() == "" {
-			return fmt.Errorf("Flux Kustomization %s: an object without apiVersion, kind or name (Flux fails with \"failed to decode Kubernetes apiVersion, kind and name\")", t.ID())
+			return nil, fmt.Errorf("Flux Kustomization %s: an object without apiVersion, kind or name (Flux fails with \"failed to decode Kubernetes apiVersion, kind and name\")", t.ID()), true
 		}
 	}
-	t.Objects = objs
-	return nil
+	return objs, nil, true
 }
 
 // postBuild applies Flux's post-build steps to t's objects and lists
@@ -463,8 +624,11 @@ func (e *Engine) postBuild(ctx context.Context, t *Target, pool varPool) {
 	t.Objects, t.Notes, t.reads = pb.objects, append(t.Notes, pb.notes...), pb.reads
 	for _, o := range t.Objects {
 		g, _, _ := strings.Cut(o.GetApiVersion(), "/")
-		if o.GetKind() == "HelmRelease" && g == "helm.toolkit.fluxcd.io" {
-			t.NotRendered = append(t.NotRendered, "HelmRelease "+o.GetNamespace()+"/"+o.GetName())
+		switch {
+		case o.GetKind() == "HelmRelease" && g == "helm.toolkit.fluxcd.io":
+			t.NotRendered = append(t.NotRendered, "HelmRelease "+o.GetNamespace()+"/"+o.GetName()+" is not rendered (Flux's helm-controller installs its chart; kplan plans the HelmRelease object only)")
+		case o.GetKind() == "ResourceSet" && g == OperatorGroup:
+			t.NotRendered = append(t.NotRendered, "ResourceSet "+o.GetNamespace()+"/"+o.GetName()+" is not rendered (flux-operator makes its objects from inputs kplan does not evaluate; kplan plans the ResourceSet object only)")
 		}
 	}
 }

@@ -51,6 +51,12 @@ type Kustomization struct {
 	// Object is the object as Flux sees it: for a child, as its
 	// parent's build output it.
 	Object map[string]any
+	// Root is the repository directory its source's root is: "" for the
+	// repository itself, the directory an ArtifactGenerator copies for an
+	// ExternalArtifact. Within are the directories that artifact holds
+	// (nil: all).
+	Root   string
+	Within []string
 }
 
 // ID is the identity of a Flux Kustomization in a plan: namespace/name.
@@ -67,11 +73,7 @@ func IsKustomization(apiVersion, kind string) bool {
 // above the root stops there, as it does here.
 func (k *Kustomization) Path() string {
 	p, _, _ := unstructured.NestedString(k.Object, "spec", "path")
-	p = path.Clean("/" + p)
-	if p == "/" {
-		return "."
-	}
-	return strings.TrimPrefix(p, "/")
+	return cleanPath(path.Join(k.Root, cleanPath(p)))
 }
 
 // Source is the sourceRef as kind/namespace/name (namespace defaulting
@@ -94,7 +96,7 @@ func (k *Kustomization) Suspended() bool {
 // fromNode reads a Flux Kustomization from an object, with the namespace
 // it gets when none is set.
 func fromNode(n *yaml.RNode, file, defaultNS string) (*Kustomization, error) {
-	m, err := n.Map()
+	m, err := asMap(n)
 	if err != nil {
 		return nil, fmt.Errorf("%s: Kustomization %s: %w", file, n.GetName(), err)
 	}
@@ -133,7 +135,7 @@ func declared(n *yaml.RNode, file string) *Declared {
 	if n.YNode().Kind != yaml.MappingNode {
 		return nil
 	}
-	m, err := n.Map()
+	m, err := asMap(n)
 	if err != nil {
 		return nil
 	}
@@ -153,18 +155,26 @@ type Declared struct {
 	// NamespaceSet says whether the file sets metadata.namespace; if not,
 	// the namespace is that of the build that applies it.
 	NamespaceSet bool
+
+	entry bool // a cluster's implicit flux-system Kustomization
 }
 
-// Discover finds the Flux Kustomization objects written in the YAML
-// files of s. Files that do not parse are skipped: a build that reads
-// them reports the error.
-func Discover(ctx context.Context, s *snapshot.Snapshot) ([]Declared, error) {
+// Found is what Discover finds in a repository's YAML files.
+type Found struct {
+	Kustomizations []Declared
+	Instances      []Instance
+}
+
+// Discover finds the Flux Kustomization and FluxInstance objects written
+// in the YAML files of s. Files that do not parse are skipped: a build
+// that reads them reports the error.
+func Discover(ctx context.Context, s *snapshot.Snapshot) (*Found, error) {
 	return DiscoverIn(ctx, s, s.Index.Paths())
 }
 
 // DiscoverIn is Discover over some of the files of s (paths, sorted):
 // those that changed, on a side whose other side declares none.
-func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) ([]Declared, error) {
+func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) (*Found, error) {
 	var yamls []string
 	for _, p := range paths {
 		if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" {
@@ -173,25 +183,76 @@ func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) ([]De
 	}
 	// Only files naming the group can declare one: the others are read
 	// once, not kept.
-	yamls, err := s.Containing(ctx, yamls, Group)
+	each, err := s.ContainingEach(ctx, yamls, Group, OperatorGroup, "flux-instance")
 	if err != nil {
 		return nil, fmt.Errorf("discover Flux Kustomizations: %w", err)
 	}
+	has := map[string]bool{}
+	for _, ps := range each {
+		for _, p := range ps {
+			has[p] = true
+		}
+	}
+	yamls = slices.DeleteFunc(yamls, func(p string) bool { return !has[p] })
 	// One batch from git; the files stay visible to builds, as they are
 	// in the tree.
 	if err := s.Load(ctx, yamls); err != nil {
 		return nil, fmt.Errorf("discover Flux Kustomizations: %w", err)
 	}
-	var out []Declared
+	out := &Found{}
 	for _, p := range yamls {
 		data, err := s.ReadFile(ctx, p)
 		if err != nil {
 			continue
 		}
-		out = append(out, declaredIn(data, p)...)
+		out.Kustomizations = append(out.Kustomizations, declaredIn(data, p)...)
+		out.Instances = append(out.Instances, instancesIn(data, p)...)
 	}
-	slices.SortFunc(out, func(a, b Declared) int {
+	slices.SortFunc(out.Kustomizations, func(a, b Declared) int {
 		return strings.Compare(a.File+"\x00"+a.ID(), b.File+"\x00"+b.ID())
 	})
 	return out, nil
+}
+
+// asMap is a mapping node as Kubernetes' unstructured objects hold one:
+// numbers as int64 or float64, never the int (or uint64) kyaml's Map
+// gives, on which apimachinery's deep copies (NestedMap, DeepCopyJSON)
+// panic.
+func asMap(n *yaml.RNode) (map[string]any, error) {
+	m, err := n.Map()
+	if err != nil {
+		return nil, err
+	}
+	return normalize(m).(map[string]any), nil
+}
+
+// normalize rewrites the numbers in v in place, as JSON decoding makes
+// them; keys that are not strings (YAML allows them) become strings.
+func normalize(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = normalize(e)
+		}
+		return x
+	case map[any]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[fmt.Sprint(k)] = normalize(e)
+		}
+		return out
+	case []any:
+		for i, e := range x {
+			x[i] = normalize(e)
+		}
+		return x
+	case int:
+		return int64(x)
+	case uint64:
+		return float64(x)
+	case int64, float64, string, bool, nil:
+		return x
+	default:
+		return fmt.Sprint(x) // timestamps and the like, as text
+	}
 }

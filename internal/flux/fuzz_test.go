@@ -1,10 +1,13 @@
 package flux
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/kustomize/kyaml/kio"
 )
 
 // addSeeds adds every file of dir (under testdata) as a seed.
@@ -43,6 +46,24 @@ func FuzzDiscover(f *testing.F) {
 			}
 			d.Source()
 			d.Suspended()
+		}
+		for _, in := range instancesIn(data, "x.yaml") {
+			if in.Path == "" || strings.HasPrefix(in.Path, "/") || strings.HasPrefix(in.Path, "../") || in.Path == ".." || in.Namespace == "" || in.Name == "" {
+				t.Fatalf("instance %+v: no path, a path above the repository, or no sync name", in)
+			}
+		}
+		// ArtifactGenerators are read from builds' objects, which hold
+		// what a repository file says.
+		objs, err := (&kio.ByteReader{Reader: bytes.NewReader(data), OmitReaderAnnotations: true}).Read()
+		if err != nil {
+			return
+		}
+		arts := map[string]*artifact{}
+		New(Options{}).artifacts(objs, arts)
+		for id, a := range arts {
+			if a.why == "" && (strings.HasPrefix(a.root, "/") || strings.HasPrefix(a.root, "..") || len(a.within) == 0) {
+				t.Fatalf("artifact %s %+v: a root above the repository, or holding nothing", id, a)
+			}
 		}
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/kplan-dev/kplan/internal/testcluster"
+	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
 // Short timings, so that a takeover after a lost lease takes seconds.
@@ -134,7 +135,7 @@ func TestElectorHandsOverOnShutdown(t *testing.T) {
 	if local, _ := lead.el.Route(); !local {
 		t.Error("the leader does not route deliveries to itself")
 	}
-	waitUntil(t, "the other replica to learn the leader's address", func() bool {
+	testkit.Eventually(t, "the other replica to learn the leader's address", 30*time.Second, func() bool {
 		local, addr := other.el.Route()
 		return !local && addr == AddressOf(lead.id)
 	})
@@ -188,14 +189,14 @@ func TestElectorLosesLeadershipAndComesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	stolen := time.Now()
-	waitUntil(t, "the term to end", func() bool { return ts.active.Load() == 0 })
+	testkit.Eventually(t, "the term to end", 30*time.Second, func() bool { return ts.active.Load() == 0 })
 	lost := time.Since(stolen)
 	t.Logf("term ended %s after the Lease was taken", lost.Round(time.Millisecond))
 	if lost > testRenew+2*testRetry+time.Second {
 		t.Errorf("the term ran on for %s after the Lease was lost", lost)
 	}
 	// The next campaign reads the Lease at once and routes to the thief.
-	waitUntil(t, "deliveries to be routed to the new holder", func() bool {
+	testkit.Eventually(t, "deliveries to be routed to the new holder", 30*time.Second, func() bool {
 		local, addr := a.el.Route()
 		return !local && addr == "127.0.0.1:1"
 	})
@@ -214,17 +215,6 @@ func TestElectorLosesLeadershipAndComesBack(t *testing.T) {
 	}
 	if ts.overlap.Load() {
 		t.Error("two terms ran at once")
-	}
-}
-
-func waitUntil(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

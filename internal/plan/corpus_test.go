@@ -2,42 +2,20 @@ package plan
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// Corpus returns the kubeflow corpus tarball (KPLAN_CORPUS, default
-// ../shared/corpus beside the checkout). Without it the test skips, but
-// under CI=true it fails: CI must run the corpus checks.
-func Corpus(t *testing.T) string {
-	t.Helper()
-	p := os.Getenv("KPLAN_CORPUS")
-	if p == "" {
-		p = "../../../shared/corpus/kubeflow-manifests.tar.gz"
-	}
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and no corpus at %s: set KPLAN_CORPUS to kubeflow-manifests.tar.gz", p)
-		}
-		t.Skipf("no corpus at %s (set KPLAN_CORPUS)", p)
-	}
-	if raceEnabled || testing.Short() {
-		t.Skip("the corpus checks run without -race and -short (make test runs them so)")
-	}
-	return p
-}
+	"github.com/kplan-dev/kplan/internal/testkit"
+)
 
 // On a real, large repository the changed-only plan equals the full plan
 // for a one-application change and for a change to a file many overlays
 // read.
 func TestCorpusChangedOnlyEqualsFull(t *testing.T) {
-	tarball := Corpus(t)
+	tarball := testkit.Corpus(t)
 	dir := t.TempDir()
-	if out, err := exec.Command("tar", "-xzf", tarball, "-C", dir).CombinedOutput(); err != nil {
-		t.Fatalf("unpack %s: %v\n%s", tarball, err, out)
-	}
+	testkit.Untar(t, tarball, dir)
 	repo := filepath.Join(dir, "kubeflow-manifests")
 	git(t, repo, "init", "-q", "-b", "main")
 	base := commit(t, repo, "corpus")

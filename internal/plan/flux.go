@@ -39,21 +39,27 @@ func (p *planner) fluxMode(ctx context.Context, sides [2]*side, changed map[stri
 	if cfg.HasTargets() {
 		return false, nil // kplan deploys the targets it lists
 	}
+	if cfg != nil && len(cfg.FluxClusters) > 0 {
+		return true, nil
+	}
 	for i, sd := range sides {
-		var ds []flux.Declared
+		var found *flux.Found
 		var err error
 		if i == 1 {
 			// Base declares none from the repository: head can only in a
 			// file the change touched.
-			ds, err = flux.DiscoverIn(ctx, sd.s, slices.Sorted(maps.Keys(changed)))
+			found, err = flux.DiscoverIn(ctx, sd.s, slices.Sorted(maps.Keys(changed)))
 		} else {
-			ds, err = flux.Discover(ctx, sd.s)
+			found, err = flux.Discover(ctx, sd.s)
 		}
 		if err != nil {
 			return false, err
 		}
-		for _, d := range ds {
-			if kind, src := d.Source(); kind == "GitRepository" && src == flux.DefaultSource {
+		if len(found.Instances) > 0 {
+			return true, nil // flux-operator syncs a path of it
+		}
+		for _, d := range found.Kustomizations {
+			if kind, src := d.Source(); (kind == "GitRepository" && src == flux.DefaultSource) || kind == "ExternalArtifact" {
 				return true, nil
 			}
 		}
@@ -66,7 +72,21 @@ func (p *planner) fluxMode(ctx context.Context, sides [2]*side, changed map[stri
 // drops the discovered overlays their builds read: those are planned as
 // Flux applies them, in their targets.
 func (p *planner) planFluxTargets(ctx context.Context, sides [2]*side, changed map[string]bool) (*fluxPlan, error) {
-	e := flux.New(flux.Options{Render: p.opts.Render})
+	cfg, _ := readTargets(ctx, sides[1].s)
+	var clusters map[string]string
+	if cfg != nil {
+		clusters = cfg.FluxClusters
+	}
+	fo := flux.Options{Render: p.opts.Render, Clusters: clusters}
+	if p.cache != nil {
+		// Root and parent Kustomizations read what an app's change leaves
+		// alone: kept, they are not built again.
+		if p.version == "" {
+			p.version = buildVersion()
+		}
+		fo.Cache, fo.CacheVersion = p.cache, p.version
+	}
+	e := flux.New(fo)
 	res, err := e.Plan(ctx, sides[0].s, sides[1].s, changed)
 	if err != nil {
 		return nil, fmt.Errorf("Flux Kustomizations: %w", err)
@@ -104,7 +124,7 @@ func (fx *fluxPlan) addClosures(cs [2]map[string]*closure.Closure) {
 	for i, res := range fx.res {
 		for _, t := range res.Targets {
 			if t.Closure != nil && cs[i] != nil {
-				cs[i][t.ID()] = t.Closure
+				cs[i][t.Name()] = t.Closure
 			}
 		}
 	}
@@ -116,7 +136,7 @@ func (fx *fluxPlan) compare(p *planner) {
 	ids := map[string]bool{}
 	for _, res := range fx.res {
 		for _, t := range res.Targets {
-			ids[t.ID()] = true
+			ids[t.Name()] = true
 			if !t.Deferred {
 				fx.built++
 			}
@@ -151,7 +171,7 @@ func (p *planner) fluxSide(t *flux.Target) inventorydiff.Side {
 	files := func(name string) ([]byte, error) { return nil, fs.ErrNotExist }
 	inv, err := declared.Planned(render.Result{Path: t.Path(), Objects: t.Objects}, files, repoconfig.DefaultNamespace)
 	if err != nil {
-		return inventorydiff.Side{Err: fmt.Errorf("Flux Kustomization %s: %w", t.ID(), err)}
+		return inventorydiff.Side{Err: fmt.Errorf("Flux Kustomization %s: %w", t.Name(), err)}
 	}
 	return inventorydiff.Side{Inventory: inv}
 }
@@ -182,7 +202,7 @@ func (fx *fluxPlan) decorate(overlays []inventorydiff.Overlay) {
 			o.Notes = append(o.Notes, "Flux: "+n)
 		}
 		for _, nr := range t.NotRendered {
-			o.Notes = append(o.Notes, "Flux: "+nr+" is not rendered (Flux's helm-controller installs its chart; kplan plans the HelmRelease object only)")
+			o.Notes = append(o.Notes, "Flux: "+nr)
 		}
 	}
 }

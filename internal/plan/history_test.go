@@ -12,6 +12,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
 // corpusBundles are the real histories CI replays (../shared/corpus, see
@@ -30,7 +31,7 @@ var corpusBundles = []string{
 // replays the last KPLAN_REPLAY_COMMITS commits of each (default 40, about
 // two minutes in all; 0 replays every commit: about six minutes).
 func TestCorpusHistoriesReplay(t *testing.T) {
-	dir := filepath.Dir(Corpus(t))
+	dir := filepath.Dir(testkit.Corpus(t))
 	fullEvery := 10
 	if v, err := strconv.Atoi(os.Getenv("KPLAN_REPLAY_FULL_EVERY")); err == nil && v > 0 {
 		fullEvery = v
@@ -69,6 +70,7 @@ func TestCorpusHistoriesReplay(t *testing.T) {
 				planned++
 				changedOverlays += changed.Totals.ChangedOverlays
 				noBug(t, head, changed)
+				everyCluster(t, repo, head, changed)
 				if i%fullEvery != 0 && i != len(commits)-1 {
 					continue
 				}
@@ -85,6 +87,38 @@ func TestCorpusHistoriesReplay(t *testing.T) {
 			t.Logf("%s: %d commits planned, %d overlay changes, %d compared with --full, in %s",
 				name, planned, changedOverlays, compared, time.Since(start).Round(time.Second))
 		})
+	}
+}
+
+// everyCluster fails the test when a commit whose clusters/ directory
+// holds several clusters' Flux Kustomizations (Flux's documented layout)
+// is not planned in each of them: every target is then named by its
+// cluster, and each cluster has one.
+func everyCluster(t *testing.T, repo, head string, p *inventorydiff.Plan) {
+	t.Helper()
+	files := strings.Fields(git(t, repo, "ls-tree", "-r", "--name-only", head, "clusters/"))
+	want := map[string]bool{}
+	for _, f := range files {
+		if parts := strings.Split(f, "/"); len(parts) == 3 && strings.HasSuffix(f, ".yaml") {
+			data := git(t, repo, "show", head+":"+f)
+			if strings.Contains(data, "kustomize.toolkit.fluxcd.io") {
+				want[parts[1]] = true
+			}
+		}
+	}
+	if len(want) < 2 {
+		return
+	}
+	got := map[string]bool{}
+	for _, o := range p.Overlays {
+		if c, _, ok := strings.Cut(o.Path, ": "); ok {
+			got[c] = true
+		}
+	}
+	for c := range want {
+		if !got[c] {
+			t.Errorf("commit %s: cluster %s is not planned (targets named by cluster: %v)", head[:7], c, got)
+		}
 	}
 }
 

@@ -130,6 +130,11 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 		} else if err != nil {
 			return nil, err
 		}
+		if cfg != nil && i == 1 {
+			for _, w := range cfg.Warnings {
+				p.log.Warn(w, "commit", s.Rev)
+			}
+		}
 		var ignore repoconfig.Ignore
 		var disabled []string
 		if cfg != nil {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
 // bomb is a "billion laughs" object: levels lists, each holding width
@@ -56,7 +58,7 @@ spec:
 // hundreds of gigabytes, or (the self-reference) overflows the stack and
 // kills the process.
 func TestAliasBombFailsItsOverlayAlone(t *testing.T) {
-	s := memFS(t, map[string]string{
+	s := testkit.Snapshot(t, "test", map[string]string{
 		"good/kustomization.yaml": "resources: [deploy.yaml]\n",
 		"good/deploy.yaml":        anchored,
 		// 10^9 scalars from a 600-byte file.
@@ -143,7 +145,7 @@ func TestAliasBudgetIsPerOverlay(t *testing.T) {
 		"three/b.yaml":             bomb("b", 4, 10),
 		"three/c.yaml":             bomb("c", 4, 10),
 	}
-	s := memFS(t, files)
+	s := testkit.Snapshot(t, "test", files)
 	tree, err := Discover(s.FS, Filter{})
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +248,7 @@ func (b *blockingFS) ReadFile(p string) ([]byte, error) {
 // A render past its time budget fails its overlay at once; the abandoned
 // build stops at its next file access, and releases the schema lock.
 func TestRenderPastItsBudgetIsAbandoned(t *testing.T) {
-	s := memFS(t, map[string]string{
+	s := testkit.Snapshot(t, "test", map[string]string{
 		"slow/kustomization.yaml": "resources: [a.yaml, b.yaml]\n",
 		"slow/a.yaml":             strings.ReplaceAll(cm, "%s", "a"),
 		"slow/b.yaml":             strings.ReplaceAll(cm, "%s", "b"),
@@ -302,7 +304,7 @@ func TestRenderPastItsBudgetIsAbandoned(t *testing.T) {
 func TestReadAndDepthBudgets(t *testing.T) {
 	deep := strings.TrimSuffix(strings.Repeat("d/", 40), "/")
 	big := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  v: " + strings.Repeat("x", 4000) + "\n"
-	s := memFS(t, map[string]string{
+	s := testkit.Snapshot(t, "test", map[string]string{
 		"good/kustomization.yaml":   "resources: [cm.yaml]\n",
 		"good/cm.yaml":              fmt.Sprintf(cm, "good"),
 		"big/kustomization.yaml":    "resources: [cm.yaml]\n",

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/snapshot"
+	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
 // TestDiscoverChangeEqualsDiscoverAll: head's discovery made from base's
@@ -52,7 +53,7 @@ func TestDiscoverChangeEqualsDiscoverAll(t *testing.T) {
 					head[p] = c
 				}
 			}
-			b, h := memFS(t, base), memFS(t, head)
+			b, h := testkit.Snapshot(t, "test", base), testkit.Snapshot(t, "test", head)
 			filters := [2]Filter{{}, {Exclude: []string{"overlays/prd"}}}
 			got, err := DiscoverChange(b.FS, h.FS, snapshot.Changed(b.Index, h.Index), filters, closure.NewMemo())
 			if err != nil {

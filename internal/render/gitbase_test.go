@@ -13,6 +13,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/gitbase"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/snapshot"
+	"github.com/kplan-dev/kplan/internal/testkit"
 	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/gittest"
 )
@@ -34,7 +35,7 @@ func TestGitBasesRender(t *testing.T) {
 	}, "v1")
 	srv := githttp.Serve(t, root, "")
 
-	s := memFS(t, map[string]string{
+	s := testkit.Snapshot(t, "test", map[string]string{
 		"overlay/kustomization.yaml": "namePrefix: prod-\nresources:\n- " + srv.URL + "/org/base.git//app?ref=v1\ncomponents:\n- " + srv.URL + "/org/base.git//label?ref=v1\n",
 		"other/kustomization.yaml":   "resources: [cm.yaml]\n",
 		"other/cm.yaml":              "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\n",

@@ -15,6 +15,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/gitbase"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/testhelm"
+	"github.com/kplan-dev/kplan/internal/testkit"
 	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/gittest"
 )
@@ -99,7 +100,7 @@ func TestHelmChartsRenderLikeKustomize(t *testing.T) {
 	}
 	files["generator/gen.yaml"] = "apiVersion: builtin\nkind: HelmChartInflationGenerator\nmetadata: {name: file}\nname: hello\nreleaseName: file\n"
 	files["generator/kustomization.yaml"] = "generators:\n- gen.yaml\n- |\n  apiVersion: builtin\n  kind: HelmChartInflationGenerator\n  metadata: {name: inline}\n  name: hello\n  releaseName: inline\n"
-	s := memFS(t, files)
+	s := testkit.Snapshot(t, "test", files)
 	tree, err := Discover(s.FS, Filter{})
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +180,7 @@ func TestHelmChartInAGitBase(t *testing.T) {
 	gittest.Git(t, work, "tag", "v1")
 	gittest.Git(t, work, "push", "-q", filepath.Join(root, "org/base.git"), "main", "v1")
 	srv := githttp.Serve(t, root, "")
-	s := memFS(t, map[string]string{
+	s := testkit.Snapshot(t, "test", map[string]string{
 		"overlay/kustomization.yaml": "namePrefix: prod-\nresources:\n- " + srv.URL + "/org/base.git//app?ref=v1\n",
 	})
 	p, err := netpolicy.New([]string{"127.0.0.1"}, "--remote-hosts %s")

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kplan-dev/kplan/internal/netpolicy"
+	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
 // Every way a kustomization names a URL is fetched through the render's
@@ -35,7 +36,7 @@ func TestRemoteResourcesGoThroughThePolicy(t *testing.T) {
 	}))
 	defer srv.Close()
 	u := srv.URL
-	s := memFS(t, map[string]string{
+	s := testkit.Snapshot(t, "test", map[string]string{
 		"fetch/kustomization.yaml": "resources:\n- local.yaml\n- " + u + "/cm.yaml\npatches:\n- path: " + u + "/patch.yaml\n" +
 			"configMapGenerator:\n- name: gen\n  files:\n  - " + u + "/app.properties\n  - renamed=" + u + "/app.properties\n",
 		"fetch/local.yaml":              "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: local\n",

@@ -8,27 +8,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"testing/fstest"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/kplan-dev/kplan/internal/demo"
 	"github.com/kplan-dev/kplan/internal/snapshot"
+	"github.com/kplan-dev/kplan/internal/testkit"
 	"github.com/kplan-dev/kplan/test/gittest"
 )
-
-func memFS(t *testing.T, files map[string]string) *snapshot.Snapshot {
-	t.Helper()
-	m := fstest.MapFS{}
-	for name, content := range files {
-		m[name] = &fstest.MapFile{Data: []byte(content)}
-	}
-	s, err := snapshot.FromFS(m, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 const cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n"
 
@@ -55,7 +42,7 @@ func TestDiscover(t *testing.T) {
 		{"include doublestar", Filter{Include: []string{"apps/**"}}, []string{"apps/web/envs/dev"}},
 		{"exclude", Filter{Exclude: []string{"broken", "overlays/legacy/"}}, []string{"apps/web/envs/dev", "overlays/prod"}},
 	}
-	s := memFS(t, tree)
+	s := testkit.Snapshot(t, "test", tree)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Discover(s.FS, tc.filter)
@@ -183,7 +170,7 @@ func keys(m map[string]Result) []string {
 }
 
 func TestBrokenOverlaysBesideGoodOnes(t *testing.T) {
-	s := memFS(t, map[string]string{
+	s := testkit.Snapshot(t, "test", map[string]string{
 		"good/kustomization.yaml":    "resources: [cm.yaml]\n",
 		"good/cm.yaml":               strings.ReplaceAll(cm, "%s", "good"),
 		"badyaml/kustomization.yaml": "resources: [cm.yaml\n",
@@ -211,7 +198,7 @@ func TestBrokenOverlaysBesideGoodOnes(t *testing.T) {
 }
 
 func TestInventoryDirectiveIsReadAndRemoved(t *testing.T) {
-	s := memFS(t, map[string]string{
+	s := testkit.Snapshot(t, "test", map[string]string{
 		"app/kustomization.yaml": "resources: [cm.yaml]\ninventory:\n  type: ConfigMap\n  configMap:\n    name: root-cm\n    namespace: default\n",
 		"app/cm.yaml":            strings.ReplaceAll(cm, "%s", "a"),
 	})
@@ -229,7 +216,7 @@ func TestInventoryDirectiveIsReadAndRemoved(t *testing.T) {
 
 // Generator inputs quoted by kustomize's errors never reach a report.
 func TestRenderErrorsHideGeneratorInput(t *testing.T) {
-	s := memFS(t, map[string]string{
+	s := testkit.Snapshot(t, "test", map[string]string{
 		"env/kustomization.yaml": "secretGenerator:\n- name: db\n  envs: [db.env]\n",
 		"env/db.env":             "PASSWORD=caf\xe9-s3cr3t\n",
 		"lit/kustomization.yaml": "secretGenerator:\n- name: db\n  literals: [hunter2-no-equals]\n",
@@ -263,7 +250,7 @@ func TestPatterns(t *testing.T) {
 }
 
 func TestDiscoverReportsCycles(t *testing.T) {
-	s := memFS(t, map[string]string{
+	s := testkit.Snapshot(t, "test", map[string]string{
 		"a/kustomization.yaml":   "resources: [../b]\n",
 		"b/kustomization.yaml":   "resources: [../c]\n",
 		"c/kustomization.yaml":   "resources: [../a]\n",
@@ -285,7 +272,7 @@ func TestDiscoverReportsCycles(t *testing.T) {
 }
 
 func TestDiscoverTargetErrors(t *testing.T) {
-	s := memFS(t, map[string]string{
+	s := testkit.Snapshot(t, "test", map[string]string{
 		"comp/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n",
 	})
 	tree, err := Discover(s.FS, Filter{Targets: []string{"comp", "gone"}})

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/kustomize/api/krusty"
+
+	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
 // leaks lists the forms in which an error could show secret.
@@ -102,7 +104,7 @@ func TestRenderErrorsLeakNoSecret(t *testing.T) {
 			for p, c := range tc.files {
 				files["app/"+p] = c
 			}
-			s := memFS(t, files)
+			s := testkit.Snapshot(t, "test", files)
 			// As krusty reports it, the error shows the secret in some form.
 			_, raw := renderOne(s.FS, "app", krusty.MakeDefaultOptions())
 			if raw == nil {

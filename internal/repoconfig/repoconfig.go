@@ -3,6 +3,8 @@
 // namespace its namespaced objects land in when they render without one.
 //
 //	# .kplan.yaml
+//	apiVersion: kplan.dev/v1alpha1   # the format's version; another is refused
+//	kind: Repository
 //	targets:
 //	  - name: prod-eu                # required, unique; commit status kplan/<name>
 //	    overlay: clusters/prod-eu    # required, a directory relative to the repository root
@@ -15,7 +17,9 @@
 //	  disable: [scale-to-zero]       # rule ids not reported; off only when base and head both say so
 //
 // A file may hold only ignore rules and danger settings: overlays are
-// then discovered.
+// then discovered. A file without apiVersion and kind (as every file was
+// before they existed) is read as v1alpha1, with a deprecation warning
+// in Config.Warnings for the caller to log.
 //
 // The Action plans exactly these overlays, grouped by target; the webhook
 // reads the file at the commit it deploys. Without the file, overlays are
@@ -27,7 +31,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path"
+	"slices"
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -39,13 +45,21 @@ import (
 // File is the repository-relative name of the file.
 const File = ".kplan.yaml"
 
+// The version of the file's format, and its kind.
+const (
+	APIVersion = "kplan.dev/v1alpha1"
+	Kind       = "Repository"
+)
+
 // DefaultNamespace is where namespaced objects rendered without a
 // namespace go, as kubectl and cli-utils send them.
 const DefaultNamespace = "default"
 
 // Config is a parsed .kplan.yaml.
 type Config struct {
-	Targets []Target `yaml:"targets"`
+	APIVersion string   `yaml:"apiVersion"`
+	Kind       string   `yaml:"kind"`
+	Targets    []Target `yaml:"targets"`
 	// Ignore are noise filters the plan applies (and reports).
 	Ignore Ignore `yaml:"ignore"`
 	// Dangerous configures the plan's danger rules.
@@ -54,6 +68,14 @@ type Config struct {
 	// are then the repository's Flux Kustomizations. Unset: on when the
 	// repository holds one whose source is the flux-system GitRepository.
 	Flux *bool `yaml:"flux"`
+	// FluxClusters names the clusters' entry points discovery cannot
+	// find (cluster name → the directory its flux-system Kustomization
+	// applies), as when Flux is installed by a tool that keeps nothing in
+	// the repository. Setting it turns Flux mode on.
+	FluxClusters map[string]string `yaml:"fluxClusters"`
+	// Warnings are what the file should change but still works with (no
+	// apiVersion and kind), for the caller to log.
+	Warnings []string `yaml:"-"`
 }
 
 // Dangerous configures the danger rules (internal/danger).
@@ -84,6 +106,10 @@ type Target struct {
 // Parse reads and validates the file's content. Every problem is reported
 // as ".kplan.yaml: targets[i].field: what is wrong"; defaults are filled in.
 func Parse(data []byte) (*Config, error) {
+	versioned, err := version(data)
+	if err != nil {
+		return nil, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true) // a misspelt field must not fall back to a default
 	var c Config
@@ -95,8 +121,14 @@ func Parse(data []byte) (*Config, error) {
 		errs = append(errs, fmt.Errorf("%s: targets[%d].%s: %s", File, i, field, fmt.Sprintf(format, args...)))
 	}
 	ignoring := len(c.Ignore.Fields)+len(c.Ignore.Kinds) > 0
-	if len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 && c.Flux == nil {
+	if len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 && c.Flux == nil && len(c.FluxClusters) == 0 {
 		errs = append(errs, fmt.Errorf("%s: targets: list at least one target (or delete the file to plan every overlay)", File))
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.FluxClusters)) {
+		dir := c.FluxClusters[name]
+		if name == "" || strings.ContainsAny(name, ": ") || dir == "" || path.IsAbs(dir) || slices.Contains(strings.Split(path.Clean(dir), "/"), "..") {
+			errs = append(errs, fmt.Errorf("%s: fluxClusters: %q: %q: name each cluster (no spaces or colons) and give the repository directory its flux-system Kustomization applies (e.g. production: clusters/production)", File, name, dir))
+		}
 	}
 	for i, f := range c.Ignore.Fields {
 		if strings.Trim(f, "*. ") == "" {
@@ -149,7 +181,41 @@ func Parse(data []byte) (*Config, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if !versioned {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("%s has no apiVersion and kind: reading it as %s %s; add \"apiVersion: %s\" and \"kind: %s\" at its top, as unversioned files will be refused in a later version", File, APIVersion, Kind, APIVersion, Kind))
+	}
 	return &c, nil
+}
+
+// version checks the file's apiVersion and kind before anything else, so
+// that a file of another version is refused whole, not as a list of
+// fields this version does not know. It says whether the file is
+// versioned; one with neither is read as the current version.
+func version(data []byte) (bool, error) {
+	var v struct {
+		APIVersion *string `yaml:"apiVersion"`
+		Kind       *string `yaml:"kind"`
+	}
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&v); err != nil {
+		return false, nil // the full decode reports it, or the file is empty
+	}
+	switch {
+	case v.APIVersion == nil && v.Kind == nil:
+		return false, nil
+	case v.APIVersion == nil:
+		return false, fmt.Errorf("%s: apiVersion: required with kind (apiVersion: %s)", File, APIVersion)
+	case v.Kind == nil:
+		return false, fmt.Errorf("%s: kind: required with apiVersion (kind: %s)", File, Kind)
+	case *v.APIVersion != APIVersion:
+		return false, fmt.Errorf("%s: apiVersion: %q is not a version this kplan reads (%s)", File, *v.APIVersion, APIVersion)
+	case *v.Kind != Kind:
+		hint := ""
+		if *v.Kind == "WebhookConfig" {
+			hint = "; kind WebhookConfig is the webhook's configuration, not a repository's"
+		}
+		return false, fmt.Errorf("%s: kind: %q is not %s%s", File, *v.Kind, Kind, hint)
+	}
+	return true, nil
 }
 
 // Overlays are the targets' overlay directories, each once, in file order.

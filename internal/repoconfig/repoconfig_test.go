@@ -114,3 +114,42 @@ func TestParseFlux(t *testing.T) {
 		}
 	}
 }
+
+// .kplan.yaml names its format: apiVersion kplan.dev/v1alpha1, kind
+// Repository. Today's unversioned files still parse, with a warning
+// naming the file; another version or kind is refused whole, naming the
+// file, before any field of it is judged.
+func TestParseVersion(t *testing.T) {
+	const body = "targets:\n  - name: a\n    overlay: a\n"
+	for _, tc := range []struct{ name, head, warn, err string }{
+		{name: "versioned", head: "apiVersion: kplan.dev/v1alpha1\nkind: Repository\n"},
+		{name: "unversioned", warn: `.kplan.yaml has no apiVersion and kind: reading it as kplan.dev/v1alpha1 Repository`},
+		{name: "other version", head: "apiVersion: kplan.dev/v1\nkind: Repository\nnewField: 1\n", err: `.kplan.yaml: apiVersion: "kplan.dev/v1" is not a version this kplan reads (kplan.dev/v1alpha1)`},
+		{name: "other kind", head: "apiVersion: kplan.dev/v1alpha1\nkind: Repo\n", err: `.kplan.yaml: kind: "Repo" is not Repository`},
+		{name: "the webhook's kind", head: "apiVersion: kplan.dev/v1alpha1\nkind: WebhookConfig\n", err: "kind WebhookConfig is the webhook's configuration"},
+		{name: "kind alone", head: "kind: Repository\n", err: ".kplan.yaml: apiVersion: required with kind"},
+		{name: "apiVersion alone", head: "apiVersion: kplan.dev/v1alpha1\n", err: ".kplan.yaml: kind: required with apiVersion"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.head + body))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || strings.Contains(err.Error(), "newField") {
+					t.Fatalf("err = %v, want only %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(c.Targets) != 1 || c.Targets[0].Name != "a" {
+				t.Errorf("targets = %+v", c.Targets)
+			}
+			switch {
+			case tc.warn == "" && len(c.Warnings) > 0:
+				t.Errorf("warnings = %q, want none", c.Warnings)
+			case tc.warn != "" && (len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], tc.warn)):
+				t.Errorf("warnings = %q, want one containing %q", c.Warnings, tc.warn)
+			}
+		})
+	}
+}

@@ -6,7 +6,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -140,51 +142,58 @@ func (b *Blobs) get(ctx context.Context, ids []string) (map[string][]byte, error
 	return out, nil
 }
 
-// contain says which of ids hold needle. Contents not in memory are
-// read from git and dropped at once: scanning a whole tree costs a pass
-// over its contents, not their memory. Blobs over MaxFileSize hold
-// nothing (no render reads them).
-func (b *Blobs) contain(ctx context.Context, ids []string, needle string) (map[string]bool, error) {
+// contain says, for each needle, which of ids hold it. Contents not in
+// memory are read from git once for all needles and dropped at once:
+// scanning a whole tree costs a pass over its contents, not their
+// memory. Blobs over MaxFileSize hold nothing (no render reads them).
+func (b *Blobs) contain(ctx context.Context, ids []string, needles ...string) ([]map[string]bool, error) {
 	b.mu.Lock()
-	known := b.holds[needle]
-	if known == nil {
-		known = map[string]bool{}
-		b.holds[needle] = known
-	}
-	out := make(map[string]bool, len(ids))
-	var missing []string
-	for _, id := range ids {
-		if _, done := out[id]; done {
-			continue
+	out := make([]map[string]bool, len(needles))
+	missing := map[string]bool{}
+	for i, needle := range needles {
+		known := b.holds[needle]
+		if known == nil {
+			known = map[string]bool{}
+			b.holds[needle] = known
 		}
-		if has, ok := known[id]; ok {
-			out[id] = has
-		} else if data, ok := b.pinned[id]; ok {
-			out[id] = bytes.Contains(data, []byte(needle))
-		} else if data, ok := b.data[id]; ok {
-			out[id] = bytes.Contains(data, []byte(needle))
-		} else if _, ok := b.large[id]; ok {
-			out[id] = false
-		} else {
-			out[id] = false
-			missing = append(missing, id)
+		out[i] = make(map[string]bool, len(ids))
+		for _, id := range ids {
+			if has, ok := known[id]; ok {
+				out[i][id] = has
+			} else if data, ok := b.pinned[id]; ok {
+				out[i][id] = bytes.Contains(data, []byte(needle))
+			} else if data, ok := b.data[id]; ok {
+				out[i][id] = bytes.Contains(data, []byte(needle))
+			} else {
+				out[i][id] = false
+				if _, large := b.large[id]; !large {
+					missing[id] = true
+				}
+			}
 		}
 	}
 	b.mu.Unlock()
 	if len(missing) > 0 {
 		if b.repoDir == "" {
-			return nil, fmt.Errorf("blob %s is not loaded", missing[0])
+			for id := range missing {
+				return nil, fmt.Errorf("blob %s is not loaded", id)
+			}
 		}
-		err := catFile(ctx, b.repoDir, missing, false, func(id string, data []byte, size int64) {
-			out[id] = data != nil && bytes.Contains(data, []byte(needle))
+		err := catFile(ctx, b.repoDir, slices.Sorted(maps.Keys(missing)), false, func(id string, data []byte, size int64) {
+			for i, needle := range needles {
+				out[i][id] = data != nil && bytes.Contains(data, []byte(needle))
+			}
 		})
 		if err != nil {
 			return nil, err
 		}
 	}
 	b.mu.Lock()
-	for id, has := range out {
-		known[id] = has
+	for i, needle := range needles {
+		known := b.holds[needle]
+		for id, has := range out[i] {
+			known[id] = has
+		}
 	}
 	b.mu.Unlock()
 	return out, nil

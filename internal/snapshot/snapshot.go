@@ -609,20 +609,32 @@ func (s *Snapshot) ReadFiles(ctx context.Context, paths []string) (map[string][]
 // costs one pass over it. Both sides of a plan share the answers of the
 // contents they share.
 func (s *Snapshot) Containing(ctx context.Context, paths []string, needle string) ([]string, error) {
+	out, err := s.ContainingEach(ctx, paths, needle)
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// ContainingEach is Containing for several needles in one pass: the
+// paths holding each needle, in the order of needles.
+func (s *Snapshot) ContainingEach(ctx context.Context, paths []string, needles ...string) ([][]string, error) {
 	ids := make([]string, 0, len(paths))
 	for _, p := range paths {
 		if id, ok := s.Index.ID(p); ok {
 			ids = append(ids, id)
 		}
 	}
-	has, err := s.blobs.contain(ctx, ids, needle)
+	has, err := s.blobs.contain(ctx, ids, needles...)
 	if err != nil {
 		return nil, fmt.Errorf("search the files of %s: %w", s.Rev, err)
 	}
-	var out []string
-	for _, p := range paths {
-		if id, ok := s.Index.ID(p); ok && has[id] {
-			out = append(out, p)
+	out := make([][]string, len(needles))
+	for i := range needles {
+		for _, p := range paths {
+			if id, ok := s.Index.ID(p); ok && has[i][id] {
+				out[i] = append(out[i], p)
+			}
 		}
 	}
 	return out, nil

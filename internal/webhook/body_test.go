@@ -17,6 +17,8 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
 // free reports how many bytes of s can be taken now (to a chunk), leaving
@@ -142,15 +144,6 @@ func (p *probe) Read(b []byte) (int, error) {
 	return p.r.Read(b)
 }
 
-func waitUntil(t *testing.T, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-	}
-}
-
 // A body is charged for the bytes that arrived, not for what it declares:
 // a client that sent one byte of a 25 MB body holds one chunk. Tails
 // yield to bodies waiting for their first bytes.
@@ -169,9 +162,9 @@ func TestBodyChargedAsItArrives(t *testing.T) {
 		done <- err
 	}()
 	pw.Write([]byte{'x'})
-	waitUntil(t, func() bool { return free(b.total, total) == total-chunkSize }) // one chunk for 1 byte
-	pw.Write(make([]byte, headBytes+chunkSize))                                  // into the tails
-	waitUntil(t, func() bool { return free(b.tails, tails) == tails-2*chunkSize })
+	testkit.Eventually(t, "one chunk charged for the byte", 5*time.Second, func() bool { return free(b.total, total) == total-chunkSize })
+	pw.Write(make([]byte, headBytes+chunkSize)) // into the tails
+	testkit.Eventually(t, "two tail chunks charged", 5*time.Second, func() bool { return free(b.tails, tails) == tails-2*chunkSize })
 	if got := free(b.total, total); got != total-18*chunkSize {
 		t.Errorf("after headBytes+chunkSize+1 bytes, %d chunks used, want 18", (total-got)/chunkSize)
 	}
@@ -185,8 +178,8 @@ func TestBodyChargedAsItArrives(t *testing.T) {
 		bd.release()
 		small <- err
 	}()
-	waitUntil(t, func() bool { return !b.total.TryAcquire(0) }) // a waiter is queued
-	pw.Write(make([]byte, chunkSize))                           // fills the current chunk and asks for the next
+	testkit.Eventually(t, "a waiter queued", 5*time.Second, func() bool { return !b.total.TryAcquire(0) })
+	pw.Write(make([]byte, chunkSize)) // fills the current chunk and asks for the next
 	if err := <-done; !errors.Is(err, errBusy) {
 		t.Errorf("the large body, with a small one waiting: %v, want busy", err)
 	}
@@ -352,7 +345,7 @@ func TestBusy(t *testing.T) {
 	aSize := headBytes + 32*chunkSize
 	fmt.Fprintf(a, "POST /webhook HTTP/1.1\r\nHost: w\r\nX-GitHub-Event: push\r\nX-Hub-Signature-256: sha256=00\r\nContent-Length: %d\r\n\r\n", aSize)
 	a.Write(make([]byte, aSize-1))
-	waitUntil(t, func() bool { return free(h.bodies.tails, 32*chunkSize) == 0 })
+	testkit.Eventually(t, "every tail chunk taken", 5*time.Second, func() bool { return free(h.bodies.tails, 32*chunkSize) == 0 })
 
 	large := func(chunked bool) *http.Response {
 		t.Helper()
@@ -397,7 +390,7 @@ func TestBusy(t *testing.T) {
 	if err != nil || aResp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("A: %v %v, want 401", aResp, err)
 	}
-	waitUntil(t, func() bool { return free(h.bodies.total, 64*chunkSize) == 64*chunkSize })
+	testkit.Eventually(t, "the whole budget free again", 5*time.Second, func() bool { return free(h.bodies.total, 64*chunkSize) == 64*chunkSize })
 	if resp := large(false); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("large body with room: %s, want 401", resp.Status)
 	}

@@ -94,7 +94,9 @@ func run() error {
 	gh.AddToken(token, githubapi.Identity{Login: "kplan[bot]"})
 
 	cfg := filepath.Join(tmp, "webhook.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`repositories:
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`apiVersion: kplan.dev/v1alpha1
+kind: WebhookConfig
+repositories:
   - name: octo/config
     cloneURL: %s/octo/config.git
     branches:

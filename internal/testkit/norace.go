@@ -1,5 +1,5 @@
 //go:build !race
 
-package closure_test
+package testkit
 
 const raceEnabled = false

@@ -1,0 +1,277 @@
+package flux
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/kyaml/kio"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/kplan-dev/kplan/internal/snapshot"
+)
+
+// OperatorGroup is the API group of flux-operator's FluxInstance and
+// ResourceSet.
+const OperatorGroup = "fluxcd.controlplane.io"
+
+// Instance is a flux-operator FluxInstance syncing a path of the
+// repository: the flux-system Kustomization it makes is no object in
+// git, so the path is built as that Kustomization would be. It is found
+// as a FluxInstance object, or as the values of a HelmRelease of the
+// flux-instance chart (how home-ops repositories install it).
+type Instance struct {
+	File string
+	// Namespace and Name of the sync objects the operator makes: the
+	// FluxInstance's namespace, as `flux bootstrap` names them.
+	Namespace, Name string
+	Kind            string // spec.sync.kind: GitRepository, OCIRepository, Bucket
+	Path            string // spec.sync.path, repository-relative
+}
+
+// instancesIn are the FluxInstances a YAML file declares, in the order
+// written; none when it does not parse.
+func instancesIn(data []byte, file string) []Instance {
+	if !bytes.Contains(data, []byte(OperatorGroup)) && !bytes.Contains(data, []byte("flux-instance")) {
+		return nil
+	}
+	nodes, err := (&kio.ByteReader{Reader: bytes.NewReader(data), OmitReaderAnnotations: true}).Read()
+	if err != nil {
+		return nil
+	}
+	var out []Instance
+	for _, n := range nodes {
+		if n.YNode().Kind != yaml.MappingNode {
+			continue
+		}
+		m, err := asMap(n)
+		if err != nil {
+			continue
+		}
+		apiVersion, _, _ := unstructured.NestedString(m, "apiVersion")
+		kind, _, _ := unstructured.NestedString(m, "kind")
+		ns, _, _ := unstructured.NestedString(m, "metadata", "namespace")
+		g, _, _ := strings.Cut(apiVersion, "/")
+		var sync map[string]any
+		switch {
+		case g == OperatorGroup && kind == "FluxInstance":
+			sync, _, _ = unstructured.NestedMap(m, "spec", "sync")
+		case g == "helm.toolkit.fluxcd.io" && kind == "HelmRelease" && chartName(m) == "flux-instance":
+			sync, _, _ = unstructured.NestedMap(m, "spec", "values", "instance", "sync")
+		}
+		p, _ := sync["path"].(string)
+		if p == "" {
+			continue
+		}
+		ns = cmp.Or(ns, "flux-system")
+		name, _ := sync["name"].(string)
+		k, _ := sync["kind"].(string)
+		out = append(out, Instance{File: file, Namespace: ns, Name: cmp.Or(name, ns), Kind: cmp.Or(k, "GitRepository"), Path: cleanPath(p)})
+	}
+	return out
+}
+
+// chartName is the chart a HelmRelease installs: spec.chart.spec.chart,
+// or the name of its chartRef.
+func chartName(m map[string]any) string {
+	if c, _, _ := unstructured.NestedString(m, "spec", "chart", "spec", "chart"); c != "" {
+		return path.Base(c)
+	}
+	c, _, _ := unstructured.NestedString(m, "spec", "chartRef", "name")
+	return c
+}
+
+// cleanPath is a spec path as a repository-relative directory ("." for
+// the top). Flux joins it to the source's root securely, so a path
+// climbing above the root stops there, as it does here.
+func cleanPath(p string) string {
+	p = path.Clean("/" + p)
+	if p == "/" {
+		return "."
+	}
+	return strings.TrimPrefix(p, "/")
+}
+
+// syncKustomization is the flux-system Kustomization `flux bootstrap` or
+// flux-operator makes for a cluster whose sync objects are no object in
+// git: applying dir from the repository itself.
+func syncKustomization(ns, name, dir, file string) *Kustomization {
+	return &Kustomization{Namespace: ns, Name: name, File: file, Object: map[string]any{
+		"apiVersion": Group + "/v1",
+		"kind":       "Kustomization",
+		"metadata":   map[string]any{"name": name, "namespace": ns},
+		"spec": map[string]any{
+			"path":      "./" + dir,
+			"prune":     true,
+			"sourceRef": map[string]any{"kind": "GitRepository", "name": name},
+		},
+	}}
+}
+
+// A cluster is what one Flux installation applies from the repository:
+// its entry point (the flux-system Kustomization) and every declared
+// Kustomization its builds can reach. The repository's Kustomizations no
+// entry point reaches form the unnamed cluster "", as one installation
+// not in git would apply them.
+type cluster struct {
+	name    string
+	entry   int   // index in declared of its entry point, -1 for ""
+	members []int // indices in declared, sorted
+}
+
+// entries finds the clusters' entry points among declared (appending the
+// implicit ones: FluxInstances' sync paths, .kplan.yaml's clusters,
+// bootstrap directories whose sync file is a placeholder), and says why
+// any instance is not one.
+func (e *Engine) entries(ctx context.Context, s *snapshot.Snapshot, declared []Declared, instances []Instance, self func(i int) bool) ([]Declared, map[int]string, []Skipped) {
+	named := map[int]string{} // entry index → configured name
+	byPath := map[string]int{}
+	for i, d := range declared {
+		if e.skip(d.Kustomization) == "" && self(i) {
+			if _, dup := byPath[d.Path()]; !dup {
+				byPath[d.Path()] = i
+			}
+		}
+	}
+	var skipped []Skipped
+	add := func(k *Kustomization, name string) {
+		if i, ok := byPath[k.Path()]; ok {
+			if name != "" {
+				named[i] = name
+			}
+			return
+		}
+		if !s.Index.IsDir(k.Path()) && k.Path() != "." {
+			skipped = append(skipped, Skipped{ID: k.ID(), File: k.File, Reason: fmt.Sprintf("its path %s is not a directory of the repository", k.Path())})
+			return
+		}
+		declared = append(declared, Declared{Kustomization: k, NamespaceSet: true, entry: true})
+		byPath[k.Path()] = len(declared) - 1
+		if name != "" {
+			named[len(declared)-1] = name
+		}
+	}
+	for _, name := range sortedKeys(e.opts.Clusters) {
+		add(syncKustomization("flux-system", "flux-system", cleanPath(e.opts.Clusters[name]), ""), name)
+	}
+	for _, in := range instances {
+		if in.Kind != "GitRepository" {
+			skipped = append(skipped, Skipped{ID: in.Namespace + "/" + in.Name, File: in.File, Reason: fmt.Sprintf("its FluxInstance syncs from a %s, not this repository", in.Kind)})
+			continue
+		}
+		add(syncKustomization(in.Namespace, in.Name, in.Path, in.File), "")
+	}
+	// `flux bootstrap` writes <dir>/flux-system/gotk-sync.yaml; flux
+	// operator leaves it a placeholder declaring nothing (as
+	// fluxcd/flux2-kustomize-helm-example does).
+	declares := map[string]bool{}
+	for _, d := range declared {
+		declares[d.File] = true
+	}
+	for _, p := range s.Index.Paths() {
+		if path.Base(p) != "gotk-sync.yaml" || path.Base(path.Dir(p)) != "flux-system" || declares[p] {
+			continue
+		}
+		add(syncKustomization("flux-system", "flux-system", path.Dir(path.Dir(p)), ""), "")
+	}
+	// Kustomizations of the same name declared in different directories
+	// no entry point applies: each directory is a cluster's, synced by a
+	// flux-system Kustomization that is not in git (Flux's two-cluster
+	// example before it committed its bootstrap files).
+	dirs := map[string][]string{} // ID → directories declaring it
+	for _, d := range declared {
+		if d.entry || d.File == "" || e.skip(d.Kustomization) != "" {
+			continue
+		}
+		if dir := path.Dir(d.File); !slices.Contains(dirs[d.ID()], dir) {
+			dirs[d.ID()] = append(dirs[d.ID()], dir)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(dirs)) {
+		if len(dirs[id]) < 2 {
+			continue
+		}
+	dir:
+		for _, dir := range dirs[id] {
+			for p := range byPath {
+				if p == "." || dir == p || strings.HasPrefix(dir, p+"/") {
+					continue dir // an entry point's build may read it
+				}
+			}
+			add(syncKustomization("flux-system", "flux-system", dir, ""), "")
+		}
+	}
+	return declared, named, skipped
+}
+
+// clusters groups declared into clusters: each entry point with what it
+// reaches through reads (reads[i]: the declared files i's build reads),
+// then the unnamed cluster of the rest.
+func clusters(declared []Declared, entries []int, named map[int]string, reads [][]int) []cluster {
+	isEntry := map[int]bool{}
+	for _, i := range entries {
+		isEntry[i] = true
+	}
+	in := make([]bool, len(declared))
+	var out []cluster
+	for _, ei := range entries {
+		c := cluster{entry: ei}
+		seen := map[int]bool{ei: true}
+		for queue := []int{ei}; len(queue) > 0; queue = queue[1:] {
+			i := queue[0]
+			c.members = append(c.members, i)
+			in[i] = true
+			for _, j := range reads[i] {
+				if !seen[j] && !isEntry[j] {
+					seen[j] = true
+					queue = append(queue, j)
+				}
+			}
+		}
+		slices.Sort(c.members)
+		out = append(out, c)
+	}
+	// Names: what .kplan.yaml says, else the entry directory's base name,
+	// else (two alike) its path.
+	base := map[string]int{}
+	for _, c := range out {
+		base[path.Base(declared[c.entry].Path())]++
+	}
+	for i := range out {
+		p := declared[out[i].entry].Path()
+		switch {
+		case named[out[i].entry] != "":
+			out[i].name = named[out[i].entry]
+		case base[path.Base(p)] == 1 && p != ".":
+			out[i].name = path.Base(p)
+		default:
+			out[i].name = p
+		}
+	}
+	rest := cluster{entry: -1}
+	for i := range declared {
+		if !in[i] {
+			rest.members = append(rest.members, i)
+		}
+	}
+	if len(rest.members) > 0 || len(out) == 0 {
+		out = append(out, rest)
+	}
+	slices.SortFunc(out, func(a, b cluster) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

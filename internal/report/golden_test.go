@@ -1,0 +1,72 @@
+package report
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/testkit"
+)
+
+// richPlan has an overlay of every kind the reports tell apart: changed
+// (an image bump, a Secret, a scale), unchanged, new, removed, failing on
+// base and head alike, and broken by the change.
+func richPlan(t *testing.T) *inventorydiff.Plan {
+	dep := func(image, replicas string) string {
+		return "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: a}\nspec:\n  replicas: " + replicas +
+			"\n  template: {spec: {containers: [{name: web, image: '" + image + "'}]}}"
+	}
+	missing := errors.New("accumulating resources: missing.yaml: no such file or directory")
+	base := map[string]inventorydiff.Side{
+		"apps/a": side(t,
+			"apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: a}\ndata: {password: c2VjcmV0}",
+			"apiVersion: v1\nkind: Namespace\nmetadata: {name: a}",
+			dep("registry.example/web:1.0", "1")),
+		"apps/b":      side(t, "apiVersion: v1\nkind: Service\nmetadata: {name: s, namespace: b}"),
+		"apps/gone":   side(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: old, namespace: gone}\ndata: {k: v}"),
+		"apps/breaks": side(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: y, namespace: breaks}"),
+		"broken/old":  {Err: missing},
+	}
+	head := map[string]inventorydiff.Side{
+		"apps/a": side(t,
+			"apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: a}\ndata: {password: "+secretB64+"}",
+			dep("registry.example/web:1.1", "0"),
+			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: a}\ndata: {mode: \"line one\\nline two\\n\"}"),
+		"apps/b":      side(t, "apiVersion: v1\nkind: Service\nmetadata: {name: s, namespace: b}"),
+		"apps/new":    side(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fresh, namespace: new}\ndata: {k: v}"),
+		"apps/breaks": {Err: errors.New("accumulating resources: patch.yaml: no such file or directory")},
+		"broken/old":  {Err: missing},
+	}
+	return inventorydiff.Compare(strings.Repeat("a", 40), strings.Repeat("b", 40), base, head)
+}
+
+// TestGoldenReports pins whole reports, as a reader sees them, in every
+// format and diff style: testdata/<plan>.<style>.<md|txt|json>.golden.
+// After a deliberate change, go test ./internal/report -update rewrites
+// them; review the diff as the change's user-visible part.
+func TestGoldenReports(t *testing.T) {
+	for name, plan := range map[string]func(*testing.T) *inventorydiff.Plan{"sample": samplePlan, "rich": richPlan} {
+		for _, style := range []string{DiffFields, DiffUnified} {
+			opts := Options{DiffStyle: style}
+			p := plan(t)
+			var text bytes.Buffer
+			if err := TextWith(&text, p, opts); err != nil {
+				t.Fatal(err)
+			}
+			js, err := JSONWith(p, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for ext, got := range map[string]string{
+				"md":   MarkdownWith(p, "<!-- kplan:plan -->\n", MaxCommentSize, opts),
+				"txt":  text.String(),
+				"json": string(js),
+			} {
+				testkit.Golden(t, filepath.Join("testdata", name+"."+style+"."+ext+".golden"), got)
+			}
+		}
+	}
+}

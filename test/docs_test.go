@@ -1,0 +1,195 @@
+package test
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/kplan-dev/kplan/internal/testkit"
+)
+
+// The pages a reader walks: the README and every page under docs/.
+func docPages(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{"../README.md"}, pages...)
+}
+
+var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// TestDocsLinksResolve: every relative link of the README and docs/ names
+// a file of the repository, and a #fragment into a Markdown page names
+// one of its headings (GitHub's anchors), so moving a section cannot
+// leave a dead link behind.
+func TestDocsLinksResolve(t *testing.T) {
+	for _, page := range docPages(t) {
+		data, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fenced := false
+		for i, line := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(line, "```") {
+				fenced = !fenced
+			}
+			if fenced {
+				continue
+			}
+			for _, m := range mdLink.FindAllStringSubmatch(line, -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				file, frag, _ := strings.Cut(target, "#")
+				path := page
+				if file != "" {
+					path = filepath.Join(filepath.Dir(page), file)
+					if _, err := os.Stat(path); err != nil {
+						t.Errorf("%s:%d: link %s: %v", page, i+1, target, err)
+						continue
+					}
+				}
+				if frag != "" && strings.HasSuffix(path, ".md") && !slices.Contains(anchors(t, path), frag) {
+					t.Errorf("%s:%d: link %s: %s has no heading with anchor #%s", page, i+1, target, path, frag)
+				}
+			}
+		}
+	}
+}
+
+// anchors are the fragment ids GitHub gives a page's headings: lower
+// case, spaces to '-', punctuation but '-' and '_' dropped, repeats
+// numbered.
+func anchors(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	seen := map[string]int{}
+	fenced := false
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+		}
+		if fenced || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		h := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(h) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127:
+				b.WriteRune(r)
+			}
+		}
+		a := b.String()
+		if n := seen[a]; n > 0 {
+			out = append(out, a+"-"+strconv.Itoa(n))
+		} else {
+			out = append(out, a)
+		}
+		seen[a]++
+	}
+	return out
+}
+
+// TestREADMEIsShort: the README says what kplan is and how to start; the
+// rest lives in docs/.
+func TestREADMEIsShort(t *testing.T) {
+	data, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "\n"); n > 250 {
+		t.Errorf("README.md has %d lines; keep it under 250 and move the rest into docs/", n)
+	}
+	// The two commands it starts with are the Makefile's.
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"demo", "test"} {
+		if !strings.Contains(string(data), "make "+target+" ") || !regexp.MustCompile(`(?m)^`+target+`:`).Match(mk) {
+			t.Errorf("README.md starts with make %s; the Makefile must have that target", target)
+		}
+	}
+}
+
+// TestActionInputsDocumented: every input and output of action.yml has
+// its row or mention in docs/action.md, and the page names no input
+// action.yml does not have.
+func TestActionInputsDocumented(t *testing.T) {
+	data, err := os.ReadFile("../action.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var action struct {
+		Inputs  map[string]yaml.Node `yaml:"inputs"`
+		Outputs map[string]yaml.Node `yaml:"outputs"`
+	}
+	if err := yaml.Unmarshal(data, &action); err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile("../docs/action.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(page)
+	for name := range action.Inputs {
+		if !strings.Contains(doc, "| `"+name+"` |") {
+			t.Errorf("docs/action.md: input %s of action.yml has no row in the inputs table", name)
+		}
+	}
+	for name := range action.Outputs {
+		if !strings.Contains(doc, "`"+name+"`") {
+			t.Errorf("docs/action.md: output %s of action.yml is not described", name)
+		}
+	}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\|").FindAllStringSubmatch(doc, -1) {
+		if _, ok := action.Inputs[m[1]]; !ok {
+			t.Errorf("docs/action.md documents input %s, which action.yml does not have", m[1])
+		}
+	}
+}
+
+// TestPackageTable: docs/development.md lists every package of the module
+// with the first sentence of its doc comment, as `go list ./...` says
+// them; -update writes the table.
+func TestPackageTable(t *testing.T) {
+	cmd := exec.CommandContext(t.Context(), "go", "list", "-f", "{{.ImportPath}}\t{{.Doc}}", "./...")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var b strings.Builder
+	b.WriteString("| package | job |\n|---|---|\n")
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		path, doc, _ := strings.Cut(sc.Text(), "\t")
+		path = strings.TrimPrefix(strings.TrimPrefix(path, "github.com/kplan-dev/kplan"), "/")
+		if path == "" {
+			path = "."
+		}
+		if doc == "" {
+			t.Errorf("package %s has no doc comment saying its job", path)
+		}
+		b.WriteString("| `" + path + "` | " + strings.ReplaceAll(doc, "|", `\|`) + " |\n")
+	}
+	testkit.Generated(t, "../docs/development.md", "go list ./...", b.String())
+}
