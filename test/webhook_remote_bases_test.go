@@ -141,7 +141,7 @@ func TestWebhookGitRemoteBaseDriftAndLivePlan(t *testing.T) {
 		t.Fatalf("push: HTTP %d", code)
 	}
 	e.waitDeployed(sha1)
-	waitFor(t, "a drift check of the deployed commit", func() bool { return e.metric(`kplan_drift_objects{target="prod"}`) == 0 })
+	testkit.Eventually(t, "a drift check of the deployed commit", time.Minute, func() bool { return e.metric(`kplan_drift_objects{target="prod"}`) == 0 })
 
 	shared, err := e.dyn.Resource(cmGVR).Namespace(hookNS).Get(ctx, "shared", metav1.GetOptions{})
 	if err != nil {
@@ -151,7 +151,7 @@ func TestWebhookGitRemoteBaseDriftAndLivePlan(t *testing.T) {
 	if _, err := e.dyn.Resource(cmGVR).Namespace(hookNS).Update(ctx, shared, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the drift check to count the hand edit of the base's object", func() bool { return e.metric(`kplan_drift_objects{target="prod"}`) == 1 })
+	testkit.Eventually(t, "the drift check to count the hand edit of the base's object", time.Minute, func() bool { return e.metric(`kplan_drift_objects{target="prod"}`) == 1 })
 
 	head := e.pushPull(9, sha1, "vendor the base", map[string]string{
 		"app/kustomization.yaml": "namespace: hook\nresources:\n- ns.yaml\n- rg.yaml\n- a.yaml\n- shared.yaml\n",
