@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kplan-dev/kplan/internal/ghreport"
+	"github.com/kplan-dev/kplan/internal/forge/github/deploys"
 	"github.com/kplan-dev/kplan/internal/testkit"
 	"github.com/kplan-dev/kplan/test/githubapi"
 )
@@ -163,7 +163,7 @@ func TestWebhookKilledMidDeployFinishesItsReports(t *testing.T) {
 	if len(deps) != 2 {
 		t.Fatalf("%d deployments of %s, want the interrupted one and the new one", len(deps), sha2[:7])
 	}
-	if st := e.lastState(deps[0].ID); st.State != "error" || st.Description != ghreport.Interrupted {
+	if st := e.lastState(deps[0].ID); st.State != "error" || st.Description != deploys.Interrupted {
 		t.Errorf("the interrupted deployment ends %+v", st)
 	}
 	if st := e.lastState(deps[1].ID); st.State != "failure" {
@@ -181,7 +181,7 @@ func TestWebhookKilledMidDeployFinishesItsReports(t *testing.T) {
 	e.waitDeployed(sha4)
 	e.status(sha4, "kplan/prod", "success")
 	st := e.status(sha3, "kplan/prod", "error")
-	if st.Description != ghreport.Interrupted {
+	if st.Description != deploys.Interrupted {
 		t.Errorf("status of the interrupted commit: %+v", st)
 	}
 	testkit.Eventually(t, "no Deployment left open", time.Minute, func() bool { return len(e.openDeployments()) == 0 })

@@ -191,7 +191,7 @@ type renderFlags struct {
 }
 
 func (r *renderFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&r.loadRestrictor, "load-restrictor", "LoadRestrictionsRootOnly", "LoadRestrictionsRootOnly or LoadRestrictionsNone, as kustomize's flag")
+	fs.StringVar(&r.loadRestrictor, "load-restrictor", render.LoadRestrictionsRootOnly, render.LoadRestrictionsRootOnly+" or "+render.LoadRestrictionsNone+", as kustomize's flag")
 	fs.BoolVar(&r.enableHelm, "enable-helm", false, "inflate helmCharts with the helm command")
 	fs.StringVar(&r.helmCommand, "helm-command", "helm", "helm binary for --enable-helm")
 	fs.StringSliceVar(&r.remoteHosts, "remote-hosts", nil, "hosts renders may fetch http(s) resources from (comma-separated or repeated): HOST, *.DOMAIN or *; "+
@@ -208,6 +208,10 @@ const gitCacheMaxAge = 30 * 24 * time.Hour
 
 func (r *renderFlags) options() (render.Options, func(), error) {
 	o := render.Options{EnableHelm: r.enableHelm, HelmCommand: r.helmCommand, MaxReadBytes: r.maxReadBytes, MaxPathDepth: r.maxPathDepth}
+	var err error
+	if o.LoadRestrictorNone, err = render.ParseLoadRestrictor(r.loadRestrictor); err != nil {
+		return o, nil, fmt.Errorf("--load-restrictor %w", err)
+	}
 	if r.maxReadBytes == 0 || r.maxPathDepth == 0 {
 		return o, nil, fmt.Errorf("--max-render-bytes and --max-path-depth: want a limit, or -1 for none")
 	}
@@ -233,14 +237,6 @@ func (r *renderFlags) options() (render.Options, func(), error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_, _ = gitbase.New(dir, nil).Prune(ctx, gitCacheMaxAge)
-	}
-	switch r.loadRestrictor {
-	case "LoadRestrictionsRootOnly", "rootOnly", "":
-	case "LoadRestrictionsNone", "none":
-		o.LoadRestrictorNone = true
-	default:
-		done()
-		return o, nil, fmt.Errorf("--load-restrictor %q: want LoadRestrictionsRootOnly or LoadRestrictionsNone", r.loadRestrictor)
 	}
 	return o, done, nil
 }
@@ -270,7 +266,7 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 	f.StringVarP(&dir, "dir", "C", ".", "the repository's directory")
 	f.StringVar(&base, "base", "", "base revision (branch, tag or commit), required")
 	f.StringVar(&head, "head", "", "head revision; empty compares the working tree as it is on disk")
-	format := outputFlag(cmd, "text", "text, markdown or json")
+	format := outputFlag(cmd, report.Formats[0].Name, report.FormatNames())
 	f.StringVar(&overlays, "overlays", "", "comma-separated globs of overlay directories to plan (default all); a kustomization they match is planned even if another lists it")
 	f.StringVar(&exclude, "exclude", "", "comma-separated globs of overlay directories to skip")
 	f.BoolVar(&failOnError, "fail-on-error", true, "exit 1 when the change breaks an overlay (fails on head, not on base, or now shares an inventory)")
@@ -299,17 +295,12 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 			return err
 		}
 		defer closeGit()
-		if err := checkFormat(*format, "text", "markdown", "md", "json"); err != nil {
-			return err
+		if _, err := report.LookupFormat(*format); err != nil {
+			return fmt.Errorf("--output: %w", err)
 		}
 		if err := report.CheckDiffStyle(diffStyle); err != nil {
 			return fmt.Errorf("--diff-style: %w", err)
 		}
-		ignore := inventorydiff.IgnoreRules{Fields: ignoreFields, Kinds: ignoreKinds, Source: "command line"}
-		if err := inventorydiff.CheckIgnore(ignore); err != nil {
-			return fmt.Errorf("--ignore-field/--ignore-kind: %w", err)
-		}
-		reportKustomizeWarnings(cmd.Context())
 		var flux *bool
 		if f.Changed("flux") {
 			flux = fluxMode
@@ -317,23 +308,18 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 		opts := plan.Options{
 			RepoDir: dir, Base: base, Head: head,
 			Filter: render.Filter{Include: append(render.Patterns(overlays), args...), Exclude: render.Patterns(exclude)},
-			Render: ropts, Logger: logger, Full: full, CacheDir: cacheDir, Ignore: ignore,
+			Render: ropts, Logger: logger, Full: full, CacheDir: cacheDir,
+			Ignore:   inventorydiff.IgnoreRules{Fields: ignoreFields, Kinds: ignoreKinds, Source: "command line"},
 			Progress: progress(cmd.ErrOrStderr()), Flux: flux, Shard: share,
 		}
+		if err := opts.Validate(); err != nil {
+			return plan.NameOptions(err, optionFlags)
+		}
+		reportKustomizeWarnings(cmd.Context())
 		if share.On() {
-			// Every flag but -C, --base, --head, --shard, --cache-dir and
-			// the output's:
-			// the shards of one run must plan the same overlays alike.
-			var flags []string
-			f.VisitAll(func(fl *pflag.Flag) {
-				switch fl.Name {
-				case "dir", "base", "head", "shard", "cache-dir", "output", "exit-code", "fail-on-error", "diff-style":
-				default:
-					flags = append(flags, "--"+fl.Name+"="+fl.Value.String())
-				}
-			})
-			flags = append(flags, args...)
-			part, err := plan.Share(cmd.Context(), opts, version.String(), strings.Join(flags, " "))
+			// The shards of one run must plan the same overlays alike:
+			// the part carries opts.Fingerprint for kplan merge to compare.
+			part, err := plan.Share(cmd.Context(), opts, version.String())
 			if err != nil {
 				return err
 			}
@@ -343,7 +329,7 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if err := writeReport(cmd.OutOrStdout(), p, *format, report.Options{DiffStyle: diffStyle}); err != nil {
+		if err := report.Write(cmd.OutOrStdout(), p, *format, report.Options{DiffStyle: diffStyle}); err != nil {
 			return err
 		}
 		return planExit(p, failOnError, exitCode)
@@ -368,31 +354,15 @@ func planExit(p *inventorydiff.Plan, failOnError, exitCode bool) error {
 	return nil
 }
 
+// optionFlags name plan.Options' fields as kplan diff's flags.
+var optionFlags = map[string]string{"Ignore": "--ignore-field/--ignore-kind", "Shard": "--shard"}
+
 // checkFormat refuses an output format before any work is done.
 func checkFormat(got string, want ...string) error {
 	if slices.Contains(want, got) {
 		return nil
 	}
 	return fmt.Errorf("--output %q: want %s", got, strings.Join(want, ", "))
-}
-
-func writeReport(w io.Writer, p *inventorydiff.Plan, format string, opts report.Options) error {
-	switch format {
-	case "text", "":
-		return report.TextWith(w, p, opts)
-	case "markdown", "md":
-		_, err := io.WriteString(w, report.MarkdownWith(p, "", report.MaxCommentSize, opts))
-		return err
-	case "json":
-		data, err := report.JSONWith(p, opts)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(append(data, '\n'))
-		return err
-	default:
-		return fmt.Errorf("--output %q: want text, markdown or json", format)
-	}
 }
 
 func renderCmd() *cobra.Command {
@@ -489,11 +459,11 @@ func demoCmd(logger *slog.Logger) *cobra.Command {
 		Short: "Plan the kustomize components user story in a throwaway repository",
 		Args:  cobra.NoArgs,
 	}
-	format := outputFlag(cmd, "text", "text, markdown or json")
+	format := outputFlag(cmd, report.Formats[0].Name, report.FormatNames())
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the demo repository and print its path")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if err := checkFormat(*format, "text", "markdown", "md", "json"); err != nil {
-			return err
+		if _, err := report.LookupFormat(*format); err != nil {
+			return fmt.Errorf("--output: %w", err)
 		}
 		dir, err := os.MkdirTemp("", "kplan-demo-")
 		if err != nil {
@@ -514,7 +484,7 @@ func demoCmd(logger *slog.Logger) *cobra.Command {
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
-		return writeReport(cmd.OutOrStdout(), p, *format, report.Options{})
+		return report.Write(cmd.OutOrStdout(), p, *format, report.Options{})
 	}
 	return cmd
 }

@@ -37,13 +37,13 @@ func mergeCmd() *cobra.Command {
 		Args:    cobra.MinimumNArgs(1),
 	}
 	f := cmd.Flags()
-	format := outputFlag(cmd, "text", "text, markdown or json")
+	format := outputFlag(cmd, report.Formats[0].Name, report.FormatNames())
 	f.BoolVar(&failOnError, "fail-on-error", true, "exit 1 when the change breaks an overlay, as kplan diff")
 	f.BoolVar(&exitCode, "exit-code", false, "exit 2 when the plan has changes")
 	f.StringVar(&diffStyle, "diff-style", report.DiffFields, "fields or unified, as kplan diff")
 	cmd.RunE = func(cmd *cobra.Command, files []string) error {
-		if err := checkFormat(*format, "text", "markdown", "md", "json"); err != nil {
-			return err
+		if _, err := report.LookupFormat(*format); err != nil {
+			return fmt.Errorf("--output: %w", err)
 		}
 		if err := report.CheckDiffStyle(diffStyle); err != nil {
 			return fmt.Errorf("--diff-style: %w", err)
@@ -56,7 +56,7 @@ func mergeCmd() *cobra.Command {
 		if err != nil {
 			return fmt.Errorf("merge: %w", err)
 		}
-		if err := writeReport(cmd.OutOrStdout(), p, *format, report.Options{DiffStyle: diffStyle}); err != nil {
+		if err := report.Write(cmd.OutOrStdout(), p, *format, report.Options{DiffStyle: diffStyle}); err != nil {
 			return err
 		}
 		return planExit(p, failOnError, exitCode)

@@ -147,6 +147,8 @@ func TestMergeRefusesMissingShardsAndOtherCommits(t *testing.T) {
 	later := commitAll(t, dir, "later")
 	other := writeParts(t, dir, base, later, 3)
 	excluding := writeParts(t, dir, base, head, 3, "--exclude", "overlays/still-1")
+	// A render setting no flag list named: the fingerprint is derived from plan.Options.
+	fetching := writeParts(t, dir, base, head, 3, "--remote-hosts", "charts.example.com")
 	for _, c := range []struct {
 		name  string
 		parts []string
@@ -156,6 +158,7 @@ func TestMergeRefusesMissingShardsAndOtherCommits(t *testing.T) {
 		{"other commits", []string{parts[0], other[1], parts[2]}, "parts of different commits"},
 		{"twice", []string{parts[0], parts[1], parts[1]}, "shard 2/3 given twice"},
 		{"other flags", []string{parts[0], excluding[1], parts[2]}, "run every shard with the same flags"},
+		{"other remote hosts", []string{parts[0], parts[1], fetching[2]}, "Render.Remote=charts.example.com"},
 	} {
 		out, _, err := kplan(t, nil, append([]string{"merge", "-o", "json"}, c.parts...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) || out != "" {

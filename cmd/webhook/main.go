@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,7 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/go-github/v60/github"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -32,8 +30,9 @@ import (
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
+	"github.com/kplan-dev/kplan/internal/forge/github"
+	"github.com/kplan-dev/kplan/internal/forge/github/deploys"
 	"github.com/kplan-dev/kplan/internal/ghauth"
-	"github.com/kplan-dev/kplan/internal/ghreport"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/leader"
 	"github.com/kplan-dev/kplan/internal/liveplan"
@@ -121,8 +120,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	gh := github.NewClient(&http.Client{Timeout: 30 * time.Second, Transport: ghauth.Transport(tokens, nil)})
-	if gh.BaseURL, err = url.Parse(cfg.APIBaseURL); err != nil {
+	gh, err := github.NewClient(cfg.APIBaseURL, ghauth.Transport(tokens, nil))
+	if err != nil {
 		return fmt.Errorf("%s: apiBaseURL: %w", cfg.File, err)
 	}
 	// Metrics on /metrics: a registry of this process, no globals.
@@ -148,7 +147,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		repos[cfg.CloneURL(r.Name)] = r.Name
 	}
 	mirrors := &gitmirror.Mirrors{Dir: filepath.Join(cfg.StateDir, "mirrors"), Tokens: tokens, Repos: repos, Logger: log}
-	reporter := ghreport.New(gh, log)
+	reporter := deploys.NewReporter(gh, log)
 	reporter.PlanAuthor = *planAuthor
 	var names []string
 	for _, t := range targets {
@@ -169,7 +168,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if !*livePlans {
 			return nil
 		}
-		return &liveplan.Runner{Mirrors: liveplan.GitMirror{Mirrors: mirrors}, Planner: planner, Post: liveplan.GitHubPoster{Comments: reporter.Comments}, Logger: log.With("component", "liveplan"),
+		return &liveplan.Runner{Mirrors: liveplan.GitMirror{Mirrors: mirrors}, Planner: planner, Post: liveplan.CommentPoster{Comments: reporter.Comments}, Logger: log.With("component", "liveplan"),
 			GitBases: gitBases}
 	}
 	driftMetrics, err := liveplan.NewDriftMetrics(reg)
@@ -204,7 +203,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		current.set(newDeployer(), newLive())
 	}
 	h, err := webhook.New(webhook.Options{
-		Secret: secret, Config: cfg, Logger: log, Observe: hookMetrics.Observe,
+		Secret: secret, Config: cfg, Receiver: github.Receiver{}, Logger: log, Observe: hookMetrics.Observe,
 		Ready: func() error {
 			if dep := current.get(); dep != nil {
 				return dep.Ready()
@@ -429,7 +428,7 @@ func (f *electionFlags) setup(getenv func(string) string, listener net.Addr, sec
 	if err != nil {
 		return nil, nil, err
 	}
-	front, err := leader.NewForwarder(leader.ForwarderOptions{Router: el, Local: local, Secret: secret, Identity: f.identity, Logger: log, Metrics: m})
+	front, err := leader.NewForwarder(leader.ForwarderOptions{Router: el, Local: local, Secret: secret, Receiver: github.Receiver{}, Identity: f.identity, Logger: log, Metrics: m})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -7,27 +7,24 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
-	"net/http"
-	"net/url"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/google/go-github/v60/github"
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/kplan-dev/kplan/internal/batchgc"
 	"github.com/kplan-dev/kplan/internal/crash"
+	"github.com/kplan-dev/kplan/internal/forge"
+	"github.com/kplan-dev/kplan/internal/forge/github"
 	"github.com/kplan-dev/kplan/internal/gitbase"
 	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
@@ -45,17 +42,18 @@ type inputs struct {
 	// commentAuthor is whom token posts as when GitHub will not say (an
 	// App's installation token); "" is the workflow token's
 	// github-actions[bot].
-	commentAuthor  string
-	include        []string
-	exclude        []string
-	workDir        string
-	failOnError    bool
-	comment        bool
-	loadRestrictor string
-	enableHelm     bool
-	cacheDir       string
-	diffStyle      string
-	ignore         inventorydiff.IgnoreRules
+	commentAuthor string
+	include       []string
+	exclude       []string
+	workDir       string
+	failOnError   bool
+	comment       bool
+	// loadRestrictorNone is the load-restrictor input, parsed.
+	loadRestrictorNone bool
+	enableHelm         bool
+	cacheDir           string
+	diffStyle          string
+	ignore             inventorydiff.IgnoreRules
 	// remoteHosts may be fetched from by renders; forkRemoteHosts instead
 	// for pull requests from forks and pull_request_target runs.
 	remoteHosts, forkRemoteHosts []string
@@ -78,14 +76,13 @@ const autoCacheDir = "auto"
 
 func readInputs(a *githubactions.Action) (inputs, error) {
 	in := inputs{
-		token:          a.GetInput("github-token"),
-		commentAuthor:  strings.TrimSpace(a.GetInput("comment-author")),
-		include:        render.Patterns(a.GetInput("overlays")),
-		exclude:        render.Patterns(a.GetInput("exclude")),
-		workDir:        a.GetInput("working-directory"),
-		loadRestrictor: a.GetInput("load-restrictor"),
-		cacheDir:       a.GetInput("cache-dir"),
-		diffStyle:      a.GetInput("diff-style"),
+		token:         a.GetInput("github-token"),
+		commentAuthor: strings.TrimSpace(a.GetInput("comment-author")),
+		include:       render.Patterns(a.GetInput("overlays")),
+		exclude:       render.Patterns(a.GetInput("exclude")),
+		workDir:       a.GetInput("working-directory"),
+		cacheDir:      a.GetInput("cache-dir"),
+		diffStyle:     a.GetInput("diff-style"),
 		ignore: inventorydiff.IgnoreRules{
 			Fields: render.Patterns(a.GetInput("ignore-fields")),
 			Kinds:  render.Patterns(a.GetInput("ignore-kinds")),
@@ -117,16 +114,27 @@ func readInputs(a *githubactions.Action) (inputs, error) {
 	if err := report.CheckDiffStyle(in.diffStyle); err != nil {
 		return in, fmt.Errorf("input diff-style: %w", err)
 	}
-	if err := inventorydiff.CheckIgnore(in.ignore); err != nil {
-		return in, fmt.Errorf("inputs ignore-fields/ignore-kinds: %w", err)
+	if in.loadRestrictorNone, err = render.ParseLoadRestrictor(a.GetInput("load-restrictor")); err != nil {
+		return in, fmt.Errorf("input load-restrictor %w", err)
 	}
-	switch in.loadRestrictor {
-	case "", "LoadRestrictionsRootOnly", "LoadRestrictionsNone":
-	default:
-		return in, fmt.Errorf("input load-restrictor %q: want LoadRestrictionsRootOnly or LoadRestrictionsNone", in.loadRestrictor)
+	if err := in.planOptions().Validate(); err != nil {
+		return in, plan.NameOptions(err, optionInputs)
 	}
 	return in, nil
 }
+
+// planOptions are the plan options the inputs set; planChange adds the
+// commits, the network policy and the cache.
+func (in inputs) planOptions() plan.Options {
+	return plan.Options{
+		Filter: render.Filter{Include: in.include, Exclude: in.exclude},
+		Render: render.Options{LoadRestrictorNone: in.loadRestrictorNone, EnableHelm: in.enableHelm},
+		Ignore: in.ignore, Shard: in.shard,
+	}
+}
+
+// optionInputs name plan.Options' fields as the Action's inputs.
+var optionInputs = map[string]string{"Ignore": "inputs ignore-fields/ignore-kinds", "Shard": "input shard"}
 
 func boolInput(v string, def bool) (bool, error) {
 	if v == "" {
@@ -163,7 +171,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	pr := ev.pr
+	pr := ev.change
 
 	dir := gctx.Workspace
 	if dir == "" {
@@ -218,7 +226,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	a.SetOutput("report-file", reportFile)
 	if in.comment && pr != nil {
-		if err := comment(ctx, a, getenv, in.token, commentAuthor(in, getenv), ev.owner, ev.repo, pr.GetNumber(), md, log); err != nil {
+		if err := comment(ctx, a, getenv, in.token, commentAuthor(in, getenv), ev.repo, pr.Number, md, log); err != nil {
 			return err
 		}
 	}
@@ -253,28 +261,28 @@ func planChange(ctx context.Context, a *githubactions.Action, g gitcli.Repo, gct
 		c   commits
 		err error
 	)
-	if ev.pr != nil {
-		c, err = planCommits(ctx, g, gctx.EventName, ev.pr, log)
+	if ev.change != nil {
+		c, err = planCommits(ctx, g, gctx.EventName, ev.change, log)
 	} else {
 		c, err = pushCommits(ctx, g, ev.branch, log)
 	}
 	if err != nil {
 		return nil, err
 	}
-	ropts := render.Options{LoadRestrictorNone: in.loadRestrictor == "LoadRestrictionsNone", EnableHelm: in.enableHelm}
-	policy, fork, err := remotePolicy(in, gctx.EventName, ev.pr)
+	opts := in.planOptions()
+	policy, fork, err := remotePolicy(in, gctx.EventName, ev.change)
 	if err != nil {
 		return nil, fmt.Errorf("inputs remote-hosts/fork-remote-hosts: %w", err)
 	}
 	if fork {
 		log.Info("the head is from a fork or the run is pull_request_target: renders fetch only from fork-remote-hosts", "hosts", in.forkRemoteHosts)
 	}
-	ropts.Remote = policy
+	opts.Render.Remote = policy
 	// Git remote bases are fetched for this job only, from the hosts the
 	// policy allows.
 	gitCache := gitbase.New(filepath.Join(cmp.Or(getenv("RUNNER_TEMP"), os.TempDir()), "kplan-git"), policy)
 	defer gitCache.Close()
-	ropts.Git = gitCache
+	opts.Render.Git = gitCache
 	cacheDir := in.cacheDir
 	switch {
 	case cacheDir == autoCacheDir:
@@ -283,19 +291,14 @@ func planChange(ctx context.Context, a *githubactions.Action, g gitcli.Repo, gct
 		// As actions/cache resolves its path: against the workspace.
 		cacheDir = resolve(gctx.Workspace, cacheDir)
 	}
-	opts := plan.Options{
-		RepoDir: g.Dir, Base: c.base, Head: c.head, BaseLabel: c.baseLabel, HeadLabel: c.headLabel,
-		Filter: render.Filter{Include: in.include, Exclude: in.exclude},
-		Render: ropts, Logger: log, CacheDir: cacheDir, Ignore: in.ignore,
-		Warm: ev.pr == nil && cacheDir != "", Shard: in.shard,
-	}
+	opts.RepoDir, opts.Base, opts.Head, opts.BaseLabel, opts.HeadLabel = g.Dir, c.base, c.head, c.baseLabel, c.headLabel
+	opts.Logger, opts.CacheDir, opts.Warm = log, cacheDir, ev.change == nil && cacheDir != ""
 	if in.shard.On() {
-		// The inputs that choose and render the overlays: the shards of
-		// one run must share them.
-		options := fmt.Sprintf("overlays=%q exclude=%q load-restrictor=%q enable-helm=%t remote-hosts=%q fork-remote-hosts=%q fork=%t ignore-fields=%q ignore-kinds=%q",
-			in.include, in.exclude, in.loadRestrictor, in.enableHelm, in.remoteHosts, in.forkRemoteHosts, fork, in.ignore.Fields, in.ignore.Kinds)
+		// The shards of one run must plan the same overlays alike (the
+		// same inputs, the same network policy): the part carries
+		// opts.Fingerprint for the merge step to compare.
 		a.Group("kplan: render and compare the overlays the change can affect")
-		part, err := plan.Share(ctx, opts, version.String(), options)
+		part, err := plan.Share(ctx, opts, version.String())
 		a.EndGroup()
 		if err != nil {
 			return nil, err
@@ -319,16 +322,12 @@ func resolve(workspace, p string) string {
 // dangerGate is what fail-on-dangerous means for this pull request: the
 // labels are the event's (a workflow that runs on labeled re-plans when
 // a maintainer adds the label).
-func dangerGate(in inputs, pr *github.PullRequest) report.DangerGate {
+func dangerGate(in inputs, pr *forge.Change) report.DangerGate {
 	g := report.DangerGate{Fails: in.failOnDangerous, Label: in.allowDangerousLabel}
 	if !g.Fails || g.Label == "" || pr == nil {
 		return g
 	}
-	for _, l := range pr.Labels {
-		if strings.EqualFold(l.GetName(), g.Label) {
-			g.Acknowledged = true
-		}
-	}
+	g.Acknowledged = pr.HasLabel(g.Label)
 	return g
 }
 
@@ -402,9 +401,9 @@ func fetchAuth(ctx context.Context, dir, serverURL, token string) []string {
 
 // event is what the Action reads of the event that triggered it.
 type event struct {
-	pr          *github.PullRequest // nil on a push
-	owner, repo string
-	branch      string // the branch a push updated
+	change *forge.Change // the pull request; nil on a push
+	repo   string        // owner/name
+	branch string        // the branch a push updated
 }
 
 // readEvent reads the event that triggered the workflow: a pull request,
@@ -419,26 +418,22 @@ func readEvent(gctx *githubactions.GitHubContext) (event, error) {
 	if err != nil {
 		return event{}, fmt.Errorf("read the event payload (GITHUB_EVENT_PATH): %w", err)
 	}
-	if gctx.EventName == "push" {
-		var ev github.PushEvent
-		if err := json.Unmarshal(data, &ev); err != nil {
-			return event{}, fmt.Errorf("parse the event payload %s: %w", gctx.EventPath, err)
-		}
-		branch, ok := strings.CutPrefix(ev.GetRef(), "refs/heads/")
-		if !ok {
-			return event{}, fmt.Errorf("the push event %s updates %q, not a branch: run kplan on pushes to branches", gctx.EventPath, ev.GetRef())
-		}
-		return event{owner: ev.GetRepo().GetOwner().GetLogin(), repo: ev.GetRepo().GetName(), branch: branch}, nil
-	}
-	var ev github.PullRequestEvent
-	if err := json.Unmarshal(data, &ev); err != nil {
+	ev, err := github.DecodeEvent(gctx.EventName, data)
+	if err != nil {
 		return event{}, fmt.Errorf("parse the event payload %s: %w", gctx.EventPath, err)
 	}
-	pr := ev.GetPullRequest()
-	if pr.GetBase().GetRef() == "" || pr.GetHead().GetSHA() == "" || pr.GetNumber() == 0 {
+	if ev.Kind == forge.Push {
+		branch, ok := strings.CutPrefix(ev.Ref, "refs/heads/")
+		if !ok {
+			return event{}, fmt.Errorf("the push event %s updates %q, not a branch: run kplan on pushes to branches", gctx.EventPath, ev.Ref)
+		}
+		return event{repo: ev.Repo, branch: branch}, nil
+	}
+	pr := ev.Change
+	if pr.BaseRef == "" || pr.HeadSHA == "" || pr.Number == 0 {
 		return event{}, fmt.Errorf("the event payload %s has no pull_request.base.ref, head.sha or number: is it a pull request event?", gctx.EventPath)
 	}
-	return event{pr: pr, owner: ev.GetRepo().GetOwner().GetLogin(), repo: ev.GetRepo().GetName()}, nil
+	return event{change: pr, repo: ev.Repo}, nil
 }
 
 func writeOutputs(a *githubactions.Action, p *inventorydiff.Plan, opts report.Options, getenv func(string) string) error {
@@ -486,22 +481,23 @@ func commentAuthor(in inputs, getenv func(string) string) string {
 // whom the token posts as), never a marked comment someone else posted.
 // A token that may not comment (a PR from a fork) is a warning: the
 // summary has the plan.
-func comment(ctx context.Context, a *githubactions.Action, getenv func(string) string, token, as, owner, repo string, number int, md string, log *slog.Logger) error {
+func comment(ctx context.Context, a *githubactions.Action, getenv func(string) string, token, as, repo string, number int, md string, log *slog.Logger) error {
 	if token == "" {
 		a.Warningf("no github-token: the plan is in the job summary only")
 		return nil
 	}
-	gh, err := newClient(getenv("GITHUB_API_URL"), token)
+	// GitHub Enterprise Server and tests set GITHUB_API_URL.
+	commenter, err := github.NewCommenter(getenv("GITHUB_API_URL"), token, as)
 	if err != nil {
-		return err
+		return fmt.Errorf("GITHUB_API_URL %q: %w", getenv("GITHUB_API_URL"), err)
 	}
-	res, err := prcomment.NewPoster(gh, as).Upsert(ctx, owner, repo, number, prcomment.PlanMarker, md)
-	if errors.Is(err, prcomment.ErrNoPermission) {
-		a.Warningf("the token cannot comment on %s/%s#%d (a pull request from a fork?): the plan is in the job summary only", owner, repo, number)
+	res, err := commenter.Upsert(ctx, repo, number, prcomment.PlanMarker, md)
+	if errors.Is(err, forge.ErrNoPermission) {
+		a.Warningf("the token cannot comment on %s#%d (a pull request from a fork?): the plan is in the job summary only", repo, number)
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("comment on %s/%s#%d: %w", owner, repo, number, err)
+		return fmt.Errorf("comment on %s#%d: %w", repo, number, err)
 	}
 	verb := "updated"
 	if res.Created {
@@ -519,21 +515,6 @@ func comment(ctx context.Context, a *githubactions.Action, getenv func(string) s
 	}
 	log.Info("plan comment "+verb, "url", res.URL)
 	return nil
-}
-
-// newClient is a go-github client for the runner's API endpoint (GitHub
-// Enterprise Server and tests set GITHUB_API_URL).
-func newClient(apiURL, token string) (*github.Client, error) {
-	gh := github.NewClient(&http.Client{Timeout: 30 * time.Second}).WithAuthToken(token)
-	if apiURL == "" {
-		return gh, nil
-	}
-	u, err := url.Parse(strings.TrimSuffix(apiURL, "/") + "/")
-	if err != nil {
-		return nil, fmt.Errorf("GITHUB_API_URL %q: %w", apiURL, err)
-	}
-	gh.BaseURL = u
-	return gh, nil
 }
 
 // runURL is the run's page, where its job summary is:

@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/google/go-github/v60/github"
-
+	"github.com/kplan-dev/kplan/internal/forge"
 	"github.com/kplan-dev/kplan/internal/gitcli"
 )
 
@@ -40,14 +39,14 @@ type commits struct {
 //   - pull_request_target, where the checkout is the base branch: the PR
 //     head, fetched by SHA (or refs/pull/N/head), against its merge base
 //     with the base branch's tip.
-func planCommits(ctx context.Context, g gitcli.Repo, event string, pr *github.PullRequest, log *slog.Logger) (commits, error) {
-	branch, prHead := pr.GetBase().GetRef(), pr.GetHead().GetSHA()
+func planCommits(ctx context.Context, g gitcli.Repo, event string, pr *forge.Change, log *slog.Logger) (commits, error) {
+	branch, prHead := pr.BaseRef, pr.HeadSHA
 	var (
 		c   commits
 		err error
 	)
 	if event == "pull_request_target" {
-		c, err = targetCommits(ctx, g, branch, prHead, pr.GetNumber())
+		c, err = targetCommits(ctx, g, branch, prHead, pr.Number)
 	} else {
 		c, err = pullRequestCommits(ctx, g, branch, prHead)
 	}

@@ -1,10 +1,7 @@
 package action
 
 import (
-	"strings"
-
-	"github.com/google/go-github/v60/github"
-
+	"github.com/kplan-dev/kplan/internal/forge"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 )
 
@@ -14,7 +11,7 @@ import (
 // from fork-remote-hosts, by default nothing: their kustomizations are
 // written by someone the repository does not trust. Other pull requests
 // fetch from remote-hosts.
-func remotePolicy(in inputs, event string, pr *github.PullRequest) (*netpolicy.Policy, bool, error) {
+func remotePolicy(in inputs, event string, pr *forge.Change) (*netpolicy.Policy, bool, error) {
 	if untrusted(event, pr) {
 		p, err := netpolicy.New(in.forkRemoteHosts, "the Action input fork-remote-hosts: %s (pull requests from forks and pull_request_target runs fetch only from these)")
 		return p, true, err
@@ -26,14 +23,12 @@ func remotePolicy(in inputs, event string, pr *github.PullRequest) (*netpolicy.P
 // untrusted says whether the pull request's head comes from outside the
 // base repository, or the run is a pull_request_target one; a push's is
 // the repository's own.
-func untrusted(event string, pr *github.PullRequest) bool {
+func untrusted(event string, pr *forge.Change) bool {
 	if event == "pull_request_target" {
 		return true
 	}
 	if pr == nil {
 		return false // a push: the repository's own branch
 	}
-	head, base := pr.GetHead().GetRepo().GetFullName(), pr.GetBase().GetRepo().GetFullName()
-	// A fork that was deleted has no head repository: still a fork.
-	return head == "" || !strings.EqualFold(head, base)
+	return pr.Fork
 }

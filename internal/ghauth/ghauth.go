@@ -95,7 +95,7 @@ func (f *File) Token(context.Context, string) (string, error) {
 // (/repos/{owner}/{repo}/..., under any base path such as GitHub
 // Enterprise's /api/v3). A request that already carries an Authorization
 // header is left alone. A 401 answered to a token of a Refreshable
-// source drops that token: the caller's retry (ghreport's re-sends) goes
+// source drops that token: the caller's retry (the GitHub forge's re-sends of reports) goes
 // with a fresh one.
 func Transport(src Source, base http.RoundTripper) http.RoundTripper {
 	if base == nil {

@@ -8,12 +8,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
-	"github.com/google/go-github/v60/github"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/kplan-dev/kplan/internal/forge"
 	"github.com/kplan-dev/kplan/internal/webhook"
 )
 
@@ -53,6 +52,9 @@ type ForwarderOptions struct {
 	// Secret is the webhook secret: a non-leader verifies a delivery's
 	// signature before it forwards it, and the leader verifies it again.
 	Secret []byte
+	// Receiver reads the forge's deliveries (github.Receiver): their
+	// signature, and which headers are theirs to forward.
+	Receiver forge.Receiver
 	// Identity goes in ForwardedByHeader.
 	Identity string
 	// Client sends forwards; nil uses one that does not follow redirects
@@ -85,6 +87,8 @@ func NewForwarder(o ForwarderOptions) (*Forwarder, error) {
 		return nil, errors.New("forwarder: no Local handler")
 	case len(o.Secret) == 0:
 		return nil, errors.New("forwarder: no secret")
+	case o.Receiver == nil:
+		return nil, errors.New("forwarder: no forge Receiver")
 	}
 	f := &Forwarder{o: o, log: o.Logger, client: o.Client, budget: semaphore.NewWeighted(BodyBudget)}
 	if f.log == nil {
@@ -123,8 +127,9 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status >= 400 {
 		level = slog.LevelWarn
 	}
+	d, _ := f.o.Receiver.Delivery(r.Header)
 	attrs := []slog.Attr{
-		slog.String("delivery", clip(r.Header.Get("X-GitHub-Delivery"))), slog.String("event", clip(r.Header.Get("X-GitHub-Event"))),
+		slog.String("delivery", clip(d.ID)), slog.String("event", clip(d.Event)),
 		slog.String("outcome", outcome), slog.Int("status", status), slog.Duration("took", time.Since(start)),
 	}
 	if leader != "" {
@@ -146,9 +151,9 @@ func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, leader strin
 	case leader == "":
 		return http.StatusServiceUnavailable, NoLeader, "no replica leads right now (a new leader is being elected)" + redeliver
 	}
-	sig := r.Header.Get("X-Hub-Signature-256")
-	if !strings.HasPrefix(sig, "sha256=") {
-		return http.StatusUnauthorized, Unauthorized, "missing X-Hub-Signature-256 (sha256=...) signature: set the webhook's secret in GitHub"
+	d, err := f.o.Receiver.Delivery(r.Header)
+	if err != nil {
+		return http.StatusUnauthorized, Unauthorized, err.Error()
 	}
 	if r.ContentLength > webhook.MaxBodyBytes {
 		return http.StatusRequestEntityTooLarge, TooLarge, "payload over 25 MB"
@@ -158,7 +163,7 @@ func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, leader strin
 		size = webhook.MaxBodyBytes
 	}
 	wait, cancel := context.WithTimeout(r.Context(), budgetWait)
-	err := f.budget.Acquire(wait, size)
+	err = f.budget.Acquire(wait, size)
 	cancel()
 	if err != nil {
 		return http.StatusServiceUnavailable, Busy, "too many deliveries in flight" + redeliver
@@ -175,7 +180,7 @@ func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, leader strin
 	}
 	// Only signed deliveries go on: whoever can reach a replica cannot
 	// make it send traffic to the leader.
-	if err := github.ValidateSignature(sig, body, f.o.Secret); err != nil {
+	if !f.o.Receiver.Verify(d, func(yield func([]byte)) { yield(body) }, f.o.Secret) {
 		return http.StatusUnauthorized, Unauthorized, "invalid signature"
 	}
 
@@ -187,7 +192,7 @@ func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, leader strin
 		return http.StatusServiceUnavailable, Unreachable, "the leading replica could not be reached" + redeliver
 	}
 	for k, vs := range r.Header {
-		if forwardHeader(k) {
+		if forwardHeader(k) || f.o.Receiver.ForwardHeader(k) {
 			req.Header[k] = vs
 		}
 	}
@@ -216,11 +221,7 @@ func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, leader strin
 // forwardHeader says whether a request header goes to the leader: what
 // GitHub sends to describe and sign the delivery, nothing else.
 func forwardHeader(canonical string) bool {
-	switch canonical {
-	case "Content-Type", "User-Agent":
-		return true
-	}
-	return strings.HasPrefix(canonical, "X-Github-") || strings.HasPrefix(canonical, "X-Hub-Signature")
+	return canonical == "Content-Type" || canonical == "User-Agent"
 }
 
 func reply(w http.ResponseWriter, status int, msg string) {

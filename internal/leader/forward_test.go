@@ -16,6 +16,8 @@ import (
 	"github.com/google/go-github/v60/github"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	forgegithub "github.com/kplan-dev/kplan/internal/forge/github"
 )
 
 const testSecret = "it's a secret to everybody"
@@ -135,7 +137,7 @@ func TestForwarder(t *testing.T) {
 				w.WriteHeader(http.StatusTeapot)
 				io.WriteString(w, "local")
 			})
-			f, err := NewForwarder(ForwarderOptions{Router: tc.route(l.addr(), closed), Local: local, Secret: []byte(testSecret),
+			f, err := NewForwarder(ForwarderOptions{Router: tc.route(l.addr(), closed), Local: local, Secret: []byte(testSecret), Receiver: forgegithub.Receiver{},
 				Identity: "me@127.0.0.1:1", Metrics: m})
 			if err != nil {
 				t.Fatal(err)
@@ -214,7 +216,7 @@ func TestForwarder(t *testing.T) {
 // is free again deliveries go through.
 func TestForwarderBudget(t *testing.T) {
 	l := newLeader(t, http.StatusAccepted)
-	f, err := NewForwarder(ForwarderOptions{Router: route{leader: l.addr()}, Local: http.NotFoundHandler(), Secret: []byte(testSecret)})
+	f, err := NewForwarder(ForwarderOptions{Router: route{leader: l.addr()}, Local: http.NotFoundHandler(), Secret: []byte(testSecret), Receiver: forgegithub.Receiver{}})
 	if err != nil {
 		t.Fatal(err)
 	}

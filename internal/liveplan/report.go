@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kplan-dev/kplan/internal/forge"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/prcomment"
 )
@@ -155,17 +156,13 @@ func cell(s string) string {
 	return strings.ReplaceAll(s, "|", "\\|")
 }
 
-// GitHubPoster posts the live plan as a sticky comment (Marker) among
-// the token's own comments.
-type GitHubPoster struct{ Comments *prcomment.Poster }
+// CommentPoster posts the live plan as a sticky comment (Marker) among
+// the token's own comments, through the forge's Commenter.
+type CommentPoster struct{ Comments forge.Commenter }
 
 // Post implements Poster.
-func (g GitHubPoster) Post(ctx context.Context, repo string, pr int, body string) error {
-	owner, name, ok := strings.Cut(repo, "/")
-	if !ok {
-		return fmt.Errorf("repository %q is not owner/name", repo)
-	}
-	if _, err := g.Comments.Upsert(ctx, owner, name, pr, Marker, body); err != nil {
+func (g CommentPoster) Post(ctx context.Context, repo string, pr int, body string) error {
+	if _, err := g.Comments.Upsert(ctx, repo, pr, Marker, body); err != nil {
 		return fmt.Errorf("live plan comment on %s#%d: %w", repo, pr, err)
 	}
 	return nil

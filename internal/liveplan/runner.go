@@ -44,7 +44,7 @@ type Planner interface {
 	State(ctx context.Context, inv *unstructured.Unstructured) (deploy.State, error)
 }
 
-// Poster posts a pull request's live plan comment (GitHubPoster).
+// Poster posts a pull request's live plan comment (CommentPoster).
 type Poster interface {
 	Post(ctx context.Context, repo string, pr int, body string) error
 }

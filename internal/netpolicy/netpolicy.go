@@ -137,6 +137,10 @@ func (p *Policy) Names() []string {
 	return slices.Compact(n)
 }
 
+// Fingerprint is the policy as the shards of one plan must share it: the
+// hosts it allows (plan.Options.Fingerprint).
+func (p *Policy) Fingerprint() string { return strings.Join(p.Names(), ",") }
+
 // Allowed says whether host may be fetched from, and whether it is named
 // exactly (and so may reach special-purpose addresses).
 func (p *Policy) Allowed(host string) (ok, exact bool) {

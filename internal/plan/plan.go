@@ -29,12 +29,14 @@ import (
 
 // Options say what to compare and how to render.
 type Options struct {
-	RepoDir string // the repository's work tree
-	Base    string // a revision; required
-	Head    string // a revision; "" means the work tree as it is on disk
+	// The tag fingerprint:"-" leaves an option out of Fingerprint: shards
+	// of one run may differ in it.
+	RepoDir string `fingerprint:"-"` // the repository's work tree
+	Base    string `fingerprint:"-"` // a revision; required (parts compare their commits)
+	Head    string `fingerprint:"-"` // a revision; "" means the work tree as it is on disk
 	Filter  render.Filter
 	Render  render.Options
-	Logger  *slog.Logger
+	Logger  *slog.Logger `fingerprint:"-"`
 	// Full renders every overlay on both sides, even those the change
 	// cannot affect, and ignores CacheDir: the reference plan.
 	Full bool
@@ -44,12 +46,12 @@ type Options struct {
 	Warm bool
 	// CacheDir keeps renders between runs, keyed by the content of their
 	// closure; "" keeps none.
-	CacheDir string
+	CacheDir string `fingerprint:"-"`
 	// Resolver looks up the hosts of remote resources; nil is the system's.
-	Resolver Resolver
+	Resolver Resolver `fingerprint:"-"`
 	// BaseLabel and HeadLabel say in reports which commits were planned
 	// ("main at def5678", "head abc1234"); default: the revisions.
-	BaseLabel, HeadLabel string
+	BaseLabel, HeadLabel string `fingerprint:"-"`
 	// Ignore are noise filters given by the caller (flags, Action
 	// inputs); the head commit's .kplan.yaml may add its own. The plan
 	// lists each with what it hid.
@@ -57,14 +59,14 @@ type Options struct {
 	// Progress, when set, is told how many of the builds to run are done
 	// (rendered or read from the cache): for a progress line on a
 	// terminal. It is called from the building goroutines, one at a time.
-	Progress func(done, total int)
+	Progress func(done, total int) `fingerprint:"-"`
 	// Flux turns Flux mode on or off (internal/flux: the repository's
 	// Flux Kustomizations become the plan's targets); nil leaves it to
 	// head's .kplan.yaml, then to whether the repository has any.
 	Flux *bool
 	// Shard is the share of the overlays Share plans (the rest are left
 	// out of its part); kplan merge joins the shares. Run plans them all.
-	Shard shard.Shard
+	Shard shard.Shard `fingerprint:"-"`
 }
 
 // cacheMaxAge is how long an unused render cache entry is kept.
@@ -101,9 +103,9 @@ func Execute(ctx context.Context, opts Options) (*inventorydiff.Plan, Stats, err
 
 // Share plans the share opts.Shard of the overlays as a part for kplan
 // merge, with what merge needs to find what they collide on with the
-// other shares' overlays. version and options name the kplan and the
-// options (as the caller spells them) every shard of the run must share.
-func Share(ctx context.Context, opts Options, version, options string) (shard.Part, error) {
+// other shares' overlays. version names the kplan, and opts.Fingerprint
+// the options, every shard of the run must share.
+func Share(ctx context.Context, opts Options, version string) (shard.Part, error) {
 	if !opts.Shard.On() {
 		return shard.Part{}, errors.New("no shard to plan: say which share (e.g. 2/3)")
 	}
@@ -111,7 +113,7 @@ func Share(ctx context.Context, opts Options, version, options string) (shard.Pa
 	if err != nil {
 		return shard.Part{}, err
 	}
-	return shard.NewPart(plan, p.facts, opts.Shard, version, options), nil
+	return shard.NewPart(plan, p.facts, opts.Shard, version, opts.Fingerprint()), nil
 }
 
 func execute(ctx context.Context, opts Options) (*planner, *inventorydiff.Plan, error) {
@@ -121,6 +123,9 @@ func execute(ctx context.Context, opts Options) (*planner, *inventorydiff.Plan, 
 	}
 	if opts.Base == "" {
 		return nil, nil, fmt.Errorf("no base revision: say which commit to compare against (e.g. --base main)")
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, nil, err
 	}
 	top, err := gitcli.Repo{Dir: opts.RepoDir}.TopLevel(ctx)
 	if err != nil {

@@ -51,6 +51,25 @@ type Options struct {
 	Git GitFetcher
 }
 
+// Load restrictors, spelled as kustomize's --load-restrictor flag.
+const (
+	LoadRestrictionsRootOnly = "LoadRestrictionsRootOnly" // the default
+	LoadRestrictionsNone     = "LoadRestrictionsNone"
+)
+
+// ParseLoadRestrictor reads a load restrictor as the front ends take it
+// (a flag, an Action input): kustomize's spelling, "" for the default.
+// It says whether it is LoadRestrictionsNone (Options.LoadRestrictorNone).
+func ParseLoadRestrictor(s string) (none bool, err error) {
+	switch s {
+	case "", LoadRestrictionsRootOnly:
+		return false, nil
+	case LoadRestrictionsNone:
+		return true, nil
+	}
+	return false, fmt.Errorf("%q: want %s or %s", s, LoadRestrictionsRootOnly, LoadRestrictionsNone)
+}
+
 // Result is one overlay's render.
 type Result struct {
 	Path      string // repository-relative overlay directory

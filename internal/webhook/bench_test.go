@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kplan-dev/kplan/internal/forge/github"
 )
 
 // BenchmarkDeliveries sends b.N signed push deliveries, each with its own
@@ -49,10 +51,11 @@ func benchDeliveries(b *testing.B, attack string, clients int) {
 	})
 	var busy atomic.Int64
 	h, err := New(Options{
-		Secret:  []byte(secret),
-		Config:  testCfg(b),
-		Enqueue: func(i Intent) { intents <- i },
-		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)), // production logs one line per delivery
+		Secret:   []byte(secret),
+		Config:   testCfg(b),
+		Receiver: github.Receiver{},
+		Enqueue:  func(i Intent) { intents <- i },
+		Logger:   slog.New(slog.NewJSONHandler(io.Discard, nil)), // production logs one line per delivery
 		Observe: func(_ string, o Outcome) {
 			if o == Busy {
 				busy.Add(1)

@@ -2,12 +2,8 @@ package webhook
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"io"
-	"strings"
 	"sync"
 	"time"
 
@@ -173,19 +169,6 @@ func (bd *body) bytes() []byte {
 	out := make([]byte, 0, bd.n)
 	bd.each(func(p []byte) { out = append(out, p...) })
 	return out
-}
-
-// signedBy reports whether sig, as in X-Hub-Signature-256 ("sha256=" and
-// hex), is the HMAC-SHA256 of the body under secret: the check
-// github.ValidateSignature makes, done over the chunks.
-func (bd *body) signedBy(sig string, secret []byte) bool {
-	want, err := hex.DecodeString(strings.TrimPrefix(sig, "sha256="))
-	if err != nil || len(want) != sha256.Size {
-		return false
-	}
-	mac := hmac.New(sha256.New, secret)
-	bd.each(func(p []byte) { mac.Write(p) })
-	return hmac.Equal(mac.Sum(nil), want)
 }
 
 // sampler allows one event per second and counts the others.

@@ -18,6 +18,8 @@ import (
 	"testing/iotest"
 	"time"
 
+	"github.com/kplan-dev/kplan/internal/forge"
+	"github.com/kplan-dev/kplan/internal/forge/github"
 	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
@@ -208,7 +210,7 @@ func TestBodySignature(t *testing.T) {
 			{"sha256=zz", false},
 			{sign(secret, in)[:20], false},
 		} {
-			if got := bd.signedBy(tc.sig, []byte(secret)); got != tc.want {
+			if got := (github.Receiver{}).Verify(forge.Delivery{Credential: tc.sig}, bd.each, []byte(secret)); got != tc.want {
 				t.Errorf("%d bytes, signature %.20q: %v, want %v", size, tc.sig, got, tc.want)
 			}
 		}
@@ -413,7 +415,7 @@ func TestBodyOptions(t *testing.T) {
 		{Options{BodyBudget: 2 * MaxBodyBytes}, ""},
 		{Options{}, ""},
 	} {
-		tc.o.Secret, tc.o.Config, tc.o.Enqueue = []byte("s"), cfg, func(Intent) {}
+		tc.o.Secret, tc.o.Config, tc.o.Enqueue, tc.o.Receiver = []byte("s"), cfg, func(Intent) {}, github.Receiver{}
 		h, err := New(tc.o)
 		if tc.err == "" {
 			if err != nil {
@@ -426,7 +428,7 @@ func TestBodyOptions(t *testing.T) {
 		}
 		_ = h
 	}
-	h, _ := New(Options{Secret: []byte("s"), Config: cfg, Enqueue: func(Intent) {}})
+	h, _ := New(Options{Secret: []byte("s"), Config: cfg, Enqueue: func(Intent) {}, Receiver: github.Receiver{}})
 	if h.timeout != DefaultBodyTimeout || free(h.bodies.total, DefaultBodyBudget) != DefaultBodyBudget || free(h.bodies.tails, DefaultBodyBudget) != DefaultBodyBudget/2 {
 		t.Errorf("defaults: timeout %v", h.timeout)
 	}

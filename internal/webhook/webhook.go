@@ -1,7 +1,10 @@
-// Package webhook receives GitHub webhook deliveries and turns those that
-// should deploy into Intents: "these targets should now match this branch
-// at this commit". It never deploys: it authenticates, decides and hands
-// the intent to an Enqueue function, answering GitHub in milliseconds.
+// Package webhook receives a forge's webhook deliveries and turns those
+// that should deploy into Intents: "these targets should now match this
+// branch at this commit". It never deploys: it authenticates, decides and
+// hands the intent to an Enqueue function, answering the forge in
+// milliseconds. What a delivery of the forge looks like (its headers, its
+// signature, its payloads) is the forge.Receiver's (GitHub's:
+// internal/forge/github); bounding, deduplicating and deciding are here.
 //
 // Routes: POST /webhook (push, pull_request and ping events), GET /healthz
 // (the process is alive) and GET /readyz (the caller's Ready hook).
@@ -11,23 +14,19 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
-	"net/url"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/google/go-github/v60/github"
-
 	"github.com/kplan-dev/kplan/internal/config"
+	"github.com/kplan-dev/kplan/internal/forge"
 )
 
 // MaxBodyBytes is GitHub's cap on webhook payloads (25 MB): a larger body
@@ -78,6 +77,8 @@ type Options struct {
 	Secret []byte
 	// Config says which repositories and branches deploy which targets.
 	Config *config.Config
+	// Receiver reads the forge's deliveries (github.Receiver). Required.
+	Receiver forge.Receiver
 	// Enqueue receives each intent. It is called in the request, so it must
 	// not block (hand off to a queue or a per-target "latest wanted" slot).
 	Enqueue func(Intent)
@@ -110,6 +111,7 @@ type Options struct {
 type Handler struct {
 	secret  []byte
 	cfg     *config.Config
+	forge   forge.Receiver
 	enqueue func(Intent)
 	live    func(Intent)
 	ready   func() error
@@ -133,6 +135,8 @@ func New(o Options) (*Handler, error) {
 		return nil, errors.New("webhook: no config")
 	case o.Enqueue == nil:
 		return nil, errors.New("webhook: no Enqueue function")
+	case o.Receiver == nil:
+		return nil, errors.New("webhook: no forge Receiver")
 	case o.BodyBudget < 0 || o.BodyTimeout < 0:
 		return nil, errors.New("webhook: negative BodyBudget or BodyTimeout")
 	}
@@ -148,6 +152,7 @@ func New(o Options) (*Handler, error) {
 	h := &Handler{
 		secret:  bytes.Clone(o.Secret),
 		cfg:     o.Config,
+		forge:   o.Receiver,
 		enqueue: o.Enqueue,
 		live:    o.LivePlan,
 		ready:   o.Ready,
@@ -184,7 +189,7 @@ func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
 
 // delivery is what is known of one request, for its log line.
 type delivery struct {
-	id, event                string
+	forge.Delivery                // its ID and Event; the credential is never logged
 	signed                   bool // the signature checked out
 	repo, branch, sha, cause string
 	pr                       int
@@ -192,11 +197,11 @@ type delivery struct {
 
 func (h *Handler) webhook(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	d := delivery{id: r.Header.Get("X-GitHub-Delivery"), event: r.Header.Get("X-GitHub-Event")}
+	var d delivery
 	status, outcome, msg := h.receive(r, w, &d)
 	reply(w, status, msg)
 
-	event := d.event
+	event := d.Event
 	if !d.signed {
 		event = "" // a header anyone can send must not become a metric label
 	}
@@ -215,7 +220,7 @@ func (h *Handler) webhook(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	attrs := []slog.Attr{
-		slog.String("delivery", clip(d.id)), slog.String("event", clip(d.event)),
+		slog.String("delivery", clip(d.ID)), slog.String("event", clip(d.Event)),
 		slog.String("outcome", string(outcome)), slog.Int("status", status),
 	}
 	for _, a := range []struct{ k, v string }{{"repo", d.repo}, {"branch", d.branch}, {"sha", d.sha}, {"reason", d.cause}} {
@@ -239,11 +244,11 @@ func (h *Handler) webhook(w http.ResponseWriter, r *http.Request) {
 // receive authenticates and decides one delivery, enqueuing its intent;
 // it returns the answer to GitHub.
 func (h *Handler) receive(r *http.Request, w http.ResponseWriter, d *delivery) (int, Outcome, string) {
-	// Only SHA-256: go-github would also accept sha1= and sha512= here.
-	sig := r.Header.Get("X-Hub-Signature-256")
-	if !strings.HasPrefix(sig, "sha256=") {
-		d.cause = "no X-Hub-Signature-256"
-		return http.StatusUnauthorized, Unauthorized, "missing X-Hub-Signature-256 (sha256=...) signature: set the webhook's secret in GitHub"
+	var err error
+	d.Delivery, err = h.forge.Delivery(r.Header)
+	if err != nil {
+		d.cause = "not signed"
+		return http.StatusUnauthorized, Unauthorized, err.Error()
 	}
 	if r.ContentLength > MaxBodyBytes {
 		return http.StatusRequestEntityTooLarge, TooLarge, "payload over 25 MB"
@@ -274,9 +279,9 @@ func (h *Handler) receive(r *http.Request, w http.ResponseWriter, d *delivery) (
 		return http.StatusBadRequest, Malformed, "could not read the body"
 	}
 	defer held.release()
-	// The same check github.ValidatePayloadFromBody makes, done on the raw
-	// body first so that nothing about an unsigned request is looked at.
-	if !held.signedBy(sig, h.secret) {
+	// Verified on the raw body first, so that nothing about an unsigned
+	// request is looked at.
+	if !h.forge.Verify(d.Delivery, held.each, h.secret) {
 		d.cause = "wrong signature"
 		return http.StatusUnauthorized, Unauthorized, "invalid signature"
 	}
@@ -284,21 +289,25 @@ func (h *Handler) receive(r *http.Request, w http.ResponseWriter, d *delivery) (
 	body := held.bytes()
 	held.release() // the copy is the signed payload: give the budget back now
 
-	payload, status, err := payloadOf(r.Header.Get("Content-Type"), body)
+	ev, err := h.forge.Decode(d.Delivery, r.Header.Get("Content-Type"), body)
 	if err != nil {
 		d.cause = err.Error()
+		status := http.StatusBadRequest
+		if de, ok := errors.AsType[*forge.DecodeError](err); ok {
+			status = de.Status
+		}
 		return status, Malformed, err.Error()
 	}
-	intent, ignore, err := h.decide(d, payload)
+	intent, ignore, err := h.decide(d, ev)
 	if err != nil {
 		d.cause = err.Error()
 		return http.StatusBadRequest, Malformed, err.Error()
 	}
-	if d.id != "" && !h.seen.add(d.id) {
+	if d.ID != "" && !h.seen.add(d.ID) {
 		return http.StatusOK, Duplicate, "duplicate delivery"
 	}
 	switch {
-	case d.event == "ping":
+	case ev.Kind == forge.Ping:
 		return http.StatusOK, Pong, "pong"
 	case ignore != "":
 		d.cause = ignore
@@ -312,110 +321,71 @@ func (h *Handler) receive(r *http.Request, w http.ResponseWriter, d *delivery) (
 	return http.StatusAccepted, Enqueued, fmt.Sprintf("accepted: %d target(s) of %s@%s to %s", len(intent.Targets), intent.Repo, intent.Branch, intent.SHA)
 }
 
-// payloadOf extracts the JSON payload: GitHub sends it as the body or,
-// for webhooks set to application/x-www-form-urlencoded, as the payload
-// form field.
-func payloadOf(contentType string, body []byte) ([]byte, int, error) {
-	mt := "application/json"
-	if contentType != "" {
-		var err error
-		if mt, _, err = mime.ParseMediaType(contentType); err != nil {
-			return nil, http.StatusUnsupportedMediaType, fmt.Errorf("bad Content-Type: %w", err)
-		}
-	}
-	switch mt {
-	case "application/json":
-		return body, 0, nil
-	case "application/x-www-form-urlencoded":
-		form, err := url.ParseQuery(string(body))
-		if err != nil {
-			return nil, http.StatusBadRequest, fmt.Errorf("bad form body: %w", err)
-		}
-		return []byte(form.Get("payload")), 0, nil
-	}
-	return nil, http.StatusUnsupportedMediaType, fmt.Errorf("unsupported Content-Type %q: set the webhook's content type to application/json", mt)
-}
-
 var commitSHA = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`) // SHA-1 or SHA-256 object names
 
-// decide reads an authenticated payload: an intent to enqueue, a reason
+// decide reads an authenticated delivery: an intent to enqueue, a reason
 // to ignore it, or an error when it is not what its event says it is.
-func (h *Handler) decide(d *delivery, payload []byte) (*Intent, string, error) {
-	switch d.event {
-	case "":
-		return nil, "", errors.New("missing X-GitHub-Event header")
-	case "ping", "push", "pull_request":
-	default:
-		if !json.Valid(payload) {
-			return nil, "", errors.New("malformed JSON payload")
-		}
-		return nil, fmt.Sprintf("%s events do not deploy", d.event), nil
-	}
-	ev, err := github.ParseWebHook(d.event, payload)
-	if err != nil {
-		return nil, "", fmt.Errorf("malformed %s payload: %w", d.event, err)
-	}
+func (h *Handler) decide(d *delivery, e forge.Event) (*Intent, string, error) {
 	var (
 		repo, ref, sha string
 		prNumber       int
 		live           bool
 		ack            string
 	)
-	switch e := ev.(type) {
-	case *github.PingEvent:
-		d.repo = e.GetRepo().GetFullName()
+	switch e.Kind {
+	case forge.Ping:
+		d.repo = e.Repo
 		return nil, "", nil
-	case *github.PushEvent:
-		repo, ref, sha = e.GetRepo().GetFullName(), e.GetRef(), e.GetAfter()
+	case forge.Push:
+		repo, ref, sha = e.Repo, e.Ref, e.SHA
 		d.repo, d.sha = repo, sha
 		branch, isBranch := strings.CutPrefix(ref, "refs/heads/")
 		d.branch = branch
 		switch {
 		case repo == "":
-			return nil, "", errors.New("push payload without repository.full_name")
+			return nil, "", fmt.Errorf("%s payload without the repository's name", d.Event)
 		case h.cfg.Repository(repo) == nil:
 			return nil, "repository " + repo + " is not configured", nil
 		case !isBranch:
 			return nil, "push to " + ref + ", not a branch", nil
-		case e.GetDeleted() || strings.Trim(sha, "0") == "":
+		case e.Deleted || strings.Trim(sha, "0") == "":
 			return nil, "branch " + branch + " deleted", nil
 		}
 		ref = branch
-	case *github.PullRequestEvent:
-		pr := e.GetPullRequest()
-		repo, ref, sha = e.GetRepo().GetFullName(), pr.GetBase().GetRef(), pr.GetMergeCommitSHA()
-		prNumber = e.GetNumber()
-		if prNumber == 0 {
-			prNumber = pr.GetNumber()
-		}
+	case forge.Review:
+		pr := e.Change
+		repo, ref, sha = e.Repo, pr.BaseRef, pr.MergeSHA
+		prNumber = pr.Number
 		d.repo, d.branch, d.pr = repo, ref, prNumber
 		switch {
 		case repo == "":
-			return nil, "", errors.New("pull_request payload without repository.full_name")
+			return nil, "", fmt.Errorf("%s payload without the repository's name", d.Event)
 		case h.cfg.Repository(repo) == nil:
 			return nil, "repository " + repo + " is not configured", nil
-		case livePlanActions[e.GetAction()] && h.live != nil:
+		case livePlanActions[e.Action] && h.live != nil:
 			// Planned against the live clusters, never deployed.
-			sha, live = pr.GetHead().GetSHA(), true
-		case e.GetAction() == "labeled" && e.GetLabel().GetName() == config.ApplyUnreviewedLabel:
-			if !pr.GetMerged() {
+			sha, live = pr.HeadSHA, true
+		case e.Action == forge.Labeled && e.Label == config.ApplyUnreviewedLabel:
+			if !pr.Merged {
 				return nil, "label " + config.ApplyUnreviewedLabel + " on a pull request not merged", nil
 			}
 			// Who owns deploying what was not reviewed: logged and reported.
-			ack = cmp.Or(e.GetSender().GetLogin(), "someone unnamed")
-		case e.GetAction() != "closed":
-			return nil, "pull request " + e.GetAction(), nil
-		case !pr.GetMerged():
+			ack = cmp.Or(e.Sender, "someone unnamed")
+		case e.Action != forge.Closed:
+			return nil, "pull request " + string(e.Action), nil
+		case !pr.Merged:
 			return nil, "pull request closed without merging", nil
 		}
 		d.sha = sha
+	default:
+		return nil, fmt.Sprintf("%s events do not deploy", d.Event), nil
 	}
 	targets := h.cfg.Targets(repo, ref)
 	if len(targets) == 0 {
 		return nil, "branch " + ref + " of " + repo + " is not configured", nil
 	}
 	if !commitSHA.MatchString(sha) {
-		return nil, "", fmt.Errorf("%s payload: %q is not a commit SHA", d.event, clip(sha))
+		return nil, "", fmt.Errorf("%s payload: %q is not a commit SHA", d.Event, clip(sha))
 	}
 	name := h.cfg.Repository(repo).Name
 	return &Intent{
@@ -424,7 +394,7 @@ func (h *Handler) decide(d *delivery, payload []byte) (*Intent, string, error) {
 		SHA:            sha,
 		CloneURL:       h.cfg.CloneURL(name),
 		PR:             prNumber,
-		DeliveryID:     d.id,
+		DeliveryID:     d.ID,
 		Targets:        slices.Clone(targets),
 		LivePlan:       live,
 		AcknowledgedBy: ack,
@@ -433,7 +403,7 @@ func (h *Handler) decide(d *delivery, payload []byte) (*Intent, string, error) {
 
 // livePlanActions are the pull_request actions that change what a PR
 // would merge: each gets a live plan of the PR's head.
-var livePlanActions = map[string]bool{"opened": true, "synchronize": true, "reopened": true}
+var livePlanActions = map[forge.ChangeAction]bool{forge.Opened: true, forge.Updated: true, forge.Reopened: true}
 
 func reply(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -21,6 +21,7 @@ import (
 	"testing"
 
 	"github.com/kplan-dev/kplan/internal/config"
+	"github.com/kplan-dev/kplan/internal/forge/github"
 )
 
 // fixtures are GitHub's published example payloads, copied into testdata
@@ -128,6 +129,7 @@ func (rec *recorder) handler(t testing.TB, o Options) *Handler {
 	if o.Config == nil {
 		o.Config = testCfg(t)
 	}
+	o.Receiver = github.Receiver{}
 	o.Enqueue = func(i Intent) {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
@@ -550,6 +552,7 @@ func TestNew(t *testing.T) {
 		{Options{Secret: []byte{}, Config: cfg, Enqueue: enqueue}, "no secret"},
 		{Options{Secret: []byte("s"), Enqueue: enqueue}, "no config"},
 		{Options{Secret: []byte("s"), Config: cfg}, "no Enqueue"},
+		{Options{Secret: []byte("s"), Config: cfg, Enqueue: enqueue}, "no forge Receiver"},
 	} {
 		if _, err := New(tc.o); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("New(%+v) = %v, want %q", tc.o, err, tc.err)
@@ -577,9 +580,10 @@ func ExampleNew() {
 	cfg, _ := config.Parse("webhook.yaml", []byte(testConfig))
 	intents := make(chan Intent, 100)
 	h, err := New(Options{
-		Secret:  []byte(secret),
-		Config:  cfg,
-		Enqueue: func(i Intent) { intents <- i },
+		Secret:   []byte(secret),
+		Config:   cfg,
+		Receiver: github.Receiver{},
+		Enqueue:  func(i Intent) { intents <- i },
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -1,4 +1,4 @@
-package ghreport
+package deploys
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func newServer(t *testing.T) *githubapi.Server {
 }
 
 func newReporter(gh *githubapi.Server) *Reporter {
-	r := New(gh.Client("tok"), slog.New(slog.DiscardHandler))
+	r := NewReporter(gh.Client("tok"), slog.New(slog.DiscardHandler))
 	r.Backoff = time.Millisecond
 	return r
 }

@@ -1,4 +1,4 @@
-package ghreport
+package deploys
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package prcomment_test
+package github_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kplan-dev/kplan/internal/forge"
+	"github.com/kplan-dev/kplan/internal/forge/github"
 	"github.com/kplan-dev/kplan/internal/prcomment"
 	"github.com/kplan-dev/kplan/test/githubapi"
 )
@@ -40,7 +42,7 @@ func TestCreateThenEdit(t *testing.T) {
 	gh := s.Client(writer)
 	foreign := s.SeedComment(owner, repo, pr, "alice", "LGTM, but see the plan")
 
-	first, err := prcomment.NewPoster(gh, bot).Upsert(ctx, owner, repo, pr, marker, "plan v1")
+	first, err := github.NewPoster(gh, bot).Upsert(ctx, owner+"/"+repo, pr, marker, "plan v1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +50,7 @@ func TestCreateThenEdit(t *testing.T) {
 		t.Fatalf("first = %+v, want a created comment", first)
 	}
 
-	second, err := prcomment.NewPoster(gh, bot).Upsert(ctx, owner, repo, pr, marker, "plan v2")
+	second, err := github.NewPoster(gh, bot).Upsert(ctx, owner+"/"+repo, pr, marker, "plan v2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +73,7 @@ func TestCreateThenEdit(t *testing.T) {
 func TestBodyAlreadyHasMarker(t *testing.T) {
 	s := newServer(t)
 	body := "## Plan\n" + marker + "\nno changes"
-	if _, err := prcomment.NewPoster(s.Client(writer), bot).Upsert(context.Background(), owner, repo, pr, marker, body); err != nil {
+	if _, err := github.NewPoster(s.Client(writer), bot).Upsert(context.Background(), owner+"/"+repo, pr, marker, body); err != nil {
 		t.Fatal(err)
 	}
 	if cs := s.Comments(owner, repo, pr); len(cs) != 1 || cs[0].Body != body {
@@ -83,12 +85,12 @@ func TestUnchangedBodyIsNotEdited(t *testing.T) {
 	s := newServer(t)
 	ctx := context.Background()
 	gh := s.Client(writer)
-	first, err := prcomment.NewPoster(gh, bot).Upsert(ctx, owner, repo, pr, marker, "same")
+	first, err := github.NewPoster(gh, bot).Upsert(ctx, owner+"/"+repo, pr, marker, "same")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.ResetRequests()
-	again, err := prcomment.NewPoster(gh, bot).Upsert(ctx, owner, repo, pr, marker, "same")
+	again, err := github.NewPoster(gh, bot).Upsert(ctx, owner+"/"+repo, pr, marker, "same")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,11 +110,11 @@ func TestMarkersAreIndependent(t *testing.T) {
 	gh := s.Client(writer)
 	const deployMarker = "<!-- kplan:deploy -->"
 
-	plan, err := prcomment.NewPoster(gh, bot).Upsert(ctx, owner, repo, pr, marker, "plan")
+	plan, err := github.NewPoster(gh, bot).Upsert(ctx, owner+"/"+repo, pr, marker, "plan")
 	if err != nil {
 		t.Fatal(err)
 	}
-	deploy, err := prcomment.NewPoster(gh, bot).Upsert(ctx, owner, repo, pr, deployMarker, "deployed")
+	deploy, err := github.NewPoster(gh, bot).Upsert(ctx, owner+"/"+repo, pr, deployMarker, "deployed")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +137,7 @@ func TestMarkedCommentOnPageThree(t *testing.T) {
 	}
 	target := s.Comments(owner, repo, pr)[220]
 
-	res, err := prcomment.NewPoster(s.Client(writer), bot).Upsert(context.Background(), owner, repo, pr, marker, "new plan")
+	res, err := github.NewPoster(s.Client(writer), bot).Upsert(context.Background(), owner+"/"+repo, pr, marker, "new plan")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +166,7 @@ func TestFirstMarkedCommentWins(t *testing.T) {
 	s := newServer(t)
 	first := s.SeedComment(owner, repo, pr, "github-actions[bot]", marker+"\nA")
 	second := s.SeedComment(owner, repo, pr, "github-actions[bot]", marker+"\nB")
-	res, err := prcomment.NewPoster(s.Client(writer), bot).Upsert(context.Background(), owner, repo, pr, marker, "C")
+	res, err := github.NewPoster(s.Client(writer), bot).Upsert(context.Background(), owner+"/"+repo, pr, marker, "C")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,14 +211,14 @@ func TestErrors(t *testing.T) {
 			if tt.body != "" {
 				body = tt.body
 			}
-			_, err := prcomment.NewPoster(s.Client(tt.token), bot).Upsert(context.Background(), owner, repo, pr, m, body)
+			_, err := github.NewPoster(s.Client(tt.token), bot).Upsert(context.Background(), owner+"/"+repo, pr, m, body)
 			if err == nil {
 				t.Fatal("no error")
 			}
-			if got := errors.Is(err, prcomment.ErrNoPermission); got != tt.noPerm {
+			if got := errors.Is(err, forge.ErrNoPermission); got != tt.noPerm {
 				t.Errorf("errors.Is(%v, ErrNoPermission) = %v, want %v", err, got, tt.noPerm)
 			}
-			if got := errors.Is(err, prcomment.ErrTooLong); got != tt.tooLong {
+			if got := errors.Is(err, forge.ErrTooLong); got != tt.tooLong {
 				t.Errorf("errors.Is(%v, ErrTooLong) = %v, want %v", err, got, tt.tooLong)
 			}
 			if tt.seed {
@@ -234,7 +236,7 @@ func TestRespectsContext(t *testing.T) {
 	s := newServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := prcomment.NewPoster(s.Client(writer), bot).Upsert(ctx, owner, repo, pr, marker, "plan")
+	_, err := github.NewPoster(s.Client(writer), bot).Upsert(ctx, owner+"/"+repo, pr, marker, "plan")
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
@@ -247,15 +249,15 @@ func TestStrangersMarkedCommentIsNotTaken(t *testing.T) {
 	s := newServer(t)
 	ctx := context.Background()
 	bait := s.SeedComment(owner, repo, pr, "mallory", marker+"\nplan: nothing to see")
-	p := prcomment.NewPoster(s.Client(writer), bot)
-	first, err := p.Upsert(ctx, owner, repo, pr, marker, "plan v1")
+	p := github.NewPoster(s.Client(writer), bot)
+	first, err := p.Upsert(ctx, owner+"/"+repo, pr, marker, "plan v1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !first.Created || first.CommentID == bait.ID || first.Author != bot || first.Self != bot {
 		t.Fatalf("first = %+v, want a new comment by %s", first, bot)
 	}
-	second, err := prcomment.NewPoster(s.Client(writer), bot).Upsert(ctx, owner, repo, pr, marker, "plan v2")
+	second, err := github.NewPoster(s.Client(writer), bot).Upsert(ctx, owner+"/"+repo, pr, marker, "plan v2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +303,7 @@ func TestSelf(t *testing.T) {
 			}
 			strangers := s.Comments(owner, repo, pr)[:len(tt.strangers)]
 			s.FailNext(min(tt.fail, 1), tt.fail)
-			p := prcomment.NewPoster(s.Client(tt.token), tt.as)
+			p := github.NewPoster(s.Client(tt.token), tt.as)
 			self, err := p.Self(ctx)
 			if tt.wantErr {
 				if err == nil {
@@ -312,7 +314,7 @@ func TestSelf(t *testing.T) {
 			if err != nil || self != tt.wantSelf {
 				t.Fatalf("Self = %q, %v; want %q", self, err, tt.wantSelf)
 			}
-			res, err := p.Upsert(ctx, owner, repo, pr, marker, "plan")
+			res, err := p.Upsert(ctx, owner+"/"+repo, pr, marker, "plan")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -324,7 +326,7 @@ func TestSelf(t *testing.T) {
 			}
 			// Whatever was assumed, the Poster now knows: its next
 			// Upsert edits the comment it holds.
-			again, err := p.Upsert(ctx, owner, repo, pr, marker, "plan 2")
+			again, err := p.Upsert(ctx, owner+"/"+repo, pr, marker, "plan 2")
 			if err != nil || again.Created || again.CommentID != res.CommentID {
 				t.Errorf("again = %+v, %v; want an edit of %d", again, err, res.CommentID)
 			}

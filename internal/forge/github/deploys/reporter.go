@@ -1,4 +1,10 @@
-// Package ghreport tells GitHub how deploys went: a commit status per
+// Package deploys is the GitHub forge's deploy reports: Reporter
+// implements deployer.Reporter and deployer.Reviews with go-github. It is
+// apart from internal/forge/github (comments, deliveries, the Action's
+// event) so that the plan-only Action, which imports that, links no
+// deployer.
+//
+// Reporter tells GitHub how deploys went: a commit status per
 // target (kplan/<target>), a Deployment with its statuses per target
 // environment, and one comment on the merged pull request summarising
 // every target.
@@ -10,7 +16,7 @@
 // replacing it; meanwhile the deploy's result is on the target's
 // inventory object in the cluster. Messages that would show where the
 // cluster lives are replaced by a class of failure (Public).
-package ghreport
+package deploys
 
 import (
 	"cmp"
@@ -27,6 +33,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
+	forgegithub "github.com/kplan-dev/kplan/internal/forge/github"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/prcomment"
 )
@@ -64,7 +71,7 @@ type Reporter struct {
 	PlanAuthor string
 	// Comments writes the deploy comment, as the token's own (New makes
 	// it; cmd/webhook shares it with the live plans).
-	Comments *prcomment.Poster
+	Comments *forgegithub.Poster
 
 	mu          sync.Mutex
 	deployments map[string]*deployment              // target key@sha -> its Deployment
@@ -83,9 +90,9 @@ type deployment struct {
 
 var _ deployer.Reporter = (*Reporter)(nil)
 
-// New makes a Reporter.
-func New(gh *github.Client, logger *slog.Logger) *Reporter {
-	return &Reporter{GH: gh, Logger: logger, Comments: prcomment.NewPoster(gh, ""), Attempts: 5, Backoff: 500 * time.Millisecond, MaxWait: time.Minute, MaxHeld: 1000,
+// NewReporter makes a Reporter.
+func NewReporter(gh *github.Client, logger *slog.Logger) *Reporter {
+	return &Reporter{GH: gh, Logger: logger, Comments: forgegithub.NewPoster(gh, ""), Attempts: 5, Backoff: 500 * time.Millisecond, MaxWait: time.Minute, MaxHeld: 1000,
 		deployments: map[string]*deployment{}, summaries: map[int]map[string]deployer.Outcome{}}
 }
 
@@ -216,7 +223,6 @@ func (r *Reporter) Finished(ctx context.Context, o deployer.Outcome) {
 // pull request is looked up from its commit.
 func (r *Reporter) commentOp(o deployer.Outcome) *op {
 	t := o.Target
-	owner, repo := split(t.Repo)
 	return &op{key: "comment\x00" + t.Key() + "@" + o.SHA, what: "PR comment on the deploy of " + short(o.SHA) + " to " + t.Name,
 		send: func(ctx context.Context) error {
 			pr := o.PR
@@ -245,7 +251,7 @@ func (r *Reporter) commentOp(o deployer.Outcome) *op {
 			r.summaries[pr][t.Name] = o
 			body := comment(r.summaries[pr])
 			r.mu.Unlock()
-			_, err := r.Comments.Upsert(ctx, owner, repo, pr, Marker, body)
+			_, err := r.Comments.Upsert(ctx, t.Repo, pr, Marker, body)
 			return err
 		}}
 }
@@ -255,7 +261,7 @@ func (r *Reporter) commentOp(o deployer.Outcome) *op {
 // anyone else posts is ignored.
 func (r *Reporter) ReviewedPlan(ctx context.Context, t deployer.Target, pr int) (*prcomment.Reviewed, error) {
 	owner, repo := split(t.Repo)
-	c, err := prcomment.FindBy(ctx, r.GH, owner, repo, pr, prcomment.PlanMarker, cmp.Or(r.PlanAuthor, "github-actions[bot]"))
+	c, err := forgegithub.FindBy(ctx, r.GH, owner, repo, pr, prcomment.PlanMarker, cmp.Or(r.PlanAuthor, "github-actions[bot]"))
 	if err != nil || c == nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package ghreport
+package deploys
 
 import (
 	"context"
@@ -51,7 +51,7 @@ func TestUnauthorizedReportIsResentWithFreshToken(t *testing.T) {
 	}
 	client := github.NewClient(&http.Client{Transport: ghauth.Transport(app, nil)})
 	client.BaseURL, _ = url.Parse(gh.URL() + "/")
-	r := New(client, slog.New(slog.DiscardHandler))
+	r := NewReporter(client, slog.New(slog.DiscardHandler))
 	r.Backoff = time.Millisecond
 	ctx := context.Background()
 

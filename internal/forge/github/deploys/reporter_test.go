@@ -1,4 +1,4 @@
-package ghreport
+package deploys
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func TestReportsAPushDeploy(t *testing.T) {
 	gh.AddToken("tok", githubapi.Identity{Login: "kplan[bot]"})
 	merged := time.Now()
 	gh.SeedPullForCommit("octo", "cfg", sha, githubapi.PullRequest{Number: 7, State: "closed", MergedAt: &merged})
-	r := New(gh.Client("tok"), slog.New(slog.DiscardHandler))
+	r := NewReporter(gh.Client("tok"), slog.New(slog.DiscardHandler))
 	r.Backoff = time.Millisecond
 	ctx := context.Background()
 

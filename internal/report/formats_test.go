@@ -1,0 +1,46 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// Every format the front ends offer prints the plan by its name and its
+// aliases, as its own writer does; an unknown one is refused naming them
+// all (the list kplan diff, merge and demo print in their help).
+func TestFormatsAreOfferedAndWritten(t *testing.T) {
+	p := samplePlan(t)
+	if got := FormatNames(); got != "text, markdown or json" {
+		t.Errorf("FormatNames() = %q", got)
+	}
+	var text bytes.Buffer
+	if err := TextWith(&text, p, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := JSONWith(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"": text.String(), "text": text.String(), "json": string(data) + "\n",
+		"markdown": Markdown(p, "", MaxCommentSize), "md": Markdown(p, "", MaxCommentSize),
+	}
+	for name, w := range want {
+		var b bytes.Buffer
+		if err := Write(&b, p, name, Options{}); err != nil {
+			t.Fatalf("Write %q: %v", name, err)
+		}
+		if b.String() != w {
+			t.Errorf("Write %q printed\n%s\nwant\n%s", name, b.String(), w)
+		}
+	}
+	if !json.Valid(data) {
+		t.Errorf("json is not JSON: %s", data)
+	}
+	err = Write(&bytes.Buffer{}, p, "xml", Options{})
+	if err == nil || !strings.Contains(err.Error(), `"xml": want text, markdown or json`) {
+		t.Errorf("Write xml: %v", err)
+	}
+}
