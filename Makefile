@@ -74,7 +74,8 @@ FUZZ_TARGETS := \
 	./internal/helmrelease:FuzzParseRelease \
 	./internal/helmrelease:FuzzValuesFrom \
 	./internal/helmrelease:FuzzLoadChart \
-	./internal/helmrelease:FuzzChallenge
+	./internal/helmrelease:FuzzChallenge \
+	./internal/declared:FuzzRGFile
 
 fuzz:
 	@failed=; for t in $(FUZZ_TARGETS); do \

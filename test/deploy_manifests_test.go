@@ -33,6 +33,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kplan-dev/kplan/internal/config"
+	"github.com/kplan-dev/kplan/internal/declared"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/plan"
 	"github.com/kplan-dev/kplan/internal/render"
@@ -877,7 +878,7 @@ spec:
 	if err := sigsyaml.Unmarshal([]byte(crd), &obj.Object); err != nil {
 		t.Fatal(err)
 	}
-	tg := &deploy.Target{Inventory: deploy.ConfigMapInventory("prometheus-operator-crds", "default", ""), Objects: []*unstructured.Unstructured{&obj}}
+	tg := &deploy.Target{Inventory: declared.ConfigMapInventory("prometheus-operator-crds", "default", ""), Objects: []*unstructured.Unstructured{&obj}}
 	actx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	res, err := deploy.New(deploy.NewGetter(c.Kubeconfig, "")).Apply(actx, tg.Inventory, tg.Objects, deploy.Options{ReconcileTimeout: 30 * time.Second})

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/declared"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/liveplan"
 	"github.com/kplan-dev/kplan/internal/testcluster"
@@ -370,7 +371,7 @@ func TestLivePlanCost(t *testing.T) {
 		}
 		return out
 	}
-	inv := deploy.ConfigMapInventory("inventory", "cost", "")
+	inv := declared.ConfigMapInventory("inventory", "cost", "")
 	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "cost"}}}
 	deployed := append([]*unstructured.Unstructured{ns}, cms(0, n, "old")...)
 	start := time.Now()

@@ -27,7 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/kplan-dev/kplan/internal/deployer"
+	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/testcluster"
 	"github.com/kplan-dev/kplan/internal/testkit"
 	"github.com/kplan-dev/kplan/test/githttp"
@@ -199,7 +199,7 @@ func (e *hookEnv) deployed() (sha, outcome string) {
 		return "", ""
 	}
 	a := u.GetAnnotations()
-	return a[deployer.AnnotationSHA], a[deployer.AnnotationOutcome]
+	return a[deploy.AnnotationSHA], a[deploy.AnnotationOutcome]
 }
 
 func (e *hookEnv) waitDeployed(sha string) {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/object"
 
 	"github.com/kplan-dev/kplan/internal/deploy"
+	"github.com/kplan-dev/kplan/internal/plan"
 	"github.com/kplan-dev/kplan/internal/resourcegroup"
 )
 
@@ -79,17 +80,18 @@ func applyCmd() *cobra.Command {
 				namespace = deploy.DefaultNamespace
 			}
 		}
-		r, err := renderDir(ctx, dir, ropts)
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory: name an overlay's directory", dir)
+		}
+		fSys, rel, err := plan.OpenWorkingTree(ctx, dir, []string{"."})
 		if err != nil {
 			return err
 		}
-		if r.Err != nil {
-			return r.Err
-		}
 		_, hasKptfile, _ := resourcegroup.KptfileInventory(dir)
-		files := func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, name)) }
-		target, err := deploy.NewTarget(r, files, deploy.TargetOptions{
-			RGFile: rgFile, RGFileExplicit: cmd.Flags().Changed("rg-file"), HasKptfile: hasKptfile, Namespace: namespace})
+		// As the webhook's deploys: ropts fetch what --remote-hosts allows.
+		target, err := deploy.Prepare(ctx, deploy.Source{FS: fSys}, deploy.Settings{
+			Overlay: rel[0], Display: dir, Namespace: namespace, Render: ropts,
+			RGFile: rgFile, RGFileExplicit: cmd.Flags().Changed("rg-file"), HasKptfile: hasKptfile}, deploy.Online)
 		if err != nil {
 			return err
 		}

@@ -158,6 +158,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	// The git remote bases renders fetch: the deployer prunes every cache
+	// under it, the live plans' and the drift checks' included.
+	gitBases := filepath.Join(cfg.StateDir, "git-bases")
 	planner := func(t config.Target) liveplan.Planner {
 		return liveplan.New(deploy.NewGetter(t.Kubeconfig, t.Context))
 	}
@@ -165,7 +168,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if !*livePlans {
 			return nil
 		}
-		return &liveplan.Runner{Mirrors: liveplan.GitMirror{Mirrors: mirrors}, Planner: planner, Post: liveplan.CommentPoster{Comments: reporter.Comments}, Logger: log.With("component", "liveplan")}
+		return &liveplan.Runner{Mirrors: liveplan.GitMirror{Mirrors: mirrors}, Planner: planner, Post: liveplan.CommentPoster{Comments: reporter.Comments}, Logger: log.With("component", "liveplan"),
+			GitBases: gitBases}
 	}
 	driftMetrics, err := liveplan.NewDriftMetrics(reg)
 	if err != nil {
@@ -173,7 +177,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	// One record of drift for every term: GET /drift shows the last checks.
 	drift := &liveplan.Drift{Targets: cfg.AllTargets(), Mirrors: liveplan.GitMirror{Mirrors: mirrors}, Planner: planner,
-		Interval: cfg.ResyncInterval, Metrics: driftMetrics, Logger: log.With("component", "drift")}
+		Interval: cfg.ResyncInterval, Metrics: driftMetrics, Logger: log.With("component", "drift"), GitBases: gitBases}
 	if !*driftChecks {
 		drift.Interval = 0
 	}
@@ -186,7 +190,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		dep.Resync = cfg.ResyncInterval
 		dep.Metrics = deployMetrics
 		dep.Reviews = reporter
-		dep.GitBases = filepath.Join(cfg.StateDir, "git-bases")
+		dep.GitBases = gitBases
 		dep.GitBasesMaxAge = cfg.GitBasesMaxAge
 		return dep
 	}

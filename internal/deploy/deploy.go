@@ -29,7 +29,6 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	kinv "github.com/kplan-dev/kplan/internal/inventory"
-	"github.com/kplan-dev/kplan/internal/resourcegroup"
 )
 
 // FieldManager is the server-side apply field manager kplan applies with.
@@ -120,13 +119,6 @@ func (r *Result) Failed() bool {
 	return false
 }
 
-// EmptyError refuses to prune everything because a render came out empty.
-type EmptyError struct{ Inventory kinv.Identity }
-
-func (e *EmptyError) Error() string {
-	return fmt.Sprintf("the overlay renders no objects, so applying it would prune everything %s holds; refusing (pass --allow-empty if that is what you want)", e.Inventory)
-}
-
 // Engine applies to one cluster.
 type Engine struct {
 	factory cmdutil.Factory
@@ -156,9 +148,6 @@ func (e *Engine) Apply(ctx context.Context, invObj *unstructured.Unstructured, o
 	}
 	inv := inventoryOf(invObj)
 	res := &Result{Inventory: inv, DryRun: opts.DryRun, Objects: []ObjectResult{}}
-	if len(objs) == 0 && !opts.AllowEmpty {
-		return res, &EmptyError{Inventory: inv}
-	}
 	policy, err := parsePolicy(opts.InventoryPolicy)
 	if err != nil {
 		return res, err
@@ -176,25 +165,9 @@ func (e *Engine) Apply(ctx context.Context, invObj *unstructured.Unstructured, o
 		return res, fmt.Errorf("connect to the cluster: %w", err)
 	}
 
-	var factory inventory.ClientFactory = inventory.ConfigMapClientFactory{StatusEnabled: true}
-	if inv.Kind == resourcegroup.GVK.Kind {
-		installed, err := ensureCRD(ctx, dyn, opts.DryRun)
-		if err != nil {
-			return res, err
-		}
-		if installed {
-			if err := awaitMapping(ctx, mapper, resourcegroup.GVK); err != nil {
-				return res, err
-			}
-			factory = resourcegroup.ClientFactory{}
-		}
-		// In a dry run on a cluster without the CRD nothing can have been
-		// applied through a ResourceGroup yet: an empty ConfigMap-backed
-		// inventory stands in, and a dry run writes no inventory anyway.
-	}
-	invClient, err := factory.NewClient(e.factory)
+	invClient, err := inventoryClient(ctx, e.factory, dyn, mapper, inv, opts.DryRun)
 	if err != nil {
-		return res, fmt.Errorf("inventory client for %s: %w", inv, err)
+		return res, err
 	}
 
 	if err := defaultNamespaces(mapper, objs, ns); err != nil {
@@ -204,10 +177,8 @@ func (e *Engine) Apply(ctx context.Context, invObj *unstructured.Unstructured, o
 	if err != nil {
 		return res, err
 	}
-	if !opts.NoPrune && !opts.AllowReplaceInventory {
-		if err := checkReplace(inv, prev, objs); err != nil {
-			return res, err
-		}
+	if err := RunChecks(CheckInput{Inventory: inv, Previous: prev, Objects: objs, Options: opts}); err != nil {
+		return res, err
 	}
 	before, err := existingVersions(ctx, dyn, mapper, objs)
 	if err != nil {
@@ -502,12 +473,12 @@ func applied(id object.ObjMetadata, after *unstructured.Unstructured, before map
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// ensureCRD installs the ResourceGroup CRD when the cluster lacks it and
-// waits until it is established. In a dry run it only reports whether the
-// CRD is there.
-func ensureCRD(ctx context.Context, dyn dynamic.Interface, dryRun bool) (bool, error) {
+// ensureCRD installs an inventory backend's CRD (data, named name) when
+// the cluster lacks it and waits until it is established. In a dry run it
+// only reports whether the CRD is there.
+func ensureCRD(ctx context.Context, dyn dynamic.Interface, data []byte, name string, dryRun bool) (bool, error) {
 	crds := dyn.Resource(crdGVR)
-	got, err := crds.Get(ctx, resourcegroup.CRDName, metav1.GetOptions{})
+	got, err := crds.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case err == nil && established(got):
 		return true, nil
@@ -515,21 +486,21 @@ func ensureCRD(ctx context.Context, dyn dynamic.Interface, dryRun bool) (bool, e
 		// Another deploy (a target beside this one) has just created it:
 		// wait, as for our own, until it is served.
 	case !apierrors.IsNotFound(err):
-		return false, fmt.Errorf("look up the ResourceGroup CRD: %w", err)
+		return false, fmt.Errorf("look up the CRD %s: %w", name, err)
 	case dryRun:
 		return false, nil
 	default:
 		var crd unstructured.Unstructured
-		if err := sigsyaml.Unmarshal(resourcegroup.CRD, &crd.Object); err != nil {
-			return false, fmt.Errorf("ResourceGroup CRD: %w", err)
+		if err := sigsyaml.Unmarshal(data, &crd.Object); err != nil {
+			return false, fmt.Errorf("the CRD %s: %w", name, err)
 		}
 		if _, err := crds.Create(ctx, &crd, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return false, fmt.Errorf("install the ResourceGroup CRD (kplan needs permission to create CustomResourceDefinitions once): %w", err)
+			return false, fmt.Errorf("install the CRD %s (kplan needs permission to create CustomResourceDefinitions once): %w", name, err)
 		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		got, err := crds.Get(ctx, resourcegroup.CRDName, metav1.GetOptions{})
+		got, err := crds.Get(ctx, name, metav1.GetOptions{})
 		if err == nil && established(got) {
 			return true, nil
 		}
@@ -539,7 +510,7 @@ func ensureCRD(ctx context.Context, dyn dynamic.Interface, dryRun bool) (bool, e
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return false, errors.New("the ResourceGroup CRD was created but is not established after 30s")
+	return false, fmt.Errorf("the CRD %s was created but is not established after 30s", name)
 }
 
 // awaitMapping resets mapper until it maps gvk: discovery may lag a CRD

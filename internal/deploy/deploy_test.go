@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/apply/event"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/declared"
 	"github.com/kplan-dev/kplan/internal/testcluster"
 )
 
@@ -242,13 +243,13 @@ spec:
 
 func TestConfigMapInventory(t *testing.T) {
 	const ns = "cm-inventory"
-	inv := ConfigMapInventory("root-cm", ns, "")
+	inv := declared.ConfigMapInventory("root-cm", ns, "")
 	ctx := context.Background()
 	eng := New(NewGetter(cluster.Kubeconfig, ""))
 	if _, err := eng.Apply(ctx, inv, objs(t, nsObj(ns), cm(ns, "a", "1"), cm(ns, "b", "1")), Options{}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := eng.Apply(ctx, ConfigMapInventory("root-cm", ns, ""), objs(t, nsObj(ns), cm(ns, "a", "1")), Options{})
+	res, err := eng.Apply(ctx, declared.ConfigMapInventory("root-cm", ns, ""), objs(t, nsObj(ns), cm(ns, "a", "1")), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/kplan-dev/kplan/internal/declared"
 	kinv "github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/render"
 )
@@ -29,7 +30,7 @@ const (
 )
 
 // files serves an overlay's files from a map.
-func files(m map[string]string) Files {
+func files(m map[string]string) declared.Files {
 	return func(name string) ([]byte, error) {
 		if d, ok := m[name]; ok {
 			return []byte(d), nil
@@ -39,7 +40,7 @@ func files(m map[string]string) Files {
 }
 
 // NewTarget picks an overlay's inventory for kplan apply and the webhook
-// alike, and DeclaredInventory names the same one for an overlay that
+// alike, and declared.Identity names the same one for an overlay that
 // renders none.
 func TestNewTarget(t *testing.T) {
 	directive := result(cmA)
@@ -53,7 +54,7 @@ func TestNewTarget(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		r       render.Result
-		files   Files
+		files   declared.Files
 		opts    TargetOptions
 		want    string // the inventory's String, or
 		wantErr string // a part of the error
@@ -105,13 +106,13 @@ func TestNewTarget(t *testing.T) {
 		if rendersOne && tc.opts.Inventory == nil {
 			continue
 		}
-		decl, err := DeclaredInventory(tc.r, tc.files, tc.opts)
+		decl, err := declared.Identity(tc.r, tc.files, declared.Options{Inventory: tc.opts.Inventory, RGFile: tc.opts.RGFile, Namespace: tc.opts.Namespace})
 		if err != nil || decl == nil || decl.String() != tc.want {
 			t.Errorf("%s: declared %v (%v), want %s", tc.name, decl, err, tc.want)
 		}
 	}
 	// No file, no directive, nothing configured: nothing declared.
-	if decl, err := DeclaredInventory(result(cmA), files(nil), TargetOptions{}); decl != nil || err != nil {
+	if decl, err := declared.Identity(result(cmA), files(nil), declared.Options{}); decl != nil || err != nil {
 		t.Errorf("declared %v (%v), want none", decl, err)
 	}
 	// An explicit --rg-file beside a rendered inventory is an error.
@@ -133,7 +134,7 @@ func TestInventoryObject(t *testing.T) {
 		{kinv.Identity{Kind: "ConfigMap", Name: "inv"}, "v1", "inv-default"},
 		{kinv.Identity{Kind: "ConfigMap", Name: "inv", Namespace: "app", ID: "y"}, "v1", "y"},
 	} {
-		u, err := InventoryObject(tc.id)
+		u, err := declared.InventoryObject(tc.id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +147,7 @@ func TestInventoryObject(t *testing.T) {
 			t.Errorf("%+v read back as %+v", tc.id, back)
 		}
 	}
-	if _, err := InventoryObject(kinv.Identity{Kind: "Secret", Name: "x"}); err == nil || !strings.Contains(err.Error(), "ResourceGroup or ConfigMap") {
+	if _, err := declared.InventoryObject(kinv.Identity{Kind: "Secret", Name: "x"}); err == nil || !strings.Contains(err.Error(), "ResourceGroup or ConfigMap") {
 		t.Errorf("unknown kind: %v", err)
 	}
 }

@@ -22,7 +22,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -31,7 +30,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/deploy"
@@ -39,24 +37,8 @@ import (
 	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/keylock"
-	"github.com/kplan-dev/kplan/internal/netpolicy"
-	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
 	"github.com/kplan-dev/kplan/internal/snapshot"
-)
-
-// Annotations on the inventory object.
-const (
-	AnnotationSHA     = "kplan.dev/deployed-sha"
-	AnnotationOutcome = "kplan.dev/outcome" // success or failure
-	// AnnotationReason is the Reason of the outcome.
-	AnnotationReason  = "kplan.dev/reason"
-	AnnotationMessage = "kplan.dev/message"
-	AnnotationTime    = "kplan.dev/deployed-at"
-	// AnnotationTarget names the target that last deployed through the
-	// inventory, so a second target rendering the same inventory is
-	// refused even before the first one renders again.
-	AnnotationTarget = "kplan.dev/target"
 )
 
 // Target is one overlay deployed to one cluster from one branch: a target
@@ -181,12 +163,12 @@ func (GitMirror) Snapshot(ctx context.Context, dir, sha string) (*snapshot.Snaps
 // Engine applies to one target's cluster (deploy.Engine) and keeps the
 // record of what was deployed on the inventory object.
 type Engine interface {
-	// Annotations reads the live inventory object's annotations; nil when
-	// it does not exist yet.
-	Annotations(ctx context.Context, inv *unstructured.Unstructured) (map[string]string, error)
+	// State reads what the last deploy recorded on the live inventory
+	// object; the zero State when it does not exist yet.
+	State(ctx context.Context, inv *unstructured.Unstructured) (deploy.State, error)
 	Apply(ctx context.Context, inv *unstructured.Unstructured, objs []*unstructured.Unstructured, opts deploy.Options) (*deploy.Result, error)
-	// Annotate merges annotations into the live inventory object.
-	Annotate(ctx context.Context, inv *unstructured.Unstructured, ann map[string]string) error
+	// SetState records a deploy on the live inventory object.
+	SetState(ctx context.Context, inv *unstructured.Unstructured, s deploy.State) error
 }
 
 // Deployer runs the targets' workers.
@@ -592,12 +574,15 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	dir, err := d.resolve(ctx, log, t, &r)
 	reason := ReasonFetchFailed
 	var (
-		target *deploy.Target
+		target *deploy.Prepared
 		m      = merged{dir: dir, sha: r.SHA}
 	)
 	if err == nil {
 		reason = ReasonRenderFailed
-		target, m.planned, m.s, err = d.renderAt(ctx, t, dir, r.SHA)
+		target, m.s, err = d.renderAt(ctx, t, dir, r.SHA)
+	}
+	if err == nil {
+		m.planned = target.Planned
 	}
 	if err == nil {
 		// Recorded before the first renders are awaited, so that the other
@@ -626,11 +611,11 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 		return
 	}
 	eng := d.Engine(t)
-	ann, err := eng.Annotations(ctx, target.Inventory)
+	state, err := eng.State(ctx, target.Inventory)
 	if err != nil {
 		log.Warn("cannot read the deployed state; deploying", "err", err)
 	}
-	if err := d.lastDeployedBy(t, inv, ann[AnnotationTarget]); err != nil {
+	if err := d.lastDeployedBy(t, inv, state.Target); err != nil {
 		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err, Reason: ReasonInventoryConflict})
 		return
 	}
@@ -641,7 +626,7 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	// at the same commit, so its reported failure is replaced; so does one
 	// whose last deploy was interrupted, whose reports said a new one
 	// follows.
-	if ann[AnnotationSHA] == sha && ann[AnnotationOutcome] == OutcomeSuccess && ann[AnnotationTarget] == t.Key() && !failedBefore && !w.redeploy {
+	if state.SHA == sha && state.Outcome == deploy.OutcomeSuccess && state.Target == t.Key() && !failedBefore && !w.redeploy {
 		if r.Delivery != "" {
 			// A delivery that changes nothing says so: whoever sent it
 			// (and a test) sees that it was handled, not lost.
@@ -654,12 +639,12 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	// Never roll back: the tip is older than what the cluster runs only
 	// when the branch was reset to an ancestor, and GitHub's replicas may
 	// briefly serve an older tip too.
-	if d.rollsBack(ctx, dir, sha, ann[AnnotationSHA]) {
-		log.Info("not deploying: the branch's tip is older than the commit the cluster runs; push a new commit to deploy", "tip", sha, "deployed", ann[AnnotationSHA], "delivery", r.Delivery)
+	if d.rollsBack(ctx, dir, sha, state.SHA) {
+		log.Info("not deploying: the branch's tip is older than the commit the cluster runs; push a new commit to deploy", "tip", sha, "deployed", state.SHA, "delivery", r.Delivery)
 		return
 	}
-	if ann[AnnotationTarget] == t.Key() {
-		m.deployed = ann[AnnotationSHA]
+	if state.Target == t.Key() {
+		m.deployed = state.SHA
 	}
 	review := d.review(ctx, log, t, m, r.PR)
 	if t.RequireReviewedPlan && !review.Ok() {
@@ -699,7 +684,7 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	}
 	o.Finished = time.Now()
 	d.observe(o, true)
-	d.finish(ctx, log, o, eng, target)
+	d.finish(ctx, log, o, eng, &target.Target)
 }
 
 // failedEarly reports a deploy that failed before applying (fetch,
@@ -742,92 +727,35 @@ func (d *Deployer) finish(ctx context.Context, log *slog.Logger, o Outcome, eng 
 		log.Info("deployed", "sha", o.SHA, "took", o.Finished.Sub(o.Started).Round(time.Millisecond))
 	}
 	if target != nil && o.Result != nil {
-		ann := map[string]string{AnnotationOutcome: outcome, AnnotationReason: string(o.Reason), AnnotationMessage: truncate(msg, 1000),
-			AnnotationTime: o.Finished.UTC().Format(time.RFC3339)}
-		ann[AnnotationSHA] = o.SHA
-		ann[AnnotationTarget] = o.Target.Key()
-		if err := eng.Annotate(ctx, target.Inventory, ann); err != nil {
+		st := deploy.State{SHA: o.SHA, Target: o.Target.Key(), Outcome: outcome, Reason: string(o.Reason), Message: msg, Time: o.Finished}
+		if err := eng.SetState(ctx, target.Inventory, st); err != nil {
 			log.Error("cannot record the deploy on the inventory", "err", err)
 		}
 	}
 	d.Report.Finished(ctx, o)
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
-// render renders the target's overlay at sha from the mirror. With
-// Reviews, it also returns the inventory a plan computes of the render
-// (deploy.Planned), whose digest is compared with the plan reviewed.
-func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*deploy.Target, *inventory.Inventory, error) {
-	tg, planned, _, err := d.renderAt(ctx, t, dir, sha)
-	return tg, planned, err
+// render renders the target's overlay at sha from the mirror, as every
+// deploy does (deploy.Prepare). With Reviews, it also computes the object
+// set a plan computes of the render, whose digest is compared with the
+// plan reviewed.
+func (d *Deployer) render(ctx context.Context, t Target, dir, sha string) (*deploy.Prepared, error) {
+	p, _, err := d.renderAt(ctx, t, dir, sha)
+	return p, err
 }
 
 // renderAt is render, also returning the commit's snapshot.
-func (d *Deployer) renderAt(ctx context.Context, t Target, dir, sha string) (*deploy.Target, *inventory.Inventory, *snapshot.Snapshot, error) {
+func (d *Deployer) renderAt(ctx context.Context, t Target, dir, sha string) (*deploy.Prepared, *snapshot.Snapshot, error) {
 	s, err := d.Mirrors.Snapshot(ctx, dir, sha)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	if !t.AllowRemoteBases && len(t.RemoteHosts) == 0 {
-		// A deploy must not depend on what another server returns at that
-		// moment unless the config allows it.
-		c := closure.New(closure.SnapshotSource(ctx, s), closure.Options{}).Overlay(t.Overlay)
-		if len(c.Remote) > 0 {
-			r := c.Remote[0]
-			return nil, nil, nil, fmt.Errorf("%s uses the remote %s %s (in %s); remote resources are off for target %s (list the hosts it may fetch from in remoteHosts in the config; allowRemoteBases alone fetches nothing)", t.Overlay, r.Field, r.Ref, r.File, t.Name)
-		}
-	}
-	// What the render fetches, only from the hosts the target lists.
-	policy, err := netpolicy.New(t.RemoteHosts, "the target's remoteHosts in the webhook's config: [%s]")
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("target %s: remoteHosts: %w", t.Name, err)
-	}
-	var git render.GitFetcher
-	if len(t.RemoteHosts) > 0 {
-		// Git remote bases come through the same policy; a cache per
-		// target, as one target's deploys never overlap.
-		c := gitbase.New(filepath.Join(d.gitBases(), gitBasesName(t)), policy)
-		defer c.Close()
-		git = c
-	}
-	r, files, err := renderOverlay(ctx, s, t.Overlay, render.Options{Remote: policy, Git: git, EnableHelm: t.EnableHelm})
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	var planned *inventory.Inventory
-	if d.Reviews != nil {
-		if planned, err = deploy.Planned(r, files, cmp.Or(t.Namespace, deploy.DefaultNamespace)); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	// NewTarget copies the objects (through JSON): planned keeps its own.
-	tg, err := deploy.NewTarget(r, files, deploy.TargetOptions{Inventory: t.Inventory, Namespace: t.Namespace})
-	return tg, planned, s, err
-}
-
-// renderOverlay renders one overlay of a commit's tree with opts (what
-// it may fetch, whether helm runs); files reads the overlay's own files.
-func renderOverlay(ctx context.Context, s *snapshot.Snapshot, overlay string, opts render.Options) (render.Result, deploy.Files, error) {
-	tree, err := render.Discover(s.FS, render.Filter{})
-	if err != nil {
-		return render.Result{}, nil, err
-	}
-	rs, err := render.Render(ctx, s.FS, tree, []string{overlay}, opts)
-	if err != nil {
-		return render.Result{}, nil, err
-	}
-	if rs[0].Err != nil {
-		return render.Result{}, nil, rs[0].Err
-	}
-	// The overlay's files, for its ResourceGroup file.
-	files := func(name string) ([]byte, error) { return s.FS.ReadFile(snapshot.Abs(path.Join(overlay, name))) }
-	return rs[0], files, nil
+	settings := deploy.SettingsOf(t.Target)
+	// A cache per target, as one target's deploys never overlap.
+	settings.GitBases = filepath.Join(d.gitBases(), gitBasesName(t))
+	settings.Plan = d.Reviews != nil
+	p, err := deploy.Prepare(ctx, deploy.FromSnapshot(s), settings, deploy.Online)
+	return p, s, err
 }
 
 // inventoryKey identifies an inventory in a cluster. Two targets clash

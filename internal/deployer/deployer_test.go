@@ -58,7 +58,7 @@ func TestSubmitKeepsOnlyTheNewestRequest(t *testing.T) {
 func TestRemoteBasesAreOff(t *testing.T) {
 	m := newFakeMirror("c1", fstest.MapFS{"app/kustomization.yaml": {Data: []byte("resources:\n- https://github.com/example/config//base?ref=v1\n")}})
 	d := New(nil, m, nil, nil, slog.New(slog.DiscardHandler))
-	_, _, err := d.render(context.Background(), Target{Target: config.Target{Name: "prod", Overlay: "app"}}, "mirror", "c1")
+	_, err := d.render(context.Background(), Target{Target: config.Target{Name: "prod", Overlay: "app"}}, "mirror", "c1")
 	if err == nil || !strings.Contains(err.Error(), "https://github.com/example/config//base?ref=v1") || !strings.Contains(err.Error(), "allowRemoteBases") {
 		t.Errorf("render with a remote base: %v", err)
 	}

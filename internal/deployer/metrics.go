@@ -26,9 +26,9 @@ func (d *Deployer) observe(o Outcome, applied bool) {
 
 // Deploy outcomes, the values of the outcome label.
 const (
-	OutcomeSuccess = "success" // applied, every object reconciled
-	OutcomeFailure = "failure" // applied, but the apply or an object failed
-	OutcomeError   = "error"   // failed before applying
+	OutcomeSuccess = deploy.OutcomeSuccess // applied, every object reconciled
+	OutcomeFailure = deploy.OutcomeFailure // applied, but the apply or an object failed
+	OutcomeError   = "error"               // failed before applying
 )
 
 // MaxTargetLabels bounds the target label's values: repositories declare

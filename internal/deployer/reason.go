@@ -29,10 +29,10 @@ const (
 	// ReasonInventoryConflict: another target of the cluster applies
 	// through the same inventory.
 	ReasonInventoryConflict Reason = "InventoryConflict"
-	// ReasonRefused: the apply was refused before changing anything,
-	// because it would prune every object its inventory holds (a copied
-	// inventory, an empty render), or because requireReviewedPlan found
-	// the merged render not the one reviewed.
+	// ReasonRefused: the apply was refused before changing anything: by
+	// a pre-apply check (deploy.Checks: it would prune every object its
+	// inventory holds, a copied inventory or an empty render), or because
+	// requireReviewedPlan found the merged render not the one reviewed.
 	ReasonRefused Reason = "Refused"
 	// ReasonApplyFailed: the apply failed (the cluster unreachable, a
 	// request refused).
@@ -79,8 +79,6 @@ func (r Reason) Describe() string {
 // applyReason classifies the end of an apply: err is the apply's error,
 // res its result, ctx the run's context.
 func applyReason(ctx context.Context, res *deploy.Result, err error) Reason {
-	var replace *deploy.ReplaceInventoryError
-	var empty *deploy.EmptyError
 	switch {
 	case err == nil && res != nil && res.Failed():
 		return ReasonObjectsFailed
@@ -88,7 +86,7 @@ func applyReason(ctx context.Context, res *deploy.Result, err error) Reason {
 		return ReasonDeployed
 	case ctx.Err() != nil:
 		return ReasonInterrupted
-	case errors.As(err, &replace), errors.As(err, &empty):
+	case errors.Is(err, deploy.ErrRefused):
 		return ReasonRefused
 	}
 	return ReasonApplyFailed

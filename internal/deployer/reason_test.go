@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/cli-utils/pkg/object"
+
 	"github.com/kplan-dev/kplan/internal/deploy"
 )
 
@@ -16,6 +19,18 @@ func TestApplyReason(t *testing.T) {
 	ok := &deploy.Result{Objects: []deploy.ObjectResult{{Key: "a", Action: deploy.Created, Status: "Current"}}}
 	stuck := &deploy.Result{Objects: []deploy.ObjectResult{{Key: "a", Action: deploy.Created, Status: "InProgress"}}}
 	skipped := &deploy.Result{Objects: []deploy.ObjectResult{{Key: "a", Action: deploy.Skipped}}}
+	// The refusals as the pre-apply checks return them.
+	cm := func(name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("v1")
+		u.SetKind("ConfigMap")
+		u.SetNamespace("default")
+		u.SetName(name)
+		return u
+	}
+	copied := deploy.RunChecks(deploy.CheckInput{Previous: []object.ObjMetadata{object.UnstructuredToObjMetadata(cm("staging"))},
+		Objects: []*unstructured.Unstructured{cm("prod")}})
+	empty := deploy.RunChecks(deploy.CheckInput{Previous: []object.ObjMetadata{object.UnstructuredToObjMetadata(cm("staging"))}})
 	for _, tc := range []struct {
 		name string
 		ctx  context.Context
@@ -26,11 +41,16 @@ func TestApplyReason(t *testing.T) {
 		{"applied and reconciled", context.Background(), ok, nil, ReasonDeployed},
 		{"an object did not reconcile in time", context.Background(), stuck, nil, ReasonObjectsFailed},
 		{"an object was skipped", context.Background(), skipped, nil, ReasonObjectsFailed},
-		{"a copied inventory refused", context.Background(), &deploy.Result{}, fmt.Errorf("x: %w", &deploy.ReplaceInventoryError{}), ReasonRefused},
-		{"an empty render refused", context.Background(), &deploy.Result{}, &deploy.EmptyError{}, ReasonRefused},
+		{"a copied inventory refused", context.Background(), &deploy.Result{}, fmt.Errorf("apply: %w", copied), ReasonRefused},
+		{"an empty render refused", context.Background(), &deploy.Result{}, empty, ReasonRefused},
+		// A check added later needs no entry here.
+		{"any other check's refusal", context.Background(), &deploy.Result{}, &deploy.Refusal{Check: "new", Err: errors.New("no")}, ReasonRefused},
 		{"the cluster unreachable", context.Background(), nil, errors.New("dial tcp: connection refused"), ReasonApplyFailed},
 		{"the run ended mid-apply", canceled, &deploy.Result{}, context.Canceled, ReasonInterrupted},
 	} {
+		if tc.want == ReasonRefused && tc.err == nil {
+			t.Fatalf("%s: the checks let it go on", tc.name)
+		}
 		if got := applyReason(tc.ctx, tc.res, tc.err); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}

@@ -16,7 +16,6 @@ import (
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/prcomment"
-	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -186,11 +185,11 @@ const approvalTimeout = 2 * time.Minute
 const maxApprovedHeads = 3
 
 // merged is a merge's render on its way to the cluster: the commit, its
-// snapshot and its inventory as a plan computes it (deploy.Planned).
+// snapshot and its inventory as a plan computes it (declared.Planned).
 type merged struct {
 	dir, sha string
 	s        *snapshot.Snapshot
-	planned  *inventory.Inventory
+	planned  *inventory.ObjectSet
 	// deployed is the commit the target's inventory records as last
 	// applied ("" for none): what the cluster runs.
 	deployed string
@@ -321,14 +320,14 @@ func (d *Deployer) unchanged(ctx context.Context, t Target, m merged, base strin
 	if bounded {
 		return true, nil
 	}
-	_, before, err := d.render(ctx, t, m.dir, base)
+	before, err := d.render(ctx, t, m.dir, base)
 	if err != nil {
 		return false, err
 	}
-	return sameRender(before, m.planned)
+	return sameRender(before.Planned, m.planned)
 }
 
-func sameRender(a, b *inventory.Inventory) (bool, error) {
+func sameRender(a, b *inventory.ObjectSet) (bool, error) {
 	da, err := a.Digest()
 	if err != nil {
 		return false, err
@@ -346,7 +345,7 @@ func (d *Deployer) approved(ctx context.Context, log *slog.Logger, t Target, m m
 		return
 	}
 	var (
-		first *inventory.Inventory
+		first *inventory.ObjectSet
 		errs  []error
 		tried []string
 	)
@@ -372,17 +371,17 @@ func (d *Deployer) approved(ctx context.Context, log *slog.Logger, t Target, m m
 			r.Verdict, r.Commit, r.By = AsApproved, a.Commit, a.By
 			return
 		}
-		_, inv, err := d.render(ctx, t, m.dir, commit)
+		p, err := d.render(ctx, t, m.dir, commit)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("what %s approved does not render: %w", a.By, err))
 			continue
 		}
-		if same, err := sameRender(inv, m.planned); err == nil && same {
+		if same, err := sameRender(p.Planned, m.planned); err == nil && same {
 			r.Verdict, r.Commit, r.By = AsApproved, a.Commit, a.By
 			return
 		}
 		if first == nil && len(tried) == 1 {
-			first = inv
+			first = p.Planned
 		}
 	}
 	r.Verdict = Differs
@@ -397,7 +396,7 @@ func (d *Deployer) approved(ctx context.Context, log *slog.Logger, t Target, m m
 
 // reviewDiff is how merged differs from reviewed: keys and field changes
 // only, no YAML, kept with the outcome until the PR's comment is replaced.
-func reviewDiff(t Target, reviewed, merged *inventory.Inventory) *inventorydiff.Overlay {
+func reviewDiff(t Target, reviewed, merged *inventory.ObjectSet) *inventorydiff.Overlay {
 	o := inventorydiff.CompareOne(t.Overlay, inventorydiff.Side{Inventory: reviewed}, true, inventorydiff.Side{Inventory: merged}, true)
 	o.AddedYAML, o.PrunedYAML, o.Dangerous = nil, nil, nil
 	for i := range o.Changed {
@@ -453,10 +452,10 @@ func (d *Deployer) planComment(ctx context.Context, log *slog.Logger, t Target, 
 const explainTimeout = time.Minute
 
 // reviewedRender renders the target's overlay at the commit a plan
-// reviewed as the planner did (deploy.Planned, in the target's
+// reviewed as the planner did (declared.Planned, in the target's
 // namespace). The commit may be a pull request's content never merged:
 // it renders without network access.
-func (d *Deployer) reviewedRender(ctx context.Context, t Target, sha string, pr int) (*inventory.Inventory, error) {
+func (d *Deployer) reviewedRender(ctx context.Context, t Target, sha string, pr int) (*inventory.ObjectSet, error) {
 	ctx, cancel := context.WithTimeout(ctx, explainTimeout)
 	defer cancel()
 	if sha == "" {
@@ -470,15 +469,13 @@ func (d *Deployer) reviewedRender(ctx context.Context, t Target, sha string, pr 
 	if err != nil {
 		return nil, fmt.Errorf("the reviewed commit %s: %w", short(sha), err)
 	}
-	none, err := netpolicy.New(nil, "")
-	if err != nil {
-		return nil, err
-	}
-	res, files, err := renderOverlay(ctx, s, t.Overlay, render.Options{Remote: none, EnableHelm: t.EnableHelm})
+	settings := deploy.SettingsOf(t.Target)
+	settings.Plan = true
+	p, err := deploy.Prepare(ctx, deploy.FromSnapshot(s), settings, deploy.Offline)
 	if err != nil {
 		return nil, fmt.Errorf("the reviewed commit %s does not render %s here: %w", short(sha), t.Overlay, err)
 	}
-	return deploy.Planned(res, files, cmp.Or(t.Namespace, deploy.DefaultNamespace))
+	return p.Planned, nil
 }
 
 // RenderSettings are the render settings the target's deploys use, to compare

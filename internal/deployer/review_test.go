@@ -14,6 +14,7 @@ import (
 	"testing/fstest"
 
 	"github.com/kplan-dev/kplan/internal/config"
+	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/prcomment"
 )
@@ -87,11 +88,11 @@ func TestDeployAppliesWhatWasApproved(t *testing.T) {
 	digestOf := func(m *fakeMirror, sha string) string {
 		d := New(nil, m, nil, nil, slog.New(slog.DiscardHandler))
 		d.Reviews = fakeReviews{}
-		_, planned, err := d.render(context.Background(), prod, "mirror", sha)
-		if err != nil || planned == nil {
+		p, err := d.render(context.Background(), prod, "mirror", sha)
+		if err != nil || p.Planned == nil {
 			t.Fatalf("render %s: %v", sha, err)
 		}
-		digest, err := planned.Digest()
+		digest, err := p.Planned.Digest()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +165,7 @@ func TestDeployAppliesWhatWasApproved(t *testing.T) {
 				m.commit("b", "b0", overlay("c"))
 				m.commit("mh0", "b0", overlay("h"))
 				m.merges[[2]string{"b0", "h"}] = "mh0"
-				eng.ann = map[string]string{AnnotationSHA: tc.deployed, AnnotationOutcome: OutcomeSuccess, AnnotationTarget: "prod"}
+				eng.ann = map[string]string{deploy.AnnotationSHA: tc.deployed, deploy.AnnotationOutcome: OutcomeSuccess, deploy.AnnotationTarget: "prod"}
 			}
 			rep := &outcomes{}
 			target := prod

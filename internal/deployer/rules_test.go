@@ -137,13 +137,10 @@ type fakeEngine struct {
 	failApply int // applies that fail before one succeeds
 }
 
-func (e *fakeEngine) Annotations(ctx context.Context, inv *unstructured.Unstructured) (map[string]string, error) {
+func (e *fakeEngine) State(ctx context.Context, inv *unstructured.Unstructured) (deploy.State, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.ann == nil {
-		return nil, nil
-	}
-	return maps.Clone(e.ann), nil
+	return deploy.StateOf(e.ann), nil
 }
 
 func (e *fakeEngine) Apply(ctx context.Context, inv *unstructured.Unstructured, objs []*unstructured.Unstructured, opts deploy.Options) (*deploy.Result, error) {
@@ -162,13 +159,13 @@ func (e *fakeEngine) Apply(ctx context.Context, inv *unstructured.Unstructured, 
 	return res, nil
 }
 
-func (e *fakeEngine) Annotate(ctx context.Context, inv *unstructured.Unstructured, ann map[string]string) error {
+func (e *fakeEngine) SetState(ctx context.Context, inv *unstructured.Unstructured, s deploy.State) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.ann == nil {
 		e.ann = map[string]string{}
 	}
-	for k, v := range ann {
+	for k, v := range s.Annotations() {
 		e.ann[k] = v
 	}
 	return nil
@@ -228,7 +225,7 @@ func broken() fstest.MapFS {
 // the branch does not reach), without git or a cluster: what each
 // sequence of requests applies and reports.
 func TestDeployerRules(t *testing.T) {
-	deployedC := map[string]string{AnnotationSHA: "c", AnnotationOutcome: "success", AnnotationTarget: "prod"}
+	deployedC := map[string]string{deploy.AnnotationSHA: "c", deploy.AnnotationOutcome: "success", deploy.AnnotationTarget: "prod"}
 	type step struct {
 		tip    string // the branch moves here first, if set
 		submit []Request
@@ -270,7 +267,7 @@ func TestDeployerRules(t *testing.T) {
 		{
 			name:     "a request for an ancestor of the tip deploys the tip",
 			tip:      "c",
-			deployed: map[string]string{AnnotationSHA: "a", AnnotationOutcome: "success", AnnotationTarget: "prod"},
+			deployed: map[string]string{deploy.AnnotationSHA: "a", deploy.AnnotationOutcome: "success", deploy.AnnotationTarget: "prod"},
 			steps:    []step{{submit: []Request{{SHA: "b", PR: 2}}}},
 			applied:  []string{"c"},
 			reports:  []string{"started c", "finished c#0 Deployed"},
@@ -375,7 +372,7 @@ func TestDeployerRules(t *testing.T) {
 				t.Errorf("the logs lack %q:\n%s", tc.logged, logs.String())
 			}
 			// What the cluster records is the last deploy's outcome.
-			if n := len(tc.applied); n > 0 && (eng.ann[AnnotationSHA] != tc.applied[n-1] || eng.ann[AnnotationOutcome] != "success" || eng.ann[AnnotationReason] != "Deployed" || eng.ann[AnnotationTarget] != "prod") {
+			if n := len(tc.applied); n > 0 && (eng.ann[deploy.AnnotationSHA] != tc.applied[n-1] || eng.ann[deploy.AnnotationOutcome] != "success" || eng.ann[deploy.AnnotationReason] != "Deployed" || eng.ann[deploy.AnnotationTarget] != "prod") {
 				t.Errorf("recorded %v", eng.ann)
 			}
 		})

@@ -35,6 +35,10 @@ func Backends() []Backend {
 // DefaultBackend is the kind an inventory has when none is named.
 const DefaultBackend = "ResourceGroup"
 
+// ResourceGroupFile is the file an overlay declares its ResourceGroup in
+// (seeds/002_96cdce1014c23446.md).
+const ResourceGroupFile = "resourcegroup.yaml"
+
 // BackendOf finds the backend of kind ("" is DefaultBackend).
 func BackendOf(kind string) (Backend, bool) {
 	if kind == "" {

@@ -101,8 +101,10 @@ type Object struct {
 	Defaulted bool // ID.Namespace is the default namespace, not rendered
 }
 
-// Inventory is the set of objects one overlay produces.
-type Inventory struct {
+// ObjectSet is the set of objects one overlay renders, as a plan sees
+// it: what an apply puts in the cluster, recorded in Inventories (the
+// inventory objects; "inventory" alone names those, and this package).
+type ObjectSet struct {
 	// Objects by identity (ID.Ref).
 	Objects map[string]*Object
 	// Keys are the objects' seed keys, sorted: the list the hash is
@@ -166,8 +168,8 @@ type Options struct {
 // the overlay renders (a ResourceGroup, or a ConfigMap with the
 // inventory-id label) records the others and is not one of them, as the
 // seed's inventory ConfigMap is not in its own key list.
-func New(nodes []*yaml.RNode, opts Options) (*Inventory, error) {
-	inv := &Inventory{Objects: map[string]*Object{}, Referrers: map[string][]ID{}}
+func New(nodes []*yaml.RNode, opts Options) (*ObjectSet, error) {
+	inv := &ObjectSet{Objects: map[string]*Object{}, Referrers: map[string][]ID{}}
 	scope := crdScopes(nodes)
 	for _, n := range nodes {
 		if IsInventoryObject(n) {
@@ -268,7 +270,7 @@ type annotationJSON struct {
 }
 
 // AnnotationValue is the JSON of the seed's Inventory annotation.
-func (inv *Inventory) AnnotationValue() string {
+func (inv *ObjectSet) AnnotationValue() string {
 	cur := make(map[string][]ID, len(inv.Keys))
 	for _, k := range inv.Keys {
 		cur[k] = inv.Referrers[k] // nil marshals as null, as in the seed
@@ -279,7 +281,7 @@ func (inv *Inventory) AnnotationValue() string {
 
 // ConfigMap is the inventory object that the seed's inventory directive
 // asks kustomize build to emit.
-func (inv *Inventory) ConfigMap(name, namespace string) (*yaml.RNode, error) {
+func (inv *ObjectSet) ConfigMap(name, namespace string) (*yaml.RNode, error) {
 	cm, err := yaml.Parse("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: placeholder\n")
 	if err != nil {
 		return nil, err
@@ -300,7 +302,7 @@ func (inv *Inventory) ConfigMap(name, namespace string) (*yaml.RNode, error) {
 }
 
 // Object returns the object with the seed key key, or nil.
-func (inv *Inventory) Object(key string) *Object {
+func (inv *ObjectSet) Object(key string) *Object {
 	id, err := ParseKey(key)
 	if err != nil {
 		return nil
@@ -314,7 +316,7 @@ func (inv *Inventory) Object(key string) *Object {
 
 // Identity is the one inventory the objects are recorded in; nil for
 // none, an unknown inventory (nil Inventory), or several.
-func (inv *Inventory) Identity() *Identity {
+func (inv *ObjectSet) Identity() *Identity {
 	if inv == nil || len(inv.Inventories) != 1 {
 		return nil
 	}
@@ -327,7 +329,7 @@ func (inv *Inventory) Identity() *Identity {
 // its identity, namespace defaults included, and the inventory object
 // that records them. It does not depend on render order, machine or
 // run, so a plan and a later deploy of the same render agree on it.
-func (inv *Inventory) Digest() (string, error) {
+func (inv *ObjectSet) Digest() (string, error) {
 	h := sha256.New()
 	for _, id := range inv.Inventories {
 		fmt.Fprintf(h, "inventory %s %s %s %s\n", id.Kind, id.Namespace, id.Name, id.ID)

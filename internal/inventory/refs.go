@@ -65,7 +65,7 @@ var kindRefs = map[string][]ref{
 var clusterScoped = map[string]bool{"ClusterRole": true, "PriorityClass": true}
 
 // referrers maps each key of inv to the objects of inv that refer to it.
-func referrers(inv *Inventory) map[string][]ID {
+func referrers(inv *ObjectSet) map[string][]ID {
 	type target struct{ group, kind, namespace, name string }
 	byTarget := map[target]string{}
 	for _, o := range inv.Objects {

@@ -23,7 +23,7 @@ var keepAnnotations = map[string]string{
 
 // Side is one overlay rendered on one side of the change.
 type Side struct {
-	Inventory *inventory.Inventory // nil when the overlay failed or is absent
+	Inventory *inventory.ObjectSet // nil when the overlay failed or is absent
 	Err       error                // the render error, if any
 	// Skipped says the side was not rendered because the change cannot
 	// affect it (Inventory is then empty): it has no digest, and a deploy
@@ -96,7 +96,7 @@ type Overlay struct {
 	// apply records its objects in, on each side (nil: none, or not
 	// rendered).
 	BaseInventory, HeadInventory *inventory.Identity
-	// HeadDigest is the head render's inventory.Inventory.Digest: what
+	// HeadDigest is the head render's inventory.ObjectSet.Digest: what
 	// the merge's apply of the overlay must be to be the one reviewed
 	// ("" when head did not render it).
 	HeadDigest string
@@ -289,7 +289,7 @@ func compareOverlay(path string, b Side, inBase bool, h Side, inHead bool) Overl
 		o.Status = Failed
 		return o
 	}
-	empty := &inventory.Inventory{Objects: map[string]*inventory.Object{}}
+	empty := &inventory.ObjectSet{Objects: map[string]*inventory.Object{}}
 	bi, hi := b.Inventory, h.Inventory
 	switch {
 	case !inBase || bi == nil:
@@ -359,7 +359,7 @@ var hashSuffix = regexp.MustCompile(`^(.+)-[2456789bcdfghkmt]{10}$`)
 
 // pairReplacements turns a pruned and an added generated object that share
 // kind, namespace and name stem into one replacement.
-func (o *Overlay) pairReplacements(bi, hi *inventory.Inventory, added, pruned []string) ([]string, []string) {
+func (o *Overlay) pairReplacements(bi, hi *inventory.ObjectSet, added, pruned []string) ([]string, []string) {
 	stem := func(obj *inventory.Object) (string, bool) {
 		if obj.ID.Group != "" || (obj.ID.Kind != "ConfigMap" && obj.ID.Kind != "Secret") {
 			return "", false
@@ -372,7 +372,7 @@ func (o *Overlay) pairReplacements(bi, hi *inventory.Inventory, added, pruned []
 		id.Name = m[1]
 		return id.Key(), true
 	}
-	group := func(inv *inventory.Inventory, keys []string) map[string][]string {
+	group := func(inv *inventory.ObjectSet, keys []string) map[string][]string {
 		g := map[string][]string{}
 		for _, k := range keys {
 			if s, ok := stem(inv.Object(k)); ok {
@@ -457,7 +457,7 @@ func kept(obj *inventory.Object) bool {
 
 // dangers are the findings of what the change prunes: each object (a
 // Namespace, CRD or PVC loses data) and the overlay emptied.
-func dangers(o Overlay, bi *inventory.Inventory, headCount int) []danger.Finding {
+func dangers(o Overlay, bi *inventory.ObjectSet, headCount int) []danger.Finding {
 	var out []danger.Finding
 	for _, k := range o.Pruned {
 		out = append(out, objectFindings(k, bi.Object(k), nil)...)

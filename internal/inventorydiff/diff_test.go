@@ -11,7 +11,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/inventory"
 )
 
-func inv(t *testing.T, docs ...string) *inventory.Inventory {
+func inv(t *testing.T, docs ...string) *inventory.ObjectSet {
 	t.Helper()
 	var nodes []*yaml.RNode
 	for _, d := range docs {

@@ -21,7 +21,7 @@ const (
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // objectsYAML prints the objects of keys as kustomize build does.
-func objectsYAML(inv *inventory.Inventory, keys []string) map[string]string {
+func objectsYAML(inv *inventory.ObjectSet, keys []string) map[string]string {
 	if len(keys) == 0 {
 		return nil
 	}

@@ -101,7 +101,7 @@ func Diff(live, dryRun *unstructured.Unstructured) []inventorydiff.FieldChange {
 }
 
 // single is the inventory of one object, for inventorydiff's rules.
-func single(m map[string]any) (*inventory.Inventory, error) {
+func single(m map[string]any) (*inventory.ObjectSet, error) {
 	n, err := yaml.FromMap(m)
 	if err != nil {
 		return nil, err

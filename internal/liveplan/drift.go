@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kplan-dev/kplan/internal/config"
-	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/deploy"
 )
 
 // DriftMetrics are the drift loop's metrics:
@@ -80,6 +80,9 @@ type Drift struct {
 	Interval time.Duration
 	Metrics  *DriftMetrics // nil records none
 	Logger   *slog.Logger
+	// GitBases is the directory of the git-base cache renders fetch git
+	// remote bases into, as deploys do; "" fetches none.
+	GitBases string
 
 	mu     sync.Mutex
 	status map[string]DriftStatus
@@ -169,20 +172,17 @@ func (d *Drift) Check(ctx context.Context, ref config.TargetRef) DriftStatus {
 	if err != nil {
 		return fail(err)
 	}
-	tree, err := render.Discover(s.FS, render.Filter{})
-	if err != nil {
-		return fail(err)
-	}
-	tg, err := Render(ctx, s, tree, t, t.RemoteHosts)
+	settings := settings(t, d.GitBases)
+	tg, err := deploy.Prepare(ctx, deploy.FromSnapshot(s), settings, deploy.Online)
 	if err != nil {
 		return fail(fmt.Errorf("render %s at the branch's tip %s: %w", t.Overlay, short(tip), err))
 	}
 	pl := d.Planner(t)
-	ann, err := pl.Annotations(ctx, tg.Inventory)
+	state, err := pl.State(ctx, tg.Inventory)
 	if err != nil {
 		return fail(err)
 	}
-	st.DeployedSHA = ann[AnnotationSHA]
+	st.DeployedSHA = state.SHA
 	if st.DeployedSHA == "" {
 		st.Note = "nothing deployed yet"
 		st.Checked, st.Took = time.Now(), time.Since(start).Seconds()
@@ -192,10 +192,7 @@ func (d *Drift) Check(ctx context.Context, ref config.TargetRef) DriftStatus {
 		if s, err = d.Mirrors.Snapshot(ctx, dir, st.DeployedSHA); err != nil {
 			return fail(err)
 		}
-		if tree, err = render.Discover(s.FS, render.Filter{}); err != nil {
-			return fail(err)
-		}
-		if tg, err = Render(ctx, s, tree, t, t.RemoteHosts); err != nil {
+		if tg, err = deploy.Prepare(ctx, deploy.FromSnapshot(s), settings, deploy.Online); err != nil {
 			return fail(fmt.Errorf("render %s at the deployed commit %s: %w", t.Overlay, short(st.DeployedSHA), err))
 		}
 	}

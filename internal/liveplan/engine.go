@@ -20,19 +20,18 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"sigs.k8s.io/cli-utils/pkg/inventory"
 	"sigs.k8s.io/cli-utils/pkg/object"
 
+	"github.com/kplan-dev/kplan/internal/deploy"
 	kinv "github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
-	"github.com/kplan-dev/kplan/internal/resourcegroup"
 )
 
 // FieldManager is the field manager the dry-run applies as: the one the
 // webhook's real applies use (internal/deploy.FieldManager), so that the
 // dry-run removes what the last apply set and this render no longer does.
-const FieldManager = "kplan"
+const FieldManager = deploy.FieldManager
 
 // Action is what apply would do to one object.
 type Action string
@@ -86,6 +85,9 @@ type Result struct {
 	Inventory kinv.Identity `json:"inventory"`
 	Rows      []Row         `json:"rows"`
 	Took      time.Duration `json:"took"`
+	// Refused is why the deploy will refuse this apply before changing
+	// anything (a pre-apply check of deploy.Checks); "" when none does.
+	Refused string `json:"refused,omitempty"`
 }
 
 // Count is how many rows have action a.
@@ -132,6 +134,9 @@ type Input struct {
 	// Prune says the target prunes: objects the live inventory lists and
 	// the render does not are pruned.
 	Prune bool
+	// AllowReplaceInventory is the target's: the deploy may prune every
+	// object its inventory holds while it adds others.
+	AllowReplaceInventory bool
 	// Deployed is what the deployed commit renders; an object rendered
 	// the same there whose live copy apply would change (or create
 	// again) has drifted. nil: drift is not looked for.
@@ -144,10 +149,11 @@ type Cluster = genericclioptions.RESTClientGetter
 // Engine dry-runs renders against one cluster.
 type Engine struct {
 	cluster Cluster
+	deploy  *deploy.Engine // reads the inventory as the deploy does
 }
 
 // New makes an Engine for a cluster.
-func New(c Cluster) *Engine { return &Engine{cluster: c} }
+func New(c Cluster) *Engine { return &Engine{cluster: c, deploy: deploy.New(c)} }
 
 // Plan dry-runs in against the cluster: every object is applied
 // server-side with DryRun=All (one request each, so that each refusal is
@@ -206,11 +212,20 @@ func (e *Engine) Plan(ctx context.Context, in Input) (*Result, error) {
 		return nil, err
 	}
 	res.Rows = append(res.Rows, rows...)
+	prev, err := e.deploy.Previous(ctx, invObj)
+	if err != nil {
+		return nil, err
+	}
+	// What the deploy's own checks say, on what it is about to apply.
+	err = deploy.RunChecks(deploy.CheckInput{Inventory: id, Previous: prev, Objects: objs,
+		Options: deploy.Options{NoPrune: !in.Prune, AllowReplaceInventory: in.AllowReplaceInventory, Namespace: ns}})
+	switch {
+	case errors.Is(err, deploy.ErrRefused):
+		res.Refused = err.Error()
+	case err != nil:
+		return nil, err
+	}
 	if in.Prune {
-		prev, err := e.previous(ctx, invObj, id)
-		if err != nil {
-			return nil, err
-		}
 		for _, m := range prev {
 			if rendered[refOf(m.GroupKind, m.Namespace, m.Name)] {
 				continue
@@ -236,29 +251,6 @@ func (p *planner) defaulted(objs []*unstructured.Unstructured, ns string) []*uns
 		out = append(out, o)
 	}
 	return out
-}
-
-// previous reads the object list of the live inventory; none when it
-// does not exist yet.
-func (e *Engine) previous(ctx context.Context, invObj *unstructured.Unstructured, id kinv.Identity) (object.ObjMetadataSet, error) {
-	f := cmdutil.NewFactory(e.cluster)
-	var factory inventory.ClientFactory = inventory.ConfigMapClientFactory{StatusEnabled: true}
-	if id.Kind == resourcegroup.GVK.Kind {
-		factory = resourcegroup.ClientFactory{}
-	}
-	c, err := factory.NewClient(f)
-	if err != nil {
-		return nil, fmt.Errorf("inventory client for %s: %w", id, err)
-	}
-	info := inventory.NewSingleObjectInfo(inventory.ID(id.ID), types.NamespacedName{Namespace: id.Namespace, Name: id.Name})
-	got, err := c.Get(ctx, info, inventory.GetOptions{})
-	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read %s in the cluster: %w", id, err)
-	}
-	return got.GetObjectRefs(), nil
 }
 
 // Workers is how many objects one Plan dry-runs at once.
@@ -570,35 +562,8 @@ func secretValues(o *unstructured.Unstructured) []string {
 	return out
 }
 
-// Annotations reads the live inventory object's annotations; nil when it
-// does not exist yet.
-func (e *Engine) Annotations(ctx context.Context, inv *unstructured.Unstructured) (map[string]string, error) {
-	cfg, err := e.cluster.ToRESTConfig()
-	if err != nil {
-		return nil, fmt.Errorf("connect to the cluster: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect to the cluster: %w", err)
-	}
-	mapper, err := e.cluster.ToRESTMapper()
-	if err != nil {
-		return nil, fmt.Errorf("connect to the cluster: %w", err)
-	}
-	gvk := inv.GroupVersionKind()
-	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if meta.IsNoMatchError(err) {
-		return nil, nil // no ResourceGroup CRD: nothing applied through one
-	}
-	if err != nil {
-		return nil, fmt.Errorf("inventory %s: %w", inv.GetName(), err)
-	}
-	got, err := dyn.Resource(m.Resource).Namespace(cmp.Or(inv.GetNamespace(), "default")).Get(ctx, inv.GetName(), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read inventory %s/%s: %w", inv.GetNamespace(), inv.GetName(), err)
-	}
-	return got.GetAnnotations(), nil
+// State reads what the last deploy recorded on the live inventory
+// object (deploy.State); the zero State when it does not exist.
+func (e *Engine) State(ctx context.Context, inv *unstructured.Unstructured) (deploy.State, error) {
+	return e.deploy.State(ctx, inv)
 }

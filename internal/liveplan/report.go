@@ -68,6 +68,10 @@ func target(b *strings.Builder, t TargetPlan) {
 	}
 	drifted, findings := r.Drifted(), r.Findings()
 	fmt.Fprintf(b, "%s · %d drifted · %d refused · %s · inventory %s\n\n", strings.Join(counts, ", "), len(drifted), len(findings), deployed, r.Inventory)
+	if r.Refused != "" {
+		// Before the rows: none of them happens.
+		fmt.Fprintf(b, "⛔ **The deploy will refuse: %s**\n\nNothing below is applied while it does.\n\n", oneLine(r.Refused))
+	}
 	if len(findings) > 0 {
 		b.WriteString("⛔ **Refused** (the API server's own answer to a dry-run: the merge's apply of these objects fails)\n\n| Object | Finding | Message |\n|---|---|---|\n")
 		for _, f := range findings {

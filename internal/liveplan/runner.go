@@ -1,12 +1,10 @@
 package liveplan
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"path"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -16,14 +14,9 @@ import (
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
-	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
-
-// AnnotationSHA is the inventory annotation the webhook records the
-// deployed commit in (internal/deployer.AnnotationSHA).
-const AnnotationSHA = "kplan.dev/deployed-sha"
 
 // Mirror reads the repositories (GitMirror).
 type Mirror interface {
@@ -46,9 +39,9 @@ func (GitMirror) Snapshot(ctx context.Context, dir, sha string) (*snapshot.Snaps
 // Planner dry-runs renders against one target's cluster (*Engine).
 type Planner interface {
 	Plan(ctx context.Context, in Input) (*Result, error)
-	// Annotations reads the live inventory object's annotations; nil
-	// when it does not exist.
-	Annotations(ctx context.Context, inv *unstructured.Unstructured) (map[string]string, error)
+	// State reads what the last deploy recorded on the live inventory
+	// object (deploy.State); the zero State when it does not exist.
+	State(ctx context.Context, inv *unstructured.Unstructured) (deploy.State, error)
 }
 
 // Poster posts a pull request's live plan comment (CommentPoster).
@@ -98,6 +91,10 @@ type Runner struct {
 	Planner func(config.Target) Planner
 	Post    Poster
 	Logger  *slog.Logger
+	// GitBases is the directory of the git-base cache the deployed
+	// commit's renders fetch git remote bases into, as deploys do; ""
+	// fetches none.
+	GitBases string
 	// Parallel bounds the pull requests planned at once (default 1): the
 	// API servers and this process share their CPUs with deploys.
 	Parallel int
@@ -243,21 +240,22 @@ func (r *Runner) Plan(ctx context.Context, req Request) (*PullPlan, error) {
 func (r *Runner) planTarget(ctx context.Context, req Request, t config.Target, s *snapshot.Snapshot, tree *render.Tree, tp *TargetPlan) {
 	// The head is whoever opened the PR's content: nothing is fetched
 	// for it, whatever the target allows its deploys.
-	tg, err := Render(ctx, s, tree, t, nil)
+	tg, err := deploy.Prepare(ctx, deploy.Source{FS: s.FS, Snapshot: s, Tree: tree}, deploy.SettingsOf(t), deploy.Offline)
 	if err != nil {
 		tp.Err = err.Error()
 		return
 	}
 	pl := r.Planner(t)
-	in := Input{Inventory: tg.Inventory, Objects: tg.Objects, Namespace: t.Namespace, Policy: t.InventoryPolicy, Prune: t.Prune}
-	ann, err := pl.Annotations(ctx, tg.Inventory)
+	in := Input{Inventory: tg.Inventory, Objects: tg.Objects, Namespace: t.Namespace, Policy: t.InventoryPolicy, Prune: t.Prune,
+		AllowReplaceInventory: t.AllowReplaceInventory}
+	st, err := pl.State(ctx, tg.Inventory)
 	switch {
 	case err != nil:
 		tp.DriftNote = "cannot read the inventory: " + err.Error()
-	case ann[AnnotationSHA] == "":
+	case !st.Deployed():
 		tp.DriftNote = "nothing deployed yet"
 	default:
-		tp.DeployedSHA = ann[AnnotationSHA]
+		tp.DeployedSHA = st.SHA
 		deployed, err := r.deployed(ctx, req, t, tp.DeployedSHA)
 		if err != nil {
 			tp.DriftNote = fmt.Sprintf("cannot render the deployed commit %s: %v", short(tp.DeployedSHA), err)
@@ -273,7 +271,8 @@ func (r *Runner) planTarget(ctx context.Context, req Request, t config.Target, s
 	tp.Result = res
 }
 
-// deployed renders the target at the commit its cluster records.
+// deployed renders the target at the commit its cluster records, as its
+// deploy did.
 func (r *Runner) deployed(ctx context.Context, req Request, t config.Target, sha string) ([]*unstructured.Unstructured, error) {
 	dir, _, err := r.Mirrors.Fetch(ctx, req.CloneURL, req.Base)
 	if err != nil {
@@ -283,44 +282,21 @@ func (r *Runner) deployed(ctx context.Context, req Request, t config.Target, sha
 	if err != nil {
 		return nil, err
 	}
-	tree, err := render.Discover(s.FS, render.Filter{})
-	if err != nil {
-		return nil, err
-	}
-	tg, err := Render(ctx, s, tree, t, t.RemoteHosts)
+	tg, err := deploy.Prepare(ctx, deploy.FromSnapshot(s), settings(t, r.GitBases), deploy.Online)
 	if err != nil {
 		return nil, err
 	}
 	return tg.Objects, nil
 }
 
-// Render renders target t's overlay of snapshot s as a deploy would,
-// fetching only from hosts (none for untrusted content: a pull request's
-// head renders with remote resources off, whatever the target allows).
-func Render(ctx context.Context, s *snapshot.Snapshot, tree *render.Tree, t config.Target, hosts []string) (*deploy.Target, error) {
-	if !tree.Renderable(t.Overlay) {
-		return nil, fmt.Errorf("%s is not a kustomization at this commit", t.Overlay)
+// settings are how t's deploys render, fetching git remote bases into a
+// cache of the live plans' own under gitBases.
+func settings(t config.Target, gitBases string) deploy.Settings {
+	s := deploy.SettingsOf(t)
+	if gitBases != "" {
+		s.GitBases = filepath.Join(gitBases, "liveplan")
 	}
-	allow := "the target's remoteHosts in the webhook's config: [%s]"
-	if len(hosts) == 0 {
-		allow = "nothing: remote resources are off in live plans of pull requests [%s]"
-	}
-	policy, err := netpolicy.New(hosts, allow)
-	if err != nil {
-		return nil, fmt.Errorf("target %s: %w", t.Name, err)
-	}
-	rs, err := render.Render(ctx, s.FS, tree, []string{t.Overlay}, render.Options{Remote: policy, EnableHelm: t.EnableHelm})
-	if err != nil {
-		return nil, err
-	}
-	if len(rs) == 0 {
-		return nil, errors.New("the render returned nothing")
-	}
-	if rs[0].Err != nil {
-		return nil, rs[0].Err
-	}
-	files := func(name string) ([]byte, error) { return s.FS.ReadFile(snapshot.Abs(path.Join(t.Overlay, name))) }
-	return deploy.NewTarget(rs[0], files, deploy.TargetOptions{Inventory: t.Inventory, Namespace: cmp.Or(t.Namespace, deploy.DefaultNamespace)})
+	return s
 }
 
 func short(sha string) string {

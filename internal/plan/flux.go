@@ -8,7 +8,7 @@ import (
 	"slices"
 
 	"github.com/kplan-dev/kplan/internal/closure"
-	"github.com/kplan-dev/kplan/internal/deploy"
+	"github.com/kplan-dev/kplan/internal/declared"
 	"github.com/kplan-dev/kplan/internal/flux"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/render"
@@ -172,7 +172,7 @@ func (p *planner) fluxSide(t *flux.Target) inventorydiff.Side {
 	}
 	// Flux keeps its own inventory: no ResourceGroup file is read.
 	files := func(name string) ([]byte, error) { return nil, fs.ErrNotExist }
-	inv, err := deploy.Planned(render.Result{Path: t.Path(), Objects: t.Objects}, files, repoconfig.DefaultNamespace)
+	inv, err := declared.Planned(render.Result{Path: t.Path(), Objects: t.Objects}, files, repoconfig.DefaultNamespace)
 	if err != nil {
 		return inventorydiff.Side{Err: fmt.Errorf("Flux Kustomization %s: %w", t.Name(), err)}
 	}

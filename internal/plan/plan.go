@@ -214,9 +214,24 @@ func open(ctx context.Context, opts Options) (base, head *snapshot.Snapshot, sea
 // repository holding dir, and nothing outside it; outside git, dir is
 // the root.
 func RenderWorkingTree(ctx context.Context, dir string, overlays []string, opts render.Options) ([]render.Result, error) {
-	dir, err := filepath.Abs(dir)
+	fSys, rel, err := OpenWorkingTree(ctx, dir, overlays)
 	if err != nil {
 		return nil, err
+	}
+	tree, err := render.Discover(fSys, render.Filter{})
+	if err != nil {
+		return nil, err
+	}
+	return render.Render(ctx, fSys, tree, rel, opts)
+}
+
+// OpenWorkingTree opens the repository holding dir as RenderWorkingTree
+// renders it, and returns overlays (relative to dir) relative to its
+// root.
+func OpenWorkingTree(ctx context.Context, dir string, overlays []string) (*snapshot.FS, []string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, nil, err
 	}
 	root := dir
 	if top, err := (gitcli.Repo{Dir: dir}).TopLevel(ctx); err == nil {
@@ -226,17 +241,13 @@ func RenderWorkingTree(ctx context.Context, dir string, overlays []string, opts 
 	for i, o := range overlays {
 		r, err := filepath.Rel(root, filepath.Join(dir, o))
 		if err != nil || r == ".." || strings.HasPrefix(r, "../") {
-			return nil, fmt.Errorf("overlay %s is outside the repository %s", o, root)
+			return nil, nil, fmt.Errorf("overlay %s is outside the repository %s", o, root)
 		}
 		rel[i] = filepath.ToSlash(r)
 	}
 	fSys, err := snapshot.OpenDisk(ctx, root)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	tree, err := render.Discover(fSys, render.Filter{})
-	if err != nil {
-		return nil, err
-	}
-	return render.Render(ctx, fSys, tree, rel, opts)
+	return fSys, rel, nil
 }

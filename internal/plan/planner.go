@@ -23,14 +23,13 @@ import (
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/danger"
-	"github.com/kplan-dev/kplan/internal/deploy"
+	"github.com/kplan-dev/kplan/internal/declared"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/overlap"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/rendercache"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
-	"github.com/kplan-dev/kplan/internal/resourcegroup"
 	"github.com/kplan-dev/kplan/internal/shard"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
@@ -482,7 +481,7 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) ([]*job, error) 
 // unchanged without rendering it.
 func (p *planner) skip(sides [2]*side, o string, present [2]bool, cs [2]*closure.Closure, changed map[string]bool) bool {
 	return !p.opts.Full && !p.opts.Warm && present[0] && present[1] && p.unaffected(0, o, cs[0], changed) && p.unaffected(1, o, cs[1], changed) &&
-		!changed[path.Join(o, resourcegroup.DefaultFile)] && sides[0].namespace(o) == sides[1].namespace(o)
+		!changed[path.Join(o, inventory.ResourceGroupFile)] && sides[0].namespace(o) == sides[1].namespace(o)
 }
 
 // share picks the overlays this shard plans, the same way in every
@@ -584,7 +583,7 @@ func (p *planner) settings() inventorydiff.Settings {
 // unrendered is the side of an overlay the change cannot affect: the plan
 // reports it unchanged without knowing its objects.
 func unrendered() inventorydiff.Side {
-	return inventorydiff.Side{Inventory: &inventory.Inventory{Objects: map[string]*inventory.Object{}}, Skipped: true}
+	return inventorydiff.Side{Inventory: &inventory.ObjectSet{Objects: map[string]*inventory.Object{}}, Skipped: true}
 }
 
 // settle finishes the jobs that need no build: remote resources on hosts
@@ -793,7 +792,7 @@ func (p *planner) compareLonely(sides [2]*side) {
 			added = append(added, o)
 		}
 	}
-	same := func(b, h *inventory.Inventory) bool {
+	same := func(b, h *inventory.ObjectSet) bool {
 		if b == nil || h == nil || len(b.Refs) == 0 {
 			return false
 		}
@@ -889,7 +888,7 @@ func (p *planner) toSide(sd *side, overlay string, objs []*yaml.RNode, err error
 	files := func(name string) ([]byte, error) {
 		return sd.s.ReadFile(context.Background(), path.Join(overlay, name))
 	}
-	inv, err := deploy.Planned(render.Result{Path: overlay, Objects: objs, Inventory: dir}, files, ns)
+	inv, err := declared.Planned(render.Result{Path: overlay, Objects: objs, Inventory: dir}, files, ns)
 	if err != nil {
 		return inventorydiff.Side{Err: fmt.Errorf("inventory of %s: %w", overlay, err)}
 	}

@@ -12,7 +12,7 @@ import (
 // to maps first, which on a large plan is a good part of its CPU; an
 // identity check is much cheaper. Objects that differ, or exist on one
 // side only, are left as they are.
-func thin(base, head *inventory.Inventory) {
+func thin(base, head *inventory.ObjectSet) {
 	if base == nil || head == nil {
 		return
 	}

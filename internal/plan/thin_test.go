@@ -10,7 +10,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 )
 
-func inv(t *testing.T, docs ...string) *inventory.Inventory {
+func inv(t *testing.T, docs ...string) *inventory.ObjectSet {
 	t.Helper()
 	var nodes []*yaml.RNode
 	for _, d := range docs {

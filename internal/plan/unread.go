@@ -5,9 +5,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
-	"github.com/kplan-dev/kplan/internal/resourcegroup"
 )
 
 // unread lists the changed files that no overlay's build reads on either
@@ -33,7 +33,7 @@ func (p *planner) unread(sides [2]*side, changed map[string]bool) []inventorydif
 	// even when the build does not.
 	for _, sd := range sides {
 		for o := range sd.overlays {
-			read[path.Join(o, resourcegroup.DefaultFile)] = true
+			read[path.Join(o, inventory.ResourceGroupFile)] = true
 		}
 	}
 	// Top directories holding kustomizations: YAML changed under them

@@ -15,7 +15,7 @@ import (
 
 // Reviewed is what a plan comment records, hidden, of the plan a reviewer
 // read: the commits compared and the digest of each planned overlay's
-// head render (inventory.Inventory.Digest). The deploy of a merge
+// head render (inventory.ObjectSet.Digest). The deploy of a merge
 // compares what it applies with it.
 type Reviewed struct {
 	Base string `json:"base"` // the base commit planned

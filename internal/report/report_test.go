@@ -270,7 +270,7 @@ func TestMarkdownCutsLongTextDiffsBeforeDroppingFields(t *testing.T) {
 func TestTextSaysAMendedOverlayRendersAgain(t *testing.T) {
 	p := inventorydiff.Compare("b", "h",
 		map[string]inventorydiff.Side{"app": {Err: errors.New("missing.yaml: no such file")}},
-		map[string]inventorydiff.Side{"app": {Inventory: &inventory.Inventory{Objects: map[string]*inventory.Object{}}}})
+		map[string]inventorydiff.Side{"app": {Inventory: &inventory.ObjectSet{Objects: map[string]*inventory.Object{}}}})
 	var b strings.Builder
 	if err := Text(&b, p); err != nil {
 		t.Fatal(err)

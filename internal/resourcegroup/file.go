@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	kinv "github.com/kplan-dev/kplan/internal/inventory"
 )
 
 // DefaultFile is the ResourceGroup file name of seeds/002_96cdce1014c23446.md.
-const DefaultFile = "resourcegroup.yaml"
+const DefaultFile = kinv.ResourceGroupFile
 
 // InventoryLabel is the label that identifies an inventory.
 const InventoryLabel = "cli-utils.sigs.k8s.io/inventory-id"

@@ -23,7 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/kplan-dev/kplan/internal/deployer"
+	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/testcluster"
 	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/githubapi"
@@ -187,8 +187,8 @@ func waitDeployed(ctx context.Context, dyn dynamic.Interface, sha string) error 
 	rg := schema.GroupVersionResource{Group: "kpt.dev", Version: "v1alpha1", Resource: "resourcegroups"}
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		u, err := dyn.Resource(rg).Namespace("shop").Get(ctx, "inventory-00000001", metav1.GetOptions{})
-		if err == nil && u.GetAnnotations()[deployer.AnnotationSHA] == sha {
-			fmt.Printf("deployed: %s is %s\n", sha[:7], u.GetAnnotations()[deployer.AnnotationOutcome])
+		if err == nil && u.GetAnnotations()[deploy.AnnotationSHA] == sha {
+			fmt.Printf("deployed: %s is %s\n", sha[:7], u.GetAnnotations()[deploy.AnnotationOutcome])
 			return nil
 		}
 	}
