@@ -129,7 +129,7 @@ type cluster struct {
 // implicit ones: FluxInstances' sync paths, .kplan.yaml's clusters,
 // bootstrap directories whose sync file is a placeholder), and says why
 // any instance is not one.
-func (e *Engine) entries(ctx context.Context, s *snapshot.Snapshot, declared []Declared, instances []Instance, self func(i int) bool) ([]Declared, map[int]string, []Skipped) {
+func (e *Engine) entries(ctx context.Context, s *snapshot.Snapshot, declared []Declared, instances []Instance, self, root func(i int) bool) ([]Declared, map[int]string, []Skipped) {
 	named := map[int]string{} // entry index → configured name
 	byPath := map[string]int{}
 	for i, d := range declared {
@@ -180,13 +180,14 @@ func (e *Engine) entries(ctx context.Context, s *snapshot.Snapshot, declared []D
 		}
 		add(syncKustomization("flux-system", "flux-system", path.Dir(path.Dir(p)), ""), "")
 	}
-	// Kustomizations of the same name declared in different directories
-	// no entry point applies: each directory is a cluster's, synced by a
-	// flux-system Kustomization that is not in git (Flux's two-cluster
-	// example before it committed its bootstrap files).
+	// Root Kustomizations (no other one reads them) of the same name
+	// declared in different directories no entry point applies: each
+	// directory is a cluster's, synced by a flux-system Kustomization
+	// that is not in git (Flux's two-cluster example before it committed
+	// its bootstrap files).
 	dirs := map[string][]string{} // ID → directories declaring it
-	for _, d := range declared {
-		if d.entry || d.File == "" || e.skip(d.Kustomization) != "" {
+	for i, d := range declared {
+		if d.entry || d.File == "" || !root(i) || e.skip(d.Kustomization) != "" {
 			continue
 		}
 		if dir := path.Dir(d.File); !slices.Contains(dirs[d.ID()], dir) {
@@ -211,15 +212,16 @@ func (e *Engine) entries(ctx context.Context, s *snapshot.Snapshot, declared []D
 }
 
 // clusters groups declared into clusters: each entry point with what it
-// reaches through reads (reads[i]: the declared files i's build reads),
-// then the unnamed cluster of the rest.
-func clusters(declared []Declared, entries []int, named map[int]string, reads [][]int) []cluster {
+// reaches through reads (reads[i]: the declared files i's build reads).
+// Without entry points, every Kustomization is in the unnamed cluster;
+// with some, those no entry point reaches are applied by none (a file a
+// kustomization leaves commented out): unreached lists them.
+func clusters(declared []Declared, entries []int, named map[int]string, reads [][]int) (out []cluster, unreached []int) {
 	isEntry := map[int]bool{}
 	for _, i := range entries {
 		isEntry[i] = true
 	}
 	in := make([]bool, len(declared))
-	var out []cluster
 	for _, ei := range entries {
 		c := cluster{entry: ei}
 		seen := map[int]bool{ei: true}
@@ -260,11 +262,13 @@ func clusters(declared []Declared, entries []int, named map[int]string, reads []
 			rest.members = append(rest.members, i)
 		}
 	}
-	if len(rest.members) > 0 || len(out) == 0 {
+	if len(out) > 0 {
+		unreached = rest.members
+	} else {
 		out = append(out, rest)
 	}
 	slices.SortFunc(out, func(a, b cluster) int { return strings.Compare(a.name, b.name) })
-	return out
+	return out, unreached
 }
 
 func sortedKeys(m map[string]string) []string {

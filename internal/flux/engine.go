@@ -288,23 +288,32 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 		_, ok := slices.BinarySearch(c.Paths, declared[i].File)
 		return ok
 	}
-	declared, named, skipped := e.entries(ctx, s, declared, found.Instances, self)
-	reads := make([][]int, len(declared))
-	readers := make([][]string, len(declared)) // IDs of others whose closure holds its file
-	for i := range declared {
-		c := rawOf(i)
-		if c == nil {
-			continue // another source's paths are not this repository's
-		}
-		for j := range declared {
-			if j != i && declared[j].ID() != declared[i].ID() && declared[j].File != "" {
-				if _, ok := slices.BinarySearch(c.Paths, declared[j].File); ok {
-					readers[j] = append(readers[j], declared[i].ID())
-					reads[i] = append(reads[i], j)
+	// Which declared files each one's build reads: reads[i] are the
+	// indices of the declarations i reads, readers[j] the IDs of those
+	// reading j.
+	graph := func(declared []Declared) (reads [][]int, readers [][]string) {
+		reads = make([][]int, len(declared))
+		readers = make([][]string, len(declared))
+		for i := range declared {
+			c := rawOf(i)
+			if c == nil {
+				continue // another source's paths are not this repository's
+			}
+			for j := range declared {
+				if j != i && declared[j].ID() != declared[i].ID() && declared[j].File != "" {
+					if _, ok := slices.BinarySearch(c.Paths, declared[j].File); ok {
+						readers[j] = append(readers[j], declared[i].ID())
+						reads[i] = append(reads[i], j)
+					}
 				}
 			}
 		}
+		return reads, readers
 	}
+	_, readers := graph(declared)
+	root := func(i int) bool { return len(readers[i]) == 0 }
+	declared, named, skipped := e.entries(ctx, s, declared, found.Instances, self, root)
+	reads, readers := graph(declared)
 	// Entry points: the implicit ones, and the roots whose build applies
 	// their own declaration (flux bootstrap's flux-system).
 	var entries []int
@@ -314,8 +323,17 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 		}
 	}
 	res := &Result{pools: map[string]varPool{}, Skipped: skipped}
-	for _, c := range clusters(declared, entries, named, reads) {
+	cs, unreached := clusters(declared, entries, named, reads)
+	for _, c := range cs {
 		e.buildCluster(ctx, s, c, declared, readers, deferrable, res)
+	}
+	for _, i := range unreached {
+		d := declared[i]
+		if why := e.skip(d.Kustomization); why != "" {
+			res.Skipped = append(res.Skipped, Skipped{ID: d.ID(), File: d.File, Reason: why})
+			continue
+		}
+		res.Skipped = append(res.Skipped, Skipped{ID: d.ID(), File: d.File, Reason: "no cluster's entry point applies it (no Flux Kustomization of the repository reads its file)"})
 	}
 	slices.SortFunc(res.Skipped, func(a, b Skipped) int { return strings.Compare(a.ID, b.ID) })
 	return res, nil
