@@ -70,7 +70,7 @@ FUZZ_TARGETS := \
 	./internal/webhook:FuzzDelivery \
 	./internal/prcomment:FuzzParseReviewed \
 	./internal/flux:FuzzSecretMasking \
-	./internal/helmrelease:FuzzParseIndex \
+	./internal/chartindex:FuzzParseIndex \
 	./internal/helmrelease:FuzzParseRelease \
 	./internal/helmrelease:FuzzValuesFrom \
 	./internal/helmrelease:FuzzLoadChart \

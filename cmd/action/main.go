@@ -13,7 +13,6 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/action"
 	"github.com/kplan-dev/kplan/internal/crash"
-	_ "github.com/kplan-dev/kplan/internal/noi18n" // before kubectl's packages start
 	"github.com/kplan-dev/kplan/internal/plan"
 )
 

@@ -23,12 +23,14 @@ package config
 
 import (
 	"fmt"
-	"github.com/kplan-dev/kplan/internal/inventory"
 	"net/url"
 	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kplan-dev/kplan/internal/inventory"
+	"github.com/kplan-dev/kplan/internal/render"
 )
 
 // The version of the file's format, and its kind.
@@ -104,9 +106,10 @@ type Settings struct {
 	// RequireReviewedPlan refuses to apply a merged render that is not
 	// the one the pull request's plan comment showed (its digest).
 	RequireReviewedPlan bool
-	// EnableHelm renders helmCharts with the helm on the webhook's PATH
-	// (kplan diff --enable-helm; the Action's enable-helm).
-	EnableHelm bool
+	// Render holds the target's render options: the fields of
+	// render.Options tagged `target:"name"` (enableHelm: helmCharts with
+	// the helm on the webhook's PATH, as kplan diff --enable-helm).
+	Render render.Options
 }
 
 // ApplyUnreviewedLabel, added to a merged pull request, deploys its merge

@@ -372,7 +372,8 @@ func defaultSettings() Settings {
 // settings are the handlers of the fields a target and an environment
 // share: how to reach the cluster and how to apply there.
 func (p *parser) settings(s *Settings) map[string]func(*yaml.Node, string) {
-	return map[string]func(*yaml.Node, string){
+	handlers := p.renderOptions(&s.Render)
+	maps.Copy(handlers, map[string]func(*yaml.Node, string){
 		"kubeconfig": func(v *yaml.Node, field string) {
 			if str, ok := p.str(v, field); ok && str != "" {
 				s.Kubeconfig = p.localPath(str)
@@ -431,17 +432,13 @@ func (p *parser) settings(s *Settings) map[string]func(*yaml.Node, string) {
 				s.AllowReplaceInventory = b
 			}
 		},
-		"enableHelm": func(v *yaml.Node, field string) {
-			if b, ok := p.bool(v, field); ok {
-				s.EnableHelm = b
-			}
-		},
 		"requireReviewedPlan": func(v *yaml.Node, field string) {
 			if b, ok := p.bool(v, field); ok {
 				s.RequireReviewedPlan = b
 			}
 		},
-	}
+	})
+	return handlers
 }
 
 func (p *parser) target(n *yaml.Node, at string) (Target, bool) {

@@ -86,7 +86,7 @@ func SettingsOf(t config.Target) Settings {
 	return Settings{
 		Name: t.Name, Overlay: t.Overlay, Namespace: t.Namespace, Inventory: t.Inventory,
 		RemoteHosts: t.RemoteHosts, AllowRemoteBases: t.AllowRemoteBases,
-		Render: render.Options{EnableHelm: t.EnableHelm},
+		Render: t.Render,
 	}
 }
 

@@ -308,7 +308,7 @@ func (d *Deployer) unchanged(ctx context.Context, t Target, m merged, base strin
 	changed := snapshot.Changed(ps.Index, m.s.Index)
 	bounded := true
 	for _, s := range []*snapshot.Snapshot{ps, m.s} {
-		c := closure.New(closure.SnapshotSource(ctx, s), closure.Options{EnableHelm: t.EnableHelm}).Overlay(t.Overlay)
+		c := closure.New(closure.SnapshotSource(ctx, s), closure.Options{EnableHelm: t.Render.EnableHelm}).Overlay(t.Overlay)
 		if !c.Bounded() {
 			bounded = false
 			break
@@ -481,7 +481,7 @@ func (d *Deployer) reviewedRender(ctx context.Context, t Target, sha string, pr 
 // RenderSettings are the render settings the target's deploys use, to compare
 // with those a plan recorded.
 func (t Target) RenderSettings() inventorydiff.Settings {
-	s := inventorydiff.Settings{Helm: t.EnableHelm}
+	s := inventorydiff.Settings{Helm: t.Render.EnableHelm}
 	if p, err := netpolicy.New(t.RemoteHosts, ""); err == nil {
 		s.RemoteHosts = p.Names()
 	}

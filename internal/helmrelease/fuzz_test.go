@@ -9,21 +9,6 @@ import (
 	"github.com/kplan-dev/kplan/test/fuzzseed"
 )
 
-// A chart repository's index.yaml comes from the network: whatever it
-// holds, a version is picked or refused, never a panic.
-func FuzzParseIndex(f *testing.F) {
-	for _, s := range fuzzseed.Files(f, "testdata/index/*") {
-		f.Add(s, "1.x")
-		f.Add(s, "")
-	}
-	f.Fuzz(func(t *testing.T, data []byte, version string) {
-		cv, err := pickVersion(data, "demo", version)
-		if err == nil && (cv == nil || cv.Metadata == nil) {
-			t.Fatalf("picked %v without metadata", cv)
-		}
-	})
-}
-
 // A HelmRelease comes from the repository: any spec parses or is
 // refused, and its release name is one helm accepts (at most 53
 // characters) unless spec.releaseName sets it.

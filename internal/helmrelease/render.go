@@ -12,10 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/releaseutil"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
@@ -322,22 +324,22 @@ func (p *Prepared) Render(ctx context.Context, tokenize Tokenize) ([]*yaml.RNode
 	if err != nil {
 		return nil, fmt.Errorf("HelmRelease %s: chart %s: %w", r.ID(), p.Chart, err)
 	}
-	inst := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
-	inst.DryRun, inst.ClientOnly, inst.Replace = true, true, true
-	inst.ReleaseName = r.ReleaseName()
-	inst.Namespace = r.ReleaseNamespace()
-	inst.IncludeCRDs = r.IncludeCRDs(p.env.Upgrade)
-	inst.DisableHooks = r.DisableHooks(p.env.Upgrade)
-	rel, err := p.template(ctx, inst, ch, vals)
+	t := templating{
+		name:        r.ReleaseName(),
+		namespace:   r.ReleaseNamespace(),
+		includeCRDs: r.IncludeCRDs(p.env.Upgrade),
+		hooks:       !r.DisableHooks(p.env.Upgrade),
+	}
+	rel, err := p.template(ctx, t, ch, vals)
 	if err != nil {
 		return nil, fmt.Errorf("HelmRelease %s: chart %s: %w", r.ID(), p.Chart, err)
 	}
-	objs, err := p.postRender(ctx, rel.Manifest)
+	objs, err := p.postRender(ctx, rel.manifest)
 	if err != nil {
 		return nil, fmt.Errorf("HelmRelease %s: chart %s: post-render: %w", r.ID(), p.Chart, err)
 	}
-	if !inst.DisableHooks {
-		for _, h := range rel.Hooks {
+	if t.hooks {
+		for _, h := range rel.hooks {
 			if isTest(h) {
 				continue
 			}
@@ -348,14 +350,28 @@ func (p *Prepared) Render(ctx context.Context, tokenize Tokenize) ([]*yaml.RNode
 			objs = append(objs, hs...)
 		}
 	}
-	if err := setNamespaces(objs, inst.Namespace); err != nil {
+	if err := setNamespaces(objs, t.namespace); err != nil {
 		return nil, fmt.Errorf("HelmRelease %s: chart %s: %w", r.ID(), p.Chart, err)
 	}
 	return objs, nil
 }
 
-// template runs the install within the render's time bound.
-func (p *Prepared) template(ctx context.Context, inst *action.Install, ch *chart.Chart, vals map[string]any) (*release.Release, error) {
+// templating is what a client-only install templates with: helm-controller
+// renders a release as `helm install --dry-run` would before applying it.
+type templating struct {
+	name, namespace    string
+	includeCRDs, hooks bool
+}
+
+// rendered is a templated chart: its manifests (CRDs first, when
+// included) as one YAML stream, and its hooks.
+type rendered struct {
+	manifest string
+	hooks    []*release.Hook
+}
+
+// template renders the chart within the render's time bound.
+func (p *Prepared) template(ctx context.Context, t templating, ch *chart.Chart, vals map[string]any) (*rendered, error) {
 	timeout := p.env.Timeout
 	if timeout == 0 {
 		timeout = render.DefaultTimeout
@@ -366,14 +382,14 @@ func (p *Prepared) template(ctx context.Context, inst *action.Install, ch *chart
 		defer cancel()
 	}
 	type result struct {
-		rel *release.Release
+		rel *rendered
 		err error
 	}
 	done := make(chan result, 1) // buffered: an abandoned render never blocks
 	go func() {
 		var r result
 		r.err = crash.Catch(func() (err error) {
-			r.rel, err = inst.RunWithContext(ctx, ch, vals)
+			r.rel, err = t.run(ch, vals)
 			return err
 		})
 		done <- r
@@ -387,6 +403,57 @@ func (p *Prepared) template(ctx context.Context, inst *action.Install, ch *chart
 		}
 		return nil, ctx.Err()
 	}
+}
+
+// run is the Helm SDK's client-only install (action.Install with
+// DryRun and ClientOnly, as `helm template` runs it) up to its rendered
+// manifest, written against pkg/engine directly: action links Helm's
+// cluster client (pkg/kube and kubectl's command packages), which a plan
+// never uses. The steps and their order are install.go's RunWithContext
+// and action.go's renderResources in helm v3.22: the release name
+// checked, dependencies enabled and their values merged, the default
+// capabilities, the chart's kubeVersion range, values validated against
+// the schema, NOTES.txt dropped, manifests sorted in install order and
+// hooks split off.
+func (t templating) run(ch *chart.Chart, vals map[string]any) (*rendered, error) {
+	if err := chartutil.ValidateReleaseName(t.name); err != nil {
+		return nil, fmt.Errorf("release name %q: %w", t.name, err)
+	}
+	if err := chartutil.ProcessDependenciesWithMerge(ch, vals); err != nil {
+		return nil, err
+	}
+	caps := chartutil.DefaultCapabilities.Copy()
+	if v := ch.Metadata.KubeVersion; v != "" && !chartutil.IsCompatibleRange(v, caps.KubeVersion.String()) {
+		return nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", v, caps.KubeVersion.String())
+	}
+	opts := chartutil.ReleaseOptions{Name: t.name, Namespace: t.namespace, Revision: 1, IsInstall: true}
+	values, err := chartutil.ToRenderValues(ch, vals, opts, caps)
+	if err != nil {
+		return nil, err
+	}
+	files, err := (&engine.Engine{}).Render(ch, values)
+	if err != nil {
+		return nil, err
+	}
+	for name := range files {
+		if strings.HasSuffix(name, "NOTES.txt") {
+			delete(files, name)
+		}
+	}
+	hooks, manifests, err := releaseutil.SortManifests(files, nil, releaseutil.InstallOrder)
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	if t.includeCRDs {
+		for _, crd := range ch.CRDObjects() {
+			fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", crd.Filename, crd.File.Data)
+		}
+	}
+	for _, m := range manifests {
+		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", m.Name, m.Content)
+	}
+	return &rendered{manifest: b.String(), hooks: hooks}, nil
 }
 
 func isTest(h *release.Hook) bool {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/testchart"
+	"github.com/kplan-dev/kplan/internal/testhelm"
 )
 
 const demo = "testdata/demo"
@@ -323,5 +326,92 @@ func TestRenderTimeout(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("the render returned after %s", d)
+	}
+}
+
+// TestRenderIsHelmTemplate pins the templating to Helm's own: the demo
+// chart (CRDs, hooks, a test, NOTES-free) renders to the objects `helm
+// template --include-crds --skip-tests` of the same Helm version prints,
+// once helm-controller's origin labels and the namespace kplan fills in
+// are set aside. kplan templates through Helm's engine rather than its
+// install action (which links Helm's cluster client); this is what
+// keeps the two from drifting.
+func TestRenderIsHelmTemplate(t *testing.T) {
+	bin := testhelm.Dir(t)
+	out, err := exec.Command(filepath.Join(bin, "helm"), "template", "demo", demo, "--namespace", "apps", "--include-crds", "--skip-tests").CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	want, err := parse(string(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	err = filepath.WalkDir(demo, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(demo, p)
+		files[filepath.ToSlash(rel)] = data
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := Env{Local: func(context.Context, string, string, string, string) (map[string][]byte, bool, error) {
+		return files, true, nil
+	}}
+	r := parseRelease(t, `{metadata: {name: demo, namespace: apps}, spec: {chart: {spec: {chart: ./charts/demo, sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}}}}}`)
+	p, err := Prepare(context.Background(), r, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.Render(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	norm := func(objs []*yaml.RNode) map[string]string {
+		m := map[string]string{}
+		for _, o := range objs {
+			o = o.Copy()
+			l := o.GetLabels()
+			for k := range l {
+				if strings.HasPrefix(k, Group+"/") {
+					delete(l, k)
+				}
+			}
+			if err := o.SetLabels(l); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.SetNamespace(""); err != nil {
+				t.Fatal(err)
+			}
+			if len(l) == 0 {
+				_ = o.PipeE(yaml.Lookup("metadata"), yaml.Clear("labels"))
+			}
+			s, err := o.String()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// helm template heads each document with a "# Source:" comment.
+			s = regexp.MustCompile(`(?m)^# Source: .*\n`).ReplaceAllString(s, "")
+			m[o.GetKind()+" "+o.GetName()] = s
+		}
+		return m
+	}
+	g, w := norm(got), norm(want)
+	if len(w) < 5 {
+		t.Fatalf("helm template printed %d objects, want the chart's CRD, hook and templates", len(w))
+	}
+	for k, ws := range w {
+		if g[k] != ws {
+			t.Errorf("%s:\nkplan:\n%s\nhelm template:\n%s", k, g[k], ws)
+		}
+	}
+	for k := range g {
+		if _, ok := w[k]; !ok {
+			t.Errorf("kplan renders %s, which helm template does not", k)
+		}
 	}
 }

@@ -13,15 +13,13 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 
 	"github.com/Masterminds/semver/v3"
-	"helm.sh/helm/v3/pkg/repo"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/chartindex"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 )
 
@@ -217,34 +215,14 @@ func digestOf(data []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// ParseIndex reads a chart repository's index.yaml.
-func ParseIndex(data []byte) (*repo.IndexFile, error) {
-	var ix repo.IndexFile
-	if err := sigsyaml.Unmarshal(data, &ix); err != nil {
-		return nil, fmt.Errorf("read index.yaml: %w", err)
-	}
-	for name, cvs := range ix.Entries {
-		ix.Entries[name] = slices.DeleteFunc(cvs, func(cv *repo.ChartVersion) bool { return cv == nil || cv.Metadata == nil })
-	}
-	ix.SortEntries()
-	return &ix, nil
-}
-
-// pickVersion is the index's entry for name that version (a semver
-// constraint) picks: the newest that satisfies it, as Helm's index does.
-func pickVersion(data []byte, name, version string) (*repo.ChartVersion, error) {
-	ix, err := ParseIndex(data)
+// pickVersion is the index's entry for name that version (a version or
+// semver range) picks, as source-controller's HelmChart does.
+func pickVersion(data []byte, name, version string) (*chartindex.Entry, error) {
+	ix, err := chartindex.Parse(data)
 	if err != nil {
 		return nil, err
 	}
-	if version == "" {
-		version = "*"
-	}
-	cv, err := ix.Get(name, version)
-	if err != nil {
-		return nil, fmt.Errorf("the repository's index has no chart %s matching version %q", name, version)
-	}
-	return cv, nil
+	return ix.Pick(name, version, false)
 }
 
 // Media types of a Helm chart in an OCI registry.

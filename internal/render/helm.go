@@ -17,11 +17,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/blang/semver/v4"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/chartindex"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -357,14 +357,6 @@ func (h *helmFS) copyFile(p string) error {
 	return nil
 }
 
-// chartIndex is the part of a chart repository's index.yaml a pull reads.
-type chartIndex struct {
-	Entries map[string][]struct {
-		Version string   `json:"version"`
-		URLs    []string `json:"urls"`
-	} `json:"entries"`
-}
-
 // pull fetches chart c from its repository into the disk directory into,
 // as `helm pull --repo R --version V --untar --untardir into` does, but
 // through the render's network policy.
@@ -381,37 +373,20 @@ func (h *helmFS) pull(file string, c types.HelmChart, into string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	var ix chartIndex
-	if err := sigsyaml.Unmarshal(data, &ix); err != nil {
-		return fmt.Errorf("%s: read the repository's index.yaml: %w", what, err)
+	ix, err := chartindex.Parse(data)
+	if err != nil {
+		return fmt.Errorf("%s: the repository's index.yaml: %w", what, err)
 	}
-	var pick string
-	var urls []string
-	var best semver.Version
-	for _, e := range ix.Entries[c.Name] {
-		if c.Version != "" {
-			if strings.TrimPrefix(e.Version, "v") == strings.TrimPrefix(c.Version, "v") {
-				pick, urls = e.Version, e.URLs
-				break
-			}
-			continue
-		}
-		// No version: the newest release, as helm picks it.
-		v, err := semver.ParseTolerant(e.Version)
-		if err != nil || (len(v.Pre) > 0 && !c.Devel) {
-			continue
-		}
-		if pick == "" || v.GT(best) {
-			pick, urls, best = e.Version, e.URLs, v
-		}
+	// helm pull --version takes a version or a semver range, as the index
+	// picks it (chartindex: Helm's rules); --devel admits pre-releases.
+	e, err := ix.Pick(c.Name, c.Version, c.Devel)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	if pick == "" || len(urls) == 0 {
-		want := c.Version
-		if want == "" {
-			want = "any release"
-		}
-		return fmt.Errorf("%s: the repository's index has no chart %s at %s (kplan matches versions exactly)", what, c.Name, want)
+	if len(e.URLs) == 0 {
+		return fmt.Errorf("%s: the repository's index lists no URL for %s %s", what, c.Name, e.Version)
 	}
+	urls := e.URLs
 	ref, err := url.Parse(urls[0])
 	if err != nil {
 		return fmt.Errorf("%s: chart URL %q: %w", what, urls[0], err)

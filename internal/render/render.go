@@ -20,12 +20,18 @@ import (
 )
 
 // Options control how overlays render.
+//
+// A field tagged `target:"name"` is also a render option of a deploy
+// target: the webhook's configuration reads it under that name
+// (internal/config, for bool, string, int and duration fields) and
+// every render of the target (deploy.Prepare) gets it, so a new one is
+// this field plus its line in internal/config/example.yaml.
 type Options struct {
 	// LoadRestrictorNone lets kustomizations read files outside their own
 	// directory (kustomize's --load-restrictor LoadRestrictionsNone).
 	LoadRestrictorNone bool
 	// EnableHelm allows helmCharts inflation with HelmCommand (default "helm").
-	EnableHelm  bool
+	EnableHelm  bool `target:"enableHelm"`
 	HelmCommand string
 	// Parallelism bounds concurrent renders; 0 means one per CPU.
 	Parallelism int
