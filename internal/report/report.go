@@ -118,10 +118,11 @@ func title(o *inventorydiff.Overlay) string {
 }
 
 // reported says whether a report lists the overlay: anything but an
-// unchanged overlay with no problem.
+// unchanged overlay with no problem and no dangerous finding (a renamed
+// inventory changes no object but is counted as a danger: it is named).
 func reported(o *inventorydiff.Overlay) bool {
 	msg, _ := o.Problem()
-	return o.Status != inventorydiff.Unchanged || msg != ""
+	return o.Status != inventorydiff.Unchanged || msg != "" || len(o.Dangerous) > 0
 }
 
 // failureLine says whether the change brings an overlay's failure.
