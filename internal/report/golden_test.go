@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/danger"
+	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/testkit"
 )
 

@@ -30,9 +30,14 @@ type Options struct {
 	// DiffStyle is DiffFields ("" too) or DiffUnified.
 	DiffStyle string
 	// Complete says, in Markdown, where the complete report is (a link
-	// to the job summary, an artifact), for a Markdown report that had
-	// to leave something out to fit; "" says to run kplan diff.
+	// to the job summary, an artifact), for a Markdown report fitted to
+	// GitHub's limits that had to leave something out; "" is a report
+	// fitted to MaxBytes, the command line's --max-bytes.
 	Complete string
+	// MaxBytes bounds the Markdown Write prints (the command line's
+	// --max-bytes); 0 prints it whole: the size budget belongs to the
+	// comment, which the Action fits to GitHub's limits itself.
+	MaxBytes int
 	// DangerGate says what dangerous findings mean for the check; zero:
 	// nothing is said.
 	DangerGate DangerGate
