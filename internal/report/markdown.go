@@ -503,7 +503,11 @@ func (m *md) objects(o *inventorydiff.Overlay, d detail) string {
 				}
 				continue
 			}
-			fmt.Fprintf(&diff, "@@ %s — %s @@\n", name, g.headline(maxGroupNames))
+			// The headline's lines are context (a space first): uncoloured.
+			fmt.Fprintf(&diff, "@@ %s @@\n", name)
+			for _, l := range g.headline(maxGroupNames - 1) {
+				diff.WriteString("  " + l + "\n")
+			}
 		} else {
 			fmt.Fprintf(&diff, "@@ %s @@\n", name)
 		}
@@ -538,8 +542,9 @@ func (m *md) objects(o *inventorydiff.Overlay, d detail) string {
 // long embedded file must not push every other field change out.
 const cutLines = 30
 
-// maxGroupNames is how many members a group's headline names.
-const maxGroupNames = 10
+// maxGroupNames is how many members a group's headline names, the one
+// the change is shown on included; the others say "same change as".
+const maxGroupNames = 6
 
 func (g *group) index(m member) int {
 	if i, ok := g.pos[m]; ok {
