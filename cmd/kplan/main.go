@@ -151,6 +151,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("%w\nRun '%s --help' for usage", err, cmd.CommandPath())
 	})
 	root.AddCommand(diffCmd(logger), mergeCmd(), renderCmd(), applyCmd(), initCmd(), migrateCmd(), demoCmd(logger), versionCmd())
+	for _, c := range root.Commands() {
+		completeOutput(c)
+	}
 	return root.ExecuteContext(ctx)
 }
 
@@ -301,6 +304,7 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 	maxBytes := maxBytesFlag(cmd)
 	f.StringVar(&shardFlag, "shard", "", "plan share I of N of the overlays (e.g. 2/3) and write it as a part for kplan merge (with -o json); merge applies --exit-code and --fail-on-error")
 	rf.register(f)
+	completeRefs(cmd, "base", "head")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if base == "" {
 			return errors.New("diff: --base is required (e.g. --base main)")

@@ -54,7 +54,7 @@ type jsonOverlay = struct {
 	Replaced []struct{ Base, Head string }
 	Error    string
 	// The plan's truth about the merge (truth_test.go).
-	Fields              map[string][]struct {
+	Fields map[string][]struct {
 		Path, Op string
 		// Old and New are typed values; the tests read their JSON text.
 		Old, New rawJSON
