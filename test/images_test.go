@@ -63,9 +63,10 @@ func TestImagesShareOneEntryPoint(t *testing.T) {
 }
 
 // What an install pulls exists on release day: the release pushes vX.Y.Z
-// and the series tags vX.Y and vX, deploy/ pulls a series tag, and the
-// chart, packaged with the tag's version as appVersion, pulls v<appVersion>.
-// deploy/ pulled v1, a tag the release never pushed (ImagePullBackOff).
+// and the series tags vX.Y and vX; deploy/ pins the exact release, which
+// the release workflow checks against its tag; the chart, packaged with
+// the tag's version as appVersion, pulls v<appVersion>. deploy/ pulled
+// v1, a tag the release never pushed (ImagePullBackOff).
 func TestInstallsPullTagsTheReleasePushes(t *testing.T) {
 	var gr struct {
 		Dockers []struct {
@@ -96,14 +97,14 @@ func TestInstallsPullTagsTheReleasePushes(t *testing.T) {
 	if err := sigsyaml.Unmarshal(data, &kust); err != nil || len(kust.Images) != 1 {
 		t.Fatalf("deploy/base/kustomization.yaml images: %v %+v", err, kust)
 	}
-	if img := kust.Images[0]; img.NewName != gr.Dockers[0].Images[0] || !regexp.MustCompile(`^v[0-9]+(\.[0-9]+)?$`).MatchString(img.NewTag) {
-		t.Errorf("deploy/ pulls %s:%s: want %s at a series tag (vX or vX.Y) the release pushes", img.NewName, img.NewTag, gr.Dockers[0].Images[0])
+	if img := kust.Images[0]; img.NewName != gr.Dockers[0].Images[0] || !regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+$`).MatchString(img.NewTag) {
+		t.Errorf("deploy/ pulls %s:%s: want %s at the exact release (vX.Y.Z)", img.NewName, img.NewTag, gr.Dockers[0].Images[0])
 	}
 	release, err := os.ReadFile("../.github/workflows/release.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`version="${TAG#v}"`, `package charts/kplan-webhook --version "$version" --app-version "$version"`, "push ", "gh release upload"} {
+	for _, want := range []string{`awk '$1 == "newTag:" { print $2 }' deploy/base/kustomization.yaml`, `if [ "$pinned" != "$TAG" ]`, `version="${TAG#v}"`, `package charts/kplan-webhook --version "$version" --app-version "$version"`, "push ", "gh release upload"} {
 		if !strings.Contains(string(release), want) {
 			t.Errorf("release.yml does not publish the chart with the release's version (%q)", want)
 		}
