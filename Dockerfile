@@ -1,5 +1,6 @@
-# kplan's image: the GitHub Action's entry point (the default), the kplan
-# CLI, and the webhook (deploy/ runs /usr/local/bin/kplan-webhook).
+# kplan's image, built from source: the kplan CLI (the entry point, as in
+# the released image, Dockerfile.release), the GitHub Action's kplan-action
+# and the webhook (deploy/ and the chart run /usr/local/bin/kplan-webhook).
 
 # Base images are pinned by digest (multi-arch index digests, as
 # `docker buildx imagetools inspect` prints them); Dependabot's docker
@@ -33,4 +34,4 @@ COPY --from=build /out/kplan-action /out/kplan /out/kplan-webhook /out/helm /usr
 # GitHub-hosted runners run as uid 1001 and own the workspace and the
 # GITHUB_OUTPUT file with it, so the action can run without root.
 USER 1001
-ENTRYPOINT ["/usr/local/bin/kplan-action"]
+ENTRYPOINT ["/usr/local/bin/kplan"]

@@ -15,7 +15,8 @@
 #   KPLAN_ACTION_REPOSITORY  github.action_repository (default kplan-dev/kplan)
 #   KPLAN_RELEASE_URL        base of the release downloads (default
 #                            $GITHUB_SERVER_URL/<repository>/releases/download);
-#                            the files are <base>/<tag>/<name>
+#                            the files are <base>/<tag>/<name>. Unreachable,
+#                            it is an error naming it, never a source build
 #   KPLAN_GIT_URL            the repository to resolve v1, branches and SHAs
 #                            against with git ls-remote (default
 #                            $GITHUB_SERVER_URL/<repository>.git)
@@ -86,9 +87,13 @@ resolve_tag() {
 	fi
 	# v1, v1.2, a branch or a commit: the release tag on the same commit.
 	local url=${KPLAN_GIT_URL:-$server/$repository.git} refs commit
-	if ! refs=$(git ls-remote --tags --heads "$url" 2>/dev/null); then
-		log "kplan: cannot list the tags of $url"
-		return
+	# Unreachable is an error, never a source build: building takes minutes
+	# of CPU, and a runner that cannot reach the repository cannot reach its
+	# releases either.
+	local err
+	if ! refs=$(git ls-remote --tags --heads "$url" 2>"$tmp_root/kplan-ls-remote.err"); then
+		err=$(tail -n 1 "$tmp_root/kplan-ls-remote.err")
+		fail "cannot reach $url (KPLAN_GIT_URL) to find the release of $repository@$ref: $err; set KPLAN_GIT_URL and KPLAN_RELEASE_URL to a mirror of the repository and of its release downloads this runner can reach, or pin the action to a release (@vX.Y.Z)"
 	fi
 	if [[ "$ref" =~ ^[0-9a-f]{40}$ ]]; then
 		commit=$ref
@@ -158,10 +163,17 @@ install() {
 	# shellcheck disable=SC2064 # expand now: work is local
 	trap "rm -rf '$work'" EXIT
 	local curl=(curl --fail --silent --show-error --location --retry 2 --connect-timeout 10 --max-time 60)
-	"${curl[@]}" -o "$work/$checksums" "$base/$tag/$checksums" ||
-		fail "cannot download $base/$tag/$checksums: is there a release $tag of $repository with its assets?"
-	"${curl[@]}" -o "$work/$archive" "$base/$tag/$archive" ||
-		fail "cannot download $base/$tag/$archive"
+	# download URL FILE: curl's own message says whether the release is
+	# missing (HTTP 404) or unreachable (DNS, connection, timeout); either
+	# way the error names KPLAN_RELEASE_URL, where the downloads come from.
+	download() {
+		local msg
+		if ! msg=$("${curl[@]}" -o "$2" "$1" 2>&1); then
+			fail "cannot download $1: ${msg##*curl: }: is there a release $tag of $repository with its assets, and can this runner reach $base (KPLAN_RELEASE_URL)? Set KPLAN_RELEASE_URL to a mirror of the release downloads it can reach"
+		fi
+	}
+	download "$base/$tag/$checksums" "$work/$checksums"
+	download "$base/$tag/$archive" "$work/$archive"
 
 	local want got
 	want=$(awk -v f="$archive" '$2 == f || $2 == "*"f { print $1; exit }' "$work/$checksums")

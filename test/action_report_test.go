@@ -74,7 +74,7 @@ func TestActionReportAtAGlance(t *testing.T) {
 			"⚠️ **1 dangerous change**. ❌ **1 overlay broken by this change**.",
 			"| `overlays/prod` | 0 | 1 | 1 | ⚠️ 1 dangerous |\n| `overlays/staging` | 0 | 1 | 0 |  |\n| `overlays/tools` | | | | ❌ broken by this change |\n",
 			"**Images** (1 change)\n\n- `registry.example/web:1.0` → `registry.example/web:1.1`: Deployment web (prod) in `overlays/prod`; Deployment web (staging) in `overlays/staging`\n",
-			"@@ Deployment web (prod) — same change in 2 Deployments: web (prod), web (staging) in overlays/staging @@\n",
+			"@@ Deployment web (prod) @@\n  same change in 1 other Deployment: web (staging) in overlays/staging\n",
 			"! Deployment web (staging): same change as Deployment web (prod) in overlays/prod\n",
 			"- PersistentVolumeClaim data (prod)\n",
 			"> ⚠️ **Dangerous:** prunes PersistentVolumeClaim prod/data",
@@ -112,7 +112,7 @@ func TestActionReportAtAGlance(t *testing.T) {
 			t.Errorf("outputs dangerous=%q failed=%q, want true and true", out["dangerous"], out["failed"])
 		}
 		full, err := os.ReadFile(out["report-file"])
-		if err != nil || !strings.Contains(string(full), "same change in 2 Deployments") {
+		if err != nil || !strings.Contains(string(full), "same change in 1 other Deployment:") {
 			t.Errorf("report-file %q: %v\n%s", out["report-file"], err, full)
 		}
 	})

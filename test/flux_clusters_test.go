@@ -3,11 +3,11 @@ package test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -74,12 +74,13 @@ func fieldsOf(p fluxPlan, target, key string) map[string][2]string {
 	return out
 }
 
-// unquote is a field value as the reports quote strings, bare.
-func unquote(v string) string {
-	if u, err := strconv.Unquote(v); err == nil {
-		return u
+// unquote is a field value, typed in the JSON report, as text: a
+// string bare, anything else as Go prints it.
+func unquote(v any) string {
+	if s, ok := v.(string); ok {
+		return s
 	}
-	return v
+	return fmt.Sprint(v)
 }
 
 // Flux's documented two-cluster layout (testdata/flux-clusters, as

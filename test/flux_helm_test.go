@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,10 +20,13 @@ type helmPlan struct {
 	Overlays []struct {
 		Path, Status, Error    string
 		Added, Changed, Pruned []string
-		Fields                 map[string][]struct{ Path, Old, New string }
-		AddedYAML              map[string]string `json:"addedYaml"`
-		Notes                  []string
-		Base, Head             struct{ Error string }
+		Fields                 map[string][]struct {
+			Path     string
+			Old, New any // typed values
+		}
+		AddedYAML  map[string]string `json:"addedYaml"`
+		Notes      []string
+		Base, Head struct{ Error string }
 	}
 }
 
@@ -181,7 +185,7 @@ func TestFluxHelmReleasesRendered(t *testing.T) {
 		for k, fs := range web.Fields {
 			if strings.HasSuffix(k, "Deployment|web|web") {
 				for _, f := range fs {
-					image = image || (strings.Contains(f.Old, "demo:1.0.0") && strings.Contains(f.New, "demo:2.0.0"))
+					image = image || (strings.Contains(fmt.Sprint(f.Old), "demo:1.0.0") && strings.Contains(fmt.Sprint(f.New), "demo:2.0.0"))
 				}
 			}
 		}

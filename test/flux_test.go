@@ -19,8 +19,11 @@ type fluxPlan struct {
 	Overlays []struct {
 		Path, Status, File, Error string
 		Added, Changed, Pruned    []string
-		Fields                    map[string][]struct{ Path, Old, New string }
-		Notes                     []string
+		Fields                    map[string][]struct {
+			Path     string
+			Old, New any // typed values
+		}
+		Notes []string
 	}
 	Unread []struct{ Path, Hint string }
 	Work   struct{ Overlays, Skipped int }

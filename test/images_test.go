@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // Every image kplan ships builds FROM a base pinned by digest (a tag can be
@@ -35,5 +37,80 @@ func TestImagesPinBaseByDigestWithGitNonRoot(t *testing.T) {
 		if len(users) == 0 || users[len(users)-1][1] == "root" || users[len(users)-1][1] == "0" {
 			t.Errorf("%s: the final stage runs as root", name)
 		}
+	}
+}
+
+// Both images (the one `docker build .` makes and the released one) have
+// one entry point: the README's image ran kplan-action, the release's
+// kplan.
+func TestImagesShareOneEntryPoint(t *testing.T) {
+	entry := regexp.MustCompile(`(?m)^ENTRYPOINT\s+(.+)$`)
+	var got []string
+	for _, name := range []string{"../Dockerfile", "../Dockerfile.release"} {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := entry.FindAllStringSubmatch(string(data), -1)
+		if len(m) != 1 {
+			t.Fatalf("%s: %d ENTRYPOINTs", name, len(m))
+		}
+		got = append(got, strings.TrimSpace(m[0][1]))
+	}
+	if got[0] != got[1] || got[0] != `["/usr/local/bin/kplan"]` {
+		t.Errorf("entry points %q: want both [\"/usr/local/bin/kplan\"]", got)
+	}
+}
+
+// What an install pulls exists on release day: the release pushes vX.Y.Z
+// and the series tags vX.Y and vX; deploy/ pins the exact release, which
+// the release workflow checks against its tag; the chart, packaged with
+// the tag's version as appVersion, pulls v<appVersion>. deploy/ pulled
+// v1, a tag the release never pushed (ImagePullBackOff).
+func TestInstallsPullTagsTheReleasePushes(t *testing.T) {
+	var gr struct {
+		Dockers []struct {
+			Images []string
+			Tags   []string
+		} `json:"dockers_v2"`
+	}
+	data, err := os.ReadFile("../.goreleaser.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sigsyaml.Unmarshal(data, &gr); err != nil || len(gr.Dockers) != 1 {
+		t.Fatalf(".goreleaser.yaml: %v %+v", err, gr)
+	}
+	tags := strings.Join(gr.Dockers[0].Tags, "\n")
+	for _, want := range []string{"v{{ .Version }}", "v{{ .Major }}.{{ .Minor }}", "v{{ .Major }}"} {
+		if !strings.Contains(tags, want) {
+			t.Errorf("the release does not push %s: tags %q", want, gr.Dockers[0].Tags)
+		}
+	}
+	var kust struct {
+		Images []struct{ Name, NewName, NewTag string }
+	}
+	data, err = os.ReadFile("../deploy/base/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sigsyaml.Unmarshal(data, &kust); err != nil || len(kust.Images) != 1 {
+		t.Fatalf("deploy/base/kustomization.yaml images: %v %+v", err, kust)
+	}
+	if img := kust.Images[0]; img.NewName != gr.Dockers[0].Images[0] || !regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+$`).MatchString(img.NewTag) {
+		t.Errorf("deploy/ pulls %s:%s: want %s at the exact release (vX.Y.Z)", img.NewName, img.NewTag, gr.Dockers[0].Images[0])
+	}
+	release, err := os.ReadFile("../.github/workflows/release.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`awk '$1 == "newTag:" { print $2 }' deploy/base/kustomization.yaml`, `if [ "$pinned" != "$TAG" ]`, `version="${TAG#v}"`, `package charts/kplan-webhook --version "$version" --app-version "$version"`, "push ", "gh release upload"} {
+		if !strings.Contains(string(release), want) {
+			t.Errorf("release.yml does not publish the chart with the release's version (%q)", want)
+		}
+	}
+	values, err := os.ReadFile("../charts/kplan-webhook/templates/_helpers.tpl")
+	if err != nil || !strings.Contains(string(values), `default (printf "v%s" .Chart.AppVersion)`) {
+		t.Errorf("the chart's image tag does not default to v<appVersion>: %v", err)
 	}
 }

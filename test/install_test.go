@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -292,7 +293,7 @@ func TestInstallActionErrors(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"no such release", map[string]string{"KPLAN_ACTION_REF": "v9.9.9"}, "cannot download " + rel.srv.URL + "/v9.9.9/kplan_9.9.9_checksums.txt: is there a release v9.9.9"},
+		{"no such release", map[string]string{"KPLAN_ACTION_REF": "v9.9.9"}, "cannot download " + rel.srv.URL + "/v9.9.9/kplan_9.9.9_checksums.txt: (22) The requested URL returned error: 404: is there a release v9.9.9"},
 		{"windows", map[string]string{"KPLAN_ACTION_REF": "v1.2.3", "RUNNER_OS": "Windows"}, "no binary for runner OS 'Windows'"},
 		{"32-bit", map[string]string{"KPLAN_ACTION_REF": "v1.2.3", "RUNNER_ARCH": "X86"}, "no binary for runner architecture 'X86'"},
 	} {
@@ -371,5 +372,40 @@ func TestInstallActionBuildsFromSource(t *testing.T) {
 	out, err := exec.Command(bin).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "kplan plans pull requests") {
 		t.Errorf("the built kplan-action: %v\n%s", err, out)
+	}
+}
+
+// An installer that cannot reach the release fails, naming
+// KPLAN_RELEASE_URL (and KPLAN_GIT_URL when resolving the ref is what
+// failed): it built from source instead, silently, minutes of CPU.
+func TestInstallActionFailsLoudlyWhenTheReleaseIsUnreachable(t *testing.T) {
+	// A port nothing listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"release downloads unreachable", map[string]string{"KPLAN_ACTION_REF": "v1.2.3", "KPLAN_RELEASE_URL": closed},
+			[]string{"cannot download " + closed + "/v1.2.3/kplan_1.2.3_checksums.txt", "KPLAN_RELEASE_URL"}},
+		{"repository unreachable for @v1", map[string]string{"KPLAN_ACTION_REF": "v1", "KPLAN_RELEASE_URL": closed, "KPLAN_GIT_URL": closed + "/kplan.git"},
+			[]string{"cannot reach " + closed + "/kplan.git (KPLAN_GIT_URL)", "KPLAN_RELEASE_URL"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			run := runInstall(t, t.TempDir(), c.env)
+			if run.err == nil || run.outputs["source"] != "" {
+				t.Fatalf("exit %v, outputs %v: want a failure, not a source build\n%s", run.err, run.outputs, run.log)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(run.log, w) || !strings.Contains(run.log, "::error") {
+					t.Errorf("the error does not say %q:\n%s", w, run.log)
+				}
+			}
+		})
 	}
 }

@@ -26,7 +26,8 @@ type remoteBasePlan struct {
 			Error string `json:"error"`
 		} `json:"head"`
 		Fields map[string][]struct {
-			Path, Op, Old, New string
+			Path, Op string
+			Old, New any // typed values
 		} `json:"fields"`
 	} `json:"overlays"`
 }
@@ -105,7 +106,7 @@ func TestDiffRemoteGitBases(t *testing.T) {
 	found := false
 	for _, fields := range pinned.Fields {
 		for _, f := range fields {
-			found = found || (f.Path == "data.version" && f.Old == `"one"` && f.New == `"two"`)
+			found = found || (f.Path == "data.version" && f.Old == "one" && f.New == "two")
 		}
 	}
 	if !found {

@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/object"
 
 	"github.com/kplan-dev/kplan/internal/deploy"
+	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/liveplan"
 	"github.com/kplan-dev/kplan/internal/plan"
 	"github.com/kplan-dev/kplan/internal/resourcegroup"
 )
@@ -95,8 +97,22 @@ func applyCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
+		if dryRun {
+			// What the live plans and drift checks compute: each object
+			// dry-run applied and compared with the live one, so an
+			// unchanged object says so and a changed one shows its fields.
+			lp, err := liveplan.New(getter).Plan(ctx, liveplan.Input{Inventory: target.Inventory, Objects: target.Objects,
+				Namespace: namespace, Policy: policy, Prune: !noPrune, AllowReplaceInventory: replace})
+			if err != nil {
+				return fmt.Errorf("apply --dry-run: %w", err)
+			}
+			if lp.Refused != "" {
+				return errors.New(lp.Refused)
+			}
+			return printDryRun(cmd.OutOrStdout(), lp, *format)
+		}
 		res, err := deploy.New(getter).Apply(ctx, target.Inventory, target.Objects, deploy.Options{
-			DryRun: dryRun, InventoryPolicy: policy, PrunePropagation: propagation,
+			InventoryPolicy: policy, PrunePropagation: propagation,
 			ReconcileTimeout: timeout, AllowEmpty: allowEmpty, NoPrune: noPrune,
 			Namespace: namespace, AllowReplaceInventory: replace,
 			OnEvent: applyEvents(cmd.ErrOrStderr()),
@@ -197,6 +213,49 @@ func printApply(w io.Writer, res *deploy.Result, format string) error {
 			return err
 		}
 	}
+	return err
+}
+
+// printDryRun says what the apply would do to each object, named as the
+// plan names it, with the fields it would change on the live object;
+// nothing was written.
+func printDryRun(w io.Writer, res *liveplan.Result, format string) error {
+	if format == "json" {
+		data, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", data)
+		return err
+	}
+	fmt.Fprintf(w, "kplan apply with %s (dry run: nothing changed)\n", res.Inventory)
+	mark := map[liveplan.Action]string{liveplan.Create: "+", liveplan.Configure: "~", liveplan.Unchanged: "=", liveplan.Prune: "-", liveplan.Keep: " "}
+	counts := map[liveplan.Action]int{}
+	refused := 0
+	for _, r := range res.Rows {
+		counts[r.Action]++
+		what := map[liveplan.Action]string{liveplan.Create: "created", liveplan.Configure: "configured", liveplan.Unchanged: "unchanged",
+			liveplan.Prune: "pruned", liveplan.Keep: "left in the cluster"}[r.Action]
+		if r.Drift {
+			what += " (drifted: undoes a change made in the cluster)"
+		}
+		fmt.Fprintf(w, "  %s %s: %s\n", mark[r.Action], inventorydiff.Name(r.Key), what)
+		for _, f := range r.Fields {
+			fmt.Fprintf(w, "      %s\n", f.Header())
+			for _, l := range f.DiffLines() {
+				fmt.Fprintf(w, "        %s\n", l)
+			}
+		}
+		if r.Note != "" {
+			fmt.Fprintf(w, "      note: %s\n", r.Note)
+		}
+		if r.Finding != nil {
+			refused++
+			fmt.Fprintf(w, "      refused (%s): %s\n", r.Finding.Kind, r.Finding.Message)
+		}
+	}
+	_, err := fmt.Fprintf(w, "%d created, %d configured, %d unchanged, %d pruned, %d left in the cluster, %d refused (dry run).\n",
+		counts[liveplan.Create], counts[liveplan.Configure], counts[liveplan.Unchanged], counts[liveplan.Prune], counts[liveplan.Keep], refused)
 	return err
 }
 

@@ -178,3 +178,53 @@ func TestApplyNamespaceFlag(t *testing.T) {
 		}
 	}
 }
+
+// kplan apply --dry-run after an apply says unchanged for what would not
+// change, names objects as the plan does and shows the fields it would
+// change on the live objects: it said "configured" for every object, by
+// seed key, with no field.
+func TestApplyDryRunSaysUnchangedAndShowsFieldsAgainstLive(t *testing.T) {
+	c := testcluster.Start(t)
+	dir := t.TempDir()
+	write(t, dir, map[string]string{
+		"app/kustomization.yaml": "namespace: dry-run\nresources: [ns.yaml, cm.yaml, rg.yaml]\n",
+		"app/ns.yaml":            "apiVersion: v1\nkind: Namespace\nmetadata: {name: dry-run}\n",
+		"app/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {level: info}\n",
+		"app/rg.yaml":            "apiVersion: kpt.dev/v1alpha1\nkind: ResourceGroup\nmetadata: {name: inventory-dry-run}\n",
+	})
+	t.Chdir(dir)
+	if out, stderr, err := kplan(t, nil, "apply", "--kubeconfig", c.Kubeconfig, "--timeout", "30s", "app"); err != nil {
+		t.Fatalf("apply: %v\n%s\n%s", err, out, stderr)
+	}
+	out, stderr, err := kplan(t, nil, "apply", "--kubeconfig", c.Kubeconfig, "--dry-run", "app")
+	if err != nil {
+		t.Fatalf("dry run: %v\n%s\n%s", err, out, stderr)
+	}
+	for _, want := range []string{"(dry run: nothing changed)", "  = Namespace dry-run: unchanged\n", "  = ConfigMap settings (dry-run): unchanged\n", "0 created, 0 configured, 2 unchanged"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run after the apply lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "~G_v1_") {
+		t.Errorf("dry run shows seed keys:\n%s", out)
+	}
+	write(t, dir, map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {level: debug}\n"})
+	out, stderr, err = kplan(t, nil, "apply", "--kubeconfig", c.Kubeconfig, "--dry-run", "app")
+	if err != nil {
+		t.Fatalf("dry run: %v\n%s\n%s", err, out, stderr)
+	}
+	for _, want := range []string{"  ~ ConfigMap settings (dry-run): configured\n      ~ data.level: \"info\" → \"debug\"\n", "0 created, 1 configured, 1 unchanged"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run of a change lacks %q:\n%s", want, out)
+		}
+	}
+	// Nothing was written.
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("dry-run").Get(context.Background(), "settings", metav1.GetOptions{})
+	if err != nil || cm.Object["data"].(map[string]any)["level"] != "info" {
+		t.Errorf("the dry run changed the ConfigMap: %v %v", err, cm)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +161,41 @@ func TestApplyWithoutAnyCluster(t *testing.T) {
 	_, _, err := kplan(t, nil, "apply", "app")
 	if err == nil || !strings.Contains(err.Error(), "KUBECONFIG") || !strings.Contains(err.Error(), "~/.kube/config") {
 		t.Errorf("apply without a cluster: %v, want an error naming KUBECONFIG and ~/.kube/config", err)
+	}
+}
+
+// Shell completion completes flag values: output formats (from
+// report.Formats), diff styles and the repository's refs; it completed
+// none.
+func TestCompletionOfFlagValues(t *testing.T) {
+	dir := commitRepo(t, map[string]string{"app/kustomization.yaml": "resources: []\n"}, map[string]string{"app/README.md": "x\n"})
+	git(t, dir, "branch", "feature-x")
+	git(t, dir, "tag", "v1.2.3")
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"diff", "-o", ""}, []string{"text", "markdown", "md", "json"}},
+		{[]string{"merge", "--output", "m"}, []string{"markdown", "md"}},
+		{[]string{"demo", "-o", ""}, []string{"text", "markdown", "json"}},
+		{[]string{"diff", "--diff-style", ""}, []string{"fields", "unified"}},
+		{[]string{"render", "--load-restrictor", ""}, []string{"LoadRestrictionsRootOnly", "LoadRestrictionsNone"}},
+		{[]string{"diff", "-C", dir, "--base", ""}, []string{"main", "feature-x", "v1.2.3", "HEAD"}},
+		{[]string{"diff", "-C", dir, "--head", "fe"}, []string{"feature-x"}},
+	} {
+		out, stderr, err := kplan(t, nil, append([]string{"__complete"}, tc.args...)...)
+		if err != nil {
+			t.Fatalf("kplan __complete %q: %v %s", tc.args, err, stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		got := lines[:len(lines)-1] // the last line is the directive
+		for _, w := range tc.want {
+			if !slices.Contains(got, w) {
+				t.Errorf("kplan %q<TAB> offers %q, want %q among them", tc.args, got, w)
+			}
+		}
+		if strings.HasPrefix(tc.args[len(tc.args)-1], "fe") && len(got) != 1 {
+			t.Errorf("kplan %q<TAB> offers %q, want only what the prefix matches", tc.args, got)
+		}
 	}
 }

@@ -56,7 +56,7 @@ func TestDiffAtAGlance(t *testing.T) {
 		"### kplan: 0 to add, 9 to change, 1 to prune in 3 of 3 overlays",
 		"| Overlay | Add | Change | Prune | |\n|---|---:|---:|---:|---|\n| `overlays/a` | 0 | 3 | 0 |  |\n| `overlays/b` | 0 | 3 | 0 |  |\n| `overlays/c` | 0 | 3 | 1 | ⚠️ 1 dangerous |\n",
 		"**Images** (1 change)\n\n- `web:1` → `web:2`: Deployment web (a) in `overlays/a`; Deployment web (b) in `overlays/b`; Deployment web (c) in `overlays/c`\n",
-		"@@ Deployment web (a) — same change in 3 Deployments: web (a), web (b) in overlays/b, web (c) in overlays/c @@\n",
+		"@@ Deployment web (a) @@\n  same change in 2 other Deployments: web (b) in overlays/b, web (c) in overlays/c\n",
 		"! Deployment web (b): same change as Deployment web (a) in overlays/a\n",
 		"- PersistentVolumeClaim data (c)\n",
 		"<details open><summary><b><code>overlays/c</code></b>",
@@ -71,7 +71,7 @@ func TestDiffAtAGlance(t *testing.T) {
 		t.Errorf("markdown shows the image change %d times, want once:\n%s", n, md)
 	}
 	for _, want := range []string{
-		"  ~ Deployment web (a) (same change in 3 Deployments: web (a), web (b) in overlays/b, web (c) in overlays/c)\n",
+		"  ~ Deployment web (a)\n    same change in 2 other Deployments: web (b) in overlays/b, web (c) in overlays/c\n",
 		"  ~ Deployment web (c): same change as Deployment web (a) in overlays/a\n",
 		"  - PersistentVolumeClaim data (c)\n",
 	} {
@@ -112,7 +112,7 @@ func TestDiffAtAGlance(t *testing.T) {
 			"- `kind PersistentVolumeClaim` (command line): hid 0 field changes; 1 matching change still shown",
 			"- `field stringData` (command line): hid 0 field changes; 3 matching changes still shown",
 			"- PersistentVolumeClaim data (c)\n",
-			"@@ Secret creds (a) — same change in 3 Secrets",
+			"@@ Secret creds (a) @@\n  same change in 2 other Secrets",
 			"! stringData.password (value hidden)",
 		} {
 			if !strings.Contains(md, want) {

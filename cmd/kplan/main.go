@@ -151,6 +151,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("%w\nRun '%s --help' for usage", err, cmd.CommandPath())
 	})
 	root.AddCommand(diffCmd(logger), mergeCmd(), renderCmd(), applyCmd(), initCmd(), migrateCmd(), demoCmd(logger), versionCmd())
+	for _, c := range root.Commands() {
+		completeOutput(c)
+	}
 	return root.ExecuteContext(ctx)
 }
 
@@ -165,6 +168,27 @@ func outputFlag(cmd *cobra.Command, def, values string) *string {
 		return pflag.NormalizedName(name)
 	})
 	return out
+}
+
+// maxBytesFlag registers --max-bytes: the Markdown report is printed
+// whole unless it says otherwise (the size budget is the comment's, and
+// the Action keeps it; a terminal or a file has none).
+func maxBytesFlag(cmd *cobra.Command) *int {
+	return cmd.Flags().Int("max-bytes", 0, "fit the markdown report in this many bytes, as a PR comment is (65536), leaving out added objects' YAML, then field changes; 0 prints it whole")
+}
+
+// checkMaxBytes refuses --max-bytes where it bounds nothing.
+func checkMaxBytes(cmd *cobra.Command, format string, n int) error {
+	if !cmd.Flags().Changed("max-bytes") {
+		return nil
+	}
+	if n < 0 {
+		return fmt.Errorf("--max-bytes %d: want 0 (no limit) or a size in bytes", n)
+	}
+	if f, _ := report.LookupFormat(format); f.Name != "markdown" {
+		return fmt.Errorf("--max-bytes fits the markdown report only: add -o markdown")
+	}
+	return nil
 }
 
 func versionCmd() *cobra.Command {
@@ -277,8 +301,10 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 	f.StringVar(&diffStyle, "diff-style", report.DiffFields, "how changes inside objects are shown: fields (each changed field, multi-line values as line diffs, added objects' YAML) or unified (every object's YAML as unified diffs, as kustomize build | diff -u)")
 	f.StringSliceVar(&ignoreFields, "ignore-field", nil, "leave out changes of fields matching this path pattern (repeatable; e.g. 'metadata.annotations.checksum/*', * matches any characters); the report says how many each hid; adds, prunes, dangers and Secret data are never hidden")
 	f.StringSliceVar(&ignoreKinds, "ignore-kind", nil, "leave out changes in place of objects of this kind (repeatable; their adds and prunes still show; Secret is refused)")
+	maxBytes := maxBytesFlag(cmd)
 	f.StringVar(&shardFlag, "shard", "", "plan share I of N of the overlays (e.g. 2/3) and write it as a part for kplan merge (with -o json); merge applies --exit-code and --fail-on-error")
 	rf.register(f)
+	completeRefs(cmd, "base", "head")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if base == "" {
 			return errors.New("diff: --base is required (e.g. --base main)")
@@ -300,6 +326,9 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 		}
 		if err := report.CheckDiffStyle(diffStyle); err != nil {
 			return fmt.Errorf("--diff-style: %w", err)
+		}
+		if err := checkMaxBytes(cmd, *format, *maxBytes); err != nil {
+			return err
 		}
 		var flux *bool
 		if f.Changed("flux") {
@@ -329,7 +358,7 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if err := report.Write(cmd.OutOrStdout(), p, *format, report.Options{DiffStyle: diffStyle}); err != nil {
+		if err := report.Write(cmd.OutOrStdout(), p, *format, report.Options{DiffStyle: diffStyle, MaxBytes: *maxBytes}); err != nil {
 			return err
 		}
 		return planExit(p, failOnError, exitCode)
@@ -461,9 +490,13 @@ func demoCmd(logger *slog.Logger) *cobra.Command {
 	}
 	format := outputFlag(cmd, report.Formats[0].Name, report.FormatNames())
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the demo repository and print its path")
+	maxBytes := maxBytesFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if _, err := report.LookupFormat(*format); err != nil {
 			return fmt.Errorf("--output: %w", err)
+		}
+		if err := checkMaxBytes(cmd, *format, *maxBytes); err != nil {
+			return err
 		}
 		dir, err := os.MkdirTemp("", "kplan-demo-")
 		if err != nil {
@@ -484,7 +517,7 @@ func demoCmd(logger *slog.Logger) *cobra.Command {
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
-		return report.Write(cmd.OutOrStdout(), p, *format, report.Options{})
+		return report.Write(cmd.OutOrStdout(), p, *format, report.Options{MaxBytes: *maxBytes})
 	}
 	return cmd
 }

@@ -54,7 +54,11 @@ type jsonOverlay = struct {
 	Replaced []struct{ Base, Head string }
 	Error    string
 	// The plan's truth about the merge (truth_test.go).
-	Fields              map[string][]struct{ Path, Op, Old, New string }
+	Fields map[string][]struct {
+		Path, Op string
+		// Old and New are typed values; the tests read their JSON text.
+		Old, New rawJSON
+	}
 	Dangerous           []string
 	Failure             string
 	Targets             []string
@@ -64,6 +68,17 @@ type jsonOverlay = struct {
 		Hash      string
 		Inventory *struct{ Kind, Namespace, Name, ID string }
 	}
+}
+
+// rawJSON is a value of the JSON report as its JSON text: "\"web:1\"" for
+// the string web:1, "1" for the number.
+type rawJSON string
+
+func (r *rawJSON) UnmarshalJSON(data []byte) error {
+	var b bytes.Buffer
+	err := json.Compact(&b, data)
+	*r = rawJSON(b.String())
+	return err
 }
 
 func diffJSON(t *testing.T, args ...string) jsonPlan {

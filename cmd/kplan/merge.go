@@ -41,12 +41,16 @@ func mergeCmd() *cobra.Command {
 	f.BoolVar(&failOnError, "fail-on-error", true, "exit 1 when the change breaks an overlay, as kplan diff")
 	f.BoolVar(&exitCode, "exit-code", false, "exit 2 when the plan has changes")
 	f.StringVar(&diffStyle, "diff-style", report.DiffFields, "fields or unified, as kplan diff")
+	maxBytes := maxBytesFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, files []string) error {
 		if _, err := report.LookupFormat(*format); err != nil {
 			return fmt.Errorf("--output: %w", err)
 		}
 		if err := report.CheckDiffStyle(diffStyle); err != nil {
 			return fmt.Errorf("--diff-style: %w", err)
+		}
+		if err := checkMaxBytes(cmd, *format, *maxBytes); err != nil {
+			return err
 		}
 		parts, err := readParts(files)
 		if err != nil {
@@ -56,7 +60,7 @@ func mergeCmd() *cobra.Command {
 		if err != nil {
 			return fmt.Errorf("merge: %w", err)
 		}
-		if err := report.Write(cmd.OutOrStdout(), p, *format, report.Options{DiffStyle: diffStyle}); err != nil {
+		if err := report.Write(cmd.OutOrStdout(), p, *format, report.Options{DiffStyle: diffStyle, MaxBytes: *maxBytes}); err != nil {
 			return err
 		}
 		return planExit(p, failOnError, exitCode)

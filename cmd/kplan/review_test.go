@@ -81,8 +81,9 @@ spec:
 }
 
 type fieldChange struct {
-	Path, Op, Old, New, Diff string
-	Hidden                   bool
+	Path, Op, Diff string
+	Old, New       rawJSON
+	Hidden         bool
 }
 
 func encodeJSON(s string) string {
@@ -156,7 +157,7 @@ func TestDiffShowsWhatAReviewerMustSee(t *testing.T) {
 		var args []string
 		for _, f := range o.Fields[web] {
 			if strings.Contains(f.Path, ".args") {
-				args = append(args, f.Op+" "+f.Path+" "+f.New)
+				args = append(args, f.Op+" "+f.Path+" "+string(f.New))
 			}
 		}
 		if want := []string{`+ spec.template.spec.containers[name=web].args[0] "--verbose"`}; !slices.Equal(args, want) {
@@ -174,7 +175,7 @@ func TestDiffShowsWhatAReviewerMustSee(t *testing.T) {
 
 	t.Run("a reordered initContainers list is a reorder", func(t *testing.T) {
 		f := field(web, "spec.template.spec.initContainers")
-		if f.Op != "order" || f.Old != "migrate, seed" || f.New != "seed, migrate" {
+		if f.Op != "order" || f.Old != `["migrate","seed"]` || f.New != `["seed","migrate"]` {
 			t.Errorf("initContainers change = %+v, want order migrate, seed → seed, migrate", f)
 		}
 		for _, form := range []string{"fields text", "fields markdown"} {
@@ -212,7 +213,7 @@ func TestDiffShowsWhatAReviewerMustSee(t *testing.T) {
 
 	t.Run("a multi-line Secret value changed shows no line of it anywhere", func(t *testing.T) {
 		f := field(creds, "stringData.config.yaml")
-		if f.Op != "~" || !f.Hidden || f.Old+f.New+f.Diff != "" {
+		if f.Op != "~" || !f.Hidden || string(f.Old+f.New)+f.Diff != "" {
 			t.Errorf("secret field = %+v", f)
 		}
 		for form, out := range outputs {
@@ -237,8 +238,8 @@ func TestDiffShowsWhatAReviewerMustSee(t *testing.T) {
 
 	t.Run("non-ASCII text is cut on character boundaries", func(t *testing.T) {
 		f := field(prom, "data.greeting")
-		if !strings.Contains(f.Old, "gestern") || !strings.Contains(f.New, "heute") ||
-			!strings.HasPrefix(f.Old, `"…`) || !strings.HasSuffix(f.New, `…"`) || utf8.RuneCountInString(f.Old) > 250 {
+		if !strings.Contains(string(f.Old), "gestern") || !strings.Contains(string(f.New), "heute") ||
+			!strings.HasPrefix(string(f.Old), `"…`) || !strings.HasSuffix(string(f.New), `…"`) || utf8.RuneCountInString(string(f.Old)) > 250 {
 			t.Errorf("greeting change %s → %s does not show the window where it differs", f.Old, f.New)
 		}
 		for form, out := range outputs {
@@ -246,7 +247,7 @@ func TestDiffShowsWhatAReviewerMustSee(t *testing.T) {
 				t.Errorf("%s is not valid UTF-8", form)
 			}
 		}
-		for _, s := range []string{f.Old, f.New} {
+		for _, s := range []string{string(f.Old), string(f.New)} {
 			if strings.ContainsRune(s, utf8.RuneError) {
 				t.Errorf("%q holds a broken character", s)
 			}

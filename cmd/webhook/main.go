@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -22,6 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -64,8 +66,20 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("kplan-webhook", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	parsed := false
+	cmd := &cobra.Command{
+		Use:   "kplan-webhook",
+		Short: "kplan-webhook deploys on merge",
+		Long: "kplan-webhook deploys on merge: GitHub calls it when a pull request merges (or a branch\n" +
+			"is pushed), and it makes every configured target converge on that commit, then reports\n" +
+			"back to GitHub (docs/webhook.md).\n\n" + environmentHelp(),
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// Flags parsed, run goes on to wire the webhook: RunE only says so.
+		RunE: func(*cobra.Command, []string) error { parsed = true; return nil },
+	}
+	fs := cmd.Flags()
 	configPath := fs.String("config", "/etc/kplan/webhook.yaml", "configuration file")
 	listen := fs.String("listen", ":8080", "address to serve /webhook, /healthz and /readyz on (the one GitHub reaches)")
 	metricsListen := fs.String("metrics-listen", "127.0.0.1:9090", "address to serve /metrics and /drift on, apart from --listen: they name targets and clusters; \"\" serves neither")
@@ -82,11 +96,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.DurationVar(&le.lease, "leader-elect-lease-duration", 15*time.Second, "how long the other replicas wait after the leader's last renewal before taking over")
 	fs.DurationVar(&le.renew, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops deploying")
 	fs.DurationVar(&le.retry, "leader-elect-retry-period", 2*time.Second, "how often the replicas try to acquire or renew the Lease")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
+	cmd.SetArgs(singleDash(args, fs))
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return fmt.Errorf("%w\nRun 'kplan-webhook --help' for usage", err)
+	})
+	if err := cmd.ExecuteContext(ctx); err != nil || !parsed {
+		return err // --help printed, or a usage error
 	}
 	if *showVersion {
 		_, err := fmt.Fprintf(stdout, "kplan-webhook %s\n", version.String())
@@ -330,6 +347,52 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = nil
 	}
 	return err
+}
+
+// environment is what kplan-webhook reads from its environment, listed
+// in --help: secrets never go in flags or the configuration file.
+var environment = [][2]string{
+	{config.EnvWebhookSecret, "the secret GitHub signs deliveries with"},
+	{config.EnvWebhookSecretFile, "... or a file holding it (a mounted Secret)"},
+	{config.EnvGitHubToken, "a token for GitHub's API and git"},
+	{config.EnvGitHubTokenFile, "... or a file holding it, re-read when it changes"},
+	{config.EnvGitHubAppID, "a GitHub App instead of a token: its ID,"},
+	{config.EnvGitHubAppPrivateKey, "its private key (PEM)"},
+	{config.EnvGitHubAppPrivateKeyFile, "... or the key's file"},
+	{config.EnvGitHubAppInstallationID, "the installation to act as (default: looked up per repository)"},
+	{"KUBECONFIG", "--leader-elect: the cluster holding the Lease (default: in-cluster)"},
+	{"POD_NAME", "--leader-elect: this replica's name (default: the hostname)"},
+	{"POD_NAMESPACE", "--leader-elect: default of --leader-election-namespace"},
+	{"POD_IP", "--leader-elect: default host of --advertise-address"},
+}
+
+func environmentHelp() string {
+	var b strings.Builder
+	b.WriteString("Environment:\n")
+	for _, e := range environment {
+		fmt.Fprintf(&b, "  %-34s %s\n", e[0], e[1])
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// singleDash rewrites the single-dash long flags Go's flag package took
+// (-config), which kplan-webhook parsed before it moved to cobra, to
+// their double-dash form, so a manifest written for it keeps working.
+func singleDash(args []string, fs *pflag.FlagSet) []string {
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if len(a) > 2 && a[0] == '-' && a[1] != '-' {
+			name, _, _ := strings.Cut(a[1:], "=")
+			if fs.Lookup(name) != nil {
+				a = "-" + a
+			}
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // engines makes a fresh engine per deploy: its discovery cache then sees

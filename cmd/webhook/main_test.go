@@ -195,3 +195,43 @@ func TestUnversionedConfigWarns(t *testing.T) {
 		})
 	}
 }
+
+// --help lists every environment variable kplan-webhook reads: each one
+// run asks getenv for, on its way to campaigning for a Lease, is named
+// there (it listed none when it parsed flags with Go's flag package).
+func TestHelpListsTheEnvironmentItReads(t *testing.T) {
+	var help, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"--help"}, func(string) string { return "" }, &help, &stderr); err != nil {
+		t.Fatalf("--help: %v %s", err, stderr.String())
+	}
+	cfg := filepath.Join(t.TempDir(), "webhook.yaml")
+	if err := os.WriteFile(cfg, []byte("repositories:\n  - name: o/r\n    branches:\n      - name: main\n        targets:\n          - {name: prod, overlay: app, kubeconfig: /k}\nstateDir: "+t.TempDir()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read := map[string]bool{}
+	env := map[string]string{"KPLAN_WEBHOOK_SECRET": "s", "KPLAN_GITHUB_TOKEN": "t", "POD_NAMESPACE": "ns", "POD_IP": "127.0.0.1"}
+	getenv := func(k string) string { read[k] = true; return env[k] }
+	// No KUBECONFIG and not in a pod: it stops before the Lease.
+	run(context.Background(), []string{"--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--leader-elect"}, getenv, io.Discard, io.Discard)
+	if len(read) < 5 {
+		t.Fatalf("run read only %v: the test no longer reaches the election", read)
+	}
+	for k := range read {
+		if !strings.Contains(help.String(), "\n  "+k+" ") {
+			t.Errorf("kplan-webhook reads %s, which --help does not list:\n%s", k, help.String())
+		}
+	}
+}
+
+// Single-dash long flags, which Go's flag package took and manifests
+// written for it may use, still parse after the move to cobra.
+func TestSingleDashFlagsStillParse(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"-version"}, func(string) string { return "" }, &stdout, &stderr); err != nil || !strings.HasPrefix(stdout.String(), "kplan-webhook ") {
+		t.Errorf("kplan-webhook -version: %v %q %q", err, stdout.String(), stderr.String())
+	}
+	err := run(context.Background(), []string{"--no-such-flag"}, func(string) string { return "" }, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "--help") {
+		t.Errorf("an unknown flag: %v, want an error pointing to --help", err)
+	}
+}

@@ -36,7 +36,8 @@ func objectsYAML(inv *inventory.ObjectSet, keys []string) map[string]string {
 			out[k] = fmt.Sprintf("# %s cannot be printed: %v\n", k, err)
 			continue
 		}
-		defaultNamespace(m, o)
+		// As rendered: a namespace the target defaults is in the key and
+		// the name shown, not in the YAML kustomize build prints.
 		if isSecret(o.ID) {
 			m = maskSecret(m, nil)
 		}

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 
@@ -15,8 +16,8 @@ import (
 type Format struct {
 	Name    string   // as -o/--output takes it
 	Aliases []string // other spellings accepted
-	// Write prints the plan (Markdown fitted to a comment, as the PR
-	// shows it).
+	// Write prints the plan (Markdown whole unless opts.MaxBytes bounds
+	// it).
 	Write func(w io.Writer, p *inventorydiff.Plan, opts Options) error
 }
 
@@ -64,7 +65,11 @@ func Write(w io.Writer, p *inventorydiff.Plan, format string, opts Options) erro
 }
 
 func writeMarkdown(w io.Writer, p *inventorydiff.Plan, opts Options) error {
-	_, err := io.WriteString(w, MarkdownWith(p, "", MaxCommentSize, opts))
+	limit := opts.MaxBytes
+	if limit <= 0 {
+		limit = math.MaxInt
+	}
+	_, err := io.WriteString(w, MarkdownWith(p, "", limit, opts))
 	return err
 }
 

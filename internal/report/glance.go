@@ -71,11 +71,15 @@ func findGroups(p *inventorydiff.Plan) groups {
 // first says whether m opens its group (the change is shown there).
 func (g *group) first(m member) bool { return g.members[0] == m }
 
-// headline names a group's members: "same change in 3 Deployments: web
-// (a), api (a), web (b) in overlays/b".
-func (g *group) headline(maxNames int) string {
-	names := make([]string, 0, min(len(g.members), maxNames))
-	for i, m := range g.members {
+// headline names the group's other members, the object the change is
+// shown on being named already, in lines of at most headlineWidth
+// characters: "same change in 2 other Deployments: web (b) in
+// overlays/b," then "  web (c) in overlays/c". A line per name list ran
+// to 900 characters and counted the object itself.
+func (g *group) headline(maxNames int) []string {
+	others := len(g.members) - 1
+	names := make([]string, 0, min(others, maxNames))
+	for i, m := range g.members[1:] {
 		if i == maxNames {
 			break
 		}
@@ -85,11 +89,32 @@ func (g *group) headline(maxNames int) string {
 		}
 		names = append(names, n)
 	}
-	s := fmt.Sprintf("same change in %d %s: %s", len(g.members), kindPlural(g.kind, len(g.members)), strings.Join(names, ", "))
-	if more := len(g.members) - len(names); more > 0 {
-		s += fmt.Sprintf(" and %d more", more)
+	if more := others - len(names); more > 0 {
+		names = append(names, fmt.Sprintf("and %d more", more))
 	}
-	return s
+	return wrap(fmt.Sprintf("same change in %d other %s:", others, kindPlural(g.kind, others)), names, headlineWidth)
+}
+
+// headlineWidth is the width a group's headline is wrapped at.
+const headlineWidth = 100
+
+// wrap lists words after lead, comma-separated, in lines of at most
+// width characters (a longer word has a line of its own); the lines
+// after the first are indented by two spaces.
+func wrap(lead string, words []string, width int) []string {
+	var lines []string
+	line := lead
+	for i, w := range words {
+		if i < len(words)-1 {
+			w += ","
+		}
+		if len(line)+1+len(w) > width && strings.TrimSpace(line) != "" {
+			lines = append(lines, line)
+			line = " "
+		}
+		line += " " + w
+	}
+	return append(lines, line)
 }
 
 // shortName is an object's name and namespace, its kind said already.

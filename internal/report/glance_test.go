@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,41 @@ func TestFooter(t *testing.T) {
 	} {
 		if got := footer(&inventorydiff.Plan{Work: tc.w}); got != tc.want {
 			t.Errorf("footer = %q, want %q", got, tc.want)
+		}
+	}
+}
+
+// A change shared by many objects says so in short, wrapped lines that
+// count the others only: the headline ran to 900 characters on one line
+// and counted the object it is shown on ("same change in 12" of 12).
+func TestSameChangeLinesAreWrappedAndCountTheOthers(t *testing.T) {
+	dep := func(image string) string {
+		return "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: n}\nspec: {template: {spec: {containers: [{name: web, image: '" + image + "'}]}}}"
+	}
+	base, head := map[string]inventorydiff.Side{}, map[string]inventorydiff.Side{}
+	for i := range 12 {
+		o := fmt.Sprintf("clusters/region-%02d/environments/production/applications/web", i)
+		base[o], head[o] = side(t, dep("web:1")), side(t, dep("web:2"))
+	}
+	p := inventorydiff.Compare("a", "b", base, head)
+	var text strings.Builder
+	if err := Text(&text, p); err != nil {
+		t.Fatal(err)
+	}
+	md := Markdown(p, "", MaxCommentSize)
+	for form, out := range map[string]string{"text": text.String(), "markdown": md} {
+		if !strings.Contains(out, "same change in 11 other Deployments:\n") || !strings.Contains(out, "  web (n) in clusters/region-01/") || !strings.Contains(out, "and 6 more\n") {
+			t.Errorf("%s does not count the 11 others:\n%s", form, out)
+		}
+		if strings.Contains(out, "same change in 12") {
+			t.Errorf("%s counts the object itself:\n%s", form, out)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			// Each object that has the change says so on a line of its own.
+			if strings.Contains(l, "region-") && len(l) > headlineWidth+8 && !strings.Contains(l, "same change as") &&
+				!strings.HasPrefix(l, "|") && !strings.HasPrefix(l, "- `") && !strings.HasPrefix(l, "<details") {
+				t.Errorf("%s: a line of %d characters:\n%s", form, len(l), l)
+			}
 		}
 	}
 }

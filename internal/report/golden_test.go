@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/kplan-dev/kplan/internal/danger"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/testkit"
 )
@@ -43,12 +45,25 @@ func richPlan(t *testing.T) *inventorydiff.Plan {
 	return inventorydiff.Compare(strings.Repeat("a", 40), strings.Repeat("b", 40), base, head)
 }
 
+// inventoryRenamedPlan's only overlay changes no object but renames the
+// inventory its objects are recorded in: a dangerous finding and nothing
+// to add, change or prune.
+func inventoryRenamedPlan(t *testing.T) *inventorydiff.Plan {
+	inv := func(name string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + ", namespace: shop, labels: {cli-utils.sigs.k8s.io/inventory-id: shop}}"
+	}
+	svc := "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}"
+	base := map[string]inventorydiff.Side{"apps/shop": side(t, inv("inventory"), svc), "apps/other": side(t, svc)}
+	head := map[string]inventorydiff.Side{"apps/shop": side(t, inv("inventory-v2"), svc), "apps/other": side(t, svc)}
+	return inventorydiff.Compare(strings.Repeat("a", 40), strings.Repeat("b", 40), base, head)
+}
+
 // TestGoldenReports pins whole reports, as a reader sees them, in every
 // format and diff style: testdata/<plan>.<style>.<md|txt|json>.golden.
 // After a deliberate change, go test ./internal/report -update rewrites
 // them; review the diff as the change's user-visible part.
 func TestGoldenReports(t *testing.T) {
-	for name, plan := range map[string]func(*testing.T) *inventorydiff.Plan{"sample": samplePlan, "rich": richPlan} {
+	for name, plan := range map[string]func(*testing.T) *inventorydiff.Plan{"sample": samplePlan, "rich": richPlan, "inventory-renamed": inventoryRenamedPlan} {
 		for _, style := range []string{DiffFields, DiffUnified} {
 			opts := Options{DiffStyle: style}
 			p := plan(t)
@@ -67,6 +82,32 @@ func TestGoldenReports(t *testing.T) {
 			} {
 				testkit.Golden(t, filepath.Join("testdata", name+"."+style+"."+ext+".golden"), got)
 			}
+		}
+	}
+}
+
+// A dangerous finding on an overlay that changes no object is named, with
+// its rule and reason, in every format that counts it: the text report
+// said "0 to add, 0 to change, 0 to prune" and the Markdown "1 dangerous
+// change" without saying where or why.
+func TestDangerOnUnchangedOverlayIsNamedInEveryFormat(t *testing.T) {
+	p := inventoryRenamedPlan(t)
+	if p.Totals.Dangerous != 1 || p.Totals.ChangedOverlays != 0 {
+		t.Fatalf("the plan is not a danger without a change: %+v", p.Totals)
+	}
+	reason := p.Overlays[slices.IndexFunc(p.Overlays, func(o inventorydiff.Overlay) bool { return o.Path == "apps/shop" })].Dangerous[0].Reason
+	for _, f := range Formats {
+		var out bytes.Buffer
+		if err := f.Write(&out, p, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"apps/shop", string(danger.InventoryChange), reason} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s report does not name %q:\n%s", f.Name, want, out.String())
+			}
+		}
+		if f.Name != "json" && strings.Contains(out.String(), "apps/other") {
+			t.Errorf("%s report lists the overlay with nothing to say:\n%s", f.Name, out.String())
 		}
 	}
 }

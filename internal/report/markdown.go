@@ -51,8 +51,8 @@ func MarkdownWith(p *inventorydiff.Plan, header string, limit int, opts Options)
 // every field change and added object's YAML (or unified diff) is in it.
 // When it is not, it says so, and where opts.Complete points.
 func MarkdownFit(p *inventorydiff.Plan, header string, limit int, opts Options) (string, bool) {
-	m := &md{p: p, opts: opts, groups: findGroups(p), images: images(p), sections: -1}
-	for _, d := range []detail{withObjects, withFields, withFieldsCut, tablesOnly} {
+	m := &md{p: p, opts: opts, groups: findGroups(p), images: images(p), sections: -1, limit: limit}
+	for _, d := range []detail{withObjects, withFields, withFieldsCut} {
 		s := header + m.render(d, -1, true)
 		if len(s) > openLimit {
 			s = header + m.render(d, -1, false)
@@ -62,7 +62,9 @@ func MarkdownFit(p *inventorydiff.Plan, header string, limit int, opts Options) 
 		}
 	}
 	// The first overlays' field changes, as many as fit, and the others
-	// in the table: a reviewer still reads diffs, not only counts.
+	// in the table: the limit is filled with field changes before they
+	// all go (a plan whose changes passed it by a little came out as
+	// keys only, at half the size allowed).
 	fits := func(n int) bool {
 		m.sections = n
 		return len(header+m.render(withFieldsCut, -1, false)) <= limit
@@ -81,8 +83,10 @@ func MarkdownFit(p *inventorydiff.Plan, header string, limit int, opts Options) 
 		return header + m.render(withFieldsCut, -1, false), false
 	}
 	m.sections = -1
-	if s := header + m.render(countsOnly, -1, false); len(s) <= limit {
-		return s, false
+	for _, d := range []detail{tablesOnly, countsOnly} {
+		if s := header + m.render(d, -1, false); len(s) <= limit {
+			return s, false
+		}
 	}
 	// Even the table is too long: list as many overlays as fit.
 	lo, hi = 0, len(p.Overlays)
@@ -109,6 +113,8 @@ type md struct {
 	images []*imageChange
 	// sections is how many overlays get a section (-1: all).
 	sections int
+	// limit is the size the report is fitted in.
+	limit int
 }
 
 func (m *md) render(d detail, maxRows int, open bool) string {
@@ -151,11 +157,11 @@ func (m *md) render(d detail, maxRows int, open bool) string {
 			// Each cut text diff says so where it is cut.
 			what = fmt.Sprintf("Added objects' YAML and the changes of all but the first %d overlays are", m.sections)
 		}
-		where := "run `kplan diff` locally for them"
 		if m.opts.Complete != "" {
-			where = "the complete report is " + m.opts.Complete
+			fmt.Fprintf(&b, "> [!NOTE]\n> %s not in this comment (GitHub's size limit): the complete report is %s.\n\n", what, m.opts.Complete)
+		} else {
+			fmt.Fprintf(&b, "> [!NOTE]\n> %s not in this report (--max-bytes %d): print it without --max-bytes for them.\n\n", what, m.limit)
 		}
-		fmt.Fprintf(&b, "> [!NOTE]\n> %s not in this comment (GitHub's comment size limit): %s.\n\n", what, where)
 	}
 	// What the change does comes first; overlays that only fail as they
 	// already did on base go last, folded: they are not this change's.
@@ -497,7 +503,11 @@ func (m *md) objects(o *inventorydiff.Overlay, d detail) string {
 				}
 				continue
 			}
-			fmt.Fprintf(&diff, "@@ %s — %s @@\n", name, g.headline(maxGroupNames))
+			// The headline's lines are context (a space first): uncoloured.
+			fmt.Fprintf(&diff, "@@ %s @@\n", name)
+			for _, l := range g.headline(maxGroupNames - 1) {
+				diff.WriteString("  " + l + "\n")
+			}
 		} else {
 			fmt.Fprintf(&diff, "@@ %s @@\n", name)
 		}
@@ -532,8 +542,9 @@ func (m *md) objects(o *inventorydiff.Overlay, d detail) string {
 // long embedded file must not push every other field change out.
 const cutLines = 30
 
-// maxGroupNames is how many members a group's headline names.
-const maxGroupNames = 10
+// maxGroupNames is how many members a group's headline names, the one
+// the change is shown on included; the others say "same change as".
+const maxGroupNames = 6
 
 func (g *group) index(m member) int {
 	if i, ok := g.pos[m]; ok {

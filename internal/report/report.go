@@ -30,9 +30,14 @@ type Options struct {
 	// DiffStyle is DiffFields ("" too) or DiffUnified.
 	DiffStyle string
 	// Complete says, in Markdown, where the complete report is (a link
-	// to the job summary, an artifact), for a Markdown report that had
-	// to leave something out to fit; "" says to run kplan diff.
+	// to the job summary, an artifact), for a Markdown report fitted to
+	// GitHub's limits that had to leave something out; "" is a report
+	// fitted to MaxBytes, the command line's --max-bytes.
 	Complete string
+	// MaxBytes bounds the Markdown Write prints (the command line's
+	// --max-bytes); 0 prints it whole: the size budget belongs to the
+	// comment, which the Action fits to GitHub's limits itself.
+	MaxBytes int
 	// DangerGate says what dangerous findings mean for the check; zero:
 	// nothing is said.
 	DangerGate DangerGate
@@ -118,10 +123,11 @@ func title(o *inventorydiff.Overlay) string {
 }
 
 // reported says whether a report lists the overlay: anything but an
-// unchanged overlay with no problem.
+// unchanged overlay with no problem and no dangerous finding (a renamed
+// inventory changes no object but is counted as a danger: it is named).
 func reported(o *inventorydiff.Overlay) bool {
 	msg, _ := o.Problem()
-	return o.Status != inventorydiff.Unchanged || msg != ""
+	return o.Status != inventorydiff.Unchanged || msg != "" || len(o.Dangerous) > 0
 }
 
 // failureLine says whether the change brings an overlay's failure.
@@ -206,9 +212,9 @@ type jsonOverlay struct {
 	Unchanged int                  `json:"unchanged"`
 	// Dangerous are the findings as lines (reason and [rule]);
 	// DangerousFindings the same, typed.
-	Dangerous         []string                               `json:"dangerous"`
-	DangerousFindings []danger.Finding                       `json:"dangerousFindings"`
-	Fields            map[string][]inventorydiff.FieldChange `json:"fields,omitempty"`
+	Dangerous         []string               `json:"dangerous"`
+	DangerousFindings []danger.Finding       `json:"dangerousFindings"`
+	Fields            map[string][]jsonField `json:"fields,omitempty"`
 	// AddedYAML is each added object as kustomize build prints it
 	// (Secret values masked).
 	AddedYAML map[string]string `json:"addedYaml,omitempty"`
@@ -245,7 +251,22 @@ type jsonReplacement struct {
 	Head string `json:"head"`
 }
 
+// FormatVersion is the version of the JSON report's schema (docs/plan.md):
+// a change that renames, removes or retypes a field raises it. 1 was the
+// unversioned schema, with old/new as JSON text inside strings and head
+// "working tree".
+const FormatVersion = 2
+
+// Worktree is the JSON's head when the plan compared the working tree
+// on disk (with base, the commit it was compared with).
+const Worktree = "worktree"
+
+// workingTree is the Rev internal/snapshot gives files on disk.
+const workingTree = "working tree"
+
 type jsonPlan struct {
+	FormatVersion int `json:"formatVersion"`
+	// Base and Head are commit SHAs; Head is "worktree" for files on disk.
 	Base     string        `json:"base"`
 	Head     string        `json:"head"`
 	Summary  string        `json:"summary"`
@@ -261,6 +282,39 @@ type jsonPlan struct {
 	Work *jsonWork `json:"work,omitempty"`
 	// Settings are the render settings the plan used.
 	Settings inventorydiff.Settings `json:"settings"`
+}
+
+// jsonField is a field change with its values typed: a string, number,
+// boolean, null, object or list as in the object, never JSON text inside
+// a string; an order change lists the keys, old and new order.
+type jsonField struct {
+	Path   string          `json:"path"`
+	Op     string          `json:"op"`
+	Old    json.RawMessage `json:"old,omitempty"`
+	New    json.RawMessage `json:"new,omitempty"`
+	Diff   string          `json:"diff,omitempty"`
+	Hidden bool            `json:"hidden,omitempty"`
+}
+
+func fieldJSON(f inventorydiff.FieldChange) jsonField {
+	return jsonField{Path: f.Path, Op: f.Op, Old: typedValue(f.Op, f.Old), New: typedValue(f.Op, f.New), Diff: f.Diff, Hidden: f.Hidden}
+}
+
+// typedValue is a field change's value as JSON: FieldChange holds it as
+// JSON text (a short scalar, or the window of a long string where the
+// sides differ), an order change as keys joined by ", ".
+func typedValue(op, v string) json.RawMessage {
+	var out any = v
+	switch {
+	case v == "":
+		return nil
+	case op == "order":
+		out = strings.Split(v, ", ")
+	case json.Valid([]byte(v)):
+		return json.RawMessage(v)
+	}
+	data, _ := json.Marshal(out) // strings: cannot fail
+	return data
 }
 
 type jsonImage struct {
@@ -306,7 +360,11 @@ func JSON(p *inventorydiff.Plan) ([]byte, error) { return JSONWith(p, Options{})
 // JSONWith is JSON shown as opts say: the unified style adds each
 // object's unified YAML diff.
 func JSONWith(p *inventorydiff.Plan, opts Options) ([]byte, error) {
-	out := jsonPlan{Base: p.Base, Head: p.Head, Summary: Summary(p), Overlays: []jsonOverlay{}, Images: []jsonImage{}, Ignored: p.Ignored, Unread: p.Unread, Settings: p.Settings}
+	head := p.Head
+	if head == workingTree {
+		head = Worktree
+	}
+	out := jsonPlan{FormatVersion: FormatVersion, Base: p.Base, Head: head, Summary: Summary(p), Overlays: []jsonOverlay{}, Images: []jsonImage{}, Ignored: p.Ignored, Unread: p.Unread, Settings: p.Settings}
 	for _, ic := range images(p) {
 		j := jsonImage{Old: ic.Old, New: ic.New}
 		for _, m := range ic.Objects {
@@ -352,9 +410,11 @@ func JSONWith(p *inventorydiff.Plan, opts Options) ([]byte, error) {
 			}
 			if len(c.Fields) > 0 {
 				if j.Fields == nil {
-					j.Fields = map[string][]inventorydiff.FieldChange{}
+					j.Fields = map[string][]jsonField{}
 				}
-				j.Fields[c.Key] = c.Fields
+				for _, f := range c.Fields {
+					j.Fields[c.Key] = append(j.Fields[c.Key], fieldJSON(f))
+				}
 			}
 		}
 		if opts.unified() {

@@ -220,7 +220,7 @@ func TestMarkdownDropsObjectsBeforeFields(t *testing.T) {
 	for _, opts := range []Options{{}, {DiffStyle: DiffUnified}} {
 		md := MarkdownWith(p, "", MaxCommentSize, opts)
 		if len(md) > MaxCommentSize || !strings.Contains(md, `! spec.template.spec.containers[name=web].image: "web:1" → "web:2"`) ||
-			!strings.Contains(md, "not in this comment (GitHub's comment size limit)") || strings.Contains(md, "xxxxxxxxxx") {
+			!strings.Contains(md, "not in this report (--max-bytes 65536): print it without --max-bytes for them") || strings.Contains(md, "xxxxxxxxxx") {
 			t.Errorf("style %q: %d characters:\n%.2000s", opts.DiffStyle, len(md), md)
 		}
 	}
@@ -254,7 +254,7 @@ func TestMarkdownCutsLongTextDiffsBeforeDroppingFields(t *testing.T) {
 		if len(md) > MaxCommentSize || !strings.Contains(md, `! spec.template.spec.containers[name=web].image: "web:1" → "web:2"`) ||
 			!strings.Contains(md, "! data.servers.yaml: text changed") || !strings.Contains(md, "+        version: new-0\n") ||
 			!strings.Contains(md, "more lines of this text diff (size limit)") || strings.Contains(md, "version: new-2999") ||
-			!strings.Contains(md, "text diffs past their first 30 lines are not in this comment") {
+			!strings.Contains(md, "text diffs past their first 30 lines are not in this report") {
 			t.Errorf("style %q: %d characters:\n%.3000s", opts.DiffStyle, len(md), md)
 		}
 	}
@@ -277,5 +277,39 @@ func TestTextSaysAMendedOverlayRendersAgain(t *testing.T) {
 	}
 	if got := b.String(); !strings.Contains(got, "app: renders again (mended by this change; it failed on base)\n  base: missing.yaml: no such file") || strings.Contains(got, "()") {
 		t.Errorf("the text of a mended overlay:\n%s", got)
+	}
+}
+
+// A comment fills GitHub's limit with field changes before it drops them
+// all: three overlays of 40 KB of changes each kept none (the table of
+// keys was tried before the first overlays' changes), and the comment
+// came out at a fraction of the size allowed. It points at the job
+// summary and the artifact, never at running kplan diff.
+func TestCommentFillsTheLimitBeforeDroppingFieldChanges(t *testing.T) {
+	cms := func(v string) []string {
+		var out []string
+		for i := range 30 {
+			var b strings.Builder
+			for l := range 20 {
+				fmt.Fprintf(&b, "setting-%02d %s-%02d-%02d\\n", l, v, i, l)
+			}
+			out = append(out, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: conf-%02d, namespace: n}\ndata: {app.conf: \"%s\"}", i, b.String()))
+		}
+		return out
+	}
+	base, head := map[string]inventorydiff.Side{}, map[string]inventorydiff.Side{}
+	for _, o := range []string{"a", "b", "c"} {
+		base[o], head[o] = side(t, cms(o+"-old")...), side(t, cms(o+"-new")...)
+	}
+	p := inventorydiff.Compare("a", "b", base, head)
+	md, complete := MarkdownFit(p, "", MaxCommentSize, Options{Complete: "in the job summary and the artifact"})
+	if complete || len(md) > MaxCommentSize {
+		t.Fatalf("complete %v, %d bytes", complete, len(md))
+	}
+	if !strings.Contains(md, "+      setting-05 a-new-29-05") {
+		t.Errorf("the comment (%d of %d bytes) keeps no field change:\n%.2000s", len(md), MaxCommentSize, md)
+	}
+	if !strings.Contains(md, "the complete report is in the job summary and the artifact") || strings.Contains(md, "kplan diff") {
+		t.Errorf("the comment does not point at the complete report:\n%.2000s", md)
 	}
 }

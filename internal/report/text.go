@@ -93,7 +93,10 @@ func TextWith(w io.Writer, p *inventorydiff.Plan, opts Options) error {
 				ew.printf("  ~ %s: same change as %s%s\n", changeName(c), inventorydiff.Name(g.members[0].key), where)
 				continue
 			case g != nil:
-				ew.printf("  ~ %s (%s)\n", changeName(c), g.headline(maxGroupNames))
+				ew.printf("  ~ %s\n", changeName(c))
+				for _, l := range g.headline(maxGroupNames - 1) {
+					ew.printf("    %s\n", l)
+				}
 			default:
 				ew.printf("  ~ %s\n", changeName(c))
 			}

@@ -2,8 +2,11 @@
 # Renders kplan's PR comment as GitHub shows it and screenshots it:
 # cmark-gfm (GitHub's Markdown, with its extensions) inside GitHub's
 # Markdown stylesheet, in headless Chromium. Writes docs/comment-small.png
-# (the built-in demo) and docs/comment-kubeflow.png (a change to a base
-# most kubeflow overlays read).
+# (the built-in demo), docs/comment-kubeflow.png (a change to a base
+# most kubeflow overlays read) and docs/comment-kubeflow-istio.png (the
+# Istio patch bump of kubeflow/manifests' history, commit d04e9b4, from
+# KPLAN_CORPUS_HISTORY, default ../shared/corpus/kubeflow-manifests-100.bundle;
+# skipped, saying so, without it).
 #
 # Needs: Debian's chromium and cmark-gfm (apt-get install chromium
 # cmark-gfm), Node.js with npm, git, Go. Documentation only: make test
@@ -11,6 +14,7 @@
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 corpus=${KPLAN_CORPUS:-$root/../shared/corpus/kubeflow-manifests.tar.gz}
+history=${KPLAN_CORPUS_HISTORY:-$root/../shared/corpus/kubeflow-manifests-100.bundle}
 for tool in chromium cmark-gfm npm git go; do
 	command -v "$tool" >/dev/null || { echo "screenshots: $tool is missing (apt-get install chromium cmark-gfm nodejs npm)" >&2; exit 1; }
 done
@@ -48,3 +52,13 @@ git -c user.name=kplan -c user.email=kplan@example.invalid commit -qam "release 
 "$work/kplan" diff --base "$base" --head HEAD --format markdown > "$work/kubeflow.md" 2>/dev/null || true
 cd "$root"
 shot "$work/kubeflow.md" "$root/docs/comment-kubeflow.png" 2400
+
+# The Istio patch bump (1.28.0/1.29.0 -> 1.29.1), as kubeflow/manifests
+# merged it: its parent against it.
+if [ -f "$history" ]; then
+	git clone -q "$history" "$work/kf-history"
+	(cd "$work/kf-history" && "$work/kplan" diff --base d04e9b4~1 --head d04e9b4 --format markdown > "$work/istio.md" 2>/dev/null) || true
+	shot "$work/istio.md" "$root/docs/comment-kubeflow-istio.png" 2400
+else
+	echo "screenshots: no $history (KPLAN_CORPUS_HISTORY): the Istio bump is not shot" >&2
+fi
