@@ -188,8 +188,11 @@ func (ps *parser) parse(data []byte) parsed {
 	}
 	// A bug decoding one file fails the overlays that read it.
 	p.err = crash.Catch(func() error { return ps.decode(data, &p.kf) })
+	// An entry that looks remote is still local when it exists in the
+	// repository (a github.com-x directory beside the kustomization), as
+	// the render reads it: only the kustomizations found there count.
 	for _, r := range slices.Concat(p.kf.Resources, p.kf.Bases) {
-		if !closure.IsRemote(r) && !closure.IsRemoteFile(r) {
+		if !closure.IsRemoteFile(r) {
 			p.local = append(p.local, r)
 		}
 	}
