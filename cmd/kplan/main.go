@@ -321,13 +321,13 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 			// the part carries opts.Fingerprint for kplan merge to compare.
 			part, err := plan.Share(cmd.Context(), opts, version.String())
 			if err != nil {
-				return err
+				return plan.NameFilter(err, patternName(cmd, dir, args))
 			}
 			return writePart(cmd.OutOrStdout(), part)
 		}
 		p, err := plan.Run(cmd.Context(), opts)
 		if err != nil {
-			return err
+			return plan.NameFilter(err, patternName(cmd, dir, args))
 		}
 		if err := report.Write(cmd.OutOrStdout(), p, *format, report.Options{DiffStyle: diffStyle}); err != nil {
 			return err
@@ -335,6 +335,44 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 		return planExit(p, failOnError, exitCode)
 	}
 	return cmd
+}
+
+// patternName names a filter pattern that matches nothing as kplan
+// diff's user gave it: --exclude, --overlays, or an OVERLAY argument. An
+// argument that is no path of the repository is most often a flag's
+// value that came apart from its flag (`--fail-on-error false`): the
+// name says which flag it may belong to.
+func patternName(cmd *cobra.Command, dir string, args []string) func(string, bool) string {
+	return func(pattern string, exclude bool) string {
+		switch {
+		case exclude:
+			return fmt.Sprintf("--exclude %q", pattern)
+		case !slices.Contains(args, pattern):
+			return fmt.Sprintf("--overlays %q", pattern)
+		}
+		name := fmt.Sprintf("argument %q", pattern)
+		if _, err := os.Stat(filepath.Join(dir, pattern)); err == nil || strings.ContainsAny(pattern, "*?[{") {
+			return name
+		}
+		if _, err := strconv.ParseBool(pattern); err == nil {
+			var set []string
+			cmd.Flags().Visit(func(f *pflag.Flag) {
+				if f.Value.Type() == "bool" {
+					set = append(set, "--"+f.Name+"="+pattern)
+				}
+			})
+			if len(set) > 0 {
+				return fmt.Sprintf("%s (a boolean flag takes its value after '=': did you mean %s?)", name, strings.Join(set, " or "))
+			}
+		}
+		if report.CheckDiffStyle(pattern) == nil {
+			return fmt.Sprintf("%s (did you mean --diff-style %s?)", name, pattern)
+		}
+		if _, err := report.LookupFormat(pattern); err == nil {
+			return fmt.Sprintf("%s (did you mean -o %s?)", name, pattern)
+		}
+		return fmt.Sprintf("%s (not a directory of %s; OVERLAY arguments are overlay directories or globs, and flags' values follow their flag)", name, dir)
+	}
 }
 
 // planExit is how a printed plan ends kplan: 1 when kplan crashed on an

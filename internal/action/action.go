@@ -301,14 +301,22 @@ func planChange(ctx context.Context, a *githubactions.Action, g gitcli.Repo, gct
 		part, err := plan.Share(ctx, opts, version.String())
 		a.EndGroup()
 		if err != nil {
-			return nil, err
+			return nil, plan.NameFilter(err, inputPattern)
 		}
 		return nil, writePart(a, part, in.shard, getenv, log)
 	}
 	a.Group("kplan: render and compare the overlays the change can affect")
 	p, err := plan.Run(ctx, opts)
 	a.EndGroup()
-	return p, err
+	return p, plan.NameFilter(err, inputPattern)
+}
+
+// inputPattern names a filter pattern as the Action's inputs give it.
+func inputPattern(pattern string, exclude bool) string {
+	if exclude {
+		return fmt.Sprintf("input exclude %q", pattern)
+	}
+	return fmt.Sprintf("input overlays %q", pattern)
 }
 
 // resolve makes a path of an input absolute against the workspace.

@@ -228,6 +228,9 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 			return nil, err
 		}
 	}
+	if err := p.checkFilter(sides); err != nil {
+		return nil, err
+	}
 	jobs, err := p.jobs(sides, skip)
 	if err != nil {
 		return nil, err
