@@ -253,6 +253,7 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 		ignoreFields          []string
 		ignoreKinds           []string
 		shardFlag             string
+		noDefaultIgnore       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "diff --base REV [--head REV] [OVERLAY...]",
@@ -277,6 +278,7 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 	f.StringVar(&diffStyle, "diff-style", report.DiffFields, "how changes inside objects are shown: fields (each changed field, multi-line values as line diffs, added objects' YAML) or unified (every object's YAML as unified diffs, as kustomize build | diff -u)")
 	f.StringSliceVar(&ignoreFields, "ignore-field", nil, "leave out changes of fields matching this path pattern (repeatable; e.g. 'metadata.annotations.checksum/*', * matches any characters); the report says how many each hid; adds, prunes, dangers and Secret data are never hidden")
 	f.StringSliceVar(&ignoreKinds, "ignore-kind", nil, "leave out changes in place of objects of this kind (repeatable; their adds and prunes still show; Secret is refused)")
+	f.BoolVar(&noDefaultIgnore, "no-default-ignore", false, "show the changes the default noise set hides (chart and version labels, checksum/* annotations, caBundle); the report counts what it hid")
 	f.StringVar(&shardFlag, "shard", "", "plan share I of N of the overlays (e.g. 2/3) and write it as a part for kplan merge (with -o json); merge applies --exit-code and --fail-on-error")
 	rf.register(f)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -310,7 +312,7 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 			Filter: render.Filter{Include: append(render.Patterns(overlays), args...), Exclude: render.Patterns(exclude)},
 			Render: ropts, Logger: logger, Full: full, CacheDir: cacheDir,
 			Ignore:   inventorydiff.IgnoreRules{Fields: ignoreFields, Kinds: ignoreKinds, Source: "command line"},
-			Progress: progress(cmd.ErrOrStderr()), Flux: flux, Shard: share,
+			Progress: progress(cmd.ErrOrStderr()), Flux: flux, Shard: share, NoDefaultIgnore: noDefaultIgnore,
 		}
 		if err := opts.Validate(); err != nil {
 			return plan.NameOptions(err, optionFlags)

@@ -54,6 +54,8 @@ type inputs struct {
 	cacheDir           string
 	diffStyle          string
 	ignore             inventorydiff.IgnoreRules
+	// defaultIgnore applies the default noise set (input default-ignore).
+	defaultIgnore bool
 	// remoteHosts may be fetched from by renders; forkRemoteHosts instead
 	// for pull requests from forks and pull_request_target runs.
 	remoteHosts, forkRemoteHosts []string
@@ -104,7 +106,7 @@ func readInputs(a *githubactions.Action) (inputs, error) {
 		name string
 		def  bool
 		dst  *bool
-	}{{"fail-on-error", true, &in.failOnError}, {"comment", true, &in.comment}, {"enable-helm", false, &in.enableHelm}, {"fail-on-dangerous", false, &in.failOnDangerous}}
+	}{{"fail-on-error", true, &in.failOnError}, {"comment", true, &in.comment}, {"enable-helm", false, &in.enableHelm}, {"fail-on-dangerous", false, &in.failOnDangerous}, {"default-ignore", true, &in.defaultIgnore}}
 	for _, b := range bools {
 		*b.dst, err = boolInput(a.GetInput(b.name), b.def)
 		if err != nil {
@@ -129,7 +131,7 @@ func (in inputs) planOptions() plan.Options {
 	return plan.Options{
 		Filter: render.Filter{Include: in.include, Exclude: in.exclude},
 		Render: render.Options{LoadRestrictorNone: in.loadRestrictorNone, EnableHelm: in.enableHelm},
-		Ignore: in.ignore, Shard: in.shard,
+		Ignore: in.ignore, Shard: in.shard, NoDefaultIgnore: !in.defaultIgnore,
 	}
 }
 

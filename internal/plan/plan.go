@@ -56,6 +56,10 @@ type Options struct {
 	// inputs); the head commit's .kplan.yaml may add its own. The plan
 	// lists each with what it hid.
 	Ignore inventorydiff.IgnoreRules
+	// NoDefaultIgnore leaves out the default noise set
+	// (inventorydiff.DefaultIgnore), which head's .kplan.yaml can also
+	// turn off (ignore.defaults: false).
+	NoDefaultIgnore bool
 	// Progress, when set, is told how many of the builds to run are done
 	// (rendered or read from the cache): for a progress line on a
 	// terminal. It is called from the building goroutines, one at a time.

@@ -284,7 +284,13 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	}
 	plan := &inventorydiff.Plan{Base: base.Rev, Head: head.Rev, BaseLabel: p.opts.BaseLabel, HeadLabel: p.opts.HeadLabel,
 		Overlays: p.overlays, Totals: inventorydiff.Sum(p.overlays), Unread: unread, Settings: p.settings()}
-	rules := []inventorydiff.IgnoreRules{p.opts.Ignore}
+	var rules []inventorydiff.IgnoreRules
+	if !p.opts.NoDefaultIgnore && (sides[1].ignore.Defaults == nil || *sides[1].ignore.Defaults) {
+		// First: a change a team's own rule also matches is counted as
+		// the default's, which they can turn off to see it.
+		rules = append(rules, inventorydiff.DefaultIgnore())
+	}
+	rules = append(rules, p.opts.Ignore)
 	if ig := sides[1].ignore; len(ig.Fields)+len(ig.Kinds) > 0 {
 		// Head's rules: a pull request that adds one sees what it hides.
 		rules = append(rules, inventorydiff.IgnoreRules{Fields: ig.Fields, Kinds: ig.Kinds, Source: repoconfig.File})

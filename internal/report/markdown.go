@@ -287,11 +287,16 @@ func (m *md) writeImages(b *strings.Builder, d detail) {
 // writeIgnored says what the plan's ignore rules hid: nothing is hidden
 // without the report saying so.
 func (m *md) writeIgnored(b *strings.Builder) {
-	if len(m.p.Ignored) == 0 {
+	rules := shownRules(m.p)
+	def := hiddenByDefault(m.p, inline, "shown with `default-ignore: false` (Action), `ignore: {defaults: false}` (`.kplan.yaml`) or `--no-default-ignore`")
+	if len(rules) == 0 && def == "" {
 		return
 	}
 	b.WriteString("**Ignored** (noise filters; adds, prunes, dangers and Secret data are never ignored)\n\n")
-	for _, r := range m.p.Ignored {
+	if def != "" {
+		fmt.Fprintf(b, "- %s\n", def)
+	}
+	for _, r := range rules {
 		src := ""
 		if r.Source != "" {
 			src = " (" + r.Source + ")"

@@ -255,6 +255,9 @@ type jsonPlan struct {
 	Images []jsonImage `json:"images"`
 	// Ignored are the ignore rules applied and what each hid.
 	Ignored []inventorydiff.IgnoredRule `json:"ignored,omitempty"`
+	// Hidden sums what each source's rules hid ("default": the default
+	// noise set).
+	Hidden []inventorydiff.Hidden `json:"hidden,omitempty"`
 	// Unread are the changed files no overlay reads.
 	Unread []inventorydiff.UnreadFile `json:"unread,omitempty"`
 	// Work is how much the plan rendered and how long it took.
@@ -306,7 +309,7 @@ func JSON(p *inventorydiff.Plan) ([]byte, error) { return JSONWith(p, Options{})
 // JSONWith is JSON shown as opts say: the unified style adds each
 // object's unified YAML diff.
 func JSONWith(p *inventorydiff.Plan, opts Options) ([]byte, error) {
-	out := jsonPlan{Base: p.Base, Head: p.Head, Summary: Summary(p), Overlays: []jsonOverlay{}, Images: []jsonImage{}, Ignored: p.Ignored, Unread: p.Unread, Settings: p.Settings}
+	out := jsonPlan{Base: p.Base, Head: p.Head, Summary: Summary(p), Overlays: []jsonOverlay{}, Images: []jsonImage{}, Ignored: p.Ignored, Hidden: p.Hidden, Unread: p.Unread, Settings: p.Settings}
 	for _, ic := range images(p) {
 		j := jsonImage{Old: ic.Old, New: ic.New}
 		for _, m := range ic.Objects {

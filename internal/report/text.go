@@ -112,7 +112,10 @@ func TextWith(w io.Writer, p *inventorydiff.Plan, opts Options) error {
 		}
 		ew.printf("\n")
 	}
-	for _, r := range p.Ignored {
+	if def := hiddenByDefault(p, func(s string) string { return s }, "--no-default-ignore shows them"); def != "" {
+		ew.printf("%s.\n", def)
+	}
+	for _, r := range shownRules(p) {
 		src := ""
 		if r.Source != "" {
 			src = " (" + r.Source + ")"

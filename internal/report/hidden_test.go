@@ -1,0 +1,65 @@
+package report
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/testkit"
+)
+
+// noisePlan is a chart bump as kubeflow's Istio bumps are: two objects
+// whose only change is their chart and version labels (one with a
+// checksum annotation rewritten too), one with a real image change beside
+// its label, a webhook whose injected caBundle changed, and an object the
+// bump adds with the new labels.
+func noisePlan(t *testing.T) *inventorydiff.Plan {
+	dep := func(name, version, image, checksum string) string {
+		return "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: " + name + "\n  namespace: istio\n  labels: {app.kubernetes.io/version: '" + version +
+			"', helm.sh/chart: 'istiod-" + version + "'}\nspec:\n  selector: {matchLabels: {app: " + name + "}}\n  template:\n    metadata:\n      labels: {app: " + name +
+			", app.kubernetes.io/version: '" + version + "'}\n      annotations: {checksum/config: '" + checksum + "'}\n    spec: {containers: [{name: c, image: '" + image + "'}]}"
+	}
+	hook := func(ca string) string {
+		return "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: istio-validator}\n" +
+			"webhooks: [{name: v.istio.io, clientConfig: {caBundle: '" + ca + "', service: {name: istiod, namespace: istio}}}]"
+	}
+	base := map[string]inventorydiff.Side{"istio/install": side(t,
+		dep("istiod", "1.22.1", "istio/pilot:1.22.1", "aaa"), dep("gateway", "1.22.1", "istio/proxyv2:1.22.1", "bbb"),
+		dep("cni", "1.22.1", "istio/install-cni:1.22.1", "ccc"), hook("Y2Ex"))}
+	head := map[string]inventorydiff.Side{"istio/install": side(t,
+		dep("istiod", "1.22.2", "istio/pilot:1.22.1", "aab"), dep("gateway", "1.22.2", "istio/proxyv2:1.22.1", "bbb"),
+		dep("cni", "1.22.2", "istio/install-cni:1.22.2", "ccc"), hook("Y2Iy"),
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: new, namespace: istio, labels: {helm.sh/chart: istiod-1.22.2}}")}
+	p := inventorydiff.Compare(strings.Repeat("a", 40), strings.Repeat("b", 40), base, head)
+	p.Ignore(inventorydiff.DefaultIgnore(), inventorydiff.IgnoreRules{Fields: []string{"metadata.annotations.example.com/*"}, Source: "command line"})
+	return p
+}
+
+// TestHiddenByDefaultGolden pins how a report says what the default
+// noise set hid: one line, "Hidden by default: N fields in M objects"
+// with the rules that hid them, in every format; the rules that hid
+// nothing are not listed; the real change (an image) and the added
+// object's labels stay.
+func TestHiddenByDefaultGolden(t *testing.T) {
+	p := noisePlan(t)
+	if p.Totals.Changed != 1 || p.Totals.Added != 1 {
+		t.Errorf("totals %+v: want the image change and the added ConfigMap only", p.Totals)
+	}
+	var text bytes.Buffer
+	if err := TextWith(&text, p, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	js, err := JSONWith(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ext, got := range map[string]string{
+		"md":   MarkdownWith(p, "<!-- kplan:plan -->\n", MaxCommentSize, Options{}),
+		"txt":  text.String(),
+		"json": string(js),
+	} {
+		testkit.Golden(t, filepath.Join("testdata", "hidden-by-default."+ext+".golden"), got)
+	}
+}
