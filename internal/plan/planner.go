@@ -68,6 +68,9 @@ type planner struct {
 	// affect, sorted: like this shard's own, rendered on head when its
 	// overlays call for the findings across overlays.
 	elsewhere []string
+	// unplanned are the overlays base planned by discovery that head's
+	// new .kplan.yaml does not list (adopt), sorted.
+	unplanned []string
 	// facts are what the findings across overlays read besides the
 	// overlays' plans; a shard's part carries them to kplan merge.
 	facts overlap.Facts
@@ -84,18 +87,45 @@ type side struct {
 	overlays map[string]bool
 	targets  *repoconfig.Config // nil: no .kplan.yaml, or one without targets
 	ignore   repoconfig.Ignore  // .kplan.yaml's noise filters
-	disabled []string           // .kplan.yaml's dangerous.disable
+	// adopting are the targets head's .kplan.yaml declares, on a base
+	// that has none: its overlays render into their namespaces (adopt).
+	adopting *repoconfig.Config
+	disabled []string // .kplan.yaml's dangerous.disable
 }
 
 // namespace is where the overlay's namespaced objects rendered without a
 // namespace go: its target's namespace, or "default".
 func (sd *side) namespace(overlay string) string {
-	if sd.targets != nil {
-		if ts := sd.targets.TargetsOf(overlay); len(ts) > 0 {
-			return ts[0].Namespace
+	for _, cfg := range []*repoconfig.Config{sd.targets, sd.adopting} {
+		if cfg != nil {
+			if ts := cfg.TargetsOf(overlay); len(ts) > 0 {
+				return ts[0].Namespace
+			}
 		}
 	}
 	return repoconfig.DefaultNamespace
+}
+
+// adopt makes the change that adds .kplan.yaml's targets (base has none)
+// plan nothing but what the change itself does: head's targets are
+// compared with what their overlays render on base, into the targets'
+// namespaces, and the overlays base planned by discovery that head does
+// not list are no longer planned — kplan never deployed them, so the
+// merge leaves them as they are: neither rendered, nor pruned, nor
+// dangerous.
+func (p *planner) adopt(sides [2]*side) {
+	base, head := sides[0], sides[1]
+	if base.targets != nil || head.targets == nil {
+		return
+	}
+	base.adopting = head.targets
+	for o := range base.overlays {
+		if !head.overlays[o] {
+			delete(base.overlays, o)
+			p.unplanned = append(p.unplanned, o)
+		}
+	}
+	slices.Sort(p.unplanned)
 }
 
 // job is one overlay to build on one side.
@@ -199,6 +229,7 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 			}
 		}
 	}
+	p.adopt(sides)
 	done("discovered")
 	skip := changed
 	if p.opts.Full || p.opts.Warm {
@@ -283,7 +314,7 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 		p.overlays[i].Dangerous = danger.Without(p.overlays[i].Dangerous, off)
 	}
 	plan := &inventorydiff.Plan{Base: base.Rev, Head: head.Rev, BaseLabel: p.opts.BaseLabel, HeadLabel: p.opts.HeadLabel,
-		Overlays: p.overlays, Totals: inventorydiff.Sum(p.overlays), Unread: unread, Settings: p.settings()}
+		Overlays: p.overlays, Totals: inventorydiff.Sum(p.overlays), Unread: unread, Settings: p.settings(), NoLongerPlanned: p.unplanned}
 	var rules []inventorydiff.IgnoreRules
 	if !p.opts.NoDefaultIgnore && (sides[1].ignore.Defaults == nil || *sides[1].ignore.Defaults) {
 		// First: a change a team's own rule also matches is counted as

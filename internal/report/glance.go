@@ -292,6 +292,25 @@ func hiddenByDefault(p *inventorydiff.Plan, code func(string) string, off string
 		strings.Join(rules, ", "), off)
 }
 
+// noLongerPlanned says which overlays the change's new .kplan.yaml
+// stops planning (code formats each name): "" when none.
+func noLongerPlanned(p *inventorydiff.Plan, code func(string) string) string {
+	n := len(p.NoLongerPlanned)
+	if n == 0 {
+		return ""
+	}
+	names := make([]string, 0, min(n, maxOverlayNames))
+	for _, o := range p.NoLongerPlanned[:min(n, maxOverlayNames)] {
+		names = append(names, code(o))
+	}
+	s := fmt.Sprintf("No longer planned, left as they are (not listed in the .kplan.yaml this change adds; nothing pruned): %d %s: %s",
+		n, plural(n, "overlay", "overlays"), strings.Join(names, ", "))
+	if n > len(names) {
+		s += fmt.Sprintf(" and %d more", n-len(names))
+	}
+	return s
+}
+
 // ignoredText says what one ignore rule hid.
 func ignoredText(r inventorydiff.IgnoredRule) string {
 	s := fmt.Sprintf("hid %d field %s", r.Fields, plural(r.Fields, "change", "changes"))

@@ -63,3 +63,29 @@ func TestHiddenByDefaultGolden(t *testing.T) {
 		testkit.Golden(t, filepath.Join("testdata", "hidden-by-default."+ext+".golden"), got)
 	}
 }
+
+// TestNoLongerPlannedGolden pins how a report says which overlays the
+// pull request adopting .kplan.yaml stops planning: one line naming
+// them (ten at most), left as they are, never a prune.
+func TestNoLongerPlannedGolden(t *testing.T) {
+	base := map[string]inventorydiff.Side{"example": side(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: kubeflow}")}
+	p := inventorydiff.Compare(strings.Repeat("a", 40), strings.Repeat("b", 40), base, base)
+	for i := range 12 {
+		p.NoLongerPlanned = append(p.NoLongerPlanned, "apps/app-"+string(rune('a'+i))+"/overlays/demo")
+	}
+	var text bytes.Buffer
+	if err := TextWith(&text, p, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	js, err := JSONWith(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ext, got := range map[string]string{
+		"md":   MarkdownWith(p, "<!-- kplan:plan -->\n", MaxCommentSize, Options{}),
+		"txt":  text.String(),
+		"json": string(js),
+	} {
+		testkit.Golden(t, filepath.Join("testdata", "no-longer-planned."+ext+".golden"), got)
+	}
+}

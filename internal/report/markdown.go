@@ -175,6 +175,9 @@ func (m *md) render(d detail, maxRows int, open bool) string {
 	// on base are one row, folded below.
 	m.writeTable(&b, order, len(existing), maxRows)
 	m.writeImages(&b, d)
+	if s := noLongerPlanned(m.p, inline); s != "" {
+		b.WriteString(s + "\n\n")
+	}
 	m.writeIgnored(&b)
 	m.writeUnread(&b)
 	if d != countsOnly {

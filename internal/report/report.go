@@ -258,6 +258,9 @@ type jsonPlan struct {
 	// Hidden sums what each source's rules hid ("default": the default
 	// noise set).
 	Hidden []inventorydiff.Hidden `json:"hidden,omitempty"`
+	// NoLongerPlanned are the overlays the change's new .kplan.yaml stops
+	// planning, left as they are.
+	NoLongerPlanned []string `json:"noLongerPlanned,omitempty"`
 	// Unread are the changed files no overlay reads.
 	Unread []inventorydiff.UnreadFile `json:"unread,omitempty"`
 	// Work is how much the plan rendered and how long it took.
@@ -309,7 +312,7 @@ func JSON(p *inventorydiff.Plan) ([]byte, error) { return JSONWith(p, Options{})
 // JSONWith is JSON shown as opts say: the unified style adds each
 // object's unified YAML diff.
 func JSONWith(p *inventorydiff.Plan, opts Options) ([]byte, error) {
-	out := jsonPlan{Base: p.Base, Head: p.Head, Summary: Summary(p), Overlays: []jsonOverlay{}, Images: []jsonImage{}, Ignored: p.Ignored, Hidden: p.Hidden, Unread: p.Unread, Settings: p.Settings}
+	out := jsonPlan{Base: p.Base, Head: p.Head, Summary: Summary(p), Overlays: []jsonOverlay{}, Images: []jsonImage{}, Ignored: p.Ignored, Hidden: p.Hidden, NoLongerPlanned: p.NoLongerPlanned, Unread: p.Unread, Settings: p.Settings}
 	for _, ic := range images(p) {
 		j := jsonImage{Old: ic.Old, New: ic.New}
 		for _, m := range ic.Objects {

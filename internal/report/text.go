@@ -112,6 +112,9 @@ func TextWith(w io.Writer, p *inventorydiff.Plan, opts Options) error {
 		}
 		ew.printf("\n")
 	}
+	if s := noLongerPlanned(p, func(s string) string { return s }); s != "" {
+		ew.printf("%s.\n", s)
+	}
 	if def := hiddenByDefault(p, func(s string) string { return s }, "--no-default-ignore shows them"); def != "" {
 		ew.printf("%s.\n", def)
 	}

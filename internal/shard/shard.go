@@ -201,6 +201,8 @@ func Merge(parts []Named) (*inventorydiff.Plan, error) {
 		}
 		out.Ignored = ignored
 		out.Hidden = addHidden(out.Hidden, p.Hidden)
+		// Every share finds the same (discovery is the whole repository's).
+		out.NoLongerPlanned = slices.Compact(slices.Sorted(slices.Values(append(out.NoLongerPlanned, p.NoLongerPlanned...))))
 		if w := p.Work; w != nil {
 			if work == nil {
 				work = &inventorydiff.Work{}
