@@ -279,6 +279,8 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 	f.StringSliceVar(&ignoreFields, "ignore-field", nil, "leave out changes of fields matching this path pattern (repeatable; e.g. 'metadata.annotations.checksum/*', * matches any characters); the report says how many each hid; adds, prunes, dangers and Secret data are never hidden")
 	f.StringSliceVar(&ignoreKinds, "ignore-kind", nil, "leave out changes in place of objects of this kind (repeatable; their adds and prunes still show; Secret is refused)")
 	f.BoolVar(&noDefaultIgnore, "no-default-ignore", false, "show the changes the default noise set hides (chart and version labels, checksum/* annotations, caBundle); the report counts what it hid")
+	noReuse := f.Bool("no-render-reuse", false, "render both sides of an overlay even when they read the same content (for make bench's before/after)")
+	_ = f.MarkHidden("no-render-reuse")
 	f.StringVar(&shardFlag, "shard", "", "plan share I of N of the overlays (e.g. 2/3) and write it as a part for kplan merge (with -o json); merge applies --exit-code and --fail-on-error")
 	rf.register(f)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -313,6 +315,7 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 			Render: ropts, Logger: logger, Full: full, CacheDir: cacheDir,
 			Ignore:   inventorydiff.IgnoreRules{Fields: ignoreFields, Kinds: ignoreKinds, Source: "command line"},
 			Progress: progress(cmd.ErrOrStderr()), Flux: flux, Shard: share, NoDefaultIgnore: noDefaultIgnore,
+			NoReuse: *noReuse,
 		}
 		if err := opts.Validate(); err != nil {
 			return plan.NameOptions(err, optionFlags)

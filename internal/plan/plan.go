@@ -68,6 +68,10 @@ type Options struct {
 	// Flux Kustomizations become the plan's targets); nil leaves it to
 	// head's .kplan.yaml, then to whether the repository has any.
 	Flux *bool
+	// NoReuse renders each side of an overlay even when both read the
+	// same content (a build serves both otherwise): the plan is the
+	// same, only slower; for `make bench`'s before/after.
+	NoReuse bool
 	// Shard is the share of the overlays Share plans (the rest are left
 	// out of its part); kplan merge joins the shares. Run plans them all.
 	Shard shard.Shard `fingerprint:"-"`

@@ -134,9 +134,17 @@ type job struct {
 	side    int // 0 base, 1 head
 	c       *closure.Closure
 	key     string // render cache key; "" when the build is not cacheable
-	cost    int    // bytes of input, to start the longest builds first
-	done    *inventorydiff.Side
-	pair    *pair
+	// content names what the build reads (the render cache's key, kept
+	// with or without a cache); "" when the closure is not bounded.
+	content string
+	// twin: the other side's closure reads the same content, so this
+	// build serves both sides (deliverRender).
+	twin bool
+	// entry is the build read from the cache (settle).
+	entry *rendercache.Entry
+	cost  int // bytes of input, to start the longest builds first
+	done  *inventorydiff.Side
+	pair  *pair
 }
 
 // pair collects an overlay's sides until both are known.
@@ -337,10 +345,14 @@ func (p *planner) runJobs(ctx context.Context, sides [2]*side, jobs []*job) erro
 	}
 	var todo []*job
 	for _, j := range jobs {
-		if j.done != nil {
-			p.deliver(j, *j.done)
+		switch {
+		case j.entry != nil:
+			p.deliverRender(sides, j, j.entry.Objects, j.entry.Err)
+			j.entry = nil
+		case j.done != nil:
+			p.deliverFailed(j, *j.done)
 			j.done = nil
-		} else {
+		default:
 			todo = append(todo, j)
 		}
 	}
@@ -502,19 +514,64 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) ([]*job, error) 
 			p.compare(o, pair{present: pr.present, sides: [2]inventorydiff.Side{unrendered(), unrendered()}})
 			continue
 		}
+		var js [2]*job
 		for i, sd := range sides {
 			if !pr.present[i] {
 				continue
 			}
 			pr.left++
-			j := &job{overlay: o, side: i, c: cs[i], pair: pr}
-			if p.cache != nil && cs[i].Bounded() {
-				j.key = p.cacheKey(sd.s, cs[i])
+			js[i] = &job{overlay: o, side: i, c: cs[i], pair: pr}
+			if cs[i].Bounded() {
+				js[i].content = p.cacheKey(sd.s, cs[i])
+				if p.cache != nil {
+					js[i].key = js[i].content
+				}
 			}
-			jobs = append(jobs, j)
+		}
+		// One render per distinct input: a side whose closure reads what
+		// the other's reads renders the same objects (the closure is
+		// every path the build reads), so one build serves both, with or
+		// without a cache, in a full plan as in a changed-only one (an
+		// overlay whose namespace or ResourceGroup file changes).
+		if b, h := js[0], js[1]; b != nil && h != nil && b.content != "" && b.content == h.content && !p.opts.NoReuse {
+			b.twin = true
+			jobs = append(jobs, b)
+			continue
+		}
+		for _, j := range js {
+			if j != nil {
+				jobs = append(jobs, j)
+			}
 		}
 	}
 	return jobs, nil
+}
+
+// deliverRender delivers a build's result to the job's side, and to the
+// other side as well when the job is a twin: each side makes its own
+// inventory (its namespace, its ResourceGroup file) from its own copy of
+// the objects.
+func (p *planner) deliverRender(sides [2]*side, j *job, objs []*yaml.RNode, err error) {
+	if j.twin {
+		other := 1 - j.side
+		copied := make([]*yaml.RNode, len(objs))
+		for i, n := range objs {
+			copied[i] = n.Copy()
+		}
+		p.deliver(&job{overlay: j.overlay, side: other, pair: j.pair}, p.safely(sides[other], j.overlay, func() inventorydiff.Side {
+			return p.toSide(sides[other], j.overlay, copied, err)
+		}))
+	}
+	p.deliver(j, p.safely(sides[j.side], j.overlay, func() inventorydiff.Side { return p.toSide(sides[j.side], j.overlay, objs, err) }))
+}
+
+// deliverFailed delivers a side that failed without a build (a remote
+// host that does not resolve, a crash) to the job's sides.
+func (p *planner) deliverFailed(j *job, sd inventorydiff.Side) {
+	if j.twin {
+		p.deliver(&job{overlay: j.overlay, side: 1 - j.side, pair: j.pair}, sd)
+	}
+	p.deliver(j, sd)
 }
 
 // skip says the change cannot affect the overlay: the plan reports it
@@ -651,21 +708,18 @@ func (p *planner) settle(ctx context.Context, sides [2]*side, jobs []*job) error
 	}
 	// Decoding entries is CPU work, as rendering is: spread it out.
 	err := parallel(ctx, p.workers(), hits, func(j *job) {
-		hit := false
 		sd := p.safely(sides[j.side], j.overlay, func() inventorydiff.Side {
-			e, ok := p.cache.Get(j.key)
-			if !ok {
-				return inventorydiff.Side{}
+			if e, ok := p.cache.Get(j.key); ok {
+				j.entry = &e
 			}
-			hit = true
-			return p.toSide(sides[j.side], j.overlay, e.Objects, e.Err)
+			return inventorydiff.Side{}
 		})
-		if hit || sd.Err != nil {
+		if sd.Err != nil {
 			j.done = &sd
 		}
 	})
 	for _, j := range hits {
-		if j.done != nil && crash.As(j.done.Err) == nil {
+		if j.entry != nil {
 			p.stats.CacheHits++
 		}
 	}
@@ -723,13 +777,16 @@ func (p *planner) load(ctx context.Context, sides [2]*side, todo []*job) error {
 func (p *planner) build(ctx context.Context, sides [2]*side, todo []*job) error {
 	err := parallel(ctx, p.workers(), todo, func(j *job) {
 		sd := sides[j.side]
-		p.deliver(j, p.safely(sd, j.overlay, func() inventorydiff.Side {
-			objs, err := p.kust.Render(sd.s.FS, j.overlay, j.c.OpenAPI)
+		var objs []*yaml.RNode
+		var rerr error
+		built := false
+		failed := p.safely(sd, j.overlay, func() inventorydiff.Side {
+			objs, rerr = p.kust.Render(sd.s.FS, j.overlay, j.c.OpenAPI)
 			// A render past its time budget depends on the machine's load,
 			// not on the commit: never cache it.
 			var timeout *render.TimeoutError
-			if j.key != "" && ctx.Err() == nil && !errors.As(err, &timeout) {
-				perr := p.cache.Put(j.key, rendercache.Entry{Objects: objs, Err: err})
+			if j.key != "" && ctx.Err() == nil && !errors.As(rerr, &timeout) {
+				perr := p.cache.Put(j.key, rendercache.Entry{Objects: objs, Err: rerr})
 				p.mu.Lock()
 				if perr == nil {
 					p.stats.Stored++
@@ -739,8 +796,14 @@ func (p *planner) build(ctx context.Context, sides [2]*side, todo []*job) error 
 				}
 				p.mu.Unlock()
 			}
-			return p.toSide(sd, j.overlay, objs, err)
-		}))
+			built = true
+			return inventorydiff.Side{}
+		})
+		if built {
+			p.deliverRender(sides, j, objs, rerr)
+		} else {
+			p.deliverFailed(j, failed)
+		}
 		if p.opts.Progress != nil {
 			p.mu.Lock()
 			p.built++
