@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/overlap"
 	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
@@ -88,4 +89,28 @@ func TestNoLongerPlannedGolden(t *testing.T) {
 	} {
 		testkit.Golden(t, filepath.Join("testdata", "no-longer-planned."+ext+".golden"), got)
 	}
+}
+
+// TestVariantNoteGolden pins how a report shows an object the change
+// makes an overlay render that a variant renders already, without
+// targets: a note naming the variant, no dangerous change.
+func TestVariantNoteGolden(t *testing.T) {
+	ui := func(v string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ui, namespace: kubeflow}\ndata: {v: '" + v + "'}"
+	}
+	base := map[string]inventorydiff.Side{"model-registry/overlays/odh": side(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: kubeflow}")}
+	head := map[string]inventorydiff.Side{"model-registry/overlays/odh": side(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: kubeflow}", ui("0.2.10"))}
+	p := inventorydiff.Compare(strings.Repeat("a", 40), strings.Repeat("b", 40), base, head)
+	keys := map[string][]string{"model-registry/overlays/demo": head["model-registry/overlays/odh"].Inventory.Keys}
+	overlap.Duplicates(p.Overlays, keys, overlap.Clusters{})
+	p.Totals = inventorydiff.Sum(p.Overlays)
+	if p.Totals.Dangerous != 0 {
+		t.Fatalf("a variant: %d dangerous", p.Totals.Dangerous)
+	}
+	var text bytes.Buffer
+	if err := TextWith(&text, p, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Golden(t, filepath.Join("testdata", "variant-note.txt.golden"), text.String())
+	testkit.Golden(t, filepath.Join("testdata", "variant-note.md.golden"), MarkdownWith(p, "<!-- kplan:plan -->\n", MaxCommentSize, Options{}))
 }

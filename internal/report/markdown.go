@@ -5,6 +5,7 @@ import (
 	"html"
 	"strings"
 
+	"github.com/kplan-dev/kplan/internal/danger"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 )
 
@@ -436,17 +437,25 @@ const fluxNote = "Flux: "
 // writeNotes shows kustomize's warnings about the overlay's files, and
 // what a Flux target could not render or know offline.
 func writeNotes(b *strings.Builder, o *inventorydiff.Overlay) {
-	var kust, flux []string
+	var kust, flux, variants []string
 	for _, n := range o.Notes {
 		if rest, ok := strings.CutPrefix(n, fluxNote); ok {
 			flux = append(flux, rest)
+		} else if rest, ok := strings.CutPrefix(n, danger.VariantNote); ok {
+			variants = append(variants, rest)
 		} else {
 			kust = append(kust, n)
 		}
 	}
-	if len(flux) > 0 {
-		b.WriteString("> [!NOTE]\n> Flux:\n")
-		for _, n := range flux {
+	for _, group := range []struct {
+		title string
+		notes []string
+	}{{"Flux:", flux}, {"Also rendered by other overlays (not checked as duplicates: nothing says they deploy to one cluster):", variants}} {
+		if len(group.notes) == 0 {
+			continue
+		}
+		b.WriteString("> [!NOTE]\n> " + group.title + "\n")
+		for _, n := range group.notes {
 			fmt.Fprintf(b, "> - %s\n", html.EscapeString(n))
 		}
 		b.WriteString("\n")

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/kplan-dev/kplan/internal/danger"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 )
 
@@ -67,6 +68,8 @@ func TextWith(w io.Writer, p *inventorydiff.Plan, opts Options) error {
 		}
 		for _, n := range o.Notes {
 			if rest, ok := strings.CutPrefix(n, fluxNote); ok {
+				ew.printf("  note: %s\n", rest)
+			} else if rest, ok := strings.CutPrefix(n, danger.VariantNote); ok {
 				ew.printf("  note: %s\n", rest)
 			} else {
 				ew.printf("  note: kustomize warns: %s\n", n)
