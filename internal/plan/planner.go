@@ -343,18 +343,24 @@ func (p *planner) runJobs(ctx context.Context, sides [2]*side, jobs []*job) erro
 	if err := p.settle(ctx, sides, jobs); err != nil {
 		return err
 	}
-	var todo []*job
+	var todo, cached []*job
 	for _, j := range jobs {
 		switch {
 		case j.entry != nil:
-			p.deliverRender(sides, j, j.entry.Objects, j.entry.Err)
-			j.entry = nil
+			cached = append(cached, j)
 		case j.done != nil:
 			p.deliverFailed(j, *j.done)
 			j.done = nil
 		default:
 			todo = append(todo, j)
 		}
+	}
+	// Making inventories of the cached renders is CPU work too.
+	if err := parallel(ctx, p.workers(), cached, func(j *job) {
+		p.deliverRender(sides, j, j.entry.Objects, j.entry.Err)
+		j.entry = nil
+	}); err != nil {
+		return err
 	}
 	if err := p.load(ctx, sides, todo); err != nil {
 		return err
