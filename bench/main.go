@@ -124,6 +124,11 @@ func run(ctx context.Context, corpus string, runs int, keep, profile bool, copie
 			return kplanRun(ctx, diff("--head", r.head1, "--full"), "GOGC=100")
 		}},
 	}
+	extra, err := issue25Benches(ctx, r, work, diff)
+	if err != nil {
+		return err
+	}
+	benches = append(benches, extra...)
 	for i := range runs {
 		for _, b := range benches {
 			step(fmt.Sprintf("run %d/%d: %s", i+1, runs, b.name))
@@ -138,6 +143,7 @@ func run(ctx context.Context, corpus string, runs int, keep, profile bool, copie
 		return err
 	}
 	report(benches, runs)
+	reportIssue25(benches)
 	if copies != "" {
 		if err := growth(ctx, corpus, work, kplan, copies, runs); err != nil {
 			return err
@@ -661,3 +667,85 @@ func growth(ctx context.Context, corpus, work, kplan, copies string, runs int) e
 }
 
 var overlaysRE = regexp.MustCompile(`^(\d+) overlays`)
+
+// The benches of one render per distinct input and of a pull request
+// that adds an object (issue 25).
+const (
+	kplanFullTwice = "kplan --full, both sides"
+	kplanAdds      = "kplan, PR adding an object"
+)
+
+// addedObject is the object the second pull request adds, beside the
+// file the first changes.
+const addedObject = "applications/katib/upstream/components/controller/extra-config.yaml"
+
+// issue25Benches measures the full plan rendering both sides of every
+// overlay (as it did before one render served both sides of an unchanged
+// input), and a pull request that adds an object to the application the
+// one-file pull request changes (duplicate-object answered without
+// rendering every skipped overlay).
+func issue25Benches(ctx context.Context, r *repo, work string, diff func(...string) []string) ([]*bench, error) {
+	adds, err := addObjectCommit(ctx, r, filepath.Join(work, "adds"))
+	if err != nil {
+		return nil, fmt.Errorf("the pull request adding an object: %w", err)
+	}
+	return []*bench{
+		{name: kplanFullTwice, run: func() (measure, error) {
+			return kplanRun(ctx, diff("--head", r.head1, "--full", "--no-render-reuse"), "")
+		}},
+		{name: kplanAdds, run: func() (measure, error) { return kplanRun(ctx, diff("--head", adds), "") }},
+	}, nil
+}
+
+// addObjectCommit commits, on top of the base, a ConfigMap added to the
+// kustomization beside appFile, in a worktree at dir; it returns the
+// commit.
+func addObjectCommit(ctx context.Context, r *repo, dir string) (string, error) {
+	if err := command(ctx, r.dir, "git", "worktree", "add", "-q", "--detach", dir, r.base); err != nil {
+		return "", err
+	}
+	defer command(ctx, r.dir, "git", "worktree", "remove", "--force", dir)
+	kust := filepath.Join(dir, filepath.Dir(filepath.FromSlash(appFile)), "kustomization.yaml")
+	data, err := os.ReadFile(kust)
+	if err != nil {
+		return "", err
+	}
+	if !bytes.Contains(data, []byte("resources:\n")) {
+		return "", fmt.Errorf("%s lists no resources to add to", kust)
+	}
+	data = bytes.Replace(data, []byte("resources:\n"), []byte("resources:\n  - "+filepath.Base(addedObject)+"\n"), 1)
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: katib-extra-config\ndata:\n  debug: \"true\"\n"
+	if err := os.WriteFile(kust, data, 0o644); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(addedObject)), []byte(cm), 0o644); err != nil {
+		return "", err
+	}
+	if err := command(ctx, dir, "git", "add", "-A"); err != nil {
+		return "", err
+	}
+	if err := command(ctx, dir, "git", "commit", "-q", "-m", "katib: an extra ConfigMap"); err != nil {
+		return "", err
+	}
+	out, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "HEAD").Output()
+	return strings.TrimSpace(string(out)), err
+}
+
+// reportIssue25 prints the full plan's time and builds with one render
+// per distinct input against rendering both sides, and the pull request
+// adding an object against the one-file pull request (target: within 2x).
+func reportIssue25(benches []*bench) {
+	by := map[string]*bench{}
+	for _, b := range benches {
+		by[b.name] = b
+	}
+	if by[kplanFullTwice] == nil || by[kplanAdds] == nil {
+		return
+	}
+	full, twice := by[kplanFull].best(), by[kplanFullTwice].best()
+	fmt.Printf("\nfull plan, one render per distinct input: %s (%s)\n", round(full.wall), full.stats)
+	fmt.Printf("  vs rendering both sides:               %s (%s): %.2fx faster\n", round(twice.wall), twice.stats, ratio(twice.wall, full.wall))
+	adds, one := by[kplanAdds].best(), by[kplanChanged].best()
+	fmt.Printf("PR adding an object vs one-file PR:      %s vs %s: %.2fx the time (target within 2x) (%s)\n",
+		round(adds.wall), round(one.wall), ratio(adds.wall, one.wall), adds.stats)
+}

@@ -277,6 +277,7 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 		ignoreFields          []string
 		ignoreKinds           []string
 		shardFlag             string
+		noDefaultIgnore       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "diff --base REV [--head REV] [OVERLAY...]",
@@ -302,6 +303,9 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 	f.StringSliceVar(&ignoreFields, "ignore-field", nil, "leave out changes of fields matching this path pattern (repeatable; e.g. 'metadata.annotations.checksum/*', * matches any characters); the report says how many each hid; adds, prunes, dangers and Secret data are never hidden")
 	f.StringSliceVar(&ignoreKinds, "ignore-kind", nil, "leave out changes in place of objects of this kind (repeatable; their adds and prunes still show; Secret is refused)")
 	maxBytes := maxBytesFlag(cmd)
+	f.BoolVar(&noDefaultIgnore, "no-default-ignore", false, "show the changes the default noise set hides (chart and version labels, checksum/* annotations, caBundle); the report counts what it hid")
+	noReuse := f.Bool("no-render-reuse", false, "render both sides of an overlay even when they read the same content (for make bench's before/after)")
+	_ = f.MarkHidden("no-render-reuse")
 	f.StringVar(&shardFlag, "shard", "", "plan share I of N of the overlays (e.g. 2/3) and write it as a part for kplan merge (with -o json); merge applies --exit-code and --fail-on-error")
 	rf.register(f)
 	completeRefs(cmd, "base", "head")
@@ -339,7 +343,8 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 			Filter: render.Filter{Include: append(render.Patterns(overlays), args...), Exclude: render.Patterns(exclude)},
 			Render: ropts, Logger: logger, Full: full, CacheDir: cacheDir,
 			Ignore:   inventorydiff.IgnoreRules{Fields: ignoreFields, Kinds: ignoreKinds, Source: "command line"},
-			Progress: progress(cmd.ErrOrStderr()), Flux: flux, Shard: share,
+			Progress: progress(cmd.ErrOrStderr()), Flux: flux, Shard: share, NoDefaultIgnore: noDefaultIgnore,
+			NoReuse: *noReuse,
 		}
 		if err := opts.Validate(); err != nil {
 			return plan.NameOptions(err, optionFlags)
@@ -350,13 +355,13 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 			// the part carries opts.Fingerprint for kplan merge to compare.
 			part, err := plan.Share(cmd.Context(), opts, version.String())
 			if err != nil {
-				return err
+				return plan.NameFilter(err, patternName(cmd, dir, args))
 			}
 			return writePart(cmd.OutOrStdout(), part)
 		}
 		p, err := plan.Run(cmd.Context(), opts)
 		if err != nil {
-			return err
+			return plan.NameFilter(err, patternName(cmd, dir, args))
 		}
 		if err := report.Write(cmd.OutOrStdout(), p, *format, report.Options{DiffStyle: diffStyle, MaxBytes: *maxBytes}); err != nil {
 			return err
@@ -364,6 +369,44 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 		return planExit(p, failOnError, exitCode)
 	}
 	return cmd
+}
+
+// patternName names a filter pattern that matches nothing as kplan
+// diff's user gave it: --exclude, --overlays, or an OVERLAY argument. An
+// argument that is no path of the repository is most often a flag's
+// value that came apart from its flag (`--fail-on-error false`): the
+// name says which flag it may belong to.
+func patternName(cmd *cobra.Command, dir string, args []string) func(string, bool) string {
+	return func(pattern string, exclude bool) string {
+		switch {
+		case exclude:
+			return fmt.Sprintf("--exclude %q", pattern)
+		case !slices.Contains(args, pattern):
+			return fmt.Sprintf("--overlays %q", pattern)
+		}
+		name := fmt.Sprintf("argument %q", pattern)
+		if _, err := os.Stat(filepath.Join(dir, pattern)); err == nil || strings.ContainsAny(pattern, "*?[{") {
+			return name
+		}
+		if _, err := strconv.ParseBool(pattern); err == nil {
+			var set []string
+			cmd.Flags().Visit(func(f *pflag.Flag) {
+				if f.Value.Type() == "bool" {
+					set = append(set, "--"+f.Name+"="+pattern)
+				}
+			})
+			if len(set) > 0 {
+				return fmt.Sprintf("%s (a boolean flag takes its value after '=': did you mean %s?)", name, strings.Join(set, " or "))
+			}
+		}
+		if report.CheckDiffStyle(pattern) == nil {
+			return fmt.Sprintf("%s (did you mean --diff-style %s?)", name, pattern)
+		}
+		if _, err := report.LookupFormat(pattern); err == nil {
+			return fmt.Sprintf("%s (did you mean -o %s?)", name, pattern)
+		}
+		return fmt.Sprintf("%s (not a directory of %s; OVERLAY arguments are overlay directories or globs, and flags' values follow their flag)", name, dir)
+	}
 }
 
 // planExit is how a printed plan ends kplan: 1 when kplan crashed on an

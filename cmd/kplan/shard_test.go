@@ -232,6 +232,9 @@ func TestShardedFindingsAcrossOverlaysAreTheUnshardedOnes(t *testing.T) {
 		{
 			name: "an object two overlays of different shards start rendering, and one a third renders already",
 			base: func(f map[string]string) {
+				// Targets of one environment: without them the overlays
+				// are variants, noted and not dangerous.
+				f[".kplan.yaml"] = "targets:\n  - {name: a, overlay: a, environment: prod}\n  - {name: b, overlay: b, environment: prod}\n  - {name: c, overlay: c, environment: prod}\n"
 				overlay(f, "a", "", "a1")
 				overlay(f, "b", "", "b1")
 				overlay(f, "c", "", "x")

@@ -54,6 +54,8 @@ type inputs struct {
 	cacheDir           string
 	diffStyle          string
 	ignore             inventorydiff.IgnoreRules
+	// defaultIgnore applies the default noise set (input default-ignore).
+	defaultIgnore bool
 	// remoteHosts may be fetched from by renders; forkRemoteHosts instead
 	// for pull requests from forks and pull_request_target runs.
 	remoteHosts, forkRemoteHosts []string
@@ -104,7 +106,7 @@ func readInputs(a *githubactions.Action) (inputs, error) {
 		name string
 		def  bool
 		dst  *bool
-	}{{"fail-on-error", true, &in.failOnError}, {"comment", true, &in.comment}, {"enable-helm", false, &in.enableHelm}, {"fail-on-dangerous", false, &in.failOnDangerous}}
+	}{{"fail-on-error", true, &in.failOnError}, {"comment", true, &in.comment}, {"enable-helm", false, &in.enableHelm}, {"fail-on-dangerous", false, &in.failOnDangerous}, {"default-ignore", true, &in.defaultIgnore}}
 	for _, b := range bools {
 		*b.dst, err = boolInput(a.GetInput(b.name), b.def)
 		if err != nil {
@@ -129,7 +131,7 @@ func (in inputs) planOptions() plan.Options {
 	return plan.Options{
 		Filter: render.Filter{Include: in.include, Exclude: in.exclude},
 		Render: render.Options{LoadRestrictorNone: in.loadRestrictorNone, EnableHelm: in.enableHelm},
-		Ignore: in.ignore, Shard: in.shard,
+		Ignore: in.ignore, Shard: in.shard, NoDefaultIgnore: !in.defaultIgnore,
 	}
 }
 
@@ -301,14 +303,22 @@ func planChange(ctx context.Context, a *githubactions.Action, g gitcli.Repo, gct
 		part, err := plan.Share(ctx, opts, version.String())
 		a.EndGroup()
 		if err != nil {
-			return nil, err
+			return nil, plan.NameFilter(err, inputPattern)
 		}
 		return nil, writePart(a, part, in.shard, getenv, log)
 	}
 	a.Group("kplan: render and compare the overlays the change can affect")
 	p, err := plan.Run(ctx, opts)
 	a.EndGroup()
-	return p, err
+	return p, plan.NameFilter(err, inputPattern)
+}
+
+// inputPattern names a filter pattern as the Action's inputs give it.
+func inputPattern(pattern string, exclude bool) string {
+	if exclude {
+		return fmt.Sprintf("input exclude %q", pattern)
+	}
+	return fmt.Sprintf("input overlays %q", pattern)
 }
 
 // resolve makes a path of an input absolute against the workspace.

@@ -93,3 +93,24 @@ func TestShardAndMergeInputs(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultIgnoreInput pins the default-ignore input: the default noise
+// set is on unless the input says false, and a value that is no boolean
+// is refused naming the input.
+func TestDefaultIgnoreInput(t *testing.T) {
+	for _, c := range []struct {
+		value string
+		off   bool
+		err   string
+	}{{"", false, ""}, {"true", false, ""}, {"false", true, ""}, {"nope", false, "input default-ignore"}} {
+		env := map[string]string{"INPUT_DEFAULT-IGNORE": c.value}
+		a := githubactions.New(githubactions.WithGetenv(func(k string) string { return env[k] }), githubactions.WithWriter(io.Discard))
+		in, err := readInputs(a)
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%q: err %v, want %q", c.value, err, c.err)
+		case c.err == "" && (err != nil || in.planOptions().NoDefaultIgnore != c.off):
+			t.Errorf("%q: NoDefaultIgnore %v (%v), want %v", c.value, in.planOptions().NoDefaultIgnore, err, c.off)
+		}
+	}
+}

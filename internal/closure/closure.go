@@ -587,11 +587,18 @@ func (r refs) base(ref, field string, fileFirst bool) {
 	// The loader looks at the local path before, or after failing, to
 	// fetch; it is part of the closure either way.
 	r.n.paths = append(r.n.paths, p)
-	if IsRemote(ref) || (fileFirst && IsRemoteFile(ref)) {
+	kind := r.b.src.Stat(p)
+	// An entry that exists in the snapshot is local whatever its name
+	// looks like (github.com-sa.yaml beside the kustomization): krusty
+	// reads a resources file before fetching, and the render serves an
+	// existing directory from the snapshot (internal/render's guardFS).
+	// An http(s) URL is fetched first, whatever exists.
+	local := (kind == Dir || (kind == File && fileFirst)) && !IsRemoteFile(ref)
+	if !local && (IsRemote(ref) || (fileFirst && IsRemoteFile(ref))) {
 		r.remote(ref, field)
 		return
 	}
-	if r.b.src.Stat(p) == Dir {
+	if kind == Dir {
 		r.n.subs = append(r.n.subs, p)
 	}
 }

@@ -197,6 +197,20 @@ func PruneAllFinding(n int) Finding {
 	return Finding{Rule: PruneAll, Reason: fmt.Sprintf("prunes every object of the overlay (%d)", n)}
 }
 
+// VariantNote starts the note VariantNoteText gives: reports show such
+// notes apart from kustomize's warnings.
+const VariantNote = "Variants: "
+
+// VariantNoteText is the note, not a finding, on an object key the
+// change makes an overlay render that the overlays others render too,
+// when nothing says they deploy to one cluster (no .kplan.yaml targets,
+// no Flux): kustomize variants of one application, alternatives planned
+// side by side, are the common case.
+func VariantNoteText(key string, others []string) string {
+	return fmt.Sprintf("%s%s is also rendered by %s: alternative variants, or one cluster? Only targets of one environment (.kplan.yaml, Flux) are checked for duplicate objects",
+		VariantNote, describeKey(key), strings.Join(others, ", "))
+}
+
 // DuplicateFinding is the finding of an object key that the overlays
 // others render too, for the same cluster.
 func DuplicateFinding(key string, others []string) Finding {

@@ -160,6 +160,14 @@ type Plan struct {
 	Work *Work
 	// Ignored are the ignore rules applied and what each hid.
 	Ignored []IgnoredRule
+	// Hidden sums what the rules of each source hid (for "hidden by
+	// default: N fields in M objects"); sources that hid nothing are
+	// left out.
+	Hidden []Hidden
+	// NoLongerPlanned are the overlays base planned by discovery that
+	// head's .kplan.yaml, new in the change, does not list: kplan never
+	// deployed them, so the merge leaves them as they are (no prune).
+	NoLongerPlanned []string
 	// Unread are the changed files no overlay's build reads, on either
 	// side: the plan cannot show what changing them does.
 	Unread []UnreadFile

@@ -30,6 +30,36 @@ type IgnoreRules struct {
 	Source string
 }
 
+// DefaultSource is the Source of DefaultIgnore's rules.
+const DefaultSource = "default"
+
+// DefaultIgnore is the default noise set: what a chart or release bump
+// rewrites on every object it renders without changing what runs — the
+// chart and version labels (app.kubernetes.io/version, helm.sh/chart,
+// chart, as flux-local strips them), checksum/* annotations (a rollout
+// trigger whose cause the plan shows where it changed) and the caBundle
+// a webhook or APIService is injected with (argocd-diff-preview hides
+// them too). Like any rule it hides changes in place only, and is counted.
+// Labels in selectors are left shown: a selector change is no noise.
+func DefaultIgnore() IgnoreRules {
+	return IgnoreRules{Source: DefaultSource, Fields: []string{
+		"metadata.labels.app.kubernetes.io/version",
+		"metadata.labels.helm.sh/chart",
+		"metadata.labels.chart",
+		"metadata.annotations.checksum/*",
+		"clientConfig.caBundle",
+		"spec.caBundle",
+	}}
+}
+
+// Hidden counts what the rules of one source hid: field changes, and the
+// changed objects they were hidden in (each once, whatever the rules).
+type Hidden struct {
+	Source  string `json:"source"`
+	Fields  int    `json:"fields"`
+	Objects int    `json:"objects"`
+}
+
 // IgnoredRule is one rule as applied, with what it hid.
 type IgnoredRule struct {
 	// Rule is "field PATTERN" or "kind KIND".
@@ -109,10 +139,20 @@ func glob(pattern, s string) bool {
 // when that is nothing.
 func (p *Plan) Ignore(rules ...IgnoreRules) {
 	type applied struct {
-		rule   *IgnoredRule
-		field  string
-		kind   string
-		source string
+		rule  *IgnoredRule
+		field string
+		kind  string
+	}
+	// touched are the objects each source hid something in, by overlay
+	// and key; fields, the field changes it hid.
+	touched := map[string]map[[2]string]bool{}
+	fields := map[string]int{}
+	hide := func(r *IgnoredRule, overlay, key string, n int) {
+		if touched[r.Source] == nil {
+			touched[r.Source] = map[[2]string]bool{}
+		}
+		touched[r.Source][[2]string{overlay, key}] = true
+		fields[r.Source] += n
 	}
 	var all []applied
 	for _, r := range rules {
@@ -161,6 +201,7 @@ func (p *Plan) Ignore(rules ...IgnoreRules) {
 					if a.kind != "" && a.kind == kind {
 						a.rule.Objects++
 						a.rule.Fields += len(c.Fields)
+						hide(a.rule, o.Path, c.Key, len(c.Fields))
 						hid = true
 						break
 					}
@@ -187,6 +228,7 @@ func (p *Plan) Ignore(rules ...IgnoreRules) {
 					fields = append(fields, f)
 				default:
 					by.Fields++
+					hide(by, o.Path, c.Key, 1)
 				}
 			}
 			if len(fields) == 0 && len(c.Fields) > 0 && c.BaseKey == "" {
@@ -213,6 +255,11 @@ func (p *Plan) Ignore(rules ...IgnoreRules) {
 	}
 	for _, a := range all {
 		p.Ignored = append(p.Ignored, *a.rule)
+	}
+	for _, r := range rules {
+		if t := touched[r.Source]; len(t) > 0 && !slices.ContainsFunc(p.Hidden, func(h Hidden) bool { return h.Source == r.Source }) {
+			p.Hidden = append(p.Hidden, Hidden{Source: r.Source, Fields: fields[r.Source], Objects: len(t)})
+		}
 	}
 	p.Totals = Sum(p.Overlays)
 }

@@ -17,16 +17,20 @@ import (
 
 // Clusters say which overlays may deploy to one cluster.
 type Clusters struct {
-	// Targets says head's .kplan.yaml lists targets. Without them kplan
-	// cannot tell clusters apart: any two overlays may share one.
+	// Targets says head's .kplan.yaml lists targets, or the plan's
+	// targets are Flux Kustomizations (each of one cluster). Without
+	// them kplan cannot tell clusters apart: any two overlays may share
+	// one, and as many are alternative variants of one application.
 	Targets bool `json:"targets,omitempty"`
 	// Environments are the environments of each overlay's targets on
-	// head (the webhook maps environments to clusters).
+	// head (the webhook maps environments to clusters), or the cluster
+	// of each Flux target.
 	Environments map[string][]string `json:"environments,omitempty"`
 }
 
 // Same says whether overlays a and b may deploy to one cluster: their
-// targets share an environment, or there are no targets.
+// targets share an environment, or there are no targets (Duplicates
+// then notes what they share rather than flagging it).
 func (c Clusters) Same(a, b string) bool {
 	if !c.Targets {
 		return true
@@ -168,6 +172,9 @@ func Adding(overlays []inventorydiff.Overlay) []string {
 // change adds it to that one too: alternative installs sharing a base
 // that gains an object are not flagged, nor two overlays the change adds
 // together. Overlays sharing an inventory are flagged for that already.
+// Without targets (c.Targets false) nothing says the overlays meet in a
+// cluster: the overlay gets a note naming the others (kustomize variants,
+// most often), not a finding.
 func Duplicates(overlays []inventorydiff.Overlay, keys map[string][]string, c Clusters) {
 	if len(Adding(overlays)) == 0 {
 		return
@@ -204,9 +211,14 @@ func Duplicates(overlays []inventorydiff.Overlay, keys map[string][]string, c Cl
 					others = append(others, other)
 				}
 			}
-			if len(others) > 0 {
+			switch {
+			case len(others) == 0:
+			case c.Targets:
 				slices.Sort(others)
 				o.Dangerous = append(o.Dangerous, danger.DuplicateFinding(k, others))
+			default:
+				slices.Sort(others)
+				o.Notes = append(o.Notes, danger.VariantNoteText(k, others))
 			}
 		}
 	}

@@ -92,12 +92,20 @@ func TestDuplicates(t *testing.T) {
 		keys     map[string][]string
 		clusters Clusters
 		want     map[string]string // overlay: the others its finding names
+		notes    map[string]string // overlay: the others its note names
 	}{
 		{
-			name:     "an object another overlay renders",
+			name:     "an object another target of the environment renders",
 			overlays: []inventorydiff.Overlay{adding("a", x), notRendered("c")},
 			keys:     map[string][]string{"a": {x}, "c": {x, y}},
+			clusters: Clusters{Targets: true, Environments: map[string][]string{"a": {"prod"}, "c": {"prod"}}},
 			want:     map[string]string{"a": "also rendered by c,"},
+		},
+		{
+			name:     "an object a variant renders, without targets: a note",
+			overlays: []inventorydiff.Overlay{adding("a", x), notRendered("c")},
+			keys:     map[string][]string{"a": {x}, "c": {x, y}},
+			notes:    map[string]string{"a": "also rendered by c:"},
 		},
 		{
 			name:     "an object two overlays start rendering together",
@@ -128,6 +136,10 @@ func TestDuplicates(t *testing.T) {
 				want := tc.want[o.Path]
 				if (want == "") != (len(got) == 0) || len(got) > 1 || want != "" && !strings.Contains(got[0], want) {
 					t.Errorf("%s: findings %q, want one saying %q", o.Path, got, want)
+				}
+				note := tc.notes[o.Path]
+				if (note == "") != (len(o.Notes) == 0) || len(o.Notes) > 1 || note != "" && !strings.Contains(o.Notes[0], note) {
+					t.Errorf("%s: notes %q, want one saying %q", o.Path, o.Notes, note)
 				}
 			}
 		})

@@ -25,16 +25,25 @@ func (p *planner) keepHeadKeys(overlay string, h inventorydiff.Side) {
 	p.headKeysMap()[overlay] = h.Inventory.Keys
 }
 
-// clusters are which overlays head deploys to one cluster.
-func clusters(head *side) overlap.Clusters {
-	if head.targets == nil {
-		return overlap.Clusters{}
+// clusters are which overlays head deploys to one cluster: .kplan.yaml's
+// targets by environment, or Flux targets by the cluster applying them.
+// Discovered overlays are not known to meet anywhere.
+func clusters(head *side, fx *fluxPlan) overlap.Clusters {
+	switch {
+	case head.targets != nil:
+		c := overlap.Clusters{Targets: true, Environments: map[string][]string{}}
+		for _, t := range head.targets.Targets {
+			c.Environments[t.Overlay] = append(c.Environments[t.Overlay], t.Environment)
+		}
+		return c
+	case fx != nil:
+		c := overlap.Clusters{Targets: true, Environments: map[string][]string{}}
+		for _, t := range fx.res[1].Targets {
+			c.Environments[t.Name()] = []string{"flux:" + t.Cluster}
+		}
+		return c
 	}
-	c := overlap.Clusters{Targets: true, Environments: map[string][]string{}}
-	for _, t := range head.targets.Targets {
-		c.Environments[t.Overlay] = append(c.Environments[t.Overlay], t.Environment)
-	}
-	return c
+	return overlap.Clusters{}
 }
 
 // notRendered are the overlays the plan did not render on head (the
@@ -76,10 +85,12 @@ func (p *planner) checkSharedInventories(ctx context.Context, head *side) error 
 
 // duplicates adds a duplicate-object finding to each overlay that the
 // change makes render an object another overlay deploying to the same
-// cluster renders (overlap.Duplicates). The overlays the plan did not
-// render are rendered on head for it (as for shared inventories), only
-// when an overlay that may deploy where they do adds objects: the
-// changed-only plan finds what the full plan finds. With the rule off
+// cluster renders (overlap.Duplicates). With targets (.kplan.yaml,
+// Flux), the overlays the plan did not render are rendered on head for
+// it (as for shared inventories), only those of an environment where an
+// overlay adding objects deploys: the changed-only plan finds what the
+// full plan finds. Without targets the overlay gets a note instead, from
+// what is known (cachedKeys). With the rule off
 // (.kplan.yaml), nothing is rendered for it. A shard leaves the check to
 // kplan merge, as checkSharedInventories does.
 func (p *planner) duplicates(ctx context.Context, head *side) error {
@@ -97,7 +108,13 @@ func (p *planner) duplicates(ctx context.Context, head *side) error {
 			unknown = append(unknown, o)
 		}
 	}
-	if _, err := p.identities(ctx, head, unknown, keys); err != nil {
+	if !p.facts.Targets {
+		// Nothing says they meet in a cluster: the overlays adding
+		// objects get a note naming the others, from what the plan
+		// rendered and the render cache holds, never from rendering the
+		// overlays the change cannot affect.
+		p.cachedKeys(head, unknown, keys)
+	} else if _, err := p.identities(ctx, head, unknown, keys); err != nil {
 		return err
 	}
 	if p.owned == nil {
@@ -117,4 +134,29 @@ func disabledRules(sides [2]*side) map[string]bool {
 		}
 	}
 	return off
+}
+
+// cachedKeys adds to keys the head objects of the overlays the render
+// cache holds (by the content their closures read, which the change did
+// not touch: a push to the base branch stored them); the others stay
+// unknown, and the notes name what is known.
+func (p *planner) cachedKeys(head *side, overlays []string, keys map[string][]string) {
+	if p.cache == nil {
+		return
+	}
+	for _, o := range overlays {
+		c := head.closures.Overlay(o)
+		if !c.Bounded() {
+			continue
+		}
+		e, ok := p.cache.Get(p.cacheKey(head.s, c))
+		if !ok || e.Err != nil {
+			continue
+		}
+		sd := p.safely(head, o, func() inventorydiff.Side { return p.toSide(head, o, e.Objects, nil) })
+		if sd.Err == nil && sd.Inventory != nil {
+			keys[o] = sd.Inventory.Keys
+			p.stats.CacheHits++
+		}
+	}
 }

@@ -35,7 +35,7 @@ func TestDuplicateObjects(t *testing.T) {
 		// both sides, and a on head when it may deploy where b does.
 		rendered int
 	}{
-		{"no targets: every planned overlay", "", true, 3},
+		{"no targets: a note, nothing rendered for it", "", false, 2},
 		{"targets in one environment", "targets:\n  - {name: a, overlay: overlays/a, environment: prod}\n  - {name: b, overlay: overlays/b, environment: prod}\n", true, 3},
 		{"targets in two environments", "targets:\n  - {name: a, overlay: overlays/a, environment: prod}\n  - {name: b, overlay: overlays/b, environment: staging}\n", false, 2},
 		{"the rule off on base and head: nothing rendered for it", "dangerous:\n  disable: [duplicate-object]\n", false, 2},
@@ -139,9 +139,38 @@ func TestDuplicateObjectsSharedBase(t *testing.T) {
 	}
 	write(t, dir, map[string]string{"installs/c/kustomization.yaml": "resources: [../../base]\n"})
 	copied := commit(t, dir, "a copy of installs/a")
-	_, p, _ = plans(t, dir, shared, copied)
-	got := findings(t, p, "installs/c")[danger.DuplicateObject]
-	if len(got) != 2 || !strings.Contains(got[0].Reason, "also rendered by installs/a, installs/b, deployed") {
-		t.Errorf("installs/c: %+v, want its two objects, also installs/a's and installs/b's", got)
+	full, _, _ := plans(t, dir, shared, copied)
+	// Without targets, a copy is a variant: noted, not dangerous.
+	if got := findings(t, full, "installs/c")[danger.DuplicateObject]; len(got) > 0 {
+		t.Errorf("installs/c: %+v, want no finding without targets", got)
 	}
+	if notes := variantNotes(full, "installs/c"); len(notes) != 2 || !strings.Contains(notes[0], "also rendered by installs/a, installs/b:") {
+		t.Errorf("installs/c notes %q, want its two objects, also installs/a's and installs/b's", notes)
+	}
+	write(t, dir, map[string]string{".kplan.yaml": "targets:\n  - {name: a, overlay: installs/a, environment: prod}\n  - {name: b, overlay: installs/b, environment: prod}\n  - {name: c, overlay: installs/c, environment: prod}\n"})
+	targets := commit(t, dir, "all three deploy to prod")
+	write(t, dir, map[string]string{"installs/d/kustomization.yaml": "resources: [../../base]\n", ".kplan.yaml": "targets:\n  - {name: a, overlay: installs/a, environment: prod}\n  - {name: b, overlay: installs/b, environment: prod}\n  - {name: c, overlay: installs/c, environment: prod}\n  - {name: d, overlay: installs/d, environment: prod}\n"})
+	fourth := commit(t, dir, "a fourth copy, deployed to prod too")
+	_, p, _ = plans(t, dir, targets, fourth)
+	got := findings(t, p, "installs/d")[danger.DuplicateObject]
+	if len(got) != 2 || !strings.Contains(got[0].Reason, "also rendered by installs/a, installs/b, installs/c, deployed") {
+		t.Errorf("installs/d: %+v, want its two objects, also installs/a's, b's and c's", got)
+	}
+}
+
+// variantNotes are an overlay's notes naming the other overlays that
+// render an object it adds.
+func variantNotes(p *inventorydiff.Plan, overlay string) []string {
+	var out []string
+	for _, o := range p.Overlays {
+		if o.Path != overlay {
+			continue
+		}
+		for _, n := range o.Notes {
+			if rest, ok := strings.CutPrefix(n, danger.VariantNote); ok {
+				out = append(out, rest)
+			}
+		}
+	}
+	return out
 }

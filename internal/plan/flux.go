@@ -146,8 +146,11 @@ func (fx *fluxPlan) compare(p *planner) {
 		}
 	}
 	for _, id := range slices.Sorted(mapKeys(ids)) {
-		p.stats.Overlays++
 		b, h := fx.res[0].Target(id), fx.res[1].Target(id)
+		if !fx.selected(b) && !fx.selected(h) {
+			continue // --overlays/--exclude leave it out
+		}
+		p.stats.Overlays++
 		if b != nil && h != nil && b.Deferred && h.Deferred {
 			p.stats.Skipped++
 			p.compare(id, pair{present: [2]bool{true, true}, sides: [2]inventorydiff.Side{unrendered(), unrendered()}})
@@ -162,6 +165,12 @@ func (fx *fluxPlan) compare(p *planner) {
 		}
 		p.compare(id, pr)
 	}
+}
+
+// selected says whether the plan's filter selects the target t (nil
+// selects nothing): by the directory it builds or by its name.
+func (fx *fluxPlan) selected(t *flux.Target) bool {
+	return t != nil && fx.p.opts.Filter.Select(t.Path(), t.Name())
 }
 
 // fluxSide is a Flux target's render as the planner compares it: the

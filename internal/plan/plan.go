@@ -56,6 +56,10 @@ type Options struct {
 	// inputs); the head commit's .kplan.yaml may add its own. The plan
 	// lists each with what it hid.
 	Ignore inventorydiff.IgnoreRules
+	// NoDefaultIgnore leaves out the default noise set
+	// (inventorydiff.DefaultIgnore), which head's .kplan.yaml can also
+	// turn off (ignore.defaults: false).
+	NoDefaultIgnore bool
 	// Progress, when set, is told how many of the builds to run are done
 	// (rendered or read from the cache): for a progress line on a
 	// terminal. It is called from the building goroutines, one at a time.
@@ -64,6 +68,10 @@ type Options struct {
 	// Flux Kustomizations become the plan's targets); nil leaves it to
 	// head's .kplan.yaml, then to whether the repository has any.
 	Flux *bool
+	// NoReuse renders each side of an overlay even when both read the
+	// same content (a build serves both otherwise): the plan is the
+	// same, only slower; for `make bench`'s before/after.
+	NoReuse bool
 	// Shard is the share of the overlays Share plans (the rest are left
 	// out of its part); kplan merge joins the shares. Run plans them all.
 	Shard shard.Shard `fingerprint:"-"`

@@ -68,6 +68,9 @@ type planner struct {
 	// affect, sorted: like this shard's own, rendered on head when its
 	// overlays call for the findings across overlays.
 	elsewhere []string
+	// unplanned are the overlays base planned by discovery that head's
+	// new .kplan.yaml does not list (adopt), sorted.
+	unplanned []string
 	// facts are what the findings across overlays read besides the
 	// overlays' plans; a shard's part carries them to kplan merge.
 	facts overlap.Facts
@@ -84,18 +87,45 @@ type side struct {
 	overlays map[string]bool
 	targets  *repoconfig.Config // nil: no .kplan.yaml, or one without targets
 	ignore   repoconfig.Ignore  // .kplan.yaml's noise filters
-	disabled []string           // .kplan.yaml's dangerous.disable
+	// adopting are the targets head's .kplan.yaml declares, on a base
+	// that has none: its overlays render into their namespaces (adopt).
+	adopting *repoconfig.Config
+	disabled []string // .kplan.yaml's dangerous.disable
 }
 
 // namespace is where the overlay's namespaced objects rendered without a
 // namespace go: its target's namespace, or "default".
 func (sd *side) namespace(overlay string) string {
-	if sd.targets != nil {
-		if ts := sd.targets.TargetsOf(overlay); len(ts) > 0 {
-			return ts[0].Namespace
+	for _, cfg := range []*repoconfig.Config{sd.targets, sd.adopting} {
+		if cfg != nil {
+			if ts := cfg.TargetsOf(overlay); len(ts) > 0 {
+				return ts[0].Namespace
+			}
 		}
 	}
 	return repoconfig.DefaultNamespace
+}
+
+// adopt makes the change that adds .kplan.yaml's targets (base has none)
+// plan nothing but what the change itself does: head's targets are
+// compared with what their overlays render on base, into the targets'
+// namespaces, and the overlays base planned by discovery that head does
+// not list are no longer planned — kplan never deployed them, so the
+// merge leaves them as they are: neither rendered, nor pruned, nor
+// dangerous.
+func (p *planner) adopt(sides [2]*side) {
+	base, head := sides[0], sides[1]
+	if base.targets != nil || head.targets == nil {
+		return
+	}
+	base.adopting = head.targets
+	for o := range base.overlays {
+		if !head.overlays[o] {
+			delete(base.overlays, o)
+			p.unplanned = append(p.unplanned, o)
+		}
+	}
+	slices.Sort(p.unplanned)
 }
 
 // job is one overlay to build on one side.
@@ -104,9 +134,17 @@ type job struct {
 	side    int // 0 base, 1 head
 	c       *closure.Closure
 	key     string // render cache key; "" when the build is not cacheable
-	cost    int    // bytes of input, to start the longest builds first
-	done    *inventorydiff.Side
-	pair    *pair
+	// content names what the build reads (the render cache's key, kept
+	// with or without a cache); "" when the closure is not bounded.
+	content string
+	// twin: the other side's closure reads the same content, so this
+	// build serves both sides (deliverRender).
+	twin bool
+	// entry is the build read from the cache (settle).
+	entry *rendercache.Entry
+	cost  int // bytes of input, to start the longest builds first
+	done  *inventorydiff.Side
+	pair  *pair
 }
 
 // pair collects an overlay's sides until both are known.
@@ -199,6 +237,7 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 			}
 		}
 	}
+	p.adopt(sides)
 	done("discovered")
 	skip := changed
 	if p.opts.Full || p.opts.Warm {
@@ -228,6 +267,9 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 			return nil, err
 		}
 	}
+	if err := p.checkFilter(sides); err != nil {
+		return nil, err
+	}
 	jobs, err := p.jobs(sides, skip)
 	if err != nil {
 		return nil, err
@@ -243,7 +285,7 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	}
 	p.compareLonely(sides)
 	off := disabledRules(sides)
-	p.facts.Clusters, p.facts.NoDuplicates = clusters(sides[1]), off[danger.DuplicateObject]
+	p.facts.Clusters, p.facts.NoDuplicates = clusters(sides[1], p.flux), off[danger.DuplicateObject]
 	if err := p.checkSharedInventories(ctx, sides[1]); err != nil {
 		return nil, err
 	}
@@ -280,8 +322,14 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 		p.overlays[i].Dangerous = danger.Without(p.overlays[i].Dangerous, off)
 	}
 	plan := &inventorydiff.Plan{Base: base.Rev, Head: head.Rev, BaseLabel: p.opts.BaseLabel, HeadLabel: p.opts.HeadLabel,
-		Overlays: p.overlays, Totals: inventorydiff.Sum(p.overlays), Unread: unread, Settings: p.settings()}
-	rules := []inventorydiff.IgnoreRules{p.opts.Ignore}
+		Overlays: p.overlays, Totals: inventorydiff.Sum(p.overlays), Unread: unread, Settings: p.settings(), NoLongerPlanned: p.unplanned}
+	var rules []inventorydiff.IgnoreRules
+	if !p.opts.NoDefaultIgnore && (sides[1].ignore.Defaults == nil || *sides[1].ignore.Defaults) {
+		// First: a change a team's own rule also matches is counted as
+		// the default's, which they can turn off to see it.
+		rules = append(rules, inventorydiff.DefaultIgnore())
+	}
+	rules = append(rules, p.opts.Ignore)
 	if ig := sides[1].ignore; len(ig.Fields)+len(ig.Kinds) > 0 {
 		// Head's rules: a pull request that adds one sees what it hides.
 		rules = append(rules, inventorydiff.IgnoreRules{Fields: ig.Fields, Kinds: ig.Kinds, Source: repoconfig.File})
@@ -295,14 +343,24 @@ func (p *planner) runJobs(ctx context.Context, sides [2]*side, jobs []*job) erro
 	if err := p.settle(ctx, sides, jobs); err != nil {
 		return err
 	}
-	var todo []*job
+	var todo, cached []*job
 	for _, j := range jobs {
-		if j.done != nil {
-			p.deliver(j, *j.done)
+		switch {
+		case j.entry != nil:
+			cached = append(cached, j)
+		case j.done != nil:
+			p.deliverFailed(j, *j.done)
 			j.done = nil
-		} else {
+		default:
 			todo = append(todo, j)
 		}
+	}
+	// Making inventories of the cached renders is CPU work too.
+	if err := parallel(ctx, p.workers(), cached, func(j *job) {
+		p.deliverRender(sides, j, j.entry.Objects, j.entry.Err)
+		j.entry = nil
+	}); err != nil {
+		return err
 	}
 	if err := p.load(ctx, sides, todo); err != nil {
 		return err
@@ -462,19 +520,64 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) ([]*job, error) 
 			p.compare(o, pair{present: pr.present, sides: [2]inventorydiff.Side{unrendered(), unrendered()}})
 			continue
 		}
+		var js [2]*job
 		for i, sd := range sides {
 			if !pr.present[i] {
 				continue
 			}
 			pr.left++
-			j := &job{overlay: o, side: i, c: cs[i], pair: pr}
-			if p.cache != nil && cs[i].Bounded() {
-				j.key = p.cacheKey(sd.s, cs[i])
+			js[i] = &job{overlay: o, side: i, c: cs[i], pair: pr}
+			if cs[i].Bounded() {
+				js[i].content = p.cacheKey(sd.s, cs[i])
+				if p.cache != nil {
+					js[i].key = js[i].content
+				}
 			}
-			jobs = append(jobs, j)
+		}
+		// One render per distinct input: a side whose closure reads what
+		// the other's reads renders the same objects (the closure is
+		// every path the build reads), so one build serves both, with or
+		// without a cache, in a full plan as in a changed-only one (an
+		// overlay whose namespace or ResourceGroup file changes).
+		if b, h := js[0], js[1]; b != nil && h != nil && b.content != "" && b.content == h.content && !p.opts.NoReuse {
+			b.twin = true
+			jobs = append(jobs, b)
+			continue
+		}
+		for _, j := range js {
+			if j != nil {
+				jobs = append(jobs, j)
+			}
 		}
 	}
 	return jobs, nil
+}
+
+// deliverRender delivers a build's result to the job's side, and to the
+// other side as well when the job is a twin: each side makes its own
+// inventory (its namespace, its ResourceGroup file) from its own copy of
+// the objects.
+func (p *planner) deliverRender(sides [2]*side, j *job, objs []*yaml.RNode, err error) {
+	if j.twin {
+		other := 1 - j.side
+		copied := make([]*yaml.RNode, len(objs))
+		for i, n := range objs {
+			copied[i] = n.Copy()
+		}
+		p.deliver(&job{overlay: j.overlay, side: other, pair: j.pair}, p.safely(sides[other], j.overlay, func() inventorydiff.Side {
+			return p.toSide(sides[other], j.overlay, copied, err)
+		}))
+	}
+	p.deliver(j, p.safely(sides[j.side], j.overlay, func() inventorydiff.Side { return p.toSide(sides[j.side], j.overlay, objs, err) }))
+}
+
+// deliverFailed delivers a side that failed without a build (a remote
+// host that does not resolve, a crash) to the job's sides.
+func (p *planner) deliverFailed(j *job, sd inventorydiff.Side) {
+	if j.twin {
+		p.deliver(&job{overlay: j.overlay, side: 1 - j.side, pair: j.pair}, sd)
+	}
+	p.deliver(j, sd)
 }
 
 // skip says the change cannot affect the overlay: the plan reports it
@@ -611,21 +714,18 @@ func (p *planner) settle(ctx context.Context, sides [2]*side, jobs []*job) error
 	}
 	// Decoding entries is CPU work, as rendering is: spread it out.
 	err := parallel(ctx, p.workers(), hits, func(j *job) {
-		hit := false
 		sd := p.safely(sides[j.side], j.overlay, func() inventorydiff.Side {
-			e, ok := p.cache.Get(j.key)
-			if !ok {
-				return inventorydiff.Side{}
+			if e, ok := p.cache.Get(j.key); ok {
+				j.entry = &e
 			}
-			hit = true
-			return p.toSide(sides[j.side], j.overlay, e.Objects, e.Err)
+			return inventorydiff.Side{}
 		})
-		if hit || sd.Err != nil {
+		if sd.Err != nil {
 			j.done = &sd
 		}
 	})
 	for _, j := range hits {
-		if j.done != nil && crash.As(j.done.Err) == nil {
+		if j.entry != nil {
 			p.stats.CacheHits++
 		}
 	}
@@ -683,13 +783,16 @@ func (p *planner) load(ctx context.Context, sides [2]*side, todo []*job) error {
 func (p *planner) build(ctx context.Context, sides [2]*side, todo []*job) error {
 	err := parallel(ctx, p.workers(), todo, func(j *job) {
 		sd := sides[j.side]
-		p.deliver(j, p.safely(sd, j.overlay, func() inventorydiff.Side {
-			objs, err := p.kust.Render(sd.s.FS, j.overlay, j.c.OpenAPI)
+		var objs []*yaml.RNode
+		var rerr error
+		built := false
+		failed := p.safely(sd, j.overlay, func() inventorydiff.Side {
+			objs, rerr = p.kust.Render(sd.s.FS, j.overlay, j.c.OpenAPI)
 			// A render past its time budget depends on the machine's load,
 			// not on the commit: never cache it.
 			var timeout *render.TimeoutError
-			if j.key != "" && ctx.Err() == nil && !errors.As(err, &timeout) {
-				perr := p.cache.Put(j.key, rendercache.Entry{Objects: objs, Err: err})
+			if j.key != "" && ctx.Err() == nil && !errors.As(rerr, &timeout) {
+				perr := p.cache.Put(j.key, rendercache.Entry{Objects: objs, Err: rerr})
 				p.mu.Lock()
 				if perr == nil {
 					p.stats.Stored++
@@ -699,8 +802,14 @@ func (p *planner) build(ctx context.Context, sides [2]*side, todo []*job) error 
 				}
 				p.mu.Unlock()
 			}
-			return p.toSide(sd, j.overlay, objs, err)
-		}))
+			built = true
+			return inventorydiff.Side{}
+		})
+		if built {
+			p.deliverRender(sides, j, objs, rerr)
+		} else {
+			p.deliverFailed(j, failed)
+		}
 		if p.opts.Progress != nil {
 			p.mu.Lock()
 			p.built++

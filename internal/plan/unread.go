@@ -18,14 +18,14 @@ import (
 // reading cannot bound is taken to read everything under its overlay.
 func (p *planner) unread(sides [2]*side, changed map[string]bool) []inventorydiff.UnreadFile {
 	read := map[string]bool{}
-	var unboundedDirs []string
+	var notListed []string
 	for _, cs := range p.closures {
 		for o, c := range cs {
 			for _, q := range c.Paths {
 				read[q] = true
 			}
 			if !c.Bounded() {
-				unboundedDirs = append(unboundedDirs, o)
+				notListed = append(notListed, o)
 			}
 		}
 	}
@@ -34,6 +34,17 @@ func (p *planner) unread(sides [2]*side, changed map[string]bool) []inventorydif
 	for _, sd := range sides {
 		for o := range sd.overlays {
 			read[path.Join(o, inventory.ResourceGroupFile)] = true
+		}
+	}
+	// A kustomization the filter (--overlays, --exclude) leaves out is
+	// not planned by choice: what changed under it is not "unread".
+	if f := p.opts.Filter; f.On() {
+		for _, sd := range sides {
+			for dir := range sd.tree.Kustomizations {
+				if ok, err := f.Match(dir); err == nil && !ok && !sd.overlays[dir] {
+					notListed = append(notListed, dir)
+				}
+			}
 		}
 	}
 	// Top directories holding kustomizations: YAML changed under them
@@ -46,7 +57,7 @@ func (p *planner) unread(sides [2]*side, changed map[string]bool) []inventorydif
 	}
 	var out []inventorydiff.UnreadFile
 	for _, f := range slices.Sorted(mapKeys(changed)) {
-		if !isFile(sides, f) || read[f] || f == repoconfig.File || under(f, unboundedDirs) {
+		if !isFile(sides, f) || read[f] || f == repoconfig.File || under(f, notListed) {
 			continue
 		}
 		u := inventorydiff.UnreadFile{Path: f}

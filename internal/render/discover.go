@@ -72,28 +72,71 @@ type Filter struct {
 	Targets []string
 }
 
-func (f Filter) match(dir string) (bool, error) {
-	matchAny := func(patterns []string) (bool, error) {
-		for _, p := range patterns {
-			p = strings.TrimSuffix(strings.TrimPrefix(p, "./"), "/")
-			ok, err := doublestar.Match(p, dir)
-			if err != nil {
-				return false, fmt.Errorf("overlay pattern %q: %w", p, err)
-			}
-			if ok {
-				return true, nil
-			}
-		}
-		return false, nil
-	}
+// On says whether the filter selects overlays by Include or Exclude.
+func (f Filter) On() bool { return len(f.Include)+len(f.Exclude) > 0 }
+
+// Match says whether the filter selects the overlay directory dir.
+func (f Filter) Match(dir string) (bool, error) {
 	if len(f.Include) > 0 {
-		ok, err := matchAny(f.Include)
+		ok, err := matchAny(f.Include, dir)
 		if err != nil || !ok {
 			return false, err
 		}
 	}
-	excluded, err := matchAny(f.Exclude)
+	excluded, err := matchAny(f.Exclude, dir)
 	return !excluded, err
+}
+
+// Select says whether the filter selects something known by several
+// names (a Flux Kustomization: its path and its namespace/name): one of
+// them included, none excluded. Patterns that do not parse select
+// nothing (discovery has refused them already).
+func (f Filter) Select(names ...string) bool {
+	in := len(f.Include) == 0
+	for _, n := range names {
+		if ok, err := matchAny(f.Exclude, n); ok || err != nil {
+			return false
+		}
+		if ok, _ := matchAny(f.Include, n); ok {
+			in = true
+		}
+	}
+	return in
+}
+
+func matchAny(patterns []string, dir string) (bool, error) {
+	for _, p := range patterns {
+		ok, err := matchPattern(p, dir)
+		if err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
+func matchPattern(p, dir string) (bool, error) {
+	p = strings.TrimSuffix(strings.TrimPrefix(p, "./"), "/")
+	ok, err := doublestar.Match(p, dir)
+	if err != nil {
+		return false, fmt.Errorf("overlay pattern %q: %w", p, err)
+	}
+	return ok, nil
+}
+
+// Unmatched are the Include and Exclude patterns that match none of
+// dirs: a glob with a typo would otherwise plan nothing, or exclude
+// nothing, without a word.
+func (f Filter) Unmatched(dirs []string) (include, exclude []string) {
+	none := func(patterns []string) []string {
+		var out []string
+		for _, p := range patterns {
+			if !slices.ContainsFunc(dirs, func(d string) bool { ok, _ := matchPattern(p, d); return ok }) {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	return none(f.Include), none(f.Exclude)
 }
 
 // Patterns splits a comma- or newline-separated list of globs, as the
@@ -188,8 +231,11 @@ func (ps *parser) parse(data []byte) parsed {
 	}
 	// A bug decoding one file fails the overlays that read it.
 	p.err = crash.Catch(func() error { return ps.decode(data, &p.kf) })
+	// An entry that looks remote is still local when it exists in the
+	// repository (a github.com-x directory beside the kustomization), as
+	// the render reads it: only the kustomizations found there count.
 	for _, r := range slices.Concat(p.kf.Resources, p.kf.Bases) {
-		if !closure.IsRemote(r) && !closure.IsRemoteFile(r) {
+		if !closure.IsRemoteFile(r) {
 			p.local = append(p.local, r)
 		}
 	}
@@ -384,7 +430,7 @@ func (sc *scan) tree(filter Filter) (*Tree, error) {
 	}
 	if filter.Targets != nil {
 		for _, dir := range filter.Targets {
-			if ok, err := filter.match(dir); err != nil || !ok {
+			if ok, err := filter.Match(dir); err != nil || !ok {
 				if err != nil {
 					return nil, err
 				}
@@ -407,7 +453,7 @@ func (sc *scan) tree(filter Filter) (*Tree, error) {
 			if referenced[dir] && len(filter.Include) == 0 && t.Errors[dir] == nil {
 				continue
 			}
-			ok, err := filter.match(dir)
+			ok, err := filter.Match(dir)
 			if err != nil {
 				return nil, err
 			}

@@ -89,6 +89,9 @@ type Dangerous struct {
 type Ignore struct {
 	Fields []string `yaml:"fields"`
 	Kinds  []string `yaml:"kinds"`
+	// Defaults turns the default noise set (chart and version labels,
+	// checksum annotations, caBundle) on or off; unset is on.
+	Defaults *bool `yaml:"defaults"`
 }
 
 // HasTargets says whether the file declares targets; one with only
@@ -120,7 +123,7 @@ func Parse(data []byte) (*Config, error) {
 	bad := func(i int, field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: targets[%d].%s: %s", File, i, field, fmt.Sprintf(format, args...)))
 	}
-	ignoring := len(c.Ignore.Fields)+len(c.Ignore.Kinds) > 0
+	ignoring := len(c.Ignore.Fields)+len(c.Ignore.Kinds) > 0 || c.Ignore.Defaults != nil
 	if len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 && c.Flux == nil && len(c.FluxClusters) == 0 {
 		errs = append(errs, fmt.Errorf("%s: targets: list at least one target (or delete the file to plan every overlay)", File))
 	}

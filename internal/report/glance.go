@@ -286,6 +286,56 @@ func objectsText(ms []member, max int, code func(string) string) string {
 // maxOverlayNames is how many overlays an image change names per object.
 const maxOverlayNames = 10
 
+// shownRules are the ignore rules a report lists one by one: the default
+// noise set is summed up in one line instead (hiddenByDefault).
+func shownRules(p *inventorydiff.Plan) []inventorydiff.IgnoredRule {
+	var out []inventorydiff.IgnoredRule
+	for _, r := range p.Ignored {
+		if r.Source != inventorydiff.DefaultSource {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// hiddenByDefault says what the default noise set hid, with the rules
+// that hid it, then off (how to see it): "" when it hid nothing.
+func hiddenByDefault(p *inventorydiff.Plan, code func(string) string, off string) string {
+	i := slices.IndexFunc(p.Hidden, func(h inventorydiff.Hidden) bool { return h.Source == inventorydiff.DefaultSource })
+	if i < 0 {
+		return ""
+	}
+	h := p.Hidden[i]
+	var rules []string
+	for _, r := range p.Ignored {
+		if r.Source == inventorydiff.DefaultSource && r.Fields > 0 {
+			rules = append(rules, code(strings.TrimPrefix(r.Rule, "field ")))
+		}
+	}
+	return fmt.Sprintf("Hidden by default: %d %s in %d %s (%s); %s",
+		h.Fields, plural(h.Fields, "field", "fields"), h.Objects, plural(h.Objects, "object", "objects"),
+		strings.Join(rules, ", "), off)
+}
+
+// noLongerPlanned says which overlays the change's new .kplan.yaml
+// stops planning (code formats each name): "" when none.
+func noLongerPlanned(p *inventorydiff.Plan, code func(string) string) string {
+	n := len(p.NoLongerPlanned)
+	if n == 0 {
+		return ""
+	}
+	names := make([]string, 0, min(n, maxOverlayNames))
+	for _, o := range p.NoLongerPlanned[:min(n, maxOverlayNames)] {
+		names = append(names, code(o))
+	}
+	s := fmt.Sprintf("No longer planned, left as they are (not listed in the .kplan.yaml this change adds; nothing pruned): %d %s: %s",
+		n, plural(n, "overlay", "overlays"), strings.Join(names, ", "))
+	if n > len(names) {
+		s += fmt.Sprintf(" and %d more", n-len(names))
+	}
+	return s
+}
+
 // ignoredText says what one ignore rule hid.
 func ignoredText(r inventorydiff.IgnoredRule) string {
 	s := fmt.Sprintf("hid %d field %s", r.Fields, plural(r.Fields, "change", "changes"))

@@ -5,6 +5,7 @@ import (
 	"html"
 	"strings"
 
+	"github.com/kplan-dev/kplan/internal/danger"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 )
 
@@ -181,6 +182,9 @@ func (m *md) render(d detail, maxRows int, open bool) string {
 	// on base are one row, folded below.
 	m.writeTable(&b, order, len(existing), maxRows)
 	m.writeImages(&b, d)
+	if s := noLongerPlanned(m.p, inline); s != "" {
+		b.WriteString(s + "\n\n")
+	}
 	m.writeIgnored(&b)
 	m.writeUnread(&b)
 	if d != countsOnly {
@@ -293,11 +297,16 @@ func (m *md) writeImages(b *strings.Builder, d detail) {
 // writeIgnored says what the plan's ignore rules hid: nothing is hidden
 // without the report saying so.
 func (m *md) writeIgnored(b *strings.Builder) {
-	if len(m.p.Ignored) == 0 {
+	rules := shownRules(m.p)
+	def := hiddenByDefault(m.p, inline, "shown with `default-ignore: false` (Action), `ignore: {defaults: false}` (`.kplan.yaml`) or `--no-default-ignore`")
+	if len(rules) == 0 && def == "" {
 		return
 	}
 	b.WriteString("**Ignored** (noise filters; adds, prunes, dangers and Secret data are never ignored)\n\n")
-	for _, r := range m.p.Ignored {
+	if def != "" {
+		fmt.Fprintf(b, "- %s\n", def)
+	}
+	for _, r := range rules {
 		src := ""
 		if r.Source != "" {
 			src = " (" + r.Source + ")"
@@ -434,17 +443,25 @@ const fluxNote = "Flux: "
 // writeNotes shows kustomize's warnings about the overlay's files, and
 // what a Flux target could not render or know offline.
 func writeNotes(b *strings.Builder, o *inventorydiff.Overlay) {
-	var kust, flux []string
+	var kust, flux, variants []string
 	for _, n := range o.Notes {
 		if rest, ok := strings.CutPrefix(n, fluxNote); ok {
 			flux = append(flux, rest)
+		} else if rest, ok := strings.CutPrefix(n, danger.VariantNote); ok {
+			variants = append(variants, rest)
 		} else {
 			kust = append(kust, n)
 		}
 	}
-	if len(flux) > 0 {
-		b.WriteString("> [!NOTE]\n> Flux:\n")
-		for _, n := range flux {
+	for _, group := range []struct {
+		title string
+		notes []string
+	}{{"Flux:", flux}, {"Also rendered by other overlays (not checked as duplicates: nothing says they deploy to one cluster):", variants}} {
+		if len(group.notes) == 0 {
+			continue
+		}
+		b.WriteString("> [!NOTE]\n> " + group.title + "\n")
+		for _, n := range group.notes {
 			fmt.Fprintf(b, "> - %s\n", html.EscapeString(n))
 		}
 		b.WriteString("\n")

@@ -276,6 +276,12 @@ type jsonPlan struct {
 	Images []jsonImage `json:"images"`
 	// Ignored are the ignore rules applied and what each hid.
 	Ignored []inventorydiff.IgnoredRule `json:"ignored,omitempty"`
+	// Hidden sums what each source's rules hid ("default": the default
+	// noise set).
+	Hidden []inventorydiff.Hidden `json:"hidden,omitempty"`
+	// NoLongerPlanned are the overlays the change's new .kplan.yaml stops
+	// planning, left as they are.
+	NoLongerPlanned []string `json:"noLongerPlanned,omitempty"`
 	// Unread are the changed files no overlay reads.
 	Unread []inventorydiff.UnreadFile `json:"unread,omitempty"`
 	// Work is how much the plan rendered and how long it took.
@@ -364,7 +370,7 @@ func JSONWith(p *inventorydiff.Plan, opts Options) ([]byte, error) {
 	if head == workingTree {
 		head = Worktree
 	}
-	out := jsonPlan{FormatVersion: FormatVersion, Base: p.Base, Head: head, Summary: Summary(p), Overlays: []jsonOverlay{}, Images: []jsonImage{}, Ignored: p.Ignored, Unread: p.Unread, Settings: p.Settings}
+	out := jsonPlan{FormatVersion: FormatVersion, Base: p.Base, Head: head, Summary: Summary(p), Overlays: []jsonOverlay{}, Images: []jsonImage{}, Ignored: p.Ignored, Hidden: p.Hidden, NoLongerPlanned: p.NoLongerPlanned, Unread: p.Unread, Settings: p.Settings}
 	for _, ic := range images(p) {
 		j := jsonImage{Old: ic.Old, New: ic.New}
 		for _, m := range ic.Objects {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/kplan-dev/kplan/internal/danger"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 )
 
@@ -68,6 +69,8 @@ func TextWith(w io.Writer, p *inventorydiff.Plan, opts Options) error {
 		for _, n := range o.Notes {
 			if rest, ok := strings.CutPrefix(n, fluxNote); ok {
 				ew.printf("  note: %s\n", rest)
+			} else if rest, ok := strings.CutPrefix(n, danger.VariantNote); ok {
+				ew.printf("  note: %s\n", rest)
 			} else {
 				ew.printf("  note: kustomize warns: %s\n", n)
 			}
@@ -115,7 +118,13 @@ func TextWith(w io.Writer, p *inventorydiff.Plan, opts Options) error {
 		}
 		ew.printf("\n")
 	}
-	for _, r := range p.Ignored {
+	if s := noLongerPlanned(p, func(s string) string { return s }); s != "" {
+		ew.printf("%s.\n", s)
+	}
+	if def := hiddenByDefault(p, func(s string) string { return s }, "--no-default-ignore shows them"); def != "" {
+		ew.printf("%s.\n", def)
+	}
+	for _, r := range shownRules(p) {
 		src := ""
 		if r.Source != "" {
 			src = " (" + r.Source + ")"

@@ -200,6 +200,9 @@ func Merge(parts []Named) (*inventorydiff.Plan, error) {
 			return nil, fmt.Errorf("%s: %w", n.Name, err)
 		}
 		out.Ignored = ignored
+		out.Hidden = addHidden(out.Hidden, p.Hidden)
+		// Every share finds the same (discovery is the whole repository's).
+		out.NoLongerPlanned = slices.Compact(slices.Sorted(slices.Values(append(out.NoLongerPlanned, p.NoLongerPlanned...))))
 		if w := p.Work; w != nil {
 			if work == nil {
 				work = &inventorydiff.Work{}
@@ -219,6 +222,21 @@ func Merge(parts []Named) (*inventorydiff.Plan, error) {
 	}
 	out.Work = work
 	return out, nil
+}
+
+// addHidden sums what each source's rules hid in two shares of a plan:
+// their overlays differ, so their objects do.
+func addHidden(sum, part []inventorydiff.Hidden) []inventorydiff.Hidden {
+	for _, h := range part {
+		i := slices.IndexFunc(sum, func(s inventorydiff.Hidden) bool { return s.Source == h.Source })
+		if i < 0 {
+			sum = append(sum, h)
+			continue
+		}
+		sum[i].Fields += h.Fields
+		sum[i].Objects += h.Objects
+	}
+	return sum
 }
 
 // addIgnored sums what each ignore rule hid in two shares of a plan; the
