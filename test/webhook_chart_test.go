@@ -101,6 +101,13 @@ func TestWebhookChartTemplates(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	t.Run("helm lint", func(t *testing.T) {
+		out, err := exec.Command(filepath.Join(testhelm.Dir(t), "helm"), "lint", "--strict", chartDir, "--set", "github.webhookSecret=s,github.token=t").CombinedOutput()
+		if err != nil {
+			t.Errorf("helm lint --strict: %v\n%s", err, out)
+		}
+	})
+
 	t.Run("defaults with a token", func(t *testing.T) {
 		objs, _, err := helmTemplate(t, "github: {webhookSecret: s3cret, token: ghs_x}\n")
 		if err != nil {
