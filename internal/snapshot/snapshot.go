@@ -160,7 +160,9 @@ func split(p string) (dir, name string) {
 
 // FromCommit loads the whole tree of rev from the repository at repoDir.
 func FromCommit(ctx context.Context, repoDir, rev string) (*Snapshot, error) {
-	s, err := Open(ctx, repoDir, rev, NewBlobs(repoDir))
+	blobs := NewBlobs(repoDir)
+	defer blobs.Close() // all is loaded
+	s, err := Open(ctx, repoDir, rev, blobs)
 	if err != nil {
 		return nil, err
 	}
@@ -581,7 +583,7 @@ func (s *Snapshot) ReadFile(ctx context.Context, rel string) ([]byte, error) {
 	return got[id], nil
 }
 
-// ReadFiles is ReadFile for many paths, in one git process: the content
+// ReadFiles is ReadFile for many paths, in one batch: the content
 // of each path present in the commit, nil for a file over the size limit.
 func (s *Snapshot) ReadFiles(ctx context.Context, paths []string) (map[string][]byte, error) {
 	ids := make(map[string]string, len(paths))
