@@ -19,8 +19,8 @@ type Blobs struct {
 	repoDir string // where to read missing blobs; "" when all are in memory
 	// batch reads them: one git process for all the reads of a plan.
 	batch *gitcli.Batch
-	mu      sync.Mutex
-	data    map[string][]byte
+	mu    sync.Mutex
+	data  map[string][]byte
 	// pinned holds content git does not have (files read from a work
 	// tree): Drop keeps it.
 	pinned map[string][]byte
