@@ -73,6 +73,7 @@ type Engine struct {
 	opts   Options
 	gen    *genMemo
 	builds sync.Map // build key → *kept: both sides of a plan share a build of the same inputs
+	posts  sync.Map // post-build key → *keptPost: and its post-build with the same variables
 	charts *helmrelease.Charts
 	// repoCharts memoizes, per snapshot, the repository charts its
 	// HelmReleases name (helm.go).
@@ -122,6 +123,7 @@ type Target struct {
 	Deferred bool
 
 	name  string   // in a plan: [cluster: ]namespace/name
+	key   string   // its build's key (buildKey), "" when it has none
 	built []string // the paths its build reads (no declarations), sorted
 	reads []string // IDs of targets whose ConfigMaps/Secrets it read
 }
@@ -592,6 +594,7 @@ func (e *Engine) build(ctx context.Context, s *snapshot.Snapshot, scratch string
 		return nil
 	}
 	key := e.buildKey(s, t)
+	t.key = key
 	if objs, err, ok := e.cached(key); ok {
 		t.Objects = objs
 		return err
@@ -637,6 +640,11 @@ func (e *Engine) kustomize(ctx context.Context, s *snapshot.Snapshot, scratch st
 // postBuild applies Flux's post-build steps to t's objects and lists
 // what kplan does not render.
 func (e *Engine) postBuild(ctx context.Context, t *Target, pool varPool) {
+	key := e.postBuildKey(t, pool)
+	if e.postBuilt(key, t) {
+		return
+	}
+	defer e.keepPostBuilt(ctx, key, t, len(t.Notes), len(t.NotRendered))
 	var pb *postBuilt
 	err := crash.Catch(func() (err error) {
 		pb, err = postBuild(ctx, t.Kustomization, t.Objects, pool)

@@ -91,6 +91,9 @@ func (p varPool) key(k *Kustomization) string {
 		vs := p[poolKey(kind, k.Namespace, name)]
 		fmt.Fprintf(&b, "%s/%s=", kind, name)
 		if vs != nil {
+			// Which target applies it is in the closure; whether it is a
+			// Secret, in the masking.
+			fmt.Fprintf(&b, "%q,%v,", vs.from, vs.secret)
 			for _, n := range slices.Sorted(maps.Keys(vs.values)) {
 				fmt.Fprintf(&b, "%q:%q,", n, vs.values[n])
 			}
