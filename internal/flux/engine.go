@@ -144,7 +144,9 @@ type Result struct {
 	Targets []*Target // sorted by Name
 	Skipped []Skipped
 
-	pools map[string]varPool // by cluster: the ConfigMaps and Secrets its targets apply
+	// pools are, by cluster, the ConfigMaps and Secrets its built targets
+	// apply: substitution and HelmReleases' valuesFrom read them.
+	pools map[string]varPool
 }
 
 // Target returns the target with the given name, or nil.
@@ -229,6 +231,12 @@ func (e *Engine) Plan(ctx context.Context, base, head *snapshot.Snapshot, change
 		for _, t := range todo {
 			if t.Err == nil {
 				e.postBuild(ctx, t, res[i].pools[t.Cluster])
+			}
+			if t.Err == nil {
+				// Its ConfigMaps and Secrets are no other target's
+				// substitution variables (it was deferrable), but a
+				// HelmRelease's valuesFrom may read them.
+				res[i].pools[t.Cluster].add(t.ID(), t.Objects)
 			}
 		}
 	}
@@ -411,6 +419,10 @@ func (e *Engine) buildCluster(ctx context.Context, s *snapshot.Snapshot, c clust
 			for _, t := range built {
 				if t.Err == nil && !t.Deferred {
 					e.postBuild(ctx, t, pool)
+					// What the cluster holds is the post-built objects
+					// (later levels substitute from them, helm-controller's
+					// valuesFrom reads them).
+					pool.add(t.ID(), t.Objects)
 				}
 				if t.Err != nil || t.Deferred {
 					continue
