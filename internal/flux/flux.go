@@ -206,13 +206,18 @@ func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) (*Fou
 	}
 	out := &Found{}
 	for _, p := range yamls {
-		data, err := s.ReadFile(ctx, p)
+		// A file's declarations depend on its content and its path:
+		// parsed once for every side and pass of a plan.
+		v, err := s.Derived(ctx, p, "flux.foundIn\x00"+p, func(data []byte) any {
+			ks, ins := foundIn(data, p)
+			return &Found{Kustomizations: ks, Instances: ins}
+		})
 		if err != nil {
 			continue
 		}
-		ks, ins := foundIn(data, p)
-		out.Kustomizations = append(out.Kustomizations, ks...)
-		out.Instances = append(out.Instances, ins...)
+		f := v.(*Found)
+		out.Kustomizations = append(out.Kustomizations, f.Kustomizations...)
+		out.Instances = append(out.Instances, f.Instances...)
 	}
 	slices.SortFunc(out.Kustomizations, func(a, b Declared) int {
 		return strings.Compare(a.File+"\x00"+a.ID(), b.File+"\x00"+b.ID())

@@ -29,6 +29,9 @@ type Blobs struct {
 	// holds remembers, by needle then blob id, what Containing found,
 	// so that the other side of a plan scans only its own blobs.
 	holds map[string]map[string]bool
+	// derived keeps, by computation then blob id, what Derived made of a
+	// content.
+	derived map[string]map[string]any
 }
 
 // MaxFileSize is the largest file a snapshot holds. A larger one reads
@@ -69,7 +72,7 @@ func (b *Blobs) putLarge(id string, size int64) {
 // b is unreachable); a read after Close starts another.
 func NewBlobs(repoDir string) *Blobs {
 	b := &Blobs{repoDir: repoDir, data: map[string][]byte{}, pinned: map[string][]byte{}, large: map[string]int64{},
-		holds: map[string]map[string]bool{}}
+		holds: map[string]map[string]bool{}, derived: map[string]map[string]any{}}
 	if repoDir != "" {
 		b.batch = gitcli.Repo{Dir: repoDir}.NewBatch()
 		runtime.AddCleanup(b, func(batch *gitcli.Batch) { batch.Close() }, b.batch)
@@ -230,4 +233,22 @@ func (b *Blobs) readAll(ctx context.Context, ids []string) (map[string][]byte, m
 		return nil, nil, err
 	}
 	return out, large, nil
+}
+
+// derivedOf returns what the computation name made of the content id.
+func (b *Blobs) derivedOf(name, id string) (any, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.derived[name][id]
+	return v, ok
+}
+
+// keepDerived keeps what the computation name made of the content id.
+func (b *Blobs) keepDerived(name, id string, v any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.derived[name] == nil {
+		b.derived[name] = map[string]any{}
+	}
+	b.derived[name][id] = v
 }

@@ -583,6 +583,28 @@ func (s *Snapshot) ReadFile(ctx context.Context, rel string) ([]byte, error) {
 	return got[id], nil
 }
 
+// Derived is what compute makes of the content of the file at rel,
+// computed once per content for every snapshot sharing s's blobs (both
+// sides of a plan share most files, and a plan reads its Flux files
+// several times); name says which computation it is. The value is
+// shared: callers must not change it.
+func (s *Snapshot) Derived(ctx context.Context, rel, name string, compute func(data []byte) any) (any, error) {
+	id, ok := s.Index.ID(rel)
+	if !ok {
+		return nil, fmt.Errorf("%s at %s: %w", rel, s.Rev, fs.ErrNotExist)
+	}
+	if v, ok := s.blobs.derivedOf(name, id); ok {
+		return v, nil
+	}
+	data, err := s.ReadFile(ctx, rel)
+	if err != nil {
+		return nil, err
+	}
+	v := compute(data)
+	s.blobs.keepDerived(name, id, v)
+	return v, nil
+}
+
 // ReadFiles is ReadFile for many paths, in one batch: the content
 // of each path present in the commit, nil for a file over the size limit.
 func (s *Snapshot) ReadFiles(ctx context.Context, paths []string) (map[string][]byte, error) {
