@@ -69,9 +69,10 @@ func main() {
 	fluxCorpus := flag.String("flux-corpus", "../shared/corpus/onedr0p-home-ops-150.bundle", "the onedr0p/home-ops history bundle for the Flux cases (\"\" for none)")
 	flate := flag.String("flate", "", "the flate binary the Flux cases compare with (default: flate on the PATH; none: its columns are left out)")
 	fluxOnly := flag.Bool("flux-only", false, "run the Flux cases only")
+	kplanBin := flag.String("kplan", "", "with -flux-only: the kplan binary to measure (default: built from this checkout), to compare builds")
 	flag.Parse()
 	if *fluxOnly {
-		if err := runFlux(context.Background(), *fluxCorpus, findFlate(*flate), *runs, *keep); err != nil {
+		if err := runFlux(context.Background(), *fluxCorpus, findFlate(*flate), *kplanBin, *runs, *keep); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -84,7 +85,7 @@ func main() {
 	if *fluxCorpus == "" {
 		return
 	}
-	if err := runFlux(context.Background(), *fluxCorpus, findFlate(*flate), *runs, *keep); err != nil {
+	if err := runFlux(context.Background(), *fluxCorpus, findFlate(*flate), "", *runs, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -176,7 +177,7 @@ func run(ctx context.Context, corpus string, runs int, keep, profile bool, copie
 }
 
 // runFlux builds kplan and runs the Flux cases (flux.go).
-func runFlux(ctx context.Context, bundle, flate string, runs int, keep bool) error {
+func runFlux(ctx context.Context, bundle, flate, kplan string, runs int, keep bool) error {
 	work, err := os.MkdirTemp("", "kplan-bench-flux-")
 	if err != nil {
 		return err
@@ -186,10 +187,12 @@ func runFlux(ctx context.Context, bundle, flate string, runs int, keep bool) err
 	} else {
 		defer os.RemoveAll(work)
 	}
-	kplan := filepath.Join(work, "kplan")
-	step("build kplan")
-	if err := command(ctx, "", "go", "build", "-o", kplan, "./cmd/kplan"); err != nil {
-		return err
+	if kplan == "" {
+		kplan = filepath.Join(work, "kplan")
+		step("build kplan")
+		if err := command(ctx, "", "go", "build", "-o", kplan, "./cmd/kplan"); err != nil {
+			return err
+		}
 	}
 	return fluxBench(ctx, work, kplan, bundle, flate, runs)
 }
