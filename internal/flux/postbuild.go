@@ -366,6 +366,37 @@ func substituteAll(ctx context.Context, k *Kustomization, objs []*yaml.RNode, va
 
 var varName = regexp.MustCompile(`^[_[:alpha:]][_[:alpha:][:digit:]]*$`)
 
+// varRef is a ${NAME...} expression after its run of dollars: an odd
+// run ends with the expression's own (pairs are escaped dollars).
+var varRef = regexp.MustCompile(`(\$+)\{([_[:alpha:]][_[:alpha:][:digit:]]*)([^{}$]*)\}`)
+
+// protectUnknown replaces each expression of a variable not in vars
+// (${X}, and ${X:=default}, ${X^^}: the unknown source may set X) with
+// a placeholder envsubst leaves alone, and returns the replacer putting
+// the expressions back as written.
+func protectUnknown(text string, vars map[string]string) (string, *strings.Replacer) {
+	var back []string
+	n := 0
+	out := varRef.ReplaceAllStringFunc(text, func(m string) string {
+		sub := varRef.FindStringSubmatch(m)
+		dollars, name := sub[1], sub[2]
+		if len(dollars)%2 == 0 {
+			return m // escaped: $${X} is the text ${X}
+		}
+		if _, ok := vars[name]; ok {
+			return m
+		}
+		n++
+		ph := fmt.Sprintf("kplanunknownvariable%dx", n)
+		for strings.Contains(text, ph) {
+			ph += "x"
+		}
+		back = append(back, ph, m[len(dollars)-1:])
+		return dollars[:len(dollars)-1] + ph
+	})
+	return out, strings.NewReplacer(back...)
+}
+
 // substituteKnown is Flux's substitution when some variables cannot be
 // known: the known ones are replaced with the same envsubst, the others
 // left as written.
@@ -382,15 +413,15 @@ func substituteKnown(res *resource.Resource, vars map[string]string) error {
 	if err != nil {
 		return err
 	}
-	s, err := envsubst.Eval(string(data), func(name string) (string, bool) {
-		if v, ok := vars[name]; ok {
-			return v, true
-		}
-		return "${" + name + "}", true
+	text, unknown := protectUnknown(string(data), vars)
+	s, err := envsubst.Eval(text, func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
 	})
 	if err != nil {
 		return fmt.Errorf("variable substitution failed: %w", err)
 	}
+	s = unknown.Replace(s)
 	j, err := sigsyaml.YAMLToJSON([]byte(s))
 	if err != nil {
 		return fmt.Errorf("YAMLToJSON: %w", err)

@@ -72,7 +72,10 @@ metadata:
 			map[string]string{"from-configmap": "url: https://from-configmap.example.test|undefined: '[]'"}, ""},
 		{"a missing required source leaves its variables as written",
 			`{substitute: {APP: web}, substituteFrom: [{kind: Secret, name: absent}]}`,
-			map[string]string{"web": "url: https://web.${DOMAIN}|token: Bearer ${TOKEN}|undefined: '[${UNDEFINED}]'"},
+			// ${KEY:=none} whole: the missing Secret may set KEY
+			// (onedr0p-style components' ${X:=default} lost their
+			// defaults, as neither the file nor Flux has them).
+			map[string]string{"web": "url: https://web.${DOMAIN}|token: Bearer ${TOKEN}|undefined: '[${UNDEFINED}]'|key: ${KEY:=none}"},
 			"substituteFrom Secret apps/absent is not in the repository: its variables are left as written"},
 		{"an encrypted Secret cannot be known",
 			`{substitute: {APP: web}, substituteFrom: [{kind: Secret, name: encrypted}]}`,
