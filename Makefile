@@ -70,6 +70,7 @@ FUZZ_TARGETS := \
 	./internal/webhook:FuzzDelivery \
 	./internal/prcomment:FuzzParseReviewed \
 	./internal/flux:FuzzSecretMasking \
+	./internal/flux:FuzzSubstituteKnown \
 	./internal/helmrelease:FuzzParseIndex \
 	./internal/helmrelease:FuzzParseRelease \
 	./internal/helmrelease:FuzzValuesFrom \

@@ -366,35 +366,75 @@ func substituteAll(ctx context.Context, k *Kustomization, objs []*yaml.RNode, va
 
 var varName = regexp.MustCompile(`^[_[:alpha:]][_[:alpha:][:digit:]]*$`)
 
-// varRef is a ${NAME...} expression after its run of dollars: an odd
-// run ends with the expression's own (pairs are escaped dollars).
-var varRef = regexp.MustCompile(`(\$+)\{([_[:alpha:]][_[:alpha:][:digit:]]*)([^{}$]*)\}`)
-
 // protectUnknown replaces each expression of a variable not in vars
-// (${X}, and ${X:=default}, ${X^^}: the unknown source may set X) with
-// a placeholder envsubst leaves alone, and returns the replacer putting
-// the expressions back as written.
+// (${X}, and ${X:=default}, ${X^^}, a default holding expressions: the
+// unknown source may set X) with a placeholder envsubst leaves alone, and
+// returns the replacer putting the expressions back as written. A run of
+// dollars before "{" is escaped dollars but for an odd last one.
 func protectUnknown(text string, vars map[string]string) (string, *strings.Replacer) {
+	var out strings.Builder
 	var back []string
-	n := 0
-	out := varRef.ReplaceAllStringFunc(text, func(m string) string {
-		sub := varRef.FindStringSubmatch(m)
-		dollars, name := sub[1], sub[2]
-		if len(dollars)%2 == 0 {
-			return m // escaped: $${X} is the text ${X}
+	i := 0
+	for i < len(text) {
+		j := strings.IndexByte(text[i:], '$')
+		if j < 0 {
+			break
 		}
-		if _, ok := vars[name]; ok {
-			return m
+		j += i
+		k := j
+		for k < len(text) && text[k] == '$' {
+			k++
 		}
-		n++
-		ph := fmt.Sprintf("kplanunknownvariable%dx", n)
+		name := ""
+		if (k-j)%2 == 1 && k < len(text) && text[k] == '{' {
+			name = leadingName(text[k+1:])
+		}
+		end := -1
+		if _, known := vars[name]; name != "" && !known {
+			end = closing(text, k)
+		}
+		if end < 0 {
+			out.WriteString(text[i:k])
+			i = k
+			continue
+		}
+		ph := fmt.Sprintf("kplanunknownvariable%dx", len(back)/2+1)
 		for strings.Contains(text, ph) {
 			ph += "x"
 		}
-		back = append(back, ph, m[len(dollars)-1:])
-		return dollars[:len(dollars)-1] + ph
-	})
-	return out, strings.NewReplacer(back...)
+		out.WriteString(text[i : k-1])
+		out.WriteString(ph)
+		back = append(back, ph, text[k-1:end+1])
+		i = end + 1
+	}
+	out.WriteString(text[i:])
+	return out.String(), strings.NewReplacer(back...)
+}
+
+// leadingName is the variable name s starts with, "" if none.
+func leadingName(s string) string {
+	n := 0
+	for n < len(s) && (s[n] == '_' || s[n] >= 'a' && s[n] <= 'z' || s[n] >= 'A' && s[n] <= 'Z' || n > 0 && s[n] >= '0' && s[n] <= '9') {
+		n++
+	}
+	return s[:n]
+}
+
+// closing is the index of the "}" closing the "{" at open, -1 if none.
+func closing(s string, open int) int {
+	depth := 0
+	for i := open; i < len(s); i++ {
+		switch s[i] {
+		case '{':
+			depth++
+		case '}':
+			depth--
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return -1
 }
 
 // substituteKnown is Flux's substitution when some variables cannot be
