@@ -87,6 +87,7 @@ FUZZ_TARGETS := \
 	./internal/prcomment:FuzzParseReviewed \
 	./internal/flux:FuzzSecretMasking \
 	./internal/chartindex:FuzzParseIndex \
+	./internal/flux:FuzzSubstituteKnown \
 	./internal/helmrelease:FuzzParseRelease \
 	./internal/helmrelease:FuzzValuesFrom \
 	./internal/helmrelease:FuzzLoadChart \

@@ -1,8 +1,10 @@
 // Command bench measures kplan against the kustomize CLI on a real
 // corpus: the kubeflow manifests, unpacked into a git repository with a
-// synthetic head commit that touches one application.
+// synthetic head commit that touches one application; then Flux plans
+// against flate on onedr0p/home-ops's history (flux.go).
 //
 //	go run ./bench -corpus ../shared/corpus/kubeflow-manifests.tar.gz
+//	go run ./bench -flux-only -flate /path/to/flate
 //
 // It measures, as subprocesses, each repeated and interleaved (the best
 // of -runs is reported, and the median):
@@ -64,8 +66,26 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the work directory and print its path")
 	profile := flag.Bool("profile", true, "profile the kplan plans and print where their time goes")
 	copies := flag.String("growth", "1,4,10", "copies of the corpus in the monorepos of the growth table (\"\" for none)")
+	fluxCorpus := flag.String("flux-corpus", "../shared/corpus/onedr0p-home-ops-150.bundle", "the onedr0p/home-ops history bundle for the Flux cases (\"\" for none)")
+	flate := flag.String("flate", "", "the flate binary the Flux cases compare with (default: flate on the PATH; none: its columns are left out)")
+	fluxOnly := flag.Bool("flux-only", false, "run the Flux cases only")
+	kplanBin := flag.String("kplan", "", "with -flux-only: the kplan binary to measure (default: built from this checkout), to compare builds")
 	flag.Parse()
+	if *fluxOnly {
+		if err := runFlux(context.Background(), *fluxCorpus, findFlate(*flate), *kplanBin, *runs, *keep); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(context.Background(), *corpus, *runs, *keep, *profile, *copies); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	if *fluxCorpus == "" {
+		return
+	}
+	if err := runFlux(context.Background(), *fluxCorpus, findFlate(*flate), "", *runs, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -160,6 +180,27 @@ func run(ctx context.Context, corpus string, runs int, keep, profile bool, copie
 		}
 	}
 	return nil
+}
+
+// runFlux builds kplan and runs the Flux cases (flux.go).
+func runFlux(ctx context.Context, bundle, flate, kplan string, runs int, keep bool) error {
+	work, err := os.MkdirTemp("", "kplan-bench-flux-")
+	if err != nil {
+		return err
+	}
+	if keep {
+		fmt.Println("work directory:", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
+	if kplan == "" {
+		kplan = filepath.Join(work, "kplan")
+		step("build kplan")
+		if err := command(ctx, "", "go", "build", "-o", kplan, "./cmd/kplan"); err != nil {
+			return err
+		}
+	}
+	return fluxBench(ctx, work, kplan, bundle, flate, runs)
 }
 
 func step(s string) { fmt.Fprintln(os.Stderr, "bench:", s) }

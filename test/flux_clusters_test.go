@@ -4,50 +4,31 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kplan-dev/kplan/test/gittest"
 )
 
 // fluxRepo is a git repository holding a testdata fixture, committed on
-// main, with edit committing one replacement in one file.
+// main (gittest.Fixture), that kplan diff plans.
 type fluxRepo struct {
-	t   *testing.T
-	dir string
+	*gittest.Fixture
+	t *testing.T
 }
 
 func newFluxRepo(t *testing.T, fixture string) *fluxRepo {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(filepath.Join("../testdata", fixture))); err != nil {
-		t.Fatal(err)
-	}
-	git(t, dir, "init", "-q", "-b", "main")
-	git(t, dir, "add", "-A")
-	git(t, dir, "commit", "-qm", fixture)
-	return &fluxRepo{t: t, dir: dir}
-}
-
-func (r *fluxRepo) edit(file, old, new string) {
-	r.t.Helper()
-	p := filepath.Join(r.dir, file)
-	data, err := os.ReadFile(p)
-	if err != nil || !bytes.Contains(data, []byte(old)) {
-		r.t.Fatalf("%s: %v, or no %q in it", file, err, old)
-	}
-	if err := os.WriteFile(p, bytes.Replace(data, []byte(old), []byte(new), 1), 0o644); err != nil {
-		r.t.Fatal(err)
-	}
-	git(r.t, r.dir, "commit", "-qam", "edit "+file)
+	return &fluxRepo{Fixture: gittest.NewFixture(t, filepath.Join("../testdata", fixture)), t: t}
 }
 
 // diff runs kplan diff in format (json is decoded into p).
 func (r *fluxRepo) diff(kplan, base, head, format string, args ...string) (p fluxPlan, out string) {
 	r.t.Helper()
-	cmd := exec.Command(kplan, append([]string{"diff", "-C", r.dir, "--base", base, "--head", head, "--format", format}, args...)...)
+	cmd := exec.Command(kplan, append([]string{"diff", "-C", r.Dir, "--base", base, "--head", head, "--format", format}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -94,8 +75,8 @@ func unquote(v any) string {
 func TestFluxEveryClusterPlanned(t *testing.T) {
 	kplan := buildKplan(t)
 	r := newFluxRepo(t, "flux-clusters")
-	r.edit("apps/base/podinfo/deployment.yaml", "podinfo:6.7.0", "podinfo:6.7.1")
-	r.edit("infrastructure/configs/settings.yaml", "name: ${ENVIRONMENT}", "name: env-${ENVIRONMENT}")
+	r.Edit("apps/base/podinfo/deployment.yaml", "podinfo:6.7.0", "podinfo:6.7.1")
+	r.Edit("infrastructure/configs/settings.yaml", "name: ${ENVIRONMENT}", "name: env-${ENVIRONMENT}")
 
 	var all []string
 	for _, c := range []string{"production", "staging"} {
@@ -148,8 +129,8 @@ func TestFluxEveryClusterPlanned(t *testing.T) {
 func TestFluxOperatorInstanceSyncPath(t *testing.T) {
 	kplan := buildKplan(t)
 	r := newFluxRepo(t, "flux-operator")
-	r.edit("apps/home/podinfo/ingress.yaml", "number: 9898", "number: 9899")
-	r.edit("clusters/home/cluster-settings.yaml", "DOMAIN: home.example.invalid", "DOMAIN: lab.example.invalid")
+	r.Edit("apps/home/podinfo/ingress.yaml", "number: 9898", "number: 9899")
+	r.Edit("clusters/home/cluster-settings.yaml", "DOMAIN: home.example.invalid", "DOMAIN: lab.example.invalid")
 
 	p, _ := r.diff(kplan, "main~2", "main~1", "json")
 	ing := "networking.k8s.io_v1_Ingress|podinfo|podinfo"
@@ -179,5 +160,15 @@ func TestFluxOperatorInstanceSyncPath(t *testing.T) {
 	}
 	if !slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "ResourceSet flux-system/previews is not rendered") }) {
 		t.Errorf("flux-system/flux-system notes %q: the ResourceSet must be listed as not rendered", notes)
+	}
+
+	// Plans reading builds and post-builds from --cache-dir say the same,
+	// notes included.
+	_, want := r.diff(kplan, "main~1", "main", "text")
+	cache := t.TempDir()
+	for i := range 2 {
+		if _, got := r.diff(kplan, "main~1", "main", "text", "--cache-dir", cache); got != want {
+			t.Errorf("plan %d with --cache-dir:\n%s\nwant, as without it:\n%s", i+1, got, want)
+		}
 	}
 }

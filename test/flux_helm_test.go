@@ -4,15 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kplan-dev/kplan/internal/testchart"
+	"github.com/kplan-dev/kplan/test/gittest"
 )
 
 // helmPlan is the part of kplan diff's JSON a HelmRelease plan is checked on.
@@ -50,34 +49,16 @@ func TestFluxHelmReleasesRendered(t *testing.T) {
 	reg := testchart.ServeRegistry(t)
 	reg.Push(t, "charts", testchart.Package(t, chartDir, "1.0.0", "1.0.0"))
 
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("../testdata/flux-helm")); err != nil {
-		t.Fatal(err)
-	}
-	replace := func(file, old, new string) {
-		t.Helper()
-		p := filepath.Join(dir, file)
-		data, err := os.ReadFile(p)
-		if err != nil || !bytes.Contains(data, []byte(old)) {
-			t.Fatalf("%s: %v, or no %q in it", file, err, old)
-		}
-		if err := os.WriteFile(p, bytes.Replace(data, []byte(old), []byte(new), 1), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fx := gittest.Copy(t, "../testdata/flux-helm")
+	dir := fx.Dir
+	replace, commit := fx.Replace, fx.Commit
 	replace("clusters/prod/sources.yaml", "CHARTS_URL", repo.URL)
 	replace("clusters/prod/sources.yaml", "REGISTRY_HOST", reg.Host)
 	// Base: web and api declare no HelmRelease yet.
 	replace("apps/web/kustomization.yaml", "  - helmrelease.yaml\n", "")
 	replace("apps/api/kustomization.yaml", "  - helmrelease.yaml\n", "  []\n")
 	replace("apps/api/kustomization.yaml", "resources:\n  []", "resources: []")
-	git(t, dir, "init", "-q", "-b", "main")
-	git(t, dir, "add", "-A")
-	git(t, dir, "commit", "-qm", "fleet")
-	commit := func(msg string) {
-		t.Helper()
-		git(t, dir, "commit", "-qam", msg)
-	}
+	fx.Init("fleet")
 	replace("apps/web/kustomization.yaml", "resources:\n", "resources:\n  - helmrelease.yaml\n")
 	replace("apps/api/kustomization.yaml", "resources: []", "resources:\n  - helmrelease.yaml")
 	commit("add web and api") // main~4

@@ -3,9 +3,7 @@ package test
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -37,28 +35,11 @@ type fluxPlan struct {
 // listed as unread, never a bare "no change".
 func TestFluxRepositoryPlan(t *testing.T) {
 	kplan := buildKplan(t)
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("../testdata/flux-layout")); err != nil {
-		t.Fatal(err)
-	}
-	git(t, dir, "init", "-q", "-b", "main")
-	git(t, dir, "add", "-A")
-	git(t, dir, "commit", "-qm", "fleet")
-	edit := func(file, old, new string) {
-		t.Helper()
-		p := filepath.Join(dir, file)
-		data, err := os.ReadFile(p)
-		if err != nil || !bytes.Contains(data, []byte(old)) {
-			t.Fatalf("%s: %v, or no %q in it", file, err, old)
-		}
-		if err := os.WriteFile(p, bytes.Replace(data, []byte(old), []byte(new), 1), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		git(t, dir, "commit", "-qam", "edit "+file)
-	}
-	edit("components/backup/pvc.yaml", "1Gi", "2Gi")
-	edit("apps/podinfo/app/deployment.yaml", "replicas: 1", "replicas: 3")
-	edit("apps/unused/settings.yaml", "key: value", "key: other")
+	fx := gittest.NewFixture(t, "../testdata/flux-layout")
+	dir := fx.Dir
+	fx.Edit("components/backup/pvc.yaml", "1Gi", "2Gi")
+	fx.Edit("apps/podinfo/app/deployment.yaml", "replicas: 1", "replicas: 3")
+	fx.Edit("apps/unused/settings.yaml", "key: value", "key: other")
 
 	diff := func(t *testing.T, base, head string, args ...string) fluxPlan {
 		t.Helper()

@@ -1,7 +1,6 @@
 package flux
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -11,8 +10,6 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/kustomize/kyaml/kio"
-	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
@@ -35,46 +32,28 @@ type Instance struct {
 	Path            string // spec.sync.path, repository-relative
 }
 
-// instancesIn are the FluxInstances a YAML file declares, in the order
-// written; none when it does not parse.
-func instancesIn(data []byte, file string) []Instance {
-	if !bytes.Contains(data, []byte(OperatorGroup)) && !bytes.Contains(data, []byte("flux-instance")) {
+// instance is the FluxInstance a document of file (m) declares, nil if
+// it declares none.
+func instance(m map[string]any, file string) *Instance {
+	apiVersion, _, _ := unstructured.NestedString(m, "apiVersion")
+	kind, _, _ := unstructured.NestedString(m, "kind")
+	ns, _, _ := unstructured.NestedString(m, "metadata", "namespace")
+	g, _, _ := strings.Cut(apiVersion, "/")
+	var sync map[string]any
+	switch {
+	case g == OperatorGroup && kind == "FluxInstance":
+		sync, _, _ = unstructured.NestedMap(m, "spec", "sync")
+	case g == "helm.toolkit.fluxcd.io" && kind == "HelmRelease" && chartName(m) == "flux-instance":
+		sync, _, _ = unstructured.NestedMap(m, "spec", "values", "instance", "sync")
+	}
+	p, _ := sync["path"].(string)
+	if p == "" {
 		return nil
 	}
-	nodes, err := (&kio.ByteReader{Reader: bytes.NewReader(data), OmitReaderAnnotations: true}).Read()
-	if err != nil {
-		return nil
-	}
-	var out []Instance
-	for _, n := range nodes {
-		if n.YNode().Kind != yaml.MappingNode {
-			continue
-		}
-		m, err := asMap(n)
-		if err != nil {
-			continue
-		}
-		apiVersion, _, _ := unstructured.NestedString(m, "apiVersion")
-		kind, _, _ := unstructured.NestedString(m, "kind")
-		ns, _, _ := unstructured.NestedString(m, "metadata", "namespace")
-		g, _, _ := strings.Cut(apiVersion, "/")
-		var sync map[string]any
-		switch {
-		case g == OperatorGroup && kind == "FluxInstance":
-			sync, _, _ = unstructured.NestedMap(m, "spec", "sync")
-		case g == "helm.toolkit.fluxcd.io" && kind == "HelmRelease" && chartName(m) == "flux-instance":
-			sync, _, _ = unstructured.NestedMap(m, "spec", "values", "instance", "sync")
-		}
-		p, _ := sync["path"].(string)
-		if p == "" {
-			continue
-		}
-		ns = cmp.Or(ns, "flux-system")
-		name, _ := sync["name"].(string)
-		k, _ := sync["kind"].(string)
-		out = append(out, Instance{File: file, Namespace: ns, Name: cmp.Or(name, ns), Kind: cmp.Or(k, "GitRepository"), Path: cleanPath(p)})
-	}
-	return out
+	ns = cmp.Or(ns, "flux-system")
+	name, _ := sync["name"].(string)
+	k, _ := sync["kind"].(string)
+	return &Instance{File: file, Namespace: ns, Name: cmp.Or(name, ns), Kind: cmp.Or(k, "GitRepository"), Path: cleanPath(p)}
 }
 
 // chartName is the chart a HelmRelease installs: spec.chart.spec.chart,

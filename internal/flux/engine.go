@@ -73,6 +73,7 @@ type Engine struct {
 	opts   Options
 	gen    *genMemo
 	builds sync.Map // build key → *kept: both sides of a plan share a build of the same inputs
+	posts  sync.Map // post-build key → *keptPost: and its post-build with the same variables
 	charts *helmrelease.Charts
 	// repoCharts memoizes, per snapshot, the repository charts its
 	// HelmReleases name (helm.go).
@@ -122,6 +123,7 @@ type Target struct {
 	Deferred bool
 
 	name  string   // in a plan: [cluster: ]namespace/name
+	key   string   // its build's key (buildKey), "" when it has none
 	built []string // the paths its build reads (no declarations), sorted
 	reads []string // IDs of targets whose ConfigMaps/Secrets it read
 }
@@ -142,7 +144,9 @@ type Result struct {
 	Targets []*Target // sorted by Name
 	Skipped []Skipped
 
-	pools map[string]varPool // by cluster: the ConfigMaps and Secrets its targets apply
+	// pools are, by cluster, the ConfigMaps and Secrets its built targets
+	// apply: substitution and HelmReleases' valuesFrom read them.
+	pools map[string]varPool
 }
 
 // Target returns the target with the given name, or nil.
@@ -227,6 +231,12 @@ func (e *Engine) Plan(ctx context.Context, base, head *snapshot.Snapshot, change
 		for _, t := range todo {
 			if t.Err == nil {
 				e.postBuild(ctx, t, res[i].pools[t.Cluster])
+			}
+			if t.Err == nil {
+				// Its ConfigMaps and Secrets are no other target's
+				// substitution variables (it was deferrable), but a
+				// HelmRelease's valuesFrom may read them.
+				res[i].pools[t.Cluster].add(t.ID(), t.Objects)
 			}
 		}
 	}
@@ -409,6 +419,10 @@ func (e *Engine) buildCluster(ctx context.Context, s *snapshot.Snapshot, c clust
 			for _, t := range built {
 				if t.Err == nil && !t.Deferred {
 					e.postBuild(ctx, t, pool)
+					// What the cluster holds is the post-built objects
+					// (later levels substitute from them, helm-controller's
+					// valuesFrom reads them).
+					pool.add(t.ID(), t.Objects)
 				}
 				if t.Err != nil || t.Deferred {
 					continue
@@ -592,6 +606,7 @@ func (e *Engine) build(ctx context.Context, s *snapshot.Snapshot, scratch string
 		return nil
 	}
 	key := e.buildKey(s, t)
+	t.key = key
 	if objs, err, ok := e.cached(key); ok {
 		t.Objects = objs
 		return err
@@ -637,6 +652,11 @@ func (e *Engine) kustomize(ctx context.Context, s *snapshot.Snapshot, scratch st
 // postBuild applies Flux's post-build steps to t's objects and lists
 // what kplan does not render.
 func (e *Engine) postBuild(ctx context.Context, t *Target, pool varPool) {
+	key := e.postBuildKey(t, pool)
+	if e.postBuilt(key, t) {
+		return
+	}
+	defer e.keepPostBuilt(ctx, key, t, len(t.Notes), len(t.NotRendered))
 	var pb *postBuilt
 	err := crash.Catch(func() (err error) {
 		pb, err = postBuild(ctx, t.Kustomization, t.Objects, pool)

@@ -107,38 +107,43 @@ func fromNode(n *yaml.RNode, file, defaultNS string) (*Kustomization, error) {
 	return &Kustomization{Namespace: ns, Name: n.GetName(), File: file, Object: m}, nil
 }
 
-// declaredIn are the Flux Kustomizations the YAML file holding data
-// declares, in the order written; none when it does not parse.
-func declaredIn(data []byte, file string) []Declared {
-	if !bytes.Contains(data, []byte(Group)) {
-		return nil
+// foundIn are the Flux Kustomizations and FluxInstances the YAML file
+// holding data declares, in the order written; none when it does not
+// parse. Any YAML is read: a document that is not a mapping (a kustomize
+// replacements file is a top-level list) or whose metadata is not one
+// declares nothing. Documents are read as maps, never with kyaml's
+// getters, which panic on a node of another kind; each once, for both.
+func foundIn(data []byte, file string) (ks []Declared, ins []Instance) {
+	kust := bytes.Contains(data, []byte(Group))
+	inst := bytes.Contains(data, []byte(OperatorGroup)) || bytes.Contains(data, []byte("flux-instance"))
+	if !kust && !inst {
+		return nil, nil
 	}
 	nodes, err := (&kio.ByteReader{Reader: bytes.NewReader(data), OmitReaderAnnotations: true}).Read()
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	var out []Declared
 	for _, n := range nodes {
-		if k := declared(n, file); k != nil {
-			out = append(out, *k)
+		if n.YNode().Kind != yaml.MappingNode {
+			continue
+		}
+		m, err := asMap(n)
+		if err != nil {
+			continue
+		}
+		if k := declared(m, file); k != nil && kust {
+			ks = append(ks, *k)
+		}
+		if in := instance(m, file); in != nil && inst {
+			ins = append(ins, *in)
 		}
 	}
-	return out
+	return ks, ins
 }
 
-// declared is the Flux Kustomization a document of file declares, nil if
-// it declares none. Any YAML is read: a document that is not a mapping (a
-// kustomize replacements file is a top-level list) or whose metadata is
-// not one declares nothing. It reads the document as a map, never with
-// kyaml's getters, which panic on a node of another kind.
-func declared(n *yaml.RNode, file string) *Declared {
-	if n.YNode().Kind != yaml.MappingNode {
-		return nil
-	}
-	m, err := asMap(n)
-	if err != nil {
-		return nil
-	}
+// declared is the Flux Kustomization a document of file (m) declares,
+// nil if it declares none.
+func declared(m map[string]any, file string) *Declared {
 	apiVersion, _, _ := unstructured.NestedString(m, "apiVersion")
 	kind, _, _ := unstructured.NestedString(m, "kind")
 	name, _, _ := unstructured.NestedString(m, "metadata", "name")
@@ -201,12 +206,18 @@ func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) (*Fou
 	}
 	out := &Found{}
 	for _, p := range yamls {
-		data, err := s.ReadFile(ctx, p)
+		// A file's declarations depend on its content and its path:
+		// parsed once for every side and pass of a plan.
+		v, err := s.Derived(ctx, p, "flux.foundIn\x00"+p, func(data []byte) any {
+			ks, ins := foundIn(data, p)
+			return &Found{Kustomizations: ks, Instances: ins}
+		})
 		if err != nil {
 			continue
 		}
-		out.Kustomizations = append(out.Kustomizations, declaredIn(data, p)...)
-		out.Instances = append(out.Instances, instancesIn(data, p)...)
+		f := v.(*Found)
+		out.Kustomizations = append(out.Kustomizations, f.Kustomizations...)
+		out.Instances = append(out.Instances, f.Instances...)
 	}
 	slices.SortFunc(out.Kustomizations, func(a, b Declared) int {
 		return strings.Compare(a.File+"\x00"+a.ID(), b.File+"\x00"+b.ID())

@@ -33,7 +33,8 @@ func addSeeds(f *testing.F, dir string) {
 func FuzzDiscover(f *testing.F) {
 	addSeeds(f, "discover")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, d := range declaredIn(data, "x.yaml") {
+		ks, ins := foundIn(data, "x.yaml")
+		for _, d := range ks {
 			if d.Name == "" || d.Namespace == "" || d.File != "x.yaml" {
 				t.Fatalf("declared %+v: a Kustomization without a name, a namespace or its file", d)
 			}
@@ -47,7 +48,7 @@ func FuzzDiscover(f *testing.F) {
 			d.Source()
 			d.Suspended()
 		}
-		for _, in := range instancesIn(data, "x.yaml") {
+		for _, in := range ins {
 			if in.Path == "" || strings.HasPrefix(in.Path, "/") || strings.HasPrefix(in.Path, "../") || in.Path == ".." || in.Namespace == "" || in.Name == "" {
 				t.Fatalf("instance %+v: no path, a path above the repository, or no sync name", in)
 			}

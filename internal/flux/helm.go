@@ -233,14 +233,7 @@ func (e *Engine) helmEnv(ctx context.Context, s *snapshot.Snapshot, res *Result,
 			}
 		}
 	}
-	// Every built target's ConfigMaps and Secrets: res.pool misses those
-	// of the targets a plan built after the first pass.
-	pool := varPool{}
-	for _, t := range res.Targets {
-		if t.Cluster == cluster && t.Err == nil && !t.Deferred {
-			pool.add(t.ID(), t.Objects)
-		}
-	}
+	pool := res.pools[cluster]
 	declared := sync.OnceValue(func() map[string][]map[string]any { return declaredSources(ctx, s) })
 	return helmrelease.Env{
 		Source: func(kind, ns, name string) map[string]any {

@@ -91,6 +91,9 @@ func (p varPool) key(k *Kustomization) string {
 		vs := p[poolKey(kind, k.Namespace, name)]
 		fmt.Fprintf(&b, "%s/%s=", kind, name)
 		if vs != nil {
+			// Which target applies it is in the closure; whether it is a
+			// Secret, in the masking.
+			fmt.Fprintf(&b, "%q,%v,", vs.from, vs.secret)
 			for _, n := range slices.Sorted(maps.Keys(vs.values)) {
 				fmt.Fprintf(&b, "%q:%q,", n, vs.values[n])
 			}
@@ -363,6 +366,77 @@ func substituteAll(ctx context.Context, k *Kustomization, objs []*yaml.RNode, va
 
 var varName = regexp.MustCompile(`^[_[:alpha:]][_[:alpha:][:digit:]]*$`)
 
+// protectUnknown replaces each expression of a variable not in vars
+// (${X}, and ${X:=default}, ${X^^}, a default holding expressions: the
+// unknown source may set X) with a placeholder envsubst leaves alone, and
+// returns the replacer putting the expressions back as written. A run of
+// dollars before "{" is escaped dollars but for an odd last one.
+func protectUnknown(text string, vars map[string]string) (string, *strings.Replacer) {
+	var out strings.Builder
+	var back []string
+	i := 0
+	for i < len(text) {
+		j := strings.IndexByte(text[i:], '$')
+		if j < 0 {
+			break
+		}
+		j += i
+		k := j
+		for k < len(text) && text[k] == '$' {
+			k++
+		}
+		name := ""
+		if (k-j)%2 == 1 && k < len(text) && text[k] == '{' {
+			name = leadingName(text[k+1:])
+		}
+		end := -1
+		if _, known := vars[name]; name != "" && !known {
+			end = closing(text, k)
+		}
+		if end < 0 {
+			out.WriteString(text[i:k])
+			i = k
+			continue
+		}
+		ph := fmt.Sprintf("kplanunknownvariable%dx", len(back)/2+1)
+		for strings.Contains(text, ph) {
+			ph += "x"
+		}
+		out.WriteString(text[i : k-1])
+		out.WriteString(ph)
+		back = append(back, ph, text[k-1:end+1])
+		i = end + 1
+	}
+	out.WriteString(text[i:])
+	return out.String(), strings.NewReplacer(back...)
+}
+
+// leadingName is the variable name s starts with, "" if none.
+func leadingName(s string) string {
+	n := 0
+	for n < len(s) && (s[n] == '_' || s[n] >= 'a' && s[n] <= 'z' || s[n] >= 'A' && s[n] <= 'Z' || n > 0 && s[n] >= '0' && s[n] <= '9') {
+		n++
+	}
+	return s[:n]
+}
+
+// closing is the index of the "}" closing the "{" at open, -1 if none.
+func closing(s string, open int) int {
+	depth := 0
+	for i := open; i < len(s); i++ {
+		switch s[i] {
+		case '{':
+			depth++
+		case '}':
+			depth--
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
 // substituteKnown is Flux's substitution when some variables cannot be
 // known: the known ones are replaced with the same envsubst, the others
 // left as written.
@@ -379,15 +453,15 @@ func substituteKnown(res *resource.Resource, vars map[string]string) error {
 	if err != nil {
 		return err
 	}
-	s, err := envsubst.Eval(string(data), func(name string) (string, bool) {
-		if v, ok := vars[name]; ok {
-			return v, true
-		}
-		return "${" + name + "}", true
+	text, unknown := protectUnknown(string(data), vars)
+	s, err := envsubst.Eval(text, func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
 	})
 	if err != nil {
 		return fmt.Errorf("variable substitution failed: %w", err)
 	}
+	s = unknown.Replace(s)
 	j, err := sigsyaml.YAMLToJSON([]byte(s))
 	if err != nil {
 		return fmt.Errorf("YAMLToJSON: %w", err)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fluxcd/pkg/envsubst"
+	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -72,7 +74,10 @@ metadata:
 			map[string]string{"from-configmap": "url: https://from-configmap.example.test|undefined: '[]'"}, ""},
 		{"a missing required source leaves its variables as written",
 			`{substitute: {APP: web}, substituteFrom: [{kind: Secret, name: absent}]}`,
-			map[string]string{"web": "url: https://web.${DOMAIN}|token: Bearer ${TOKEN}|undefined: '[${UNDEFINED}]'"},
+			// ${KEY:=none} whole: the missing Secret may set KEY
+			// (onedr0p-style components' ${X:=default} lost their
+			// defaults, as neither the file nor Flux has them).
+			map[string]string{"web": "url: https://web.${DOMAIN}|token: Bearer ${TOKEN}|undefined: '[${UNDEFINED}]'|key: ${KEY:=none}"},
 			"substituteFrom Secret apps/absent is not in the repository: its variables are left as written"},
 		{"an encrypted Secret cannot be known",
 			`{substitute: {APP: web}, substituteFrom: [{kind: Secret, name: encrypted}]}`,
@@ -113,4 +118,33 @@ metadata:
 			}
 		})
 	}
+}
+
+// Substitution with some variables unknown reads any repository text: it
+// never panics, keeps each expression of an unknown variable as written
+// (escaped dollars and all), and replaces the known ones.
+func FuzzSubstituteKnown(f *testing.F) {
+	for _, s := range []string{"${A} ${B:=def} $${B} $$${B^^} ${A:-x}", "${", "$${", "${B", "}${B}{", "${B:=${A}}", "kplanunknownvariable1x ${B}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		vars := map[string]string{"A": "alpha"}
+		protected, unknown := protectUnknown(text, vars)
+		if got := unknown.Replace(protected); got != text {
+			t.Fatalf("protected %q restores to %q, want the text %q", protected, got, text)
+		}
+		_, _ = envsubst.Eval(protected, func(name string) (string, bool) {
+			if _, ok := vars[name]; !ok {
+				t.Fatalf("%q: envsubst reads the unknown variable %s in %q", text, name, protected)
+			}
+			return vars[name], true
+		})
+		res := &resource.Resource{}
+		n, err := yaml.FromMap(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"}, "data": map[string]any{"k": text}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.RNode = *n
+		_ = substituteKnown(res, vars) // an error is the target's, never a panic
+	})
 }

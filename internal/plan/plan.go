@@ -150,6 +150,7 @@ func execute(ctx context.Context, opts Options) (*planner, *inventorydiff.Plan, 
 	if err != nil {
 		return nil, nil, err
 	}
+	defer base.Blobs().Close() // both sides share it
 	opts.Logger.Debug("opened", "took", time.Since(start).Round(time.Microsecond))
 	p := &planner{opts: opts, log: opts.Logger, kust: kust, fluxSearched: searched}
 	plan, err := p.run(ctx, base, head)

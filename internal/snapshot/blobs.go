@@ -1,17 +1,15 @@
 package snapshot
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"maps"
-	"os/exec"
+	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
+
+	"github.com/kplan-dev/kplan/internal/gitcli"
 )
 
 // Blobs holds file contents by git blob id. Contents come from git on
@@ -19,8 +17,10 @@ import (
 // share is read once and held once.
 type Blobs struct {
 	repoDir string // where to read missing blobs; "" when all are in memory
-	mu      sync.Mutex
-	data    map[string][]byte
+	// batch reads them: one git process for all the reads of a plan.
+	batch *gitcli.Batch
+	mu    sync.Mutex
+	data  map[string][]byte
 	// pinned holds content git does not have (files read from a work
 	// tree): Drop keeps it.
 	pinned map[string][]byte
@@ -29,6 +29,9 @@ type Blobs struct {
 	// holds remembers, by needle then blob id, what Containing found,
 	// so that the other side of a plan scans only its own blobs.
 	holds map[string]map[string]bool
+	// derived keeps, by computation then blob id, what Derived made of a
+	// content.
+	derived map[string]map[string]any
 }
 
 // MaxFileSize is the largest file a snapshot holds. A larger one reads
@@ -64,10 +67,26 @@ func (b *Blobs) putLarge(id string, size int64) {
 	b.mu.Unlock()
 }
 
-// NewBlobs reads blobs from the git repository at repoDir.
+// NewBlobs reads blobs from the git repository at repoDir, through one
+// long-lived git process that Close ends (or the garbage collector, once
+// b is unreachable); a read after Close starts another.
 func NewBlobs(repoDir string) *Blobs {
-	return &Blobs{repoDir: repoDir, data: map[string][]byte{}, pinned: map[string][]byte{}, large: map[string]int64{},
-		holds: map[string]map[string]bool{}}
+	b := &Blobs{repoDir: repoDir, data: map[string][]byte{}, pinned: map[string][]byte{}, large: map[string]int64{},
+		holds: map[string]map[string]bool{}, derived: map[string]map[string]any{}}
+	if repoDir != "" {
+		b.batch = gitcli.Repo{Dir: repoDir}.NewBatch()
+		runtime.AddCleanup(b, func(batch *gitcli.Batch) { batch.Close() }, b.batch)
+	}
+	return b
+}
+
+// Close ends the git process reading blobs, once the snapshots sharing
+// b have read what they need.
+func (b *Blobs) Close() error {
+	if b.batch == nil {
+		return nil
+	}
+	return b.batch.Close()
 }
 
 func newMemBlobs() *Blobs { return NewBlobs("") }
@@ -102,8 +121,8 @@ func (b *Blobs) size(id string) int {
 	return len(b.data[id])
 }
 
-// get returns the contents of ids, reading the missing ones from git with
-// one cat-file process.
+// get returns the contents of ids, reading the missing ones from git in
+// one batch.
 func (b *Blobs) get(ctx context.Context, ids []string) (map[string][]byte, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -127,7 +146,7 @@ func (b *Blobs) get(ctx context.Context, ids []string) (map[string][]byte, error
 	if b.repoDir == "" {
 		return nil, fmt.Errorf("blob %s is not loaded", missing[0])
 	}
-	read, large, err := readAll(ctx, b.repoDir, missing)
+	read, large, err := b.readAll(ctx, missing)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +198,7 @@ func (b *Blobs) contain(ctx context.Context, ids []string, needles ...string) ([
 				return nil, fmt.Errorf("blob %s is not loaded", id)
 			}
 		}
-		err := catFile(ctx, b.repoDir, slices.Sorted(maps.Keys(missing)), false, func(id string, data []byte, size int64) {
+		err := b.batch.Read(ctx, slices.Sorted(maps.Keys(missing)), MaxFileSize, false, func(id string, data []byte, size int64) {
 			for i, needle := range needles {
 				out[i][id] = data != nil && bytes.Contains(data, []byte(needle))
 			}
@@ -199,11 +218,11 @@ func (b *Blobs) contain(ctx context.Context, ids []string, needles ...string) ([
 	return out, nil
 }
 
-// readAll reads blobs with `git cat-file --batch` and keeps them.
-func readAll(ctx context.Context, repoDir string, ids []string) (map[string][]byte, map[string]int64, error) {
+// readAll reads blobs from git and keeps them.
+func (b *Blobs) readAll(ctx context.Context, ids []string) (map[string][]byte, map[string]int64, error) {
 	out := make(map[string][]byte, len(ids))
 	large := map[string]int64{}
-	err := catFile(ctx, repoDir, ids, true, func(id string, data []byte, size int64) {
+	err := b.batch.Read(ctx, ids, MaxFileSize, true, func(id string, data []byte, size int64) {
 		if data == nil {
 			large[id] = size
 		} else {
@@ -216,78 +235,20 @@ func readAll(ctx context.Context, repoDir string, ids []string) (map[string][]by
 	return out, large, nil
 }
 
-// catFile reads blobs with `git cat-file --batch`: one process for any
-// number of objects, contents exactly as committed. fn gets each content
-// (nil, with its size, for one over MaxFileSize); unless keep, the
-// content is only valid during the call.
-func catFile(ctx context.Context, repoDir string, ids []string, keep bool, fn func(id string, data []byte, size int64)) error {
-	cmd := exec.CommandContext(ctx, "git", "cat-file", "--batch")
-	cmd.Dir = repoDir
-	cmd.Env = append(cmd.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
-	cmd.Stdin = strings.NewReader(strings.Join(ids, "\n") + "\n")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("git cat-file: %w", err)
-	}
-	r := bufio.NewReaderSize(stdout, 1<<16)
-	var buf []byte
-	var perr error
-	for range ids {
-		if perr = readObject(r, keep, &buf, fn); perr != nil {
-			break
-		}
-	}
-	if perr != nil {
-		io.Copy(io.Discard, stdout) // let git finish writing before Wait
-	}
-	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("git cat-file in %s: %v: %s", repoDir, err, strings.TrimSpace(stderr.String()))
-	}
-	if perr != nil {
-		return fmt.Errorf("git cat-file in %s: %w", repoDir, perr)
-	}
-	return nil
+// derivedOf returns what the computation name made of the content id.
+func (b *Blobs) derivedOf(name, id string) (any, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.derived[name][id]
+	return v, ok
 }
 
-// readObject reads one "<id> <type> <size>\n<content>\n" record into a
-// new slice (keep) or into *buf; content over MaxFileSize is skipped.
-func readObject(r *bufio.Reader, keep bool, buf *[]byte, fn func(id string, data []byte, size int64)) error {
-	header, err := r.ReadString('\n')
-	if err != nil {
-		return fmt.Errorf("read header: %w", err)
+// keepDerived keeps what the computation name made of the content id.
+func (b *Blobs) keepDerived(name, id string, v any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.derived[name] == nil {
+		b.derived[name] = map[string]any{}
 	}
-	f := strings.Fields(header)
-	if len(f) != 3 {
-		return fmt.Errorf("object %s", strings.TrimSpace(header)) // "<id> missing"
-	}
-	n, err := strconv.Atoi(f[2])
-	if err != nil {
-		return fmt.Errorf("bad header %q", header)
-	}
-	if n > MaxFileSize {
-		if _, err := io.CopyN(io.Discard, r, int64(n)+1); err != nil {
-			return fmt.Errorf("read object %s: %w", f[0], err)
-		}
-		fn(f[0], nil, int64(n))
-		return nil
-	}
-	var data []byte
-	if keep {
-		data = make([]byte, n+1) // content and its trailing newline
-	} else {
-		if cap(*buf) < n+1 {
-			*buf = make([]byte, n+1)
-		}
-		data = (*buf)[:n+1]
-	}
-	if _, err := io.ReadFull(r, data); err != nil {
-		return fmt.Errorf("read object %s: %w", f[0], err)
-	}
-	fn(f[0], data[:n:n], int64(n))
-	return nil
+	b.derived[name][id] = v
 }

@@ -160,7 +160,9 @@ func split(p string) (dir, name string) {
 
 // FromCommit loads the whole tree of rev from the repository at repoDir.
 func FromCommit(ctx context.Context, repoDir, rev string) (*Snapshot, error) {
-	s, err := Open(ctx, repoDir, rev, NewBlobs(repoDir))
+	blobs := NewBlobs(repoDir)
+	defer blobs.Close() // all is loaded
+	s, err := Open(ctx, repoDir, rev, blobs)
 	if err != nil {
 		return nil, err
 	}
@@ -581,7 +583,29 @@ func (s *Snapshot) ReadFile(ctx context.Context, rel string) ([]byte, error) {
 	return got[id], nil
 }
 
-// ReadFiles is ReadFile for many paths, in one git process: the content
+// Derived is what compute makes of the content of the file at rel,
+// computed once per content for every snapshot sharing s's blobs (both
+// sides of a plan share most files, and a plan reads its Flux files
+// several times); name says which computation it is. The value is
+// shared: callers must not change it.
+func (s *Snapshot) Derived(ctx context.Context, rel, name string, compute func(data []byte) any) (any, error) {
+	id, ok := s.Index.ID(rel)
+	if !ok {
+		return nil, fmt.Errorf("%s at %s: %w", rel, s.Rev, fs.ErrNotExist)
+	}
+	if v, ok := s.blobs.derivedOf(name, id); ok {
+		return v, nil
+	}
+	data, err := s.ReadFile(ctx, rel)
+	if err != nil {
+		return nil, err
+	}
+	v := compute(data)
+	s.blobs.keepDerived(name, id, v)
+	return v, nil
+}
+
+// ReadFiles is ReadFile for many paths, in one batch: the content
 // of each path present in the commit, nil for a file over the size limit.
 func (s *Snapshot) ReadFiles(ctx context.Context, paths []string) (map[string][]byte, error) {
 	ids := make(map[string]string, len(paths))

@@ -2,6 +2,9 @@ package snapshot
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -277,5 +280,55 @@ func TestReadFilesIsReadFileInOneGo(t *testing.T) {
 		if _, err := s.FS.ReadFile(Abs(p)); err == nil {
 			t.Errorf("%s is loaded into the FS", p)
 		}
+	}
+}
+
+// Derived computes once per content for the snapshots sharing blobs (the
+// two sides of a plan), again for a content that changed, and fails for
+// a path the commit does not hold.
+func TestDerivedOncePerContent(t *testing.T) {
+	dir := t.TempDir()
+	write := func(files map[string]string) {
+		for name, content := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(map[string]string{"same.yaml": "kind: A\n", "edited.yaml": "kind: B\n"})
+	git(t, dir, "init", "-q")
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-qm", "base")
+	write(map[string]string{"edited.yaml": "kind: C\n"})
+	git(t, dir, "commit", "-qam", "head")
+
+	ctx := context.Background()
+	blobs := NewBlobs(dir)
+	defer blobs.Close()
+	computed := map[string]int{}
+	for _, rev := range []string{"HEAD~1", "HEAD"} {
+		s, err := Open(ctx, dir, rev, blobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{"same.yaml", "edited.yaml"} {
+			v, err := s.Derived(ctx, p, "upper", func(data []byte) any {
+				computed[string(data)]++
+				return strings.ToUpper(string(data))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := s.ReadFile(ctx, p)
+			if v != strings.ToUpper(string(want)) {
+				t.Errorf("%s %s: derived %q, want %q", rev, p, v, strings.ToUpper(string(want)))
+			}
+		}
+		if _, err := s.Derived(ctx, "missing.yaml", "upper", func([]byte) any { return nil }); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: Derived of a missing path: %v, want fs.ErrNotExist", rev, err)
+		}
+	}
+	if want := map[string]int{"kind: A\n": 1, "kind: B\n": 1, "kind: C\n": 1}; !maps.Equal(computed, want) {
+		t.Errorf("computed %v, want each content once: %v", computed, want)
 	}
 }

@@ -31,20 +31,29 @@ import (
 // image.tag set to tag (unless ""), as `helm package` would.
 func Package(t testing.TB, dir, version, tag string) []byte {
 	t.Helper()
-	ch, err := loader.LoadDir(dir)
+	data, err := PackageDir(dir, version, tag)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return data
+}
+
+// PackageDir is Package for programs (the benchmarks).
+func PackageDir(dir, version, tag string) ([]byte, error) {
+	ch, err := loader.LoadDir(dir)
+	if err != nil {
+		return nil, err
 	}
 	ch.Metadata.Version = version
 	if tag != "" {
 		img, _ := ch.Values["image"].(map[string]any)
 		if img == nil {
-			t.Fatalf("%s: no image in values", dir)
+			return nil, fmt.Errorf("%s: no image in values", dir)
 		}
 		img["tag"] = tag
 		data, err := sigsyaml.Marshal(ch.Values)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		for _, f := range ch.Raw {
 			if f.Name == chartutil.ValuesfileName {
@@ -52,16 +61,16 @@ func Package(t testing.TB, dir, version, tag string) []byte {
 			}
 		}
 	}
-	out := t.TempDir()
+	out, err := os.MkdirTemp("", "testchart-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(out)
 	p, err := chartutil.Save(ch, out)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	data, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
+	return os.ReadFile(p)
 }
 
 // Repo is an HTTP chart repository on loopback.
@@ -76,7 +85,14 @@ type Repo struct {
 
 // ServeRepo starts an empty chart repository, closed with the test.
 func ServeRepo(t testing.TB) *Repo {
-	r := &Repo{ix: repo.NewIndexFile(), files: map[string][]byte{}, Served: map[string]int{}}
+	r, stop := StartRepo()
+	t.Cleanup(stop)
+	return r
+}
+
+// StartRepo is ServeRepo for programs (the benchmarks): stop closes it.
+func StartRepo() (r *Repo, stop func()) {
+	r = &Repo{ix: repo.NewIndexFile(), files: map[string][]byte{}, Served: map[string]int{}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -97,27 +113,34 @@ func ServeRepo(t testing.TB) *Repo {
 		}
 		w.Write(data)
 	}))
-	t.Cleanup(srv.Close)
 	r.URL = srv.URL
-	return r
+	return r, srv.Close
 }
 
 // Add publishes a packaged chart.
 func (r *Repo) Add(t testing.TB, tgz []byte) {
 	t.Helper()
+	if err := r.Publish(tgz); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Publish is Add for programs (the benchmarks).
+func (r *Repo) Publish(tgz []byte) error {
 	ch, err := loader.LoadArchive(bytes.NewReader(tgz))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	name := fmt.Sprintf("%s-%s.tgz", ch.Metadata.Name, ch.Metadata.Version)
 	sum := sha256.Sum256(tgz)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.ix.MustAdd(ch.Metadata, name, r.URL, hex.EncodeToString(sum[:])); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	r.ix.SortEntries()
 	r.files[name] = tgz
+	return nil
 }
 
 // Count is how many requests path got.

@@ -82,3 +82,65 @@ func (u *Upstream) Release(files map[string]string, tag string) string {
 	Git(u.t, u.work, "push", "-q", "--tags", u.bare, "main")
 	return Git(u.t, u.work, "rev-parse", "HEAD")
 }
+
+// Fixture is a copy of a testdata directory that tests make a git
+// repository of and edit commit by commit.
+type Fixture struct {
+	t   testing.TB
+	Dir string
+}
+
+// Copy copies the directory src into a temporary directory, not yet a
+// repository: Replace the placeholders a test fills in, then Init.
+func Copy(t testing.TB, src string) *Fixture {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	return &Fixture{t: t, Dir: dir}
+}
+
+// NewFixture is Copy and Init: src committed on main.
+func NewFixture(t testing.TB, src string) *Fixture {
+	t.Helper()
+	f := Copy(t, src)
+	f.Init(filepath.Base(src))
+	return f
+}
+
+// Init makes the copy a repository whose main is one commit of every
+// file.
+func (f *Fixture) Init(msg string) {
+	f.t.Helper()
+	Git(f.t, f.Dir, "init", "-q", "-b", "main")
+	Git(f.t, f.Dir, "add", "-A")
+	Git(f.t, f.Dir, "commit", "-qm", msg)
+}
+
+// Replace replaces the first old in file with new, failing the test when
+// file does not hold old; it commits nothing.
+func (f *Fixture) Replace(file, old, new string) {
+	f.t.Helper()
+	p := filepath.Join(f.Dir, file)
+	data, err := os.ReadFile(p)
+	if err != nil || !strings.Contains(string(data), old) {
+		f.t.Fatalf("%s: %v, or no %q in it", file, err, old)
+	}
+	if err := os.WriteFile(p, []byte(strings.Replace(string(data), old, new, 1)), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// Commit commits the changes to tracked files.
+func (f *Fixture) Commit(msg string) {
+	f.t.Helper()
+	Git(f.t, f.Dir, "commit", "-qam", msg)
+}
+
+// Edit is Replace and Commit.
+func (f *Fixture) Edit(file, old, new string) {
+	f.t.Helper()
+	f.Replace(file, old, new)
+	f.Commit("edit " + file)
+}
