@@ -163,6 +163,9 @@ func (s *Server) listStatuses(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	out := []any{}
 	for i, st := range s.statuses[r.PathValue("project")+"\x00"+sha] {
+		if name := r.URL.Query().Get("name"); name != "" && name != st.Name {
+			continue
+		}
 		out = append(out, statusJSON(int64(i+1), sha, st, User{}))
 	}
 	s.mu.Unlock()

@@ -150,8 +150,12 @@ func FindBy(ctx context.Context, gl *gitlab.Client, project string, iid int, mar
 // status is the HTTP status GitLab answered err with, 0 for none.
 func status(err error) int {
 	var er *gitlab.ErrorResponse
-	if errors.As(err, &er) && er.Response != nil {
+	switch {
+	case errors.As(err, &er) && er.Response != nil:
 		return er.Response.StatusCode
+	case errors.Is(err, gitlab.ErrNotFound):
+		// client-go answers 404 with this sentinel, not an ErrorResponse.
+		return http.StatusNotFound
 	}
 	return 0
 }

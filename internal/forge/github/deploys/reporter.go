@@ -31,10 +31,9 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
-	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
+	"github.com/kplan-dev/kplan/internal/deployreport"
 	forgegithub "github.com/kplan-dev/kplan/internal/forge/github"
-	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/prcomment"
 )
 
@@ -42,7 +41,7 @@ import (
 const maxSummaries = 200
 
 // Marker finds the deploy comment on a pull request.
-const Marker = "<!-- kplan:deploy -->"
+const Marker = deployreport.Marker
 
 // payloadTarget is the key of a Deployment's payload naming the target
 // that created it, so that finishing an interrupted deploy touches only
@@ -50,7 +49,7 @@ const Marker = "<!-- kplan:deploy -->"
 const payloadTarget = "kplanTarget"
 
 // Interrupted is what an interrupted deploy's statuses say.
-const Interrupted = "interrupted: the webhook stopped during this deploy; a new deploy follows"
+const Interrupted = deployreport.Interrupted
 
 // Reporter implements deployer.Reporter with go-github.
 type Reporter struct {
@@ -103,12 +102,7 @@ func split(repo string) (string, string) {
 
 func errorf(what string, err error) error { return fmt.Errorf("%s: %w", what, err) }
 
-func environment(t deployer.Target) string {
-	if t.Environment != "" {
-		return t.Environment
-	}
-	return t.Name
-}
+func environment(t deployer.Target) string { return deployreport.Environment(t) }
 
 // Flush sends the reports GitHub did not take earlier.
 func (r *Reporter) Flush(ctx context.Context) { r.deliver(ctx) }
@@ -192,19 +186,16 @@ func open(state string) bool {
 	return state == "in_progress" || state == "queued" || state == "pending"
 }
 
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-1] + "…"
-}
+func clip(s string, n int) string { return deployreport.Clip(s, n) }
+
+func short(sha string) string { return deployreport.Short(sha) }
 
 // Finished reports the outcome on the commit, the Deployment and the PR.
 func (r *Reporter) Finished(ctx context.Context, o deployer.Outcome) {
 	t := o.Target
-	state, desc := "success", counts(o.Result)
+	state, desc := "success", deployreport.Counts(o.Result)
 	if o.Err != nil {
-		state, desc = "failure", Public(o.Err.Error())
+		state, desc = "failure", deployreport.Public(o.Err.Error())
 	}
 	if o.SHA != "" {
 		r.enqueue(r.statusOp(t, o.SHA, state, desc))
@@ -249,7 +240,7 @@ func (r *Reporter) commentOp(o deployer.Outcome) *op {
 				r.summaries[pr] = map[string]deployer.Outcome{}
 			}
 			r.summaries[pr][t.Name] = o
-			body := comment(r.summaries[pr])
+			body := deployreport.Comment(r.summaries[pr])
 			r.mu.Unlock()
 			_, err := r.Comments.Upsert(ctx, t.Repo, pr, Marker, body)
 			return err
@@ -456,138 +447,3 @@ func (r *Reporter) mine(d *github.Deployment, t deployer.Target) bool {
 	return d.GetDescription() == description(t)
 }
 
-func counts(res *deploy.Result) string {
-	if res == nil {
-		return ""
-	}
-	c := map[deploy.Action]int{}
-	for _, o := range res.Objects {
-		c[o.Action]++
-	}
-	s := fmt.Sprintf("%d created, %d configured, %d unchanged, %d pruned", c[deploy.Created], c[deploy.Configured], c[deploy.Unchanged], c[deploy.Pruned])
-	if c[deploy.Kept] > 0 {
-		s += fmt.Sprintf(", %d left in the cluster", c[deploy.Kept])
-	}
-	if c[deploy.Failed]+c[deploy.Skipped] > 0 {
-		s += fmt.Sprintf(", %d failed, %d skipped", c[deploy.Failed], c[deploy.Skipped])
-	}
-	return s
-}
-
-// comment is the PR comment: one row per target, details per target, and
-// how to retry what failed. Secret values never reach it: only keys.
-func comment(byTarget map[string]deployer.Outcome) string {
-	names := make([]string, 0, len(byTarget))
-	failed := 0
-	for n, o := range byTarget {
-		names = append(names, n)
-		if o.Err != nil {
-			failed++
-		}
-	}
-	slices.Sort(names)
-	var b strings.Builder
-	b.WriteString(Marker + "\n")
-	fmt.Fprintf(&b, "### kplan deploy: %d of %d targets succeeded\n\n", len(names)-failed, len(names))
-	b.WriteString("| Target | Environment | Commit | Result |\n|---|---|---|---|\n")
-	for _, n := range names {
-		o := byTarget[n]
-		res := "✅ " + counts(o.Result)
-		if o.Err != nil {
-			res = "❌ " + cell(clip(Public(o.Err.Error()), 300))
-			if o.Reason != "" {
-				// The kind of failure first, in words; the message says which.
-				res = "❌ **" + o.Reason.Describe() + "**: " + cell(clip(Public(o.Err.Error()), 300))
-			}
-		}
-		if o.Review != nil {
-			res += "<br>" + reviewMark(o.Review) + " " + cell(o.Review.Describe())
-		}
-		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", n, environment(o.Target), short(o.SHA), res)
-	}
-	for _, n := range names {
-		writeReviewDiff(&b, n, byTarget[n].Review)
-	}
-	for _, n := range names {
-		o := byTarget[n]
-		if o.Result == nil || len(o.Result.Objects) == 0 {
-			continue
-		}
-		fmt.Fprintf(&b, "\n<details><summary>%s: %s</summary>\n\n", n, counts(o.Result))
-		for _, obj := range o.Result.Objects {
-			line := fmt.Sprintf("- %s `%s`", obj.Action, strings.ReplaceAll(obj.Key, "|", `\|`))
-			if obj.Reason != "" {
-				line += " (" + Public(obj.Reason) + ")"
-			}
-			if obj.Error != "" {
-				line += ": " + strings.Join(strings.Fields(clip(Public(obj.Error), 200)), " ")
-			}
-			b.WriteString(line + "\n")
-		}
-		b.WriteString("\n</details>\n")
-	}
-	if failed > 0 {
-		b.WriteString("\n**To retry**: fix the cause (the error above says what failed) and merge again, or wait for the next resync, which retries every failed target at the branch's newest commit.\n")
-	}
-	out := b.String()
-	if len(out) > prcomment.MaxBodyChars {
-		out = out[:prcomment.MaxBodyChars-100] + "\n\n…(cut to fit GitHub's comment size limit)\n"
-	}
-	return out
-}
-
-func short(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
-}
-
-// cell makes text safe in a Markdown table cell: one line, pipes escaped.
-func cell(s string) string {
-	return strings.ReplaceAll(strings.Join(strings.Fields(s), " "), "|", `\|`)
-}
-
-// writeReviewDiff says, for a merge that differs from the plan reviewed,
-// how: the objects the merge applies that the plan did not show and the
-// reverse, and each changed field (Secret values hidden), reviewed →
-// merged; or why that could not be worked out.
-func writeReviewDiff(b *strings.Builder, target string, r *deployer.Review) {
-	if r == nil || (r.Verdict != deployer.Differs && r.Verdict != deployer.PlanDiffers) {
-		return
-	}
-	if r.Diff == nil {
-		if r.DiffErr != "" {
-			fmt.Fprintf(b, "\n%s: how the merge differs from %s is not known: %s\n", target, r.Against(), Public(r.DiffErr))
-		}
-		return
-	}
-	d := r.Diff
-	fmt.Fprintf(b, "\n<details open><summary>%s: how the merge differs from %s (%d added, %d changed, %d removed)</summary>\n\n",
-		target, r.Against(), len(d.Added), len(d.Changed), len(d.Pruned))
-	for _, k := range d.Added {
-		fmt.Fprintf(b, "- \\+ %s: not in what was reviewed\n", cell(inventorydiff.Name(k)))
-	}
-	for _, c := range d.Changed {
-		fmt.Fprintf(b, "- ~ %s\n", cell(inventorydiff.Name(c.Key)))
-		for _, f := range c.Fields {
-			fmt.Fprintf(b, "  - `%s`\n", strings.NewReplacer("`", "'", "\n", " ").Replace(clip(f.Header(), 200)))
-		}
-	}
-	for _, k := range d.Pruned {
-		fmt.Fprintf(b, "- \\- %s: in what was reviewed, not applied\n", cell(inventorydiff.Name(k)))
-	}
-	b.WriteString("\n</details>\n")
-}
-
-// reviewMark marks a deploy's comparison with the plan reviewed.
-func reviewMark(r *deployer.Review) string {
-	switch r.Verdict {
-	case deployer.AsApproved, deployer.Unaffected, deployer.AsReviewed:
-		return "🔒"
-	case deployer.Differs, deployer.PlanDiffers, deployer.NotApproved, deployer.NotReviewed:
-		return "⚠️"
-	default:
-		return "❔"
-	}
-}
