@@ -446,4 +446,3 @@ func (r *Reporter) mine(d *github.Deployment, t deployer.Target) bool {
 	}
 	return d.GetDescription() == description(t)
 }
-

@@ -50,7 +50,7 @@ type Reporter struct {
 	Notes *forgegitlab.Poster
 
 	mu          sync.Mutex
-	deployments map[string]int64                    // target key@sha -> its deployment's ID
+	deployments map[string]int64                       // target key@sha -> its deployment's ID
 	summaries   map[string]map[string]deployer.Outcome // project!iid -> target -> latest outcome
 }
 
