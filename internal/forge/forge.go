@@ -122,6 +122,10 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 type Delivery struct {
 	ID    string // the forge's delivery ID (deduplicated), "" when none
 	Event string // the forge's event name, for logs and metrics
+	// Forge names the forge that sent it as the webhook's configuration
+	// does ("github", "gitlab"): a delivery deploys only repositories
+	// configured on its forge.
+	Forge string
 	// Credential is the signature (or token) the headers carry, for
 	// Verify; never logged.
 	Credential string

@@ -33,7 +33,7 @@ var _ forge.Receiver = Receiver{}
 // Delivery implements forge.Receiver: a request without X-Gitlab-Token
 // is refused before its body is read.
 func (Receiver) Delivery(h http.Header) (forge.Delivery, error) {
-	d := forge.Delivery{ID: h.Get("Idempotency-Key"), Event: h.Get("X-Gitlab-Event"), Credential: h.Get("X-Gitlab-Token")}
+	d := forge.Delivery{ID: h.Get("Idempotency-Key"), Event: h.Get("X-Gitlab-Event"), Credential: h.Get("X-Gitlab-Token"), Forge: "gitlab"}
 	if d.ID == "" {
 		d.ID = h.Get("X-Gitlab-Event-UUID")
 	}
