@@ -130,7 +130,7 @@ func (s Settings) planOptions() plan.Options {
 
 // gateNames are GitLab's words in the job's failures.
 var gateNames = gate.Names{Change: "merge request", Comment: "the plan note",
-	NoFailOnError: "set the CI/CD variable " + EnvFailOnError + " (the component's input fail-on-error) to false",
+	NoFailOnError:     "set the CI/CD variable " + EnvFailOnError + " (the component's input fail-on-error) to false",
 	NoFailOnDangerous: "set " + EnvFailOnDangerous + " (fail-on-dangerous) to false",
 	LabelRerun:        "then run the pipeline again: GitLab starts none for a label"}
 
