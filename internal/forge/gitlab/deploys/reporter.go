@@ -104,7 +104,7 @@ func protectedHint(err error, env string) error {
 
 func (r *Reporter) status(ctx context.Context, t deployer.Target, sha string, state gitlab.BuildStateValue, desc string) {
 	name := "kplan/" + t.Name
-	desc = deployreport.Clip(desc, 255)
+	desc = deployreport.Clip(desc, 253) // at most 255 bytes, the cut marked
 	_, _, err := r.GL.Commits.SetCommitStatus(t.Repo, sha, &gitlab.SetCommitStatusOptions{
 		State: state, Name: &name, Ref: &t.Branch, Description: &desc,
 	}, gitlab.WithContext(ctx))
