@@ -21,7 +21,7 @@ func TestPlanOnlyBinariesDoNotLinkTheApplier(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
 	}
-	for _, pkg := range []string{".", "../../cmd/action"} {
+	for _, pkg := range []string{".", "../../cmd/action", "../../cmd/kplan-gitlab"} {
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", pkg).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
