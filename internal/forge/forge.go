@@ -1,13 +1,13 @@
-// Package forge is what kplan needs of a code forge (GitHub; later
-// others), in the forge's absence: a change under review, a delivery
+// Package forge is what kplan needs of a code forge (GitHub, GitLab),
+// in the forge's absence: a change under review, a delivery
 // decoded into an event, and a comment kept up to date on a change. The
 // consumers (the Action, the webhook's ingress and its forwarder, the
 // live plan) hold these types and interfaces; one package per forge
-// (internal/forge/github) implements them and is the only one that
-// speaks the forge's API. The deploy reports (statuses, deployments, the
-// reviewed plan, approvals) are the deployer's own interfaces,
-// deployer.Reporter and deployer.Reviews, implemented in the forge's
-// subpackage (internal/forge/github/deploys).
+// (internal/forge/github, internal/forge/gitlab) implements them and is
+// the only one that speaks the forge's API. The deploy reports
+// (statuses, deployments, the reviewed plan, approvals) are the
+// deployer's own interfaces, deployer.Reporter and deployer.Reviews,
+// implemented in the forge's subpackage (internal/forge/*/deploys).
 //
 // See docs/forge.md for what a new forge implements.
 package forge
