@@ -332,3 +332,14 @@ func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
+
+// getProjectApprovals is GET /projects/:id/approvals, the project's
+// approval settings.
+func (s *Server) getProjectApprovals(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	keeps := s.keepsApprovals[r.PathValue("project")]
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"approvals_before_merge": 0, "reset_approvals_on_push": !keeps,
+		"disable_overriding_approvers_per_merge_request": false, "merge_requests_author_approval": false,
+		"merge_requests_disable_committers_approval": false, "require_password_to_approve": false})
+}

@@ -87,25 +87,26 @@ type Server struct {
 	logMu    sync.Mutex
 	requests []Request
 
-	mu          sync.Mutex
-	nextID      int64
-	failLeft    int
-	failCode    int
-	tokens      map[string]User
-	users       map[string]User // by username
-	notes       map[string][]*Note
-	statuses    map[string][]*Status
-	deployments map[string][]*Deployment
-	mrs         map[string]*MergeRequest
-	members     map[string]int64 // project\x00user ID -> access level
-	protected   map[string][]string
+	mu             sync.Mutex
+	nextID         int64
+	failLeft       int
+	failCode       int
+	tokens         map[string]User
+	users          map[string]User // by username
+	notes          map[string][]*Note
+	statuses       map[string][]*Status
+	deployments    map[string][]*Deployment
+	mrs            map[string]*MergeRequest
+	members        map[string]int64 // project\x00user ID -> access level
+	protected      map[string][]string
+	keepsApprovals map[string]bool // projects that keep approvals across pushes
 }
 
 // New starts a fake server; add tokens with AddToken.
 func New() *Server {
 	s := &Server{nextID: 1000, tokens: map[string]User{}, users: map[string]User{}, notes: map[string][]*Note{},
 		statuses: map[string][]*Status{}, deployments: map[string][]*Deployment{}, mrs: map[string]*MergeRequest{},
-		members: map[string]int64{}, protected: map[string][]string{}}
+		members: map[string]int64{}, protected: map[string][]string{}, keepsApprovals: map[string]bool{}}
 	s.srv = httptest.NewServer(s.handler())
 	return s
 }
@@ -159,6 +160,14 @@ func (s *Server) Protect(project, environment string, deployers ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.protected[project+"\x00"+environment] = deployers
+}
+
+// KeepApprovalsOnPush turns off the project's "Remove all approvals
+// when commits are added to the source branch" (on by default here).
+func (s *Server) KeepApprovalsOnPush(project string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keepsApprovals[project] = true
 }
 
 // SetMergeRequest records a merge request of project.
@@ -278,6 +287,7 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET "+p+"/merge_requests/{iid}", s.getMergeRequest)
 	mux.HandleFunc("GET "+p+"/merge_requests/{iid}/approvals", s.getApprovals)
 	mux.HandleFunc("GET "+p+"/members/all/{user}", s.getMember)
+	mux.HandleFunc("GET "+p+"/approvals", s.getProjectApprovals)
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { writeError(w, http.StatusNotFound, "404 Not Found") })
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &recorder{ResponseWriter: w, status: http.StatusOK}

@@ -32,6 +32,10 @@ import (
 	"github.com/kplan-dev/kplan/internal/prcomment"
 )
 
+// ErrApprovalsKept refuses to read approvals as approving the merged
+// head in a project that keeps them across pushes.
+var ErrApprovalsKept = errors.New("approvals are kept across pushes")
+
 // maxSummaries bounds the merge requests whose note is kept in memory.
 const maxSummaries = 200
 
@@ -277,6 +281,18 @@ func (r *Reporter) Approvals(ctx context.Context, t deployer.Target, sha string,
 		return ap, fmt.Errorf("the approvals of %s!%d: %w", t.Repo, mr, err)
 	}
 	ap.Reviews = max(len(a.ApprovedBy), int(a.ApprovalsRequired))
+	if len(a.ApprovedBy) > 0 {
+		// An approval stands for the merged head only if a push removes
+		// it: otherwise what was approved cannot be told, and an
+		// approval must not vouch for commits pushed after it.
+		pa, _, err := r.GL.Projects.GetApprovalConfiguration(t.Repo, gitlab.WithContext(ctx))
+		if err != nil {
+			return ap, fmt.Errorf("the approval settings of %s: %w", t.Repo, err)
+		}
+		if !pa.ResetApprovalsOnPush {
+			return ap, fmt.Errorf("%w: %s keeps approvals when commits are pushed, so an approval does not say what was approved: turn on \"Remove all approvals when commits are added to the source branch\" (Settings → Merge requests)", ErrApprovalsKept, t.Repo)
+		}
+	}
 	// GitLab lists approvals oldest first; the deployer wants newest first.
 	for i := len(a.ApprovedBy) - 1; i >= 0; i-- {
 		u := a.ApprovedBy[i].User

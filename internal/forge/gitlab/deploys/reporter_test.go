@@ -132,6 +132,12 @@ func TestApprovals(t *testing.T) {
 	if err != nil || got.Reviews != 4 || len(got.Approved) != 2 || got.Approved[0] != want[0] || got.Approved[1] != want[1] {
 		t.Errorf("approvals: %+v, %v; want %+v", got, err, want)
 	}
+	// A project that keeps approvals across pushes: no approval says
+	// what was approved.
+	s.KeepApprovalsOnPush(project)
+	if got, err := r.Approvals(ctx, prod, sha, 7); !errors.Is(err, ErrApprovalsKept) || len(got.Approved) != 0 {
+		t.Errorf("approvals kept across pushes: %+v, %v; want ErrApprovalsKept", got, err)
+	}
 	if ok, err := r.CanWrite(ctx, prod, "watcher"); ok || err != nil {
 		t.Errorf("a reporter can write: %v, %v", ok, err)
 	}
