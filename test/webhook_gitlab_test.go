@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kplan-dev/kplan/internal/forge/gitlab"
+	"github.com/kplan-dev/kplan/internal/liveplan"
 	"github.com/kplan-dev/kplan/internal/testcluster"
 	"github.com/kplan-dev/kplan/internal/testkit"
 	"github.com/kplan-dev/kplan/test/githttp"
@@ -144,7 +145,8 @@ func (e *glHookEnv) glNote(iid int64, want string) string {
 // GitHub's secret is refused (unsigned ones before their body is read);
 // a GitHub delivery naming the GitLab project deploys nothing; a merge
 // deploys, reporting a commit status, a deployment of the environment
-// and a note on the merge request.
+// and a note on the merge request; an opened merge request gets a live
+// plan note.
 func TestWebhookDeploysAGitLabMerge(t *testing.T) {
 	t.Parallel()
 	e := newGitLabHookEnv(t, `
@@ -216,6 +218,29 @@ func TestWebhookDeploysAGitLabMerge(t *testing.T) {
 		return false
 	})
 	e.glNote(1, "1 of 1 targets succeeded")
+
+	// An opened merge request gets a live plan, as a note, of its head
+	// fetched from refs/merge-requests/N/head (its branch is gone: only
+	// GitLab's ref keeps it).
+	git(t, e.repo, "checkout", "-qb", "mr-5", "main")
+	head5 := e.commit("a", "b", "live")
+	git(t, e.repo, "checkout", "-q", "main")
+	git(t, e.repo, "update-ref", "refs/merge-requests/5/head", head5)
+	git(t, e.repo, "branch", "-qD", "mr-5")
+	open := gitlabapi.MergeRequestHook(gitlabapi.MergeRequestEvent{Project: glProject, IID: 5, Action: "open",
+		SourceBranch: "mr-5", TargetBranch: "main", HeadSHA: head5})
+	if code := e.sendGitLab(gitlab.MergeRequestHook, open, glHookSecret); code != http.StatusAccepted {
+		t.Fatalf("the opened merge request: HTTP %d, want 202", code)
+	}
+	testkit.Eventually(t, "the live plan note on !5", time.Minute, func() bool {
+		for _, n := range e.gl.Notes(glProject, 5) {
+			if n.Author == glHookBot && strings.Contains(n.Body, liveplan.Marker) && strings.Contains(n.Body, "`"+head5[:7]+"`") && strings.Contains(n.Body, "live") {
+				return true
+			}
+		}
+		return false
+	})
+	eq(t, "ConfigMaps after the live plan", e.configMaps(), []string{"a", "b"})
 
 	// A replayed delivery (same idempotency key) is not deployed twice.
 	req, _ = http.NewRequest(http.MethodPost, e.url+"/webhook", bytes.NewReader(body))
