@@ -20,6 +20,7 @@ type MergeRequestEvent struct {
 	State                            string // opened, merged, closed; "" from Action
 	SourceBranch, TargetBranch       string
 	HeadSHA, MergeCommitSHA, OldRev  string
+	SquashCommitSHA                  string
 	Labels                           []string
 	AddedLabel                       string // an update that added this label
 	User                             string

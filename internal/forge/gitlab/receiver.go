@@ -1,6 +1,7 @@
 package gitlab
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -85,7 +86,7 @@ func (Receiver) Decode(d forge.Delivery, contentType string, body []byte) (forge
 		return forge.Event{Kind: forge.Push, Repo: e.Project.PathWithNamespace, Ref: e.Ref, SHA: e.After,
 			Deleted: strings.Trim(e.After, "0") == "", Sender: e.UserUsername}, nil
 	case *gitlab.MergeEvent:
-		c := changeOf(e)
+		c := changeOf(e, squashCommit(body))
 		ev := forge.Event{Kind: forge.Review, Repo: e.Project.PathWithNamespace, Change: &c, Action: action(e)}
 		if e.User != nil {
 			ev.Sender = e.User.Username
@@ -144,10 +145,26 @@ func addedLabel(e *gitlab.MergeEvent) string {
 	return ""
 }
 
+// squashCommit is the commit a squashed merge request became,
+// object_attributes.squash_commit_sha, which client-go's MergeEvent does
+// not read; "" when there is none.
+func squashCommit(body []byte) string {
+	var p struct {
+		ObjectAttributes struct {
+			SquashCommitSHA string `json:"squash_commit_sha"`
+		} `json:"object_attributes"`
+	}
+	if json.Unmarshal(body, &p) != nil {
+		return ""
+	}
+	return p.ObjectAttributes.SquashCommitSHA
+}
+
 // changeOf is a merge request as the forge seam names it. A merge
-// request merged by fast-forward has no merge commit: the target
-// branch then points at its last commit.
-func changeOf(e *gitlab.MergeEvent) forge.Change {
+// request merged without a merge commit points the target branch at its
+// squash commit (squashed by fast-forward), else at its last commit
+// (fast-forward).
+func changeOf(e *gitlab.MergeEvent, squash string) forge.Change {
 	a := e.ObjectAttributes
 	c := forge.Change{
 		Repo: e.Project.PathWithNamespace, Number: int(a.IID),
@@ -158,7 +175,7 @@ func changeOf(e *gitlab.MergeEvent) forge.Change {
 		Fork: a.SourceProjectID != a.TargetProjectID,
 	}
 	if c.Merged && c.MergeSHA == "" {
-		c.MergeSHA = c.HeadSHA
+		c.MergeSHA = cmp.Or(squash, c.HeadSHA)
 	}
 	labels := e.Labels
 	if len(labels) == 0 {

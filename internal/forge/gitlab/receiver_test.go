@@ -12,8 +12,9 @@ import (
 )
 
 const (
-	head  = "1111111111111111111111111111111111111111"
-	merge = "2222222222222222222222222222222222222222"
+	head   = "1111111111111111111111111111111111111111"
+	merge  = "2222222222222222222222222222222222222222"
+	squash = "3333333333333333333333333333333333333333"
 )
 
 func decode(t *testing.T, event string, body []byte) forge.Event {
@@ -28,7 +29,9 @@ func decode(t *testing.T, event string, body []byte) forge.Event {
 // Merge Request Hook deliveries become the seam's Review events as the
 // webhook reads them: merge with its merge commit (a fast-forward merge,
 // which has none, with the head), opens, pushes (update with oldrev),
-// labels added, and a fork's merge request marked untrusted.
+// labels added, and a fork's merge request marked untrusted. Merged
+// without a merge commit, the branch points at the squash commit, else
+// at the head.
 func TestDecodeMergeRequestHook(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -41,6 +44,10 @@ func TestDecodeMergeRequestHook(t *testing.T) {
 			forge.Change{MergeSHA: merge, Merged: true}},
 		{"merged by fast-forward", gitlabapi.MergeRequestEvent{Action: "merge"}, forge.Closed, "",
 			forge.Change{MergeSHA: head, Merged: true}},
+		{"squashed by fast-forward", gitlabapi.MergeRequestEvent{Action: "merge", SquashCommitSHA: squash}, forge.Closed, "",
+			forge.Change{MergeSHA: squash, Merged: true}},
+		{"squashed with a merge commit", gitlabapi.MergeRequestEvent{Action: "merge", SquashCommitSHA: squash, MergeCommitSHA: merge}, forge.Closed, "",
+			forge.Change{MergeSHA: merge, Merged: true}},
 		{"opened", gitlabapi.MergeRequestEvent{Action: "open"}, forge.Opened, "", forge.Change{}},
 		{"reopened", gitlabapi.MergeRequestEvent{Action: "reopen"}, forge.Reopened, "", forge.Change{}},
 		{"pushed to", gitlabapi.MergeRequestEvent{Action: "update", OldRev: merge}, forge.Updated, "", forge.Change{}},
