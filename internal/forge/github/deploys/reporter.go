@@ -55,15 +55,9 @@ const Interrupted = deployreport.Interrupted
 type Reporter struct {
 	GH     *github.Client
 	Logger *slog.Logger
-	// Attempts and Backoff bound the retries of one API call.
-	Attempts int
-	Backoff  time.Duration
-	// MaxWait bounds one wait for a rate limit; a report GitHub asks to
-	// wait longer for is kept for later.
-	MaxWait time.Duration
-	// MaxHeld bounds the reports kept for GitHub; past it the oldest is
-	// dropped, loudly.
-	MaxHeld int
+	// Outbox sends the reports, retried and held while GitHub does not
+	// take them (its Attempts, Backoff, MaxWait and MaxHeld bound that).
+	*deployreport.Outbox
 	// PlanAuthor is the login whose plan comment a merge is compared with
 	// (ReviewedPlan); "" is github-actions[bot], the Action's default
 	// token.
@@ -75,8 +69,6 @@ type Reporter struct {
 	mu          sync.Mutex
 	deployments map[string]*deployment              // target key@sha -> its Deployment
 	summaries   map[int]map[string]deployer.Outcome // PR -> target -> latest outcome
-	held        []*op                               // reports GitHub has not taken yet, oldest first
-	sending     sync.Mutex                          // held by the one caller sending reports
 }
 
 // deployment is the state a Deployment should show; id is 0 until GitHub
@@ -91,7 +83,8 @@ var _ deployer.Reporter = (*Reporter)(nil)
 
 // NewReporter makes a Reporter.
 func NewReporter(gh *github.Client, logger *slog.Logger) *Reporter {
-	return &Reporter{GH: gh, Logger: logger, Comments: forgegithub.NewPoster(gh, ""), Attempts: 5, Backoff: 500 * time.Millisecond, MaxWait: time.Minute, MaxHeld: 1000,
+	return &Reporter{GH: gh, Logger: logger, Comments: forgegithub.NewPoster(gh, ""),
+		Outbox: &deployreport.Outbox{Forge: "GitHub", Logger: logger, Attempts: 5, Backoff: 500 * time.Millisecond, MaxWait: time.Minute, MaxHeld: 1000, Classify: classify},
 		deployments: map[string]*deployment{}, summaries: map[int]map[string]deployer.Outcome{}}
 }
 
@@ -105,21 +98,21 @@ func errorf(what string, err error) error { return fmt.Errorf("%s: %w", what, er
 func environment(t deployer.Target) string { return deployreport.Environment(t) }
 
 // Flush sends the reports GitHub did not take earlier.
-func (r *Reporter) Flush(ctx context.Context) { r.deliver(ctx) }
+func (r *Reporter) Flush(ctx context.Context) { r.Deliver(ctx) }
 
 // Started opens a Deployment in progress and marks the commit pending.
 // The Deployment comes first: a run killed in between leaves a Deployment
 // that Interrupted finds, never a pending status nothing points to.
 func (r *Reporter) Started(ctx context.Context, t deployer.Target, sha string, pr int) {
 	r.setDeployment(t, sha, "in_progress", "applying "+t.Overlay)
-	r.enqueue(r.statusOp(t, sha, "pending", "deploying "+environment(t)))
-	r.deliver(ctx)
+	r.Enqueue(r.statusOp(t, sha, "pending", "deploying "+environment(t)))
+	r.Deliver(ctx)
 }
 
 func (r *Reporter) statusOp(t deployer.Target, sha, state, desc string) *op {
 	owner, repo := split(t.Repo)
-	return &op{key: "status\x00" + t.Repo + "\x00" + sha + "\x00kplan/" + t.Name, what: "commit status kplan/" + t.Name + " " + state + " on " + short(sha),
-		send: func(ctx context.Context) error {
+	return &op{Key: "status\x00" + t.Repo + "\x00" + sha + "\x00kplan/" + t.Name, What: "commit status kplan/" + t.Name + " " + state + " on " + short(sha),
+		Send: func(ctx context.Context) error {
 			_, _, err := r.GH.Repositories.CreateStatus(ctx, owner, repo, sha, &github.RepoStatus{
 				State: github.String(state), Context: github.String("kplan/" + t.Name), Description: github.String(clip(desc, 140)),
 			})
@@ -140,8 +133,8 @@ func (r *Reporter) setDeployment(t deployer.Target, sha, state, desc string) {
 	d.state, d.desc = state, desc
 	r.mu.Unlock()
 	owner, repo := split(t.Repo)
-	r.enqueue(&op{key: "deployment\x00" + key, what: "deployment of " + short(sha) + " to " + environment(t) + " " + state,
-		send: func(ctx context.Context) error {
+	r.Enqueue(&op{Key: "deployment\x00" + key, What: "deployment of " + short(sha) + " to " + environment(t) + " " + state,
+		Send: func(ctx context.Context) error {
 			r.mu.Lock()
 			want := *d
 			r.mu.Unlock()
@@ -198,7 +191,7 @@ func (r *Reporter) Finished(ctx context.Context, o deployer.Outcome) {
 		state, desc = "failure", deployreport.Public(o.Err.Error())
 	}
 	if o.SHA != "" {
-		r.enqueue(r.statusOp(t, o.SHA, state, desc))
+		r.Enqueue(r.statusOp(t, o.SHA, state, desc))
 	}
 	r.mu.Lock()
 	_, started := r.deployments[t.Key()+"@"+o.SHA]
@@ -206,16 +199,16 @@ func (r *Reporter) Finished(ctx context.Context, o deployer.Outcome) {
 	if started {
 		r.setDeployment(t, o.SHA, state, desc)
 	}
-	r.enqueue(r.commentOp(o))
-	r.deliver(ctx)
+	r.Enqueue(r.commentOp(o))
+	r.Deliver(ctx)
 }
 
 // commentOp updates the merged pull request's comment with o; a push's
 // pull request is looked up from its commit.
 func (r *Reporter) commentOp(o deployer.Outcome) *op {
 	t := o.Target
-	return &op{key: "comment\x00" + t.Key() + "@" + o.SHA, what: "PR comment on the deploy of " + short(o.SHA) + " to " + t.Name,
-		send: func(ctx context.Context) error {
+	return &op{Key: "comment\x00" + t.Key() + "@" + o.SHA, What: "PR comment on the deploy of " + short(o.SHA) + " to " + t.Name,
+		Send: func(ctx context.Context) error {
 			pr := o.PR
 			if pr == 0 && o.SHA != "" {
 				var err error
@@ -369,10 +362,10 @@ const maxInterrupted = 10
 // follows. A new deploy of the same commit then supersedes that status
 // with its own. It reports whether it found any.
 func (r *Reporter) Interrupted(ctx context.Context, t deployer.Target) (bool, error) {
-	r.deliver(ctx) // reports held from before may be the ones missing
+	r.Deliver(ctx) // reports held from before may be the ones missing
 	owner, repo := split(t.Repo)
 	var deps []*github.Deployment
-	err := r.call(ctx, "list the deployments of "+environment(t), func(ctx context.Context) (err error) {
+	err := r.Call(ctx, "list the deployments of "+environment(t), func(ctx context.Context) (err error) {
 		deps, _, err = r.GH.Repositories.ListDeployments(ctx, owner, repo, &github.DeploymentsListOptions{
 			Environment: environment(t), ListOptions: github.ListOptions{PerPage: 50}})
 		return err
@@ -395,7 +388,7 @@ func (r *Reporter) Interrupted(ctx context.Context, t deployer.Target) (bool, er
 			break
 		}
 		var sts []*github.DeploymentStatus
-		err := r.call(ctx, fmt.Sprintf("statuses of deployment %d", d.GetID()), func(ctx context.Context) (err error) {
+		err := r.Call(ctx, fmt.Sprintf("statuses of deployment %d", d.GetID()), func(ctx context.Context) (err error) {
 			sts, _, err = r.GH.Repositories.ListDeploymentStatuses(ctx, owner, repo, d.GetID(), &github.ListOptions{PerPage: 1})
 			return err
 		})
@@ -412,15 +405,15 @@ func (r *Reporter) Interrupted(ctx context.Context, t deployer.Target) (bool, er
 		}
 		r.Logger.Warn("finishing the reports of an interrupted deploy", "target", t.Key(), "deployment", d.GetID(), "sha", sha)
 		id := d.GetID()
-		r.enqueue(&op{key: fmt.Sprintf("interrupted\x00%d", id), what: fmt.Sprintf("deployment %d interrupted", id),
-			send: func(ctx context.Context) error {
+		r.Enqueue(&op{Key: fmt.Sprintf("interrupted\x00%d", id), What: fmt.Sprintf("deployment %d interrupted", id),
+			Send: func(ctx context.Context) error {
 				_, _, err := r.GH.Repositories.CreateDeploymentStatus(ctx, owner, repo, id, &github.DeploymentStatusRequest{
 					State: github.String("error"), Description: github.String(Interrupted), Environment: github.String(environment(t)),
 				})
 				return err
 			}})
 		var cs []*github.RepoStatus
-		err = r.call(ctx, "statuses of "+short(sha), func(ctx context.Context) (err error) {
+		err = r.Call(ctx, "statuses of "+short(sha), func(ctx context.Context) (err error) {
 			cs, _, err = r.GH.Repositories.ListStatuses(ctx, owner, repo, sha, &github.ListOptions{PerPage: 100})
 			return err
 		})
@@ -429,10 +422,10 @@ func (r *Reporter) Interrupted(ctx context.Context, t deployer.Target) (bool, er
 		}
 		// The newest status of the target's context decides.
 		if i := slices.IndexFunc(cs, func(s *github.RepoStatus) bool { return s.GetContext() == "kplan/"+t.Name }); i >= 0 && cs[i].GetState() == "pending" {
-			r.enqueue(r.statusOp(t, sha, "error", Interrupted))
+			r.Enqueue(r.statusOp(t, sha, "error", Interrupted))
 		}
 	}
-	r.deliver(ctx)
+	r.Deliver(ctx)
 	return found, nil
 }
 
