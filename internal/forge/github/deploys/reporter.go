@@ -84,7 +84,7 @@ var _ deployer.Reporter = (*Reporter)(nil)
 // NewReporter makes a Reporter.
 func NewReporter(gh *github.Client, logger *slog.Logger) *Reporter {
 	return &Reporter{GH: gh, Logger: logger, Comments: forgegithub.NewPoster(gh, ""),
-		Outbox: &deployreport.Outbox{Forge: "GitHub", Logger: logger, Attempts: 5, Backoff: 500 * time.Millisecond, MaxWait: time.Minute, MaxHeld: 1000, Classify: classify},
+		Outbox:      &deployreport.Outbox{Forge: "GitHub", Logger: logger, Attempts: 5, Backoff: 500 * time.Millisecond, MaxWait: time.Minute, MaxHeld: 1000, Classify: classify},
 		deployments: map[string]*deployment{}, summaries: map[int]map[string]deployer.Outcome{}}
 }
 
