@@ -25,10 +25,12 @@ func APIURL(serverURL string) string {
 // NewClient is a client of the REST API at apiURL (…/api/v4),
 // authenticating with token (a project, group or personal access token,
 // sent as PRIVATE-TOKEN); "" sends no credentials. client-go retries 429
-// and 5xx answers itself, after the time GitLab asks for.
-func NewClient(apiURL, token string) (*gitlab.Client, error) {
-	c, err := gitlab.NewClient(token, gitlab.WithBaseURL(apiURL),
-		gitlab.WithHTTPClient(&http.Client{Timeout: 30 * time.Second}))
+// and 5xx answers itself, after the time GitLab asks for; opts may change
+// that (tests: gitlab.WithoutRetries).
+func NewClient(apiURL, token string, opts ...gitlab.ClientOptionFunc) (*gitlab.Client, error) {
+	opts = append([]gitlab.ClientOptionFunc{gitlab.WithBaseURL(apiURL),
+		gitlab.WithHTTPClient(&http.Client{Timeout: 30 * time.Second})}, opts...)
+	c, err := gitlab.NewClient(token, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("GitLab API %q: %w", apiURL, err)
 	}

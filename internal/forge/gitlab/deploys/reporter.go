@@ -11,8 +11,10 @@
 // GitHub's reviews.
 //
 // client-go retries GitLab's 429 and 5xx answers itself, after the time
-// GitLab asks for; a report that still fails is logged and dropped (the
-// deploy's outcome stays on the target's inventory object).
+// GitLab asks for; a report that still fails is held, logged once, and
+// sent again on the next report or Flush until GitLab takes it
+// (deployreport.Outbox, as GitHub's); meanwhile the deploy's outcome is on
+// the target's inventory object.
 package deploys
 
 import (
@@ -21,8 +23,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	gitlab "gitlab.com/gitlab-org/api/client-go"
 
@@ -52,9 +56,11 @@ type Reporter struct {
 	// Notes writes the deploy note as the token's own (NewReporter makes
 	// it; cmd/webhook shares it with the live plans).
 	Notes *forgegitlab.Poster
+	// Outbox sends the reports and holds those GitLab does not take yet.
+	*deployreport.Outbox
 
 	mu          sync.Mutex
-	deployments map[string]int64                       // target key@sha -> its deployment's ID
+	deployments map[string]*deployment                 // target key@sha -> its deployment
 	summaries   map[string]map[string]deployer.Outcome // project!iid -> target -> latest outcome
 }
 
@@ -63,40 +69,79 @@ var (
 	_ deployer.Reviews  = (*Reporter)(nil)
 )
 
-// NewReporter makes a Reporter.
+// NewReporter makes a Reporter. client-go retries each request itself
+// (429 and 5xx, after the time GitLab asks for), so the outbox tries
+// each report once per delivery and holds what GitLab did not take.
 func NewReporter(gl *gitlab.Client, logger *slog.Logger) *Reporter {
 	return &Reporter{GL: gl, Logger: logger, Notes: forgegitlab.NewPoster(gl),
-		deployments: map[string]int64{}, summaries: map[string]map[string]deployer.Outcome{}}
+		Outbox:      &deployreport.Outbox{Forge: "GitLab", Logger: logger, Attempts: 1, Backoff: time.Second, MaxWait: time.Minute, MaxHeld: 1000, Classify: classify},
+		deployments: map[string]*deployment{}, summaries: map[string]map[string]deployer.Outcome{}}
 }
 
-// Flush implements deployer.Reporter: nothing is held.
-func (r *Reporter) Flush(context.Context) {}
-
-// logged logs a report GitLab did not take.
-func (r *Reporter) logged(what string, err error) {
-	if err != nil {
-		r.Logger.Error("GitLab report not delivered", "what", what, "err", err)
-	}
+// deployment is the state a GitLab deployment should show; id is 0
+// until GitLab created it.
+type deployment struct {
+	id             int64
+	status, posted gitlab.DeploymentStatusValue // wanted, and last taken by GitLab
 }
+
+// Flush sends the reports GitLab did not take earlier.
+func (r *Reporter) Flush(ctx context.Context) { r.Deliver(ctx) }
 
 // Started opens a running deployment of t's environment and marks the
 // commit running. The deployment comes first: a run killed in between
 // leaves a deployment Interrupted finds.
 func (r *Reporter) Started(ctx context.Context, t deployer.Target, sha string, pr int) {
+	r.setDeployment(t, sha, gitlab.DeploymentStatusRunning)
+	r.Enqueue(r.statusOp(t, sha, gitlab.Running, "deploying "+deployreport.Environment(t)))
+	r.Deliver(ctx)
+}
+
+// setDeployment says which status t's deployment of sha should show and
+// queues sending it; the deployment is created on the first send.
+func (r *Reporter) setDeployment(t deployer.Target, sha string, status gitlab.DeploymentStatusValue) {
+	key := t.Key() + "@" + sha
 	env := deployreport.Environment(t)
-	d, _, err := r.GL.Deployments.CreateProjectDeployment(t.Repo, &gitlab.CreateProjectDeploymentOptions{
-		Environment: &env, Ref: &t.Branch, SHA: &sha, Tag: gitlab.Ptr(false), Status: gitlab.Ptr(gitlab.DeploymentStatusRunning),
-	}, gitlab.WithContext(ctx))
-	if err != nil {
-		// A protected environment this token may not deploy to answers
-		// 403: the status and the note still say how the deploy went.
-		r.logged("deployment of "+deployreport.Short(sha)+" to "+env, protectedHint(err, env))
-	} else {
-		r.mu.Lock()
-		r.deployments[t.Key()+"@"+sha] = d.ID
-		r.mu.Unlock()
+	r.mu.Lock()
+	d := r.deployments[key]
+	if d == nil {
+		d = &deployment{}
+		r.deployments[key] = d
 	}
-	r.status(ctx, t, sha, gitlab.Running, "deploying "+env)
+	d.status = status
+	r.mu.Unlock()
+	r.Enqueue(&deployreport.Op{Key: "deployment\x00" + t.Repo + "\x00" + key, What: "deployment of " + deployreport.Short(sha) + " to " + env + " " + string(status),
+		Send: func(ctx context.Context) error {
+			r.mu.Lock()
+			want := *d
+			r.mu.Unlock()
+			if want.id == 0 {
+				// A protected environment this token may not deploy to
+				// answers 403: the status and the note still report.
+				dep, _, err := r.GL.Deployments.CreateProjectDeployment(t.Repo, &gitlab.CreateProjectDeploymentOptions{
+					Environment: &env, Ref: &t.Branch, SHA: &sha, Tag: gitlab.Ptr(false), Status: gitlab.Ptr(gitlab.DeploymentStatusRunning),
+				}, gitlab.WithContext(ctx))
+				if err != nil {
+					return protectedHint(err, env)
+				}
+				r.mu.Lock()
+				d.id, d.posted = dep.ID, gitlab.DeploymentStatusRunning
+				want.id, want.posted = d.id, d.posted
+				r.mu.Unlock()
+			}
+			if want.posted != want.status {
+				if _, _, err := r.GL.Deployments.UpdateProjectDeployment(t.Repo, want.id, &gitlab.UpdateProjectDeploymentOptions{Status: &want.status}, gitlab.WithContext(ctx)); err != nil {
+					return err
+				}
+			}
+			r.mu.Lock()
+			d.posted = want.status
+			if want.status != gitlab.DeploymentStatusRunning && r.deployments[key] == d && d.posted == d.status {
+				delete(r.deployments, key) // final and shown: nothing more to say about it
+			}
+			r.mu.Unlock()
+			return nil
+		}})
 }
 
 func protectedHint(err error, env string) error {
@@ -106,13 +151,16 @@ func protectedHint(err error, env string) error {
 	return err
 }
 
-func (r *Reporter) status(ctx context.Context, t deployer.Target, sha string, state gitlab.BuildStateValue, desc string) {
+func (r *Reporter) statusOp(t deployer.Target, sha string, state gitlab.BuildStateValue, desc string) *deployreport.Op {
 	name := "kplan/" + t.Name
 	desc = deployreport.Clip(desc, 253) // at most 255 bytes, the cut marked
-	_, _, err := r.GL.Commits.SetCommitStatus(t.Repo, sha, &gitlab.SetCommitStatusOptions{
-		State: state, Name: &name, Ref: &t.Branch, Description: &desc,
-	}, gitlab.WithContext(ctx))
-	r.logged("commit status "+name+" "+string(state)+" on "+deployreport.Short(sha), err)
+	return &deployreport.Op{Key: "status\x00" + t.Repo + "\x00" + sha + "\x00" + name, What: "commit status " + name + " " + string(state) + " on " + deployreport.Short(sha),
+		Send: func(ctx context.Context) error {
+			_, _, err := r.GL.Commits.SetCommitStatus(t.Repo, sha, &gitlab.SetCommitStatusOptions{
+				State: state, Name: &name, Ref: &t.Branch, Description: &desc,
+			}, gitlab.WithContext(ctx))
+			return err
+		}}
 }
 
 // Finished reports the outcome on the commit, the deployment and the
@@ -124,17 +172,17 @@ func (r *Reporter) Finished(ctx context.Context, o deployer.Outcome) {
 		state, dstate, desc = gitlab.Failed, gitlab.DeploymentStatusFailed, deployreport.Public(o.Err.Error())
 	}
 	if o.SHA != "" {
-		r.status(ctx, t, o.SHA, state, desc)
+		r.Enqueue(r.statusOp(t, o.SHA, state, desc))
 	}
 	r.mu.Lock()
-	id, started := r.deployments[t.Key()+"@"+o.SHA]
-	delete(r.deployments, t.Key()+"@"+o.SHA)
+	_, started := r.deployments[t.Key()+"@"+o.SHA]
 	r.mu.Unlock()
 	if started {
-		_, _, err := r.GL.Deployments.UpdateProjectDeployment(t.Repo, id, &gitlab.UpdateProjectDeploymentOptions{Status: &dstate}, gitlab.WithContext(ctx))
-		r.logged(fmt.Sprintf("deployment %d %s", id, dstate), err)
+		r.setDeployment(t, o.SHA, dstate)
 	}
-	r.logged("merge request note on the deploy of "+deployreport.Short(o.SHA)+" to "+t.Name, r.note(ctx, o))
+	r.Enqueue(&deployreport.Op{Key: "note\x00" + t.Repo + "\x00" + t.Key() + "@" + o.SHA, What: "merge request note on the deploy of " + deployreport.Short(o.SHA) + " to " + t.Name,
+		Send: func(ctx context.Context) error { return r.note(ctx, o) }})
+	r.Deliver(ctx)
 }
 
 // note updates the merged merge request's note with o; a push's merge
@@ -192,6 +240,7 @@ func (r *Reporter) mergedMR(ctx context.Context, t deployer.Target, sha string) 
 // statuses: both canceled, saying the deploy was interrupted. Only
 // deployments by the token's own user are touched.
 func (r *Reporter) Interrupted(ctx context.Context, t deployer.Target) (bool, error) {
+	r.Deliver(ctx) // reports held from before may be the ones missing
 	env := deployreport.Environment(t)
 	ds, _, err := r.GL.Deployments.ListProjectDeployments(t.Repo, &gitlab.ListProjectDeploymentsOptions{
 		ListOptions: gitlab.ListOptions{PerPage: 20}, Environment: &env, Status: gitlab.Ptr("running"),
@@ -206,8 +255,8 @@ func (r *Reporter) Interrupted(ctx context.Context, t deployer.Target) (bool, er
 	}
 	r.mu.Lock()
 	reporting := map[int64]bool{}
-	for _, id := range r.deployments {
-		reporting[id] = true
+	for _, d := range r.deployments {
+		reporting[d.id] = true
 	}
 	r.mu.Unlock()
 	found := false
@@ -216,16 +265,25 @@ func (r *Reporter) Interrupted(ctx context.Context, t deployer.Target) (bool, er
 			continue
 		}
 		found = true
-		_, _, err := r.GL.Deployments.UpdateProjectDeployment(t.Repo, d.ID, &gitlab.UpdateProjectDeploymentOptions{Status: gitlab.Ptr(gitlab.DeploymentStatusCanceled)}, gitlab.WithContext(ctx))
-		r.logged(fmt.Sprintf("interrupted deployment %d", d.ID), err)
-		sts, _, err := r.GL.Commits.GetCommitStatuses(t.Repo, d.SHA, &gitlab.GetCommitStatusesOptions{Name: gitlab.Ptr("kplan/" + t.Name)}, gitlab.WithContext(ctx))
+		id := d.ID
+		r.Enqueue(&deployreport.Op{Key: fmt.Sprintf("interrupted\x00%s\x00%d", t.Repo, id), What: fmt.Sprintf("deployment %d interrupted", id),
+			Send: func(ctx context.Context) error {
+				_, _, err := r.GL.Deployments.UpdateProjectDeployment(t.Repo, id, &gitlab.UpdateProjectDeploymentOptions{Status: gitlab.Ptr(gitlab.DeploymentStatusCanceled)}, gitlab.WithContext(ctx))
+				return err
+			}})
+		var sts []*gitlab.CommitStatus
+		err := r.Call(ctx, "the statuses of "+deployreport.Short(d.SHA), func(ctx context.Context) (err error) {
+			sts, _, err = r.GL.Commits.GetCommitStatuses(t.Repo, d.SHA, &gitlab.GetCommitStatusesOptions{Name: gitlab.Ptr("kplan/" + t.Name)}, gitlab.WithContext(ctx))
+			return err
+		})
 		if err != nil {
-			return found, fmt.Errorf("the statuses of %s: %w", deployreport.Short(d.SHA), err)
+			return found, err
 		}
 		if n := len(sts); n > 0 && (sts[n-1].Status == "running" || sts[n-1].Status == "pending") {
-			r.status(ctx, t, d.SHA, gitlab.Canceled, deployreport.Interrupted)
+			r.Enqueue(r.statusOp(t, d.SHA, gitlab.Canceled, deployreport.Interrupted))
 		}
 	}
+	r.Deliver(ctx)
 	return found, nil
 }
 
@@ -346,4 +404,24 @@ func status(err error) int {
 		return http.StatusNotFound
 	}
 	return 0
+}
+
+// classify says whether a failed request is worth sending again: no
+// answer, 5xx, 401 (a token replaced in its Secret) and 429 (after
+// Retry-After) are; other client errors are GitLab's refusal.
+func classify(err error, now time.Time) (retry bool, wait time.Duration) {
+	var er *gitlab.ErrorResponse
+	if !errors.As(err, &er) || er.Response == nil {
+		return !errors.Is(err, gitlab.ErrNotFound), 0
+	}
+	switch c := er.Response.StatusCode; {
+	case c == http.StatusTooManyRequests:
+		if s, err := strconv.Atoi(er.Response.Header.Get("Retry-After")); err == nil && s >= 0 {
+			return true, max(time.Duration(s)*time.Second, time.Second)
+		}
+		return true, time.Minute
+	case c >= 500, c == http.StatusUnauthorized:
+		return true, 0
+	}
+	return false, 0
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
+
+	gitlab "gitlab.com/gitlab-org/api/client-go"
 
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/deploy"
@@ -187,5 +190,38 @@ func TestInterruptedDeploysAreCanceled(t *testing.T) {
 	r.Started(ctx, prod, sha, 0)
 	if found, err := r.Interrupted(ctx, prod); found || err != nil {
 		t.Errorf("a deploy of this process was taken for interrupted: %v, %v", found, err)
+	}
+}
+
+// GitLab down (502 after client-go's own retries, turned off here):
+// the reports are held, the pending status replaced by the final one
+// while held, and Flush delivers them once GitLab answers.
+func TestReportsHeldUntilGitLabAnswers(t *testing.T) {
+	s := gitlabapi.New()
+	t.Cleanup(s.Close)
+	s.AddToken("glpat-webhook", gitlabapi.User{Username: bot})
+	gl, err := forgegitlab.NewClient(s.APIURL(), "glpat-webhook", gitlab.WithoutRetries())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewReporter(gl, slog.New(slog.DiscardHandler))
+	s.SetMergeRequest(project, gitlabapi.MergeRequest{IID: 7, State: "merged", SHA: headSHA, MergeCommitSHA: sha})
+	ctx := context.Background()
+	s.FailNext(1000, http.StatusBadGateway)
+	r.Started(ctx, prod, sha, 7)
+	r.Finished(ctx, deployer.Outcome{Target: prod, SHA: sha, PR: 7, Result: &deploy.Result{}})
+	if n := len(s.Statuses(project, sha)) + len(s.Deployments(project)) + len(s.Notes(project, 7)); n != 0 || r.Held() != 3 {
+		t.Fatalf("while GitLab fails: %d reports arrived, %d held (want 0 and 3: deployment, status, note)", n, r.Held())
+	}
+	s.FailNext(0, 0)
+	r.Flush(ctx)
+	if got := states(s, "kplan/prod"); got != "success" || r.Held() != 0 {
+		t.Errorf("after the flush: statuses %q, %d held", got, r.Held())
+	}
+	if ds := s.Deployments(project); len(ds) != 1 || strings.Join(ds[0].History, ",") != "running,success" {
+		t.Errorf("deployments: %+v", ds)
+	}
+	if ns := s.Notes(project, 7); len(ns) != 1 {
+		t.Errorf("notes: %+v", ns)
 	}
 }
