@@ -1,7 +1,8 @@
 // Package deployreport is what a deploy's reports say, whichever forge
 // shows them: the comment summarising a merge's deploy (Comment), a
 // target's outcome in a line (Counts), and messages cleared of where the
-// cluster lives (Public). The forges' deploy reporters
+// cluster lives (Public), and the Outbox that sends them, holding what
+// the forge does not take yet. The forges' deploy reporters
 // (internal/forge/github/deploys, internal/forge/gitlab/deploys) send
 // them; this package speaks to no forge.
 package deployreport
