@@ -15,7 +15,8 @@ COPY . .
 ENV CGO_ENABLED=0
 RUN go build -trimpath -ldflags='-s -w' -o /out/kplan-action ./cmd/action \
  && go build -trimpath -ldflags='-s -w' -o /out/kplan ./cmd/kplan \
- && go build -trimpath -ldflags='-s -w' -o /out/kplan-webhook ./cmd/webhook
+ && go build -trimpath -ldflags='-s -w' -o /out/kplan-webhook ./cmd/webhook \
+ && go build -trimpath -ldflags='-s -w' -o /out/kplan-gitlab ./cmd/kplan-gitlab
 # helm, for webhook targets with enableHelm: the version tools/helm/go.mod
 # pins, the one the tests render charts with (checked against go.sum).
 RUN cd tools/helm && go build -trimpath -ldflags='-s -w' -o /out/helm helm.sh/helm/v3/cmd/helm
@@ -30,7 +31,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends git ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && git config --system --add safe.directory '*'
-COPY --from=build /out/kplan-action /out/kplan /out/kplan-webhook /out/helm /usr/local/bin/
+COPY --from=build /out/kplan-action /out/kplan /out/kplan-webhook /out/kplan-gitlab /out/helm /usr/local/bin/
 # GitHub-hosted runners run as uid 1001 and own the workspace and the
 # GITHUB_OUTPUT file with it, so the action can run without root.
 USER 1001

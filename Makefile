@@ -1,7 +1,7 @@
 # The README's two commands: `make demo` and `make test`.
 GO ?= go
 # The binaries the Dockerfile builds; CI builds the same ones.
-BINARIES := ./cmd/action ./cmd/kplan ./cmd/webhook
+BINARIES := ./cmd/action ./cmd/kplan ./cmd/webhook ./cmd/kplan-gitlab
 
 .PHONY: demo demo-deploy test vet unit lint build bench cluster screenshots fuzz
 
@@ -84,6 +84,8 @@ FUZZ_TARGETS := \
 	./internal/repoconfig:FuzzParse \
 	./internal/config:FuzzParse \
 	./internal/webhook:FuzzDelivery \
+	./internal/forge/gitlab:FuzzDecode \
+	./internal/forge/gitlab:FuzzFromCI \
 	./internal/prcomment:FuzzParseReviewed \
 	./internal/flux:FuzzSecretMasking \
 	./internal/chartindex:FuzzParseIndex \

@@ -18,7 +18,7 @@ var layers = [][]string{
 	{"internal/crash", "internal/batchgc", "internal/gitcli", "internal/keylock", "internal/netpolicy",
 		"internal/version", "internal/noi18n", "internal/chartindex", "internal/forge", "internal/inventory",
 		"internal/render/hostiletest", "internal/testchart", "internal/testcluster",
-		"test/fuzzseed", "test/gittest", "test/githttp", "test/githubapi"},
+		"test/fuzzseed", "test/gittest", "test/githttp", "test/githubapi", "test/gitlabapi"},
 	// A repository read: one side of a plan, the mirror a deploy fetches into, remote bases.
 	{"internal/snapshot", "internal/gitmirror", "internal/gitbase", "internal/demo",
 		"internal/testcluster/prebuild", "internal/testhelm"},
@@ -33,13 +33,14 @@ var layers = [][]string{
 	// Uses of a diff; the deploy engine; receiving deliveries.
 	{"internal/overlap", "internal/prcomment", "internal/deploy", "internal/ghauth", "internal/webhook"},
 	// Reports and the forge; converging targets.
-	{"internal/shard", "internal/report", "internal/forge/github", "internal/liveplan", "internal/deployer", "internal/leader"},
-	// Façades.
-	{"internal/plan", "internal/forge/github/deploys"},
-	// Front ends.
-	{"internal/action"},
+	{"internal/shard", "internal/report", "internal/forge/github", "internal/forge/gitlab",
+		"internal/liveplan", "internal/deployer", "internal/leader"},
+	// Façades: the plan, the job's verdict on it, a deploy's report.
+	{"internal/plan", "internal/gate", "internal/deployreport"},
+	// Front ends: the Action, GitLab CI's job, each forge's deploy reports.
+	{"internal/action", "internal/gitlabci", "internal/forge/github/deploys", "internal/forge/gitlab/deploys"},
 	// Mains and the tests of the whole.
-	{"cmd/action", "cmd/kplan", "cmd/webhook", "bench", "test", "test/deploydemo"},
+	{"cmd/action", "cmd/kplan", "cmd/kplan-gitlab", "cmd/webhook", "bench", "test", "test/deploydemo"},
 }
 
 // deployOnly are the packages of the deploy side: only the deploy's own
@@ -49,7 +50,8 @@ var layers = [][]string{
 // checks the binaries; this names the packages).
 var deployOnly = []string{
 	"internal/config", "internal/resourcegroup", "internal/deploy", "internal/ghauth", "internal/webhook",
-	"internal/gitmirror", "internal/liveplan", "internal/deployer", "internal/leader", "internal/forge/github/deploys",
+	"internal/gitmirror", "internal/liveplan", "internal/deployer", "internal/leader", "internal/deployreport",
+	"internal/forge/github/deploys", "internal/forge/gitlab/deploys",
 }
 
 // TestNoPackageImportsOneAbove checks every kplan package's imports

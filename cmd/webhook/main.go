@@ -1,6 +1,7 @@
-// Command kplan-webhook deploys on merge: GitHub calls it when a pull
-// request merges (or a branch is pushed), and it makes every configured
-// target converge on that commit, then reports back to GitHub.
+// Command kplan-webhook deploys on merge: GitHub (or GitLab) calls it
+// when a pull request (merge request) merges or a branch is pushed, and
+// it makes every configured target converge on that commit, then
+// reports back to the forge.
 package main
 
 import (
@@ -32,6 +33,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
+	"github.com/kplan-dev/kplan/internal/forge"
 	"github.com/kplan-dev/kplan/internal/forge/github"
 	"github.com/kplan-dev/kplan/internal/forge/github/deploys"
 	"github.com/kplan-dev/kplan/internal/ghauth"
@@ -86,6 +88,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	debug := fs.Bool("debug", false, "log at debug level")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	planAuthor := fs.String("plan-author", "github-actions[bot]", "login whose kplan plan comment a merge is compared with (the Action's token's user)")
+	gitLabPlanAuthor := fs.String("gitlab-plan-author", "", "GitLab username whose kplan plan note a merge is compared with (the CI job's access token's user); default: KPLAN_GITLAB_TOKEN's own user")
 	livePlans := fs.Bool("live-plans", true, "dry-run each opened or pushed pull request against its targets' clusters and post what apply would do there now as a comment")
 	driftChecks := fs.Bool("drift-checks", true, "dry-run each target's deployed commit at every resync interval and export what drifted (kplan_drift_objects, GET /drift)")
 	var le electionFlags
@@ -163,9 +166,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	for _, r := range cfg.Repositories {
 		repos[cfg.CloneURL(r.Name)] = r.Name
 	}
-	mirrors := &gitmirror.Mirrors{Dir: filepath.Join(cfg.StateDir, "mirrors"), Tokens: tokens, Repos: repos, Logger: log}
-	reporter := deploys.NewReporter(gh, log)
-	reporter.PlanAuthor = *planAuthor
+	ghReporter := deploys.NewReporter(gh, log)
+	ghReporter.PlanAuthor = *planAuthor
+	// Each repository's reports, comments, tokens and refs go to its own
+	// forge: GitHub's, or GitLab's for repositories configured on it.
+	reporter, err := newForges(cfg, getenv, ghReporter, tokens, *gitLabPlanAuthor, log)
+	if err != nil {
+		return err
+	}
+	mirrors := &gitmirror.Mirrors{Dir: filepath.Join(cfg.StateDir, "mirrors"), Tokens: reporter, Repos: repos, ChangeRefs: reporter.ChangeRefs(repos), Logger: log}
 	var names []string
 	for _, t := range targets {
 		names = append(names, t.Key())
@@ -185,7 +194,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if !*livePlans {
 			return nil
 		}
-		return &liveplan.Runner{Mirrors: liveplan.GitMirror{Mirrors: mirrors}, Planner: planner, Post: liveplan.CommentPoster{Comments: reporter.Comments}, Logger: log.With("component", "liveplan"),
+		return &liveplan.Runner{Mirrors: liveplan.GitMirror{Mirrors: mirrors}, Planner: planner, Post: liveplan.CommentPoster{Comments: reporter}, Logger: log.With("component", "liveplan"),
 			GitBases: gitBases}
 	}
 	driftMetrics, err := liveplan.NewDriftMetrics(reg)
@@ -220,7 +229,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		current.set(newDeployer(), newLive())
 	}
 	h, err := webhook.New(webhook.Options{
-		Secret: secret, Config: cfg, Receiver: github.Receiver{}, Logger: log, Observe: hookMetrics.Observe,
+		Secret: secret, Config: cfg, Receiver: reporter.receiver(), Logger: log, Observe: hookMetrics.Observe,
 		Ready: func() error {
 			if dep := current.get(); dep != nil {
 				return dep.Ready()
@@ -267,7 +276,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var front http.Handler = h
 	replica := ""
 	if le.enabled {
-		if elector, front, err = le.setup(getenv, ln.Addr(), secret, h, reg, log); err != nil {
+		if elector, front, err = le.setup(getenv, ln.Addr(), secret, reporter.receiver(), h, reg, log); err != nil {
 			ln.Close()
 			return err
 		}
@@ -462,7 +471,7 @@ type electionFlags struct {
 
 // setup makes the elector and the front that forwards deliveries to the
 // leader while this replica does not lead.
-func (f *electionFlags) setup(getenv func(string) string, listener net.Addr, secret []byte, local http.Handler, reg prometheus.Registerer, log *slog.Logger) (*leader.Elector, http.Handler, error) {
+func (f *electionFlags) setup(getenv func(string) string, listener net.Addr, secret []byte, receiver forge.Receiver, local http.Handler, reg prometheus.Registerer, log *slog.Logger) (*leader.Elector, http.Handler, error) {
 	var err error
 	if f.namespace, err = leader.Namespace(f.namespace, getenv, leader.ServiceAccountNamespace); err != nil {
 		return nil, nil, err
@@ -491,7 +500,7 @@ func (f *electionFlags) setup(getenv func(string) string, listener net.Addr, sec
 	if err != nil {
 		return nil, nil, err
 	}
-	front, err := leader.NewForwarder(leader.ForwarderOptions{Router: el, Local: local, Secret: secret, Receiver: github.Receiver{}, Identity: f.identity, Logger: log, Metrics: m})
+	front, err := leader.NewForwarder(leader.ForwarderOptions{Router: el, Local: local, Secret: secret, Receiver: receiver, Identity: f.identity, Logger: log, Metrics: m})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -15,16 +15,15 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/kplan-dev/kplan/internal/batchgc"
-	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/forge"
 	"github.com/kplan-dev/kplan/internal/forge/github"
+	"github.com/kplan-dev/kplan/internal/gate"
 	"github.com/kplan-dev/kplan/internal/gitbase"
 	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
@@ -234,25 +233,13 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	// Only what this change breaks fails the step: an overlay that fails
 	// on base too would turn every pull request red until someone fixes it.
-	introduced := p.IntroducedFailures()
-	if existing := preexistingFailures(p); len(existing) > 0 {
-		log.Warn("overlays that already fail on the base commit: reported in the plan, not failing the step", "overlays", strings.Join(existing, ", "))
-	}
-	var failures []error
-	if in.failOnError && len(introduced) > 0 {
-		failures = append(failures, fmt.Errorf("this change breaks %d %s: %s (see the plan comment; set fail-on-error: false to only report)",
-			len(introduced), plural(len(introduced), "overlay", "overlays"), strings.Join(introduced, ", ")))
-	}
-	if crashed := p.Crashed(); len(crashed) > 0 {
-		// Whatever fail-on-error says: what the change does there is unknown.
-		failures = append(failures, fmt.Errorf("planning %s crashed (a bug in kplan; the plan comment shows the panic): please report it at %s",
-			strings.Join(crashed, ", "), crash.ReportURL))
-	}
-	if err := checkDangerous(p, opts.DangerGate, log); err != nil {
-		failures = append(failures, err)
-	}
-	return errors.Join(failures...)
+	return gate.Check(p, in.failOnError, opts.DangerGate, gateNames, log)
 }
+
+// gateNames are the Action's words in the step's failures.
+var gateNames = gate.Names{Change: "pull request", Comment: "the plan comment",
+	NoFailOnError: "set fail-on-error: false", NoFailOnDangerous: "set fail-on-dangerous: false",
+	LabelRerun: "the workflow must run on pull_request types labeled/unlabeled"}
 
 // planChange plans the event's change: a pull request's (commits.go), or
 // a push's, the pushed commit against its first parent, every overlay
@@ -339,53 +326,6 @@ func dangerGate(in inputs, pr *forge.Change) report.DangerGate {
 	}
 	g.Acknowledged = pr.HasLabel(g.Label)
 	return g
-}
-
-// checkDangerous fails the step on the plan's dangerous findings when the
-// gate says so and no label acknowledged them.
-func checkDangerous(p *inventorydiff.Plan, g report.DangerGate, log *slog.Logger) error {
-	n := p.Totals.Dangerous
-	if n == 0 || !g.Fails {
-		return nil
-	}
-	var rules []string
-	for _, o := range p.Overlays {
-		for _, f := range o.Dangerous {
-			if !slices.Contains(rules, f.Rule) {
-				rules = append(rules, f.Rule)
-			}
-		}
-	}
-	if g.Acknowledged {
-		log.Info("dangerous changes acknowledged by the pull request's label", "count", n, "rules", strings.Join(rules, ","), "label", g.Label)
-		return nil
-	}
-	how := "fix them"
-	if g.Label != "" {
-		how += fmt.Sprintf(", or have a maintainer add the label %q to the pull request (the workflow must run on pull_request types labeled/unlabeled)", g.Label)
-	}
-	return fmt.Errorf("the plan has %d dangerous %s (%s; see the plan comment): %s, or set fail-on-dangerous: false to only report",
-		n, plural(n, "change", "changes"), strings.Join(rules, ", "), how)
-}
-
-// preexistingFailures are the overlays that fail on head (a render error,
-// an inventory shared with another) as they already did on base: the
-// complement of IntroducedFailures.
-func preexistingFailures(p *inventorydiff.Plan) []string {
-	var out []string
-	for i := range p.Overlays {
-		if msg, introduced := p.Overlays[i].Problem(); msg != "" && !introduced {
-			out = append(out, p.Overlays[i].Path)
-		}
-	}
-	return out
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // fetchAuth lets git fetch the commits to plan with the Action's token, so

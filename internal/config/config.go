@@ -42,6 +42,7 @@ const (
 // Defaults of optional fields.
 const (
 	DefaultGitBaseURL       = "https://github.com"
+	DefaultGitLabURL        = "https://gitlab.com"
 	DefaultAPIBaseURL       = "https://api.github.com/"
 	DefaultResyncInterval   = 5 * time.Minute
 	DefaultStateDir         = "/var/lib/kplan"
@@ -54,9 +55,13 @@ const (
 // Config is a parsed and validated configuration file.
 type Config struct {
 	// File is the name the configuration was parsed from, for messages.
-	File           string
-	Repositories   []Repository
-	GitBaseURL     string // no trailing slash
+	File         string
+	Repositories []Repository
+	GitBaseURL   string // no trailing slash
+	// GitLabURL is the GitLab instance of the repositories whose forge is
+	// GitLab (no trailing slash): clone URLs <GitLabURL>/<path>.git, the
+	// API at <GitLabURL>/api/v4.
+	GitLabURL      string
 	APIBaseURL     string // with a trailing slash, as go-github wants
 	ResyncInterval time.Duration
 	StateDir       string
@@ -68,9 +73,19 @@ type Config struct {
 	Warnings []string
 }
 
-// Repository is one GitHub repository and the branches that deploy.
+// The forges a repository can be on (Repository.Forge).
+const (
+	GitHub = "github"
+	GitLab = "gitlab"
+)
+
+// Repository is one repository (a GitHub repository, a GitLab project)
+// and the branches that deploy.
 type Repository struct {
-	Name     string // owner/repo as written in the file
+	Name string // owner/repo (GitLab: the project's full path) as written in the file
+	// Forge is where the repository is: GitHub (the default) or GitLab. A
+	// delivery deploys it only from its own forge.
+	Forge    string
 	CloneURL string // the override as written; see Config.CloneURL
 	Branches []Branch
 }
@@ -271,6 +286,31 @@ func (c *Config) CloneURL(repo string) string {
 	if r.CloneURL != "" {
 		return r.CloneURL
 	}
+	if r.Forge == GitLab {
+		var parts []string
+		for _, p := range strings.Split(r.Name, "/") {
+			parts = append(parts, url.PathEscape(p))
+		}
+		return c.GitLabURL + "/" + strings.Join(parts, "/") + ".git"
+	}
 	owner, name, _ := strings.Cut(r.Name, "/")
 	return c.GitBaseURL + "/" + url.PathEscape(owner) + "/" + url.PathEscape(name) + ".git"
+}
+
+// ForgeOf is the forge repo is on (GitHub when it is not configured).
+func (c *Config) ForgeOf(repo string) string {
+	if r := c.Repository(repo); r != nil && r.Forge != "" {
+		return r.Forge
+	}
+	return GitHub
+}
+
+// HasForge says whether any repository is on forge.
+func (c *Config) HasForge(forge string) bool {
+	for _, r := range c.Repositories {
+		if r.Forge == forge {
+			return true
+		}
+	}
+	return false
 }

@@ -20,12 +20,13 @@ func TestLoadExample(t *testing.T) {
 	want := &Config{
 		File:           "example.yaml",
 		GitBaseURL:     "https://github.com",
+		GitLabURL:      "https://gitlab.com",
 		APIBaseURL:     "https://api.github.com/",
 		ResyncInterval: 5 * time.Minute,
 		StateDir:       "/var/lib/kplan",
 		GitBasesMaxAge: 168 * time.Hour,
 		Repositories: []Repository{{
-			Name: "octo-org/deploy-config",
+			Name: "octo-org/deploy-config", Forge: GitHub,
 			Branches: []Branch{
 				{Name: "main", Targets: []Target{
 					{Name: "prod-eu", Overlay: "overlays/prod-eu", Environment: "production-eu", Namespace: "shop",
@@ -41,11 +42,17 @@ func TestLoadExample(t *testing.T) {
 				}},
 			},
 		}, {
-			Name: "octo-org/apps",
+			Name: "octo-org/apps", Forge: GitHub,
 			Branches: []Branch{{Name: "main", TargetsFrom: ".kplan.yaml", Environments: []Environment{
 				{Name: "production", Settings: Settings{Kubeconfig: "/etc/kplan/prod-eu.kubeconfig", Context: "prod-eu", Prune: true,
 					ReconcileTimeout: 10 * time.Minute, InventoryPolicy: "must-match"}},
 				{Name: "staging", Settings: defaults},
+			}}},
+		}, {
+			Name: "platform/team/cluster-config", Forge: GitLab,
+			Branches: []Branch{{Name: "main", Targets: []Target{
+				{Name: "platform-prod", Overlay: "overlays/prod", Environment: "platform-prod", Namespace: "default",
+					Settings: func() Settings { s := defaults; s.RequireReviewedPlan = true; return s }()},
 			}}},
 		}},
 	}
@@ -195,7 +202,7 @@ func TestErrors(t *testing.T) {
 		{"no repositories", "stateDir: /x\n", []string{"w.yaml:1: repositories: required"}},
 		{"empty repositories", "repositories: []\n", []string{"w.yaml:1: repositories: at least one repository is required"}},
 		{"repositories not a list", "repositories: {name: a}\n", []string{"w.yaml:1: repositories: want a list, got a mapping"}},
-		{"unknown top-level", minimal + "resync: 5m\n", []string{"w.yaml:8: resync: unknown field (known: apiBaseURL, apiVersion, gitBaseURL, gitBasesMaxAge, kind, repositories, resyncInterval, stateDir)"}},
+		{"unknown top-level", minimal + "resync: 5m\n", []string{"w.yaml:8: resync: unknown field (known: apiBaseURL, apiVersion, gitBaseURL, gitBasesMaxAge, gitlabURL, kind, repositories, resyncInterval, stateDir)"}},
 		{"case typo", minimal + "gitBaseUrl: https://x\n", []string{"w.yaml:8: gitBaseUrl: unknown field; did you mean gitBaseURL?"}},
 		{"twice", minimal + "stateDir: /a\nstateDir: /b\n", []string{"w.yaml:9: stateDir: set twice (first at line 8)"}},
 		{"bad resync", minimal + "resyncInterval: 5 minutes\n", []string{`w.yaml:8: resyncInterval: "5 minutes" is not a duration (e.g. 5m)`}},
@@ -437,5 +444,39 @@ repositories:
 	}
 	if _, ok := src[0].Environment("dev"); ok {
 		t.Error("dev is not mapped")
+	}
+}
+
+// A repository names its forge: a GitLab project's path may hold
+// subgroups and clones from gitlabURL; a GitHub repository's may not.
+func TestForgePerRepository(t *testing.T) {
+	cfg, err := Parse("w.yaml", []byte(`apiVersion: kplan.dev/v1alpha1
+kind: WebhookConfig
+gitlabURL: https://gitlab.example/
+repositories:
+  - name: platform/team/infra
+    forge: gitlab
+    branches: [{name: main, targets: [{name: a, overlay: a}]}]
+  - name: octo/infra
+    branches: [{name: main, targets: [{name: b, overlay: b}]}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.CloneURL("platform/team/infra"); got != "https://gitlab.example/platform/team/infra.git" {
+		t.Errorf("GitLab clone URL %s", got)
+	}
+	if cfg.ForgeOf("Platform/Team/Infra") != GitLab || cfg.ForgeOf("octo/infra") != GitHub || !cfg.HasForge(GitLab) {
+		t.Error("ForgeOf/HasForge")
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"  - name: a/b/c\n    branches: [{name: main, targets: [{name: a, overlay: a}]}]\n", `"a/b/c" is not owner/repo`},
+		{"  - name: a/b\n    forge: gitea\n    branches: [{name: main, targets: [{name: a, overlay: a}]}]\n", `"gitea" is not a forge`},
+		{"  - name: a/b.git\n    forge: gitlab\n    branches: [{name: main, targets: [{name: a, overlay: a}]}]\n", "drop the .git"},
+	} {
+		_, err := Parse("w.yaml", []byte("apiVersion: kplan.dev/v1alpha1\nkind: WebhookConfig\nrepositories:\n"+tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
+		}
 	}
 }

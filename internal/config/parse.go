@@ -131,6 +131,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	cfg := &Config{
 		File:           p.file,
 		GitBaseURL:     DefaultGitBaseURL,
+		GitLabURL:      DefaultGitLabURL,
 		APIBaseURL:     DefaultAPIBaseURL,
 		ResyncInterval: DefaultResyncInterval,
 		StateDir:       DefaultStateDir,
@@ -159,6 +160,11 @@ func (p *parser) config(root *yaml.Node) *Config {
 		"gitBaseURL": func(v *yaml.Node, field string) {
 			if u, ok := p.url(v, field); ok {
 				cfg.GitBaseURL = strings.TrimRight(u, "/")
+			}
+		},
+		"gitlabURL": func(v *yaml.Node, field string) {
+			if u, ok := p.url(v, field); ok {
+				cfg.GitLabURL = strings.TrimRight(u, "/")
 			}
 		},
 		"apiBaseURL": func(v *yaml.Node, field string) {
@@ -245,16 +251,22 @@ func (p *parser) sharedInventories(cfg *Config) {
 }
 
 func (p *parser) repository(n *yaml.Node, at string) (Repository, bool) {
-	var r Repository
+	r := Repository{Forge: GitHub}
 	branches := map[string]int{}
+	var nameNode *yaml.Node
 	seen := p.fields(n, at, map[string]func(*yaml.Node, string){
 		"name": func(v *yaml.Node, field string) {
 			if s, ok := p.nonEmpty(v, field); ok {
-				if msg := checkRepoName(s); msg != "" {
-					p.errorf(v, field, "%q %s", s, msg)
+				r.Name, nameNode = s, v
+			}
+		},
+		"forge": func(v *yaml.Node, field string) {
+			if s, ok := p.nonEmpty(v, field); ok {
+				if s != GitHub && s != GitLab {
+					p.errorf(v, field, "%q is not a forge: github or gitlab", s)
 					return
 				}
-				r.Name = s
+				r.Forge = s
 			}
 		},
 		"cloneURL": func(v *yaml.Node, field string) {
@@ -281,6 +293,14 @@ func (p *parser) repository(n *yaml.Node, at string) (Repository, bool) {
 	})
 	if seen == nil {
 		return r, false
+	}
+	// A GitLab project's path may hold subgroups: checked once the
+	// forge is known.
+	if nameNode != nil {
+		if msg := checkRepoName(r.Name, r.Forge); msg != "" {
+			p.errorf(nameNode, at+".name", "%q %s", r.Name, msg)
+			r.Name = ""
+		}
 	}
 	p.required(n, at, seen, "name", "branches")
 	return r, r.Name != ""

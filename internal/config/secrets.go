@@ -14,7 +14,13 @@ const (
 	EnvWebhookSecret     = "KPLAN_WEBHOOK_SECRET"
 	EnvWebhookSecretFile = "KPLAN_WEBHOOK_SECRET_FILE"
 	EnvGitHubToken       = "KPLAN_GITHUB_TOKEN"
-	EnvGitHubTokenFile   = "KPLAN_GITHUB_TOKEN_FILE"
+	// GitLab: a project or group access token (api scope) and the GitLab
+	// webhook's secret token (default: the webhook secret).
+	EnvGitLabToken             = "KPLAN_GITLAB_TOKEN"
+	EnvGitLabTokenFile         = "KPLAN_GITLAB_TOKEN_FILE"
+	EnvGitLabWebhookSecret     = "KPLAN_GITLAB_WEBHOOK_SECRET"
+	EnvGitLabWebhookSecretFile = "KPLAN_GITLAB_WEBHOOK_SECRET_FILE"
+	EnvGitHubTokenFile         = "KPLAN_GITHUB_TOKEN_FILE"
 
 	// A GitHub App instead of a token: its ID, its private key (PEM) or
 	// the key's file, and optionally the installation to act as (otherwise
@@ -99,6 +105,22 @@ func Secrets(getenv func(string) string) (webhookSecret, githubToken []byte, err
 		return nil, nil, err
 	}
 	return webhookSecret, githubToken, nil
+}
+
+// GitLabSecrets reads the GitLab access token, which is required, and
+// the GitLab webhook's secret token, nil when it is the webhook secret.
+// Errors never contain a secret.
+func GitLabSecrets(getenv func(string) string) (token, webhookSecret []byte, err error) {
+	if token, err = secret(getenv, EnvGitLabToken, EnvGitLabTokenFile); err != nil {
+		return nil, nil, err
+	}
+	if token == nil {
+		return nil, nil, fmt.Errorf("repositories on GitLab are configured but no GitLab token: set %s, or %s to a file holding it (a project or group access token with the api scope)", EnvGitLabToken, EnvGitLabTokenFile)
+	}
+	if webhookSecret, err = secret(getenv, EnvGitLabWebhookSecret, EnvGitLabWebhookSecretFile); err != nil {
+		return nil, nil, err
+	}
+	return token, webhookSecret, nil
 }
 
 // secret reads one secret from env var direct or from the file named by

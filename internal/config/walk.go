@@ -217,11 +217,23 @@ func describe(n *yaml.Node) string {
 }
 
 var (
-	repoName   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+$`)
-	targetName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
+	repoName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+$`)
+	// projectPath is a GitLab project's full path: groups, subgroups and
+	// the project, each starting with a letter, digit or underscore.
+	projectPath = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)+$`)
+	targetName  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
 )
 
-func checkRepoName(s string) string {
+func checkRepoName(s, forge string) string {
+	if forge == GitLab {
+		switch {
+		case !projectPath.MatchString(s):
+			return "is not a GitLab project's full path (group/project, group/subgroup/project)"
+		case strings.HasSuffix(s, ".git"):
+			return "is not a project's path: drop the .git"
+		}
+		return ""
+	}
 	_, name, _ := strings.Cut(s, "/")
 	switch {
 	case !repoName.MatchString(s) || name == "." || name == "..":

@@ -1,13 +1,13 @@
-// Package forge is what kplan needs of a code forge (GitHub; later
-// others), in the forge's absence: a change under review, a delivery
+// Package forge is what kplan needs of a code forge (GitHub, GitLab),
+// in the forge's absence: a change under review, a delivery
 // decoded into an event, and a comment kept up to date on a change. The
 // consumers (the Action, the webhook's ingress and its forwarder, the
 // live plan) hold these types and interfaces; one package per forge
-// (internal/forge/github) implements them and is the only one that
-// speaks the forge's API. The deploy reports (statuses, deployments, the
-// reviewed plan, approvals) are the deployer's own interfaces,
-// deployer.Reporter and deployer.Reviews, implemented in the forge's
-// subpackage (internal/forge/github/deploys).
+// (internal/forge/github, internal/forge/gitlab) implements them and is
+// the only one that speaks the forge's API. The deploy reports
+// (statuses, deployments, the reviewed plan, approvals) are the
+// deployer's own interfaces, deployer.Reporter and deployer.Reviews,
+// implemented in the forge's subpackage (internal/forge/*/deploys).
 //
 // See docs/forge.md for what a new forge implements.
 package forge
@@ -122,6 +122,10 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 type Delivery struct {
 	ID    string // the forge's delivery ID (deduplicated), "" when none
 	Event string // the forge's event name, for logs and metrics
+	// Forge names the forge that sent it as the webhook's configuration
+	// does ("github", "gitlab"): a delivery deploys only repositories
+	// configured on its forge.
+	Forge string
 	// Credential is the signature (or token) the headers carry, for
 	// Verify; never logged.
 	Credential string

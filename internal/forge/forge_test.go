@@ -43,6 +43,40 @@ func TestOnlyTheGitHubForgeSpeaksGitHub(t *testing.T) {
 		gh:              {"cmd/webhook", "internal/action", gh + "/deploys"},
 		gh + "/deploys": {"cmd/webhook"},
 	}
+	checkImporters(t, importers, want)
+}
+
+// The same holds of GitLab: only internal/forge/gitlab and its deploy
+// reports import GitLab's client (client-go), and only the wiring and
+// GitLab CI's entry point (internal/gitlabci) import the GitLab forge,
+// the entry point without the deploy reports.
+func TestOnlyTheGitLabForgeSpeaksGitLab(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const gl = "internal/forge/gitlab"
+	importers := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg, imports := strings.TrimPrefix(fields[0], module), fields[1:]
+		for _, imp := range imports {
+			switch {
+			case strings.HasPrefix(imp, "gitlab.com/gitlab-org/api/client-go") && pkg != gl && !strings.HasPrefix(pkg, gl+"/") && !strings.HasPrefix(pkg, "test/"):
+				t.Errorf("%s imports %s: only the GitLab forge speaks GitLab's API", pkg, imp)
+			case strings.HasPrefix(imp, module+gl):
+				importers[strings.TrimPrefix(imp, module)] = append(importers[strings.TrimPrefix(imp, module)], pkg)
+			}
+		}
+	}
+	checkImporters(t, importers, map[string][]string{
+		gl:              {"cmd/webhook", gl + "/deploys", "internal/gitlabci"},
+		gl + "/deploys": {"cmd/webhook"},
+	})
+}
+
+func checkImporters(t *testing.T, importers, want map[string][]string) {
+	t.Helper()
 	for pkg, w := range want {
 		got := importers[pkg]
 		slices.Sort(got)

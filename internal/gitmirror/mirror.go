@@ -5,6 +5,7 @@
 package gitmirror
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -36,8 +37,13 @@ type Mirrors struct {
 	Tokens TokenSource
 	// Repos maps clone URLs to the repositories ("owner/name") Tokens is
 	// asked about; a URL not in it is named by its last two path segments.
-	Repos  map[string]string
-	Logger *slog.Logger
+	Repos map[string]string
+	// ChangeRefs says where the forge of a clone URL keeps a change's head
+	// and its merge (fmt patterns of the change's number, such as GitLab's
+	// refs/merge-requests/%d/head); nil, or an empty pattern, is GitHub's
+	// refs/pull/%d/head and refs/pull/%d/merge.
+	ChangeRefs func(cloneURL string) (head, merge string)
+	Logger     *slog.Logger
 
 	locks keylock.Map // one fetch at a time per mirror
 }
@@ -115,8 +121,19 @@ func (m *Mirrors) Fetch(ctx context.Context, cloneURL, branch string) (dir, tip 
 	return m.fetchRef(ctx, cloneURL, "refs/heads/"+branch, branch, "branch "+branch)
 }
 
+// changeRefs are the head and merge ref patterns of cloneURL's forge.
+func (m *Mirrors) changeRefs(cloneURL string) (head, merge string) {
+	head, merge = "refs/pull/%d/head", "refs/pull/%d/merge"
+	if m.ChangeRefs != nil {
+		h, mg := m.ChangeRefs(cloneURL)
+		head, merge = cmp.Or(h, head), cmp.Or(mg, merge)
+	}
+	return head, merge
+}
+
 // FetchPull fetches pull request number's head (refs/pull/N/head, which
-// GitHub keeps in the base repository even for a fork's PR) into the
+// GitHub keeps in the base repository even for a fork's PR; GitLab's
+// refs/merge-requests/N/head, see ChangeRefs) into the
 // mirror, under the same name, and returns the mirror's directory and the
 // head's commit. The head is untrusted content: callers render it without
 // network access.
@@ -124,7 +141,8 @@ func (m *Mirrors) FetchPull(ctx context.Context, cloneURL string, number int) (d
 	if number <= 0 {
 		return "", "", fmt.Errorf("pull request number %d", number)
 	}
-	ref := fmt.Sprintf("refs/pull/%d/head", number)
+	pattern, _ := m.changeRefs(cloneURL)
+	ref := fmt.Sprintf(pattern, number)
 	return m.fetchRef(ctx, cloneURL, ref, ref, fmt.Sprintf("pull request #%d", number))
 }
 
@@ -202,7 +220,8 @@ func (m *Mirrors) FetchCommit(ctx context.Context, cloneURL, sha string, pr int)
 	}
 	errs := []string{fmt.Sprintf("by SHA: %v", bySHA)}
 	if pr > 0 {
-		for _, ref := range []string{fmt.Sprintf("refs/pull/%d/merge", pr), fmt.Sprintf("refs/pull/%d/head", pr)} {
+		head, merge := m.changeRefs(cloneURL)
+		for _, ref := range []string{fmt.Sprintf(merge, pr), fmt.Sprintf(head, pr)} {
 			if _, err := m.gitWith(ctx, dir, token, "fetch", "-q", "--no-tags", "--no-write-fetch-head", cloneURL, ref); err != nil {
 				errs = append(errs, fmt.Sprintf("%s: %v", ref, err))
 				continue

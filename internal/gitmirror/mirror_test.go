@@ -274,3 +274,37 @@ func TestFetchCommit(t *testing.T) {
 		t.Errorf("an option as a SHA: %v", err)
 	}
 }
+
+// A GitLab project keeps a merge request's head under
+// refs/merge-requests/N/head: with ChangeRefs naming GitLab's refs, the
+// live plan's FetchPull and FetchCommit (over protocol v0, where SHAs
+// are refused) find it there.
+func TestGitLabMergeRequestRefs(t *testing.T) {
+	global := filepath.Join(t.TempDir(), "gitconfig")
+	os.WriteFile(global, []byte("[protocol]\n\tversion = 0\n"), 0o644)
+	t.Setenv("GIT_CONFIG_GLOBAL", global)
+	root := t.TempDir()
+	repo := filepath.Join(root, "group", "sub", "config.git")
+	os.MkdirAll(repo, 0o755)
+	git(t, repo, "init", "-q", "-b", "main")
+	commit(t, repo, "a.yaml", "a: 1\n")
+	git(t, repo, "checkout", "-qb", "feature")
+	approved := commit(t, repo, "b.yaml", "b: 1\n")
+	head := commit(t, repo, "c.yaml", "c: 1\n")
+	git(t, repo, "update-ref", "refs/merge-requests/3/head", head)
+	git(t, repo, "checkout", "-q", "main")
+	git(t, repo, "branch", "-qD", "feature")
+	srv := githttp.Serve(t, root, "tok")
+	url := srv.URL + "/group/sub/config.git"
+	ctx := context.Background()
+	m := &Mirrors{Dir: t.TempDir(), Token: []byte("tok"), ChangeRefs: func(string) (string, string) {
+		return "refs/merge-requests/%d/head", "refs/merge-requests/%d/merge"
+	}}
+	if _, got, err := m.FetchPull(ctx, url, 3); err != nil || got != head {
+		t.Fatalf("FetchPull: %v, head %s want %s", err, got, head)
+	}
+	m2 := &Mirrors{Dir: t.TempDir(), Token: []byte("tok"), ChangeRefs: m.ChangeRefs}
+	if _, err := m2.FetchCommit(ctx, url, approved, 3); err != nil {
+		t.Errorf("FetchCommit through the merge request's head: %v", err)
+	}
+}

@@ -33,7 +33,7 @@ func TestPlanOnlyBinariesDoNotLinkTheApplier(t *testing.T) {
 		"helm.sh/helm/v3/pkg/action", "helm.sh/helm/v3/pkg/kube",
 	}
 	dynamicAllowed := []string{"helm.sh/helm/v3/pkg/engine", "sigs.k8s.io/controller-runtime/pkg/client/apiutil"}
-	for _, pkg := range []string{".", "../../cmd/action"} {
+	for _, pkg := range []string{".", "../../cmd/action", "../../cmd/kplan-gitlab"} {
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", pkg).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)

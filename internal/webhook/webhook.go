@@ -346,6 +346,8 @@ func (h *Handler) decide(d *delivery, e forge.Event) (*Intent, string, error) {
 			return nil, "", fmt.Errorf("%s payload without the repository's name", d.Event)
 		case h.cfg.Repository(repo) == nil:
 			return nil, "repository " + repo + " is not configured", nil
+		case !h.fromItsForge(d, repo):
+			return nil, h.otherForge(d, repo), nil
 		case !isBranch:
 			return nil, "push to " + ref + ", not a branch", nil
 		case e.Deleted || strings.Trim(sha, "0") == "":
@@ -362,6 +364,8 @@ func (h *Handler) decide(d *delivery, e forge.Event) (*Intent, string, error) {
 			return nil, "", fmt.Errorf("%s payload without the repository's name", d.Event)
 		case h.cfg.Repository(repo) == nil:
 			return nil, "repository " + repo + " is not configured", nil
+		case !h.fromItsForge(d, repo):
+			return nil, h.otherForge(d, repo), nil
 		case livePlanActions[e.Action] && h.live != nil:
 			// Planned against the live clusters, never deployed.
 			sha, live = pr.HeadSHA, true
@@ -399,6 +403,18 @@ func (h *Handler) decide(d *delivery, e forge.Event) (*Intent, string, error) {
 		LivePlan:       live,
 		AcknowledgedBy: ack,
 	}, "", nil
+}
+
+// fromItsForge says whether a delivery came from the forge repo is
+// configured on: a GitLab project deploys from GitLab's deliveries only,
+// however its path reads, and a GitHub repository from GitHub's. A
+// receiver that names no forge is GitHub's, the default.
+func (h *Handler) fromItsForge(d *delivery, repo string) bool {
+	return strings.EqualFold(cmp.Or(d.Forge, config.GitHub), h.cfg.ForgeOf(repo))
+}
+
+func (h *Handler) otherForge(d *delivery, repo string) string {
+	return fmt.Sprintf("repository %s is configured on %s, and this delivery came from %s", repo, h.cfg.ForgeOf(repo), cmp.Or(d.Forge, config.GitHub))
 }
 
 // livePlanActions are the pull_request actions that change what a PR

@@ -28,7 +28,7 @@ var _ forge.Receiver = Receiver{}
 // Delivery implements forge.Receiver. Only SHA-256 signatures are taken:
 // go-github would also accept sha1= and sha512=.
 func (Receiver) Delivery(h http.Header) (forge.Delivery, error) {
-	d := forge.Delivery{ID: h.Get("X-GitHub-Delivery"), Event: h.Get("X-GitHub-Event"), Credential: h.Get("X-Hub-Signature-256")}
+	d := forge.Delivery{ID: h.Get("X-GitHub-Delivery"), Event: h.Get("X-GitHub-Event"), Credential: h.Get("X-Hub-Signature-256"), Forge: "github"}
 	if !strings.HasPrefix(d.Credential, "sha256=") {
 		return d, fmt.Errorf("%w: missing X-Hub-Signature-256 (sha256=...) signature: set the webhook's secret in GitHub", forge.ErrUnsigned)
 	}

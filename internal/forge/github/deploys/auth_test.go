@@ -81,9 +81,9 @@ func TestUnauthorizedReportIsResentWithFreshToken(t *testing.T) {
 			refused++
 		}
 	}
-	if refused != 1 || len(gh.Minted()) != 2 || len(r.held) != 0 {
+	if refused != 1 || len(gh.Minted()) != 2 || r.Held() != 0 {
 		t.Errorf("%d reports answered 401, %d tokens minted, %d held; want the first 401 to mint a fresh token for it and the rest: %q",
-			refused, len(gh.Minted()), len(r.held), calls)
+			refused, len(gh.Minted()), r.Held(), calls)
 	}
 }
 
@@ -96,13 +96,13 @@ func TestUnauthorizedReportIsHeldUntilTheTokenWorks(t *testing.T) {
 	r.Started(ctx, prod, sha, 0)
 	gh.Revoke("tok")
 	r.Finished(ctx, deployer.Outcome{Target: prod, SHA: sha, Result: &deployResult})
-	if got := states(gh, sha, "kplan/prod"); got != "pending" || len(r.held) == 0 {
-		t.Fatalf("while the token is refused: statuses %s, %d held", got, len(r.held))
+	if got := states(gh, sha, "kplan/prod"); got != "pending" || r.Held() == 0 {
+		t.Fatalf("while the token is refused: statuses %s, %d held", got, r.Held())
 	}
 	gh.AddToken("tok", githubapi.Identity{Login: "kplan[bot]"}) // the operator fixed it
 	r.Flush(ctx)
-	if got := states(gh, sha, "kplan/prod"); got != "pending,success" || len(r.held) != 0 {
-		t.Errorf("after the flush: statuses %s, %d held", got, len(r.held))
+	if got := states(gh, sha, "kplan/prod"); got != "pending,success" || r.Held() != 0 {
+		t.Errorf("after the flush: statuses %s, %d held", got, r.Held())
 	}
 }
 

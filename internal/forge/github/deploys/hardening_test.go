@@ -15,6 +15,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
+	"github.com/kplan-dev/kplan/internal/deployreport"
 	"github.com/kplan-dev/kplan/test/githubapi"
 )
 
@@ -96,11 +97,11 @@ func TestReportsHeldUntilGitHubAnswers(t *testing.T) {
 	gh.SecondaryRateLimitNext(1, http.StatusForbidden, time.Second)
 	r.Started(ctx, prod, sha, 0)
 	r.Finished(ctx, deployer.Outcome{Target: prod, SHA: sha, Err: errors.New("apply: some objects failed")})
-	if n := len(gh.Statuses("octo", "cfg", sha)) + len(gh.Deployments("octo", "cfg")); n != 0 || len(r.held) != 3 {
-		t.Fatalf("during the rate limit: %d reports reached GitHub, %d held (want 0 and 3: deployment, status, comment)", n, len(r.held))
+	if n := len(gh.Statuses("octo", "cfg", sha)) + len(gh.Deployments("octo", "cfg")); n != 0 || r.Held() != 3 {
+		t.Fatalf("during the rate limit: %d reports reached GitHub, %d held (want 0 and 3: deployment, status, comment)", n, r.Held())
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for len(r.held) > 0 && time.Now().Before(deadline) {
+	for r.Held() > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 		r.Flush(ctx)
 	}
@@ -112,8 +113,8 @@ func TestReportsHeldUntilGitHubAnswers(t *testing.T) {
 	if len(deps) != 1 || deploymentStates(gh, deps[0].ID) != "failure" {
 		t.Errorf("deployments after the limit: %+v", deps)
 	}
-	if len(r.held) != 0 || len(r.deployments) != 0 {
-		t.Errorf("left: %d held, %d deployments tracked", len(r.held), len(r.deployments))
+	if r.Held() != 0 || len(r.deployments) != 0 {
+		t.Errorf("left: %d held, %d deployments tracked", r.Held(), len(r.deployments))
 	}
 }
 
@@ -123,10 +124,10 @@ func TestRefusedReportIsDropped(t *testing.T) {
 	gh := newServer(t)
 	r := newReporter(gh)
 	ctx := context.Background()
-	r.enqueue(r.statusOp(prod, sha, "exploded", "not a state"))
+	r.Enqueue(r.statusOp(prod, sha, "exploded", "not a state"))
 	r.Finished(ctx, deployer.Outcome{Target: prod, SHA: sha, Err: errors.New("render failed")})
-	if got := states(gh, sha, "kplan/prod"); got != "failure" || len(r.held) != 0 {
-		t.Errorf("statuses %s, %d held", got, len(r.held))
+	if got := states(gh, sha, "kplan/prod"); got != "failure" || r.Held() != 0 {
+		t.Errorf("statuses %s, %d held", got, r.Held())
 	}
 }
 
@@ -209,7 +210,7 @@ func TestNoAddressesOnGitHub(t *testing.T) {
 		shown = append(shown, c.Body)
 	}
 	all := strings.Join(shown, "\n")
-	if strings.Contains(all, "10.96.0.1") || address.MatchString(all) || !strings.Contains(all, "cannot reach the cluster's API server; details in the webhook's logs") || len(shown) != 5 {
+	if strings.Contains(all, "10.96.0.1") || deployreport.HasAddress(all) || !strings.Contains(all, "cannot reach the cluster's API server; details in the webhook's logs") || len(shown) != 5 {
 		t.Errorf("GitHub shows:\n%s", all)
 	}
 }
@@ -271,9 +272,7 @@ func TestConcurrentReportsThroughARateLimit(t *testing.T) {
 	for range n {
 		<-done
 	}
-	r.mu.Lock()
-	held := len(r.held)
-	r.mu.Unlock()
+	held := r.Held()
 	if held != 0 {
 		t.Errorf("%d reports still held after every call returned", held)
 	}

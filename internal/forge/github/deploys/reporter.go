@@ -31,10 +31,9 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
-	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
+	"github.com/kplan-dev/kplan/internal/deployreport"
 	forgegithub "github.com/kplan-dev/kplan/internal/forge/github"
-	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/prcomment"
 )
 
@@ -42,7 +41,7 @@ import (
 const maxSummaries = 200
 
 // Marker finds the deploy comment on a pull request.
-const Marker = "<!-- kplan:deploy -->"
+const Marker = deployreport.Marker
 
 // payloadTarget is the key of a Deployment's payload naming the target
 // that created it, so that finishing an interrupted deploy touches only
@@ -50,21 +49,15 @@ const Marker = "<!-- kplan:deploy -->"
 const payloadTarget = "kplanTarget"
 
 // Interrupted is what an interrupted deploy's statuses say.
-const Interrupted = "interrupted: the webhook stopped during this deploy; a new deploy follows"
+const Interrupted = deployreport.Interrupted
 
 // Reporter implements deployer.Reporter with go-github.
 type Reporter struct {
 	GH     *github.Client
 	Logger *slog.Logger
-	// Attempts and Backoff bound the retries of one API call.
-	Attempts int
-	Backoff  time.Duration
-	// MaxWait bounds one wait for a rate limit; a report GitHub asks to
-	// wait longer for is kept for later.
-	MaxWait time.Duration
-	// MaxHeld bounds the reports kept for GitHub; past it the oldest is
-	// dropped, loudly.
-	MaxHeld int
+	// Outbox sends the reports, retried and held while GitHub does not
+	// take them (its Attempts, Backoff, MaxWait and MaxHeld bound that).
+	*deployreport.Outbox
 	// PlanAuthor is the login whose plan comment a merge is compared with
 	// (ReviewedPlan); "" is github-actions[bot], the Action's default
 	// token.
@@ -76,8 +69,6 @@ type Reporter struct {
 	mu          sync.Mutex
 	deployments map[string]*deployment              // target key@sha -> its Deployment
 	summaries   map[int]map[string]deployer.Outcome // PR -> target -> latest outcome
-	held        []*op                               // reports GitHub has not taken yet, oldest first
-	sending     sync.Mutex                          // held by the one caller sending reports
 }
 
 // deployment is the state a Deployment should show; id is 0 until GitHub
@@ -92,7 +83,8 @@ var _ deployer.Reporter = (*Reporter)(nil)
 
 // NewReporter makes a Reporter.
 func NewReporter(gh *github.Client, logger *slog.Logger) *Reporter {
-	return &Reporter{GH: gh, Logger: logger, Comments: forgegithub.NewPoster(gh, ""), Attempts: 5, Backoff: 500 * time.Millisecond, MaxWait: time.Minute, MaxHeld: 1000,
+	return &Reporter{GH: gh, Logger: logger, Comments: forgegithub.NewPoster(gh, ""),
+		Outbox:      &deployreport.Outbox{Forge: "GitHub", Logger: logger, Attempts: 5, Backoff: 500 * time.Millisecond, MaxWait: time.Minute, MaxHeld: 1000, Classify: classify},
 		deployments: map[string]*deployment{}, summaries: map[int]map[string]deployer.Outcome{}}
 }
 
@@ -103,29 +95,24 @@ func split(repo string) (string, string) {
 
 func errorf(what string, err error) error { return fmt.Errorf("%s: %w", what, err) }
 
-func environment(t deployer.Target) string {
-	if t.Environment != "" {
-		return t.Environment
-	}
-	return t.Name
-}
+func environment(t deployer.Target) string { return deployreport.Environment(t) }
 
 // Flush sends the reports GitHub did not take earlier.
-func (r *Reporter) Flush(ctx context.Context) { r.deliver(ctx) }
+func (r *Reporter) Flush(ctx context.Context) { r.Deliver(ctx) }
 
 // Started opens a Deployment in progress and marks the commit pending.
 // The Deployment comes first: a run killed in between leaves a Deployment
 // that Interrupted finds, never a pending status nothing points to.
 func (r *Reporter) Started(ctx context.Context, t deployer.Target, sha string, pr int) {
 	r.setDeployment(t, sha, "in_progress", "applying "+t.Overlay)
-	r.enqueue(r.statusOp(t, sha, "pending", "deploying "+environment(t)))
-	r.deliver(ctx)
+	r.Enqueue(r.statusOp(t, sha, "pending", "deploying "+environment(t)))
+	r.Deliver(ctx)
 }
 
 func (r *Reporter) statusOp(t deployer.Target, sha, state, desc string) *op {
 	owner, repo := split(t.Repo)
-	return &op{key: "status\x00" + t.Repo + "\x00" + sha + "\x00kplan/" + t.Name, what: "commit status kplan/" + t.Name + " " + state + " on " + short(sha),
-		send: func(ctx context.Context) error {
+	return &op{Key: "status\x00" + t.Repo + "\x00" + sha + "\x00kplan/" + t.Name, What: "commit status kplan/" + t.Name + " " + state + " on " + short(sha),
+		Send: func(ctx context.Context) error {
 			_, _, err := r.GH.Repositories.CreateStatus(ctx, owner, repo, sha, &github.RepoStatus{
 				State: github.String(state), Context: github.String("kplan/" + t.Name), Description: github.String(clip(desc, 140)),
 			})
@@ -146,8 +133,8 @@ func (r *Reporter) setDeployment(t deployer.Target, sha, state, desc string) {
 	d.state, d.desc = state, desc
 	r.mu.Unlock()
 	owner, repo := split(t.Repo)
-	r.enqueue(&op{key: "deployment\x00" + key, what: "deployment of " + short(sha) + " to " + environment(t) + " " + state,
-		send: func(ctx context.Context) error {
+	r.Enqueue(&op{Key: "deployment\x00" + key, What: "deployment of " + short(sha) + " to " + environment(t) + " " + state,
+		Send: func(ctx context.Context) error {
 			r.mu.Lock()
 			want := *d
 			r.mu.Unlock()
@@ -192,22 +179,19 @@ func open(state string) bool {
 	return state == "in_progress" || state == "queued" || state == "pending"
 }
 
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-1] + "…"
-}
+func clip(s string, n int) string { return deployreport.Clip(s, n) }
+
+func short(sha string) string { return deployreport.Short(sha) }
 
 // Finished reports the outcome on the commit, the Deployment and the PR.
 func (r *Reporter) Finished(ctx context.Context, o deployer.Outcome) {
 	t := o.Target
-	state, desc := "success", counts(o.Result)
+	state, desc := "success", deployreport.Counts(o.Result)
 	if o.Err != nil {
-		state, desc = "failure", Public(o.Err.Error())
+		state, desc = "failure", deployreport.Public(o.Err.Error())
 	}
 	if o.SHA != "" {
-		r.enqueue(r.statusOp(t, o.SHA, state, desc))
+		r.Enqueue(r.statusOp(t, o.SHA, state, desc))
 	}
 	r.mu.Lock()
 	_, started := r.deployments[t.Key()+"@"+o.SHA]
@@ -215,16 +199,16 @@ func (r *Reporter) Finished(ctx context.Context, o deployer.Outcome) {
 	if started {
 		r.setDeployment(t, o.SHA, state, desc)
 	}
-	r.enqueue(r.commentOp(o))
-	r.deliver(ctx)
+	r.Enqueue(r.commentOp(o))
+	r.Deliver(ctx)
 }
 
 // commentOp updates the merged pull request's comment with o; a push's
 // pull request is looked up from its commit.
 func (r *Reporter) commentOp(o deployer.Outcome) *op {
 	t := o.Target
-	return &op{key: "comment\x00" + t.Key() + "@" + o.SHA, what: "PR comment on the deploy of " + short(o.SHA) + " to " + t.Name,
-		send: func(ctx context.Context) error {
+	return &op{Key: "comment\x00" + t.Key() + "@" + o.SHA, What: "PR comment on the deploy of " + short(o.SHA) + " to " + t.Name,
+		Send: func(ctx context.Context) error {
 			pr := o.PR
 			if pr == 0 && o.SHA != "" {
 				var err error
@@ -249,7 +233,7 @@ func (r *Reporter) commentOp(o deployer.Outcome) *op {
 				r.summaries[pr] = map[string]deployer.Outcome{}
 			}
 			r.summaries[pr][t.Name] = o
-			body := comment(r.summaries[pr])
+			body := deployreport.Comment(r.summaries[pr])
 			r.mu.Unlock()
 			_, err := r.Comments.Upsert(ctx, t.Repo, pr, Marker, body)
 			return err
@@ -378,10 +362,10 @@ const maxInterrupted = 10
 // follows. A new deploy of the same commit then supersedes that status
 // with its own. It reports whether it found any.
 func (r *Reporter) Interrupted(ctx context.Context, t deployer.Target) (bool, error) {
-	r.deliver(ctx) // reports held from before may be the ones missing
+	r.Deliver(ctx) // reports held from before may be the ones missing
 	owner, repo := split(t.Repo)
 	var deps []*github.Deployment
-	err := r.call(ctx, "list the deployments of "+environment(t), func(ctx context.Context) (err error) {
+	err := r.Call(ctx, "list the deployments of "+environment(t), func(ctx context.Context) (err error) {
 		deps, _, err = r.GH.Repositories.ListDeployments(ctx, owner, repo, &github.DeploymentsListOptions{
 			Environment: environment(t), ListOptions: github.ListOptions{PerPage: 50}})
 		return err
@@ -404,7 +388,7 @@ func (r *Reporter) Interrupted(ctx context.Context, t deployer.Target) (bool, er
 			break
 		}
 		var sts []*github.DeploymentStatus
-		err := r.call(ctx, fmt.Sprintf("statuses of deployment %d", d.GetID()), func(ctx context.Context) (err error) {
+		err := r.Call(ctx, fmt.Sprintf("statuses of deployment %d", d.GetID()), func(ctx context.Context) (err error) {
 			sts, _, err = r.GH.Repositories.ListDeploymentStatuses(ctx, owner, repo, d.GetID(), &github.ListOptions{PerPage: 1})
 			return err
 		})
@@ -421,15 +405,15 @@ func (r *Reporter) Interrupted(ctx context.Context, t deployer.Target) (bool, er
 		}
 		r.Logger.Warn("finishing the reports of an interrupted deploy", "target", t.Key(), "deployment", d.GetID(), "sha", sha)
 		id := d.GetID()
-		r.enqueue(&op{key: fmt.Sprintf("interrupted\x00%d", id), what: fmt.Sprintf("deployment %d interrupted", id),
-			send: func(ctx context.Context) error {
+		r.Enqueue(&op{Key: fmt.Sprintf("interrupted\x00%d", id), What: fmt.Sprintf("deployment %d interrupted", id),
+			Send: func(ctx context.Context) error {
 				_, _, err := r.GH.Repositories.CreateDeploymentStatus(ctx, owner, repo, id, &github.DeploymentStatusRequest{
 					State: github.String("error"), Description: github.String(Interrupted), Environment: github.String(environment(t)),
 				})
 				return err
 			}})
 		var cs []*github.RepoStatus
-		err = r.call(ctx, "statuses of "+short(sha), func(ctx context.Context) (err error) {
+		err = r.Call(ctx, "statuses of "+short(sha), func(ctx context.Context) (err error) {
 			cs, _, err = r.GH.Repositories.ListStatuses(ctx, owner, repo, sha, &github.ListOptions{PerPage: 100})
 			return err
 		})
@@ -438,10 +422,10 @@ func (r *Reporter) Interrupted(ctx context.Context, t deployer.Target) (bool, er
 		}
 		// The newest status of the target's context decides.
 		if i := slices.IndexFunc(cs, func(s *github.RepoStatus) bool { return s.GetContext() == "kplan/"+t.Name }); i >= 0 && cs[i].GetState() == "pending" {
-			r.enqueue(r.statusOp(t, sha, "error", Interrupted))
+			r.Enqueue(r.statusOp(t, sha, "error", Interrupted))
 		}
 	}
-	r.deliver(ctx)
+	r.Deliver(ctx)
 	return found, nil
 }
 
@@ -454,140 +438,4 @@ func (r *Reporter) mine(d *github.Deployment, t deployer.Target) bool {
 		}
 	}
 	return d.GetDescription() == description(t)
-}
-
-func counts(res *deploy.Result) string {
-	if res == nil {
-		return ""
-	}
-	c := map[deploy.Action]int{}
-	for _, o := range res.Objects {
-		c[o.Action]++
-	}
-	s := fmt.Sprintf("%d created, %d configured, %d unchanged, %d pruned", c[deploy.Created], c[deploy.Configured], c[deploy.Unchanged], c[deploy.Pruned])
-	if c[deploy.Kept] > 0 {
-		s += fmt.Sprintf(", %d left in the cluster", c[deploy.Kept])
-	}
-	if c[deploy.Failed]+c[deploy.Skipped] > 0 {
-		s += fmt.Sprintf(", %d failed, %d skipped", c[deploy.Failed], c[deploy.Skipped])
-	}
-	return s
-}
-
-// comment is the PR comment: one row per target, details per target, and
-// how to retry what failed. Secret values never reach it: only keys.
-func comment(byTarget map[string]deployer.Outcome) string {
-	names := make([]string, 0, len(byTarget))
-	failed := 0
-	for n, o := range byTarget {
-		names = append(names, n)
-		if o.Err != nil {
-			failed++
-		}
-	}
-	slices.Sort(names)
-	var b strings.Builder
-	b.WriteString(Marker + "\n")
-	fmt.Fprintf(&b, "### kplan deploy: %d of %d targets succeeded\n\n", len(names)-failed, len(names))
-	b.WriteString("| Target | Environment | Commit | Result |\n|---|---|---|---|\n")
-	for _, n := range names {
-		o := byTarget[n]
-		res := "✅ " + counts(o.Result)
-		if o.Err != nil {
-			res = "❌ " + cell(clip(Public(o.Err.Error()), 300))
-			if o.Reason != "" {
-				// The kind of failure first, in words; the message says which.
-				res = "❌ **" + o.Reason.Describe() + "**: " + cell(clip(Public(o.Err.Error()), 300))
-			}
-		}
-		if o.Review != nil {
-			res += "<br>" + reviewMark(o.Review) + " " + cell(o.Review.Describe())
-		}
-		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", n, environment(o.Target), short(o.SHA), res)
-	}
-	for _, n := range names {
-		writeReviewDiff(&b, n, byTarget[n].Review)
-	}
-	for _, n := range names {
-		o := byTarget[n]
-		if o.Result == nil || len(o.Result.Objects) == 0 {
-			continue
-		}
-		fmt.Fprintf(&b, "\n<details><summary>%s: %s</summary>\n\n", n, counts(o.Result))
-		for _, obj := range o.Result.Objects {
-			line := fmt.Sprintf("- %s `%s`", obj.Action, strings.ReplaceAll(obj.Key, "|", `\|`))
-			if obj.Reason != "" {
-				line += " (" + Public(obj.Reason) + ")"
-			}
-			if obj.Error != "" {
-				line += ": " + strings.Join(strings.Fields(clip(Public(obj.Error), 200)), " ")
-			}
-			b.WriteString(line + "\n")
-		}
-		b.WriteString("\n</details>\n")
-	}
-	if failed > 0 {
-		b.WriteString("\n**To retry**: fix the cause (the error above says what failed) and merge again, or wait for the next resync, which retries every failed target at the branch's newest commit.\n")
-	}
-	out := b.String()
-	if len(out) > prcomment.MaxBodyChars {
-		out = out[:prcomment.MaxBodyChars-100] + "\n\n…(cut to fit GitHub's comment size limit)\n"
-	}
-	return out
-}
-
-func short(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
-}
-
-// cell makes text safe in a Markdown table cell: one line, pipes escaped.
-func cell(s string) string {
-	return strings.ReplaceAll(strings.Join(strings.Fields(s), " "), "|", `\|`)
-}
-
-// writeReviewDiff says, for a merge that differs from the plan reviewed,
-// how: the objects the merge applies that the plan did not show and the
-// reverse, and each changed field (Secret values hidden), reviewed →
-// merged; or why that could not be worked out.
-func writeReviewDiff(b *strings.Builder, target string, r *deployer.Review) {
-	if r == nil || (r.Verdict != deployer.Differs && r.Verdict != deployer.PlanDiffers) {
-		return
-	}
-	if r.Diff == nil {
-		if r.DiffErr != "" {
-			fmt.Fprintf(b, "\n%s: how the merge differs from %s is not known: %s\n", target, r.Against(), Public(r.DiffErr))
-		}
-		return
-	}
-	d := r.Diff
-	fmt.Fprintf(b, "\n<details open><summary>%s: how the merge differs from %s (%d added, %d changed, %d removed)</summary>\n\n",
-		target, r.Against(), len(d.Added), len(d.Changed), len(d.Pruned))
-	for _, k := range d.Added {
-		fmt.Fprintf(b, "- \\+ %s: not in what was reviewed\n", cell(inventorydiff.Name(k)))
-	}
-	for _, c := range d.Changed {
-		fmt.Fprintf(b, "- ~ %s\n", cell(inventorydiff.Name(c.Key)))
-		for _, f := range c.Fields {
-			fmt.Fprintf(b, "  - `%s`\n", strings.NewReplacer("`", "'", "\n", " ").Replace(clip(f.Header(), 200)))
-		}
-	}
-	for _, k := range d.Pruned {
-		fmt.Fprintf(b, "- \\- %s: in what was reviewed, not applied\n", cell(inventorydiff.Name(k)))
-	}
-	b.WriteString("\n</details>\n")
-}
-
-// reviewMark marks a deploy's comparison with the plan reviewed.
-func reviewMark(r *deployer.Review) string {
-	switch r.Verdict {
-	case deployer.AsApproved, deployer.Unaffected, deployer.AsReviewed:
-		return "🔒"
-	case deployer.Differs, deployer.PlanDiffers, deployer.NotApproved, deployer.NotReviewed:
-		return "⚠️"
-	default:
-		return "❔"
-	}
 }

@@ -1,4 +1,4 @@
-package deploys
+package deployreport
 
 import (
 	"regexp"
@@ -8,7 +8,7 @@ import (
 // logsPointer ends every message whose details were withheld.
 const logsPointer = "; details in the webhook's logs"
 
-// address finds what GitHub must not show: where the webhook's cluster,
+// address finds what a forge must not show: where the webhook's cluster,
 // its services and its git server live. URLs a request of the webhook's
 // own named (Go's `Get "https://10.96.0.1:443/api"`), IP addresses,
 // host:port and cluster DNS names. A remote base's URL such as
@@ -34,7 +34,7 @@ var failureClasses = []struct {
 	{regexp.MustCompile(`(?i)connection refused|no such host|i/o timeout|network is unreachable|no route to host|connection reset|\bEOF\b|handshake timeout|dial tcp|deadline exceeded|Client\.Timeout|server is currently unable`), "cannot reach the cluster's API server"},
 }
 
-// Public is what GitHub may show of a failure message: the message itself,
+// Public is what a forge (GitHub, GitLab) may show of a failure message: the message itself,
 // unless it holds an address of the webhook's infrastructure; then a short
 // class of failure pointing to the webhook's logs, which (with the
 // inventory object's kplan.dev/message) keep the whole message.
@@ -49,3 +49,7 @@ func Public(msg string) string {
 	}
 	return "the cluster's API server could not complete a request" + logsPointer
 }
+
+// HasAddress says whether s shows where the cluster lives, as Public
+// would hide it.
+func HasAddress(s string) bool { return address.MatchString(s) }
