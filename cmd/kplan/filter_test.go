@@ -67,7 +67,7 @@ func TestFilterMatchingNothingFails(t *testing.T) {
 // and --exclude select Flux Kustomizations (by the directory they build
 // or by namespace/name), where they were ignored.
 func TestFluxModeHonoursOverlayFilters(t *testing.T) {
-	dir, base := filterRepo(t)
+	dir, _ := filterRepo(t)
 	flux := func(name string) string {
 		return "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: " + name + ", namespace: flux-system}\n" +
 			"spec: {path: ./apps/" + name + ", sourceRef: {kind: GitRepository, name: flux-system}}\n"
@@ -79,7 +79,6 @@ func TestFluxModeHonoursOverlayFilters(t *testing.T) {
 	write(t, dir, map[string]string{"apps/a/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {k: three}\n",
 		"apps/b/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\ndata: {k: three}\n"})
 	git(t, dir, "commit", "-qam", "both change again")
-	_ = base
 	for _, tc := range []struct {
 		args      []string
 		want, not string
