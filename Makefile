@@ -33,7 +33,8 @@ cluster:
 	$(GO) run ./internal/testcluster/prebuild
 	$(GO) run ./internal/testhelm/prebuild
 
-# Benchmarks print ratios against a peer measured in the same run.
+# Benchmarks print ratios against a peer measured in the same run (the
+# Flux cases against flate when it is on the PATH: docs/performance.md).
 bench: cluster
 	$(GO) test -run '^$$' -bench ApplyPrune -benchtime 1x -timeout 30m ./internal/deploy
 	$(GO) test -run '^$$' -bench Deliveries ./internal/webhook
