@@ -48,7 +48,8 @@ cluster:
 	$(call timed,etcd and kube-apiserver for the tests (first time: about 4 minutes; then cached in ~/.cache/kplan),$(GO) run ./internal/testcluster/prebuild)
 	$(call timed,helm and kustomize for the Helm tests (first time: about 4 minutes; then cached),$(GO) run ./internal/testhelm/prebuild)
 
-# Benchmarks print ratios against a peer measured in the same run.
+# Benchmarks print ratios against a peer measured in the same run (the
+# Flux cases against flate when it is on the PATH: docs/performance.md).
 bench: cluster
 	$(GO) test -run '^$$' -bench ApplyPrune -benchtime 1x -timeout 30m ./internal/deploy
 	$(GO) test -run '^$$' -bench Deliveries ./internal/webhook
