@@ -148,21 +148,27 @@ func (e *Engine) Plan(ctx context.Context, base, head *snapshot.Snapshot, change
 	}
 	name(res[0], res[1])
 	for i, r := range res {
-		var todo []*Target
 		for _, t := range r.Targets {
 			t.Closure = e.closure(ctx, snaps[i], t)
 			if changed != nil && t.Closure.Bounded() && !t.Closure.Meets(changed) {
 				t.Deferred = true
 			}
 		}
+	}
+	// Which to render is decided for both sides before either renders
+	// (rendering clears Deferred).
+	var todo [2][]*Target
+	for i, r := range res {
 		for _, t := range r.Targets {
 			o := res[1-i].Target(t.Name())
 			if t.Deferred && o != nil && o.Deferred && reflect.DeepEqual(o.Object, t.Object) {
 				continue
 			}
-			todo = append(todo, t)
+			todo[i] = append(todo[i], t)
 		}
-		e.renderAll(ctx, snaps[i], todo)
+	}
+	for i := range res {
+		e.renderAll(ctx, snaps[i], todo[i])
 	}
 	for i, r := range res {
 		for _, t := range r.Targets {
