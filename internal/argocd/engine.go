@@ -375,12 +375,22 @@ func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) er
 		}
 		objs = append(objs, out...)
 	}
+	kept := objs[:0]
 	for _, o := range objs {
+		if o.GetName() == "" && o.GetKind() != "" {
+			if g, err := o.Pipe(yaml.Lookup("metadata", "generateName")); err == nil && g != nil && g.YNode().Value != "" {
+				// A hook (Argo CD's or Helm's) Argo CD creates anew at each
+				// sync under a generated name: no object of the plan.
+				t.Notes = append(t.Notes, fmt.Sprintf("%s %s* is created anew at each sync (metadata.generateName); it is not planned as an object", o.GetKind(), g.YNode().Value))
+				continue
+			}
+		}
 		if o.GetName() == "" || o.GetKind() == "" || o.GetApiVersion() == "" {
 			return fmt.Errorf("an object without apiVersion, kind or name (Argo CD fails the sync)")
 		}
+		kept = append(kept, o)
 	}
-	t.Objects = objs
+	t.Objects = kept
 	return nil
 }
 

@@ -164,7 +164,7 @@ func TestHelmSourceIsHelmTemplate(t *testing.T) {
 
 // A directory source reads its manifests below it (recurse), Lists
 // expanded, without the excluded files; jsonnet is listed as not
-// rendered.
+// rendered; a hook with generateName is a note.
 func TestDirectorySource(t *testing.T) {
 	r := buildRepo(t, "testdata/repo")
 	tg := r.Target("argocd/plain")
@@ -182,6 +182,11 @@ func TestDirectorySource(t *testing.T) {
 	}
 	if len(tg.NotRendered) != 1 || !strings.Contains(tg.NotRendered[0], "plain/sub/gen.jsonnet is jsonnet") {
 		t.Errorf("not rendered %q, want the jsonnet file", tg.NotRendered)
+	}
+	// A hook Argo CD creates under a generated name at each sync is
+	// said, not planned (nor a failure: Argo CD syncs it).
+	if len(tg.Notes) != 1 || !strings.Contains(tg.Notes[0], "Job migrate-* is created anew at each sync") {
+		t.Errorf("notes %q, want the generateName hook", tg.Notes)
 	}
 }
 
