@@ -306,6 +306,9 @@ func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) (Decl
 	}
 	var out Declared
 	for _, p := range has {
+		if chartTemplate(s, p) {
+			continue // a template of a chart: Applications are what it renders
+		}
 		data, err := s.ReadFile(ctx, p)
 		if err != nil {
 			continue
@@ -319,4 +322,16 @@ func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) (Decl
 		return strings.Compare(a.File+"\x00"+a.ID(), b.File+"\x00"+b.ID())
 	})
 	return out, nil
+}
+
+// chartTemplate reports whether p is under a Helm chart's templates/.
+func chartTemplate(s *snapshot.Snapshot, p string) bool {
+	for d := path.Dir(p); d != "." && d != "/"; d = path.Dir(d) {
+		if path.Base(d) == "templates" {
+			if _, ok := s.Index.ID(path.Join(path.Dir(d), "Chart.yaml")); ok {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path"
 	"reflect"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/crash"
@@ -73,8 +75,12 @@ type Target struct {
 	Err     error
 	// Deferred: the change cannot affect it; it was not rendered.
 	Deferred bool
+	// Parent is the target whose render outputs this Application
+	// (app-of-apps); nil for one declared in git.
+	Parent *Target
 
 	name string
+	own  []string // the paths its sources and declaration read, without its parent's
 }
 
 // Name is the target's identity in a plan: namespace/name of the
@@ -122,62 +128,174 @@ func (e *Engine) Found(ctx context.Context, s *snapshot.Snapshot, paths []string
 	return false, nil
 }
 
+// maxDepth bounds how many levels of Applications rendering
+// Applications (app-of-apps) are followed; real repositories have 2 or 3.
+const maxDepth = 8
+
 // Build renders every Application of s.
 func (e *Engine) Build(ctx context.Context, s *snapshot.Snapshot) (*Result, error) {
-	r, err := e.side(ctx, s)
+	res, err := e.plan(ctx, []*snapshot.Snapshot{s}, nil)
 	if err != nil {
 		return nil, err
 	}
-	name(r)
-	e.renderAll(ctx, s, r.Targets)
-	return r, nil
+	return res[0], nil
 }
 
 // Plan renders both sides of a change, leaving unrendered (Deferred)
 // each Application written alike on both sides whose closure meets no
-// changed path on either; changed nil renders all.
+// changed path on either and that cannot render Applications; changed
+// nil renders all.
 func (e *Engine) Plan(ctx context.Context, base, head *snapshot.Snapshot, changed map[string]bool) ([2]*Result, error) {
-	snaps := [2]*snapshot.Snapshot{base, head}
-	var res [2]*Result
-	for i, s := range snaps {
-		r, err := e.side(ctx, s)
-		if err != nil {
-			return res, err
-		}
-		res[i] = r
-	}
-	name(res[0], res[1])
-	for i, r := range res {
-		for _, t := range r.Targets {
-			t.Closure = e.closure(ctx, snaps[i], t)
-			if changed != nil && t.Closure.Bounded() && !t.Closure.Meets(changed) {
-				t.Deferred = true
-			}
-		}
-	}
-	// Which to render is decided for both sides before either renders
-	// (rendering clears Deferred).
-	var todo [2][]*Target
-	for i, r := range res {
-		for _, t := range r.Targets {
-			o := res[1-i].Target(t.Name())
-			if t.Deferred && o != nil && o.Deferred && reflect.DeepEqual(o.Object, t.Object) {
-				continue
-			}
-			todo[i] = append(todo[i], t)
-		}
-	}
-	for i := range res {
-		e.renderAll(ctx, snaps[i], todo[i])
+	res, err := e.plan(ctx, []*snapshot.Snapshot{base, head}, changed)
+	if err != nil {
+		return [2]*Result{}, err
 	}
 	for i, r := range res {
 		for _, t := range r.Targets {
 			if o := res[1-i].Target(t.Name()); t.Deferred && (o == nil || !o.Deferred) {
-				return res, fmt.Errorf("kplan bug: Application %s deferred on one side only", t.Name())
+				return [2]*Result{}, fmt.Errorf("kplan bug: Application %s deferred on one side only", t.Name())
 			}
 		}
 	}
+	return [2]*Result{res[0], res[1]}, nil
+}
+
+// plan renders the sides snaps level by level: the Applications in git
+// first, then the Applications their renders output (app-of-apps),
+// which are targets too.
+func (e *Engine) plan(ctx context.Context, snaps []*snapshot.Snapshot, changed map[string]bool) ([]*Result, error) {
+	res := make([]*Result, len(snaps))
+	level := make([][]*Target, len(snaps))
+	for i, s := range snaps {
+		r, err := e.side(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		res[i], level[i] = r, r.Targets
+	}
+	for depth := 0; ; depth++ {
+		name(res...)
+		for i, s := range snaps {
+			for _, t := range level[i] {
+				t.Closure = e.closure(ctx, s, t)
+				if changed != nil && t.Closure.Bounded() && !t.Closure.Meets(changed) && !e.mayOutput(ctx, s, t) {
+					t.Deferred = true
+				}
+			}
+		}
+		// Which to render is decided for every side before any renders
+		// (rendering clears Deferred).
+		todo := make([][]*Target, len(snaps))
+		for i := range snaps {
+			for _, t := range level[i] {
+				if t.Deferred && len(snaps) == 2 {
+					if o := res[1-i].Target(t.Name()); o != nil && o.Deferred && reflect.DeepEqual(o.Object, t.Object) {
+						continue
+					}
+				}
+				todo[i] = append(todo[i], t)
+			}
+		}
+		for i, s := range snaps {
+			e.renderAll(ctx, s, todo[i])
+		}
+		next := make([][]*Target, len(snaps))
+		more := false
+		for i, r := range res {
+			have := map[string]bool{}
+			for _, t := range r.Targets {
+				have[t.ID()+"\x00"+t.Spec.Destination.Cluster()] = true
+			}
+			for _, t := range level[i] {
+				for _, c := range e.children(t, r, have) {
+					if depth == maxDepth {
+						t.Notes = append(t.Notes, fmt.Sprintf("Application %s is not planned: more than %d levels of Applications rendering Applications", c.ID(), maxDepth))
+						continue
+					}
+					r.Targets = append(r.Targets, c)
+					next[i] = append(next[i], c)
+					more = true
+				}
+			}
+		}
+		if !more {
+			break
+		}
+		level = next
+	}
+	name(res...)
 	return res, nil
+}
+
+// children are the Applications t's render outputs that are not targets
+// yet (have, by ID and cluster, is updated): app-of-apps. A rendered
+// Application without a namespace is created in t's destination
+// namespace.
+func (e *Engine) children(t *Target, r *Result, have map[string]bool) []*Target {
+	var out []*Target
+	for _, o := range t.Objects {
+		if !IsApplication(o.GetApiVersion(), o.GetKind()) {
+			continue
+		}
+		s, err := o.String()
+		if err != nil {
+			continue
+		}
+		var m map[string]any
+		if err := sigsyaml.Unmarshal([]byte(s), &m); err != nil {
+			continue
+		}
+		a, err := Parse(m, t.File)
+		if err != nil {
+			t.Notes = append(t.Notes, fmt.Sprintf("the Application %s it renders is not planned: %v", o.GetName(), err))
+			continue
+		}
+		if o.GetNamespace() == "" {
+			a.Namespace = cmp.Or(t.Namespace, DefaultNamespace)
+		}
+		key := a.ID() + "\x00" + a.Spec.Destination.Cluster()
+		if have[key] {
+			continue // declared in git too: planned from its file
+		}
+		have[key] = true
+		if why := e.skip(a); why != "" {
+			r.Skipped = append(r.Skipped, Named{ID: a.ID(), File: t.File, Reason: why + " (rendered by Application " + t.ID() + ")"})
+			continue
+		}
+		out = append(out, &Target{Application: a, Namespace: a.Spec.Destination.Namespace, Parent: t})
+	}
+	return out
+}
+
+// mayOutput reports whether t's render may output an Application: a
+// file its own sources read names argoproj.io (its own declaration only when a
+// source reads it). Such a target is always rendered, so that the
+// Applications it renders are known on both sides.
+func (e *Engine) mayOutput(ctx context.Context, s *snapshot.Snapshot, t *Target) bool {
+	var files []string
+	for _, p := range t.own {
+		if _, ok := s.Index.ID(p); ok && (p != t.File || e.readsOwnFile(t)) {
+			files = append(files, p)
+		}
+	}
+	// The apiVersion's group/version, not the group alone: Argo CD's
+	// annotations (argocd.argoproj.io/hook) name it on any object.
+	has, err := s.Containing(ctx, files, Group+"/v")
+	return err != nil || len(has) > 0
+}
+
+// readsOwnFile reports whether a source of t reads the file declaring
+// it (an app-of-apps root whose path holds its own declaration).
+func (e *Engine) readsOwnFile(t *Target) bool {
+	for _, src := range t.Spec.AllSources() {
+		if src.Ref != "" && src.Path == "" {
+			continue // values only
+		}
+		if dir := cleanPath(src.Path); e.opts.Repos.Has(src.RepoURL) && (dir == "." || strings.HasPrefix(t.File, dir+"/")) {
+			return true
+		}
+	}
+	return false
 }
 
 // side finds the targets of s: its Applications with a source in this
@@ -492,6 +610,16 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 				set[join(dir, n)] = true
 			}
 			set[join(dir, "Chart.yaml")] = true
+		}
+	}
+	t.own = slices.Sorted(maps.Keys(set))
+	if t.Parent != nil && t.Parent.Closure != nil {
+		// Its spec is what its parent's render made of these.
+		for _, p := range t.Parent.Closure.Paths {
+			set[p] = true
+		}
+		if out.Unbounded == "" && !t.Parent.Closure.Bounded() {
+			out.Unbounded = "its parent Application's render is unbounded"
 		}
 	}
 	for p := range set {

@@ -241,3 +241,68 @@ func TestTargetsNamedByClusterWhenSeveral(t *testing.T) {
 		t.Errorf("targets %q, want %q", names, want)
 	}
 }
+
+// Applications a chart renders (app-of-apps) are targets too, each
+// rendered from its own source; changed-only renders the root (it may
+// output Applications) and the child whose files changed, and plans
+// what the full render plans.
+func TestAppOfApps(t *testing.T) {
+	r := buildRepo(t, "testdata/appofapps")
+	var names []string
+	for _, tg := range r.Targets {
+		names = append(names, tg.Name())
+		if tg.Err != nil {
+			t.Errorf("%s: %v", tg.Name(), tg.Err)
+		}
+	}
+	if want := []string{"argocd/api", "argocd/root", "argocd/web"}; !slices.Equal(names, want) {
+		t.Fatalf("targets %q, want %q", names, want)
+	}
+	if web := r.Target("argocd/web"); web.Parent == nil || web.Parent.ID() != "argocd/root" || web.Namespace != "web" || len(web.Objects) != 1 || web.Objects[0].GetName() != "web" {
+		t.Errorf("web: %+v", web)
+	}
+	if root := r.Target("argocd/root"); len(root.Objects) != 2 {
+		t.Errorf("root renders %d objects, want its 2 Applications", len(root.Objects))
+	}
+
+	head := copyDir(t, "testdata/appofapps")
+	if err := os.WriteFile(filepath.Join(head, "web/cm.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {v: \"2\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bs, err := snapshot.FromFS(os.DirFS("testdata/appofapps"), "base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := snapshot.FromFS(os.DirFS(head), "head")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := snapshot.Changed(bs.Index, hs.Index)
+	got, err := testEngine().Plan(context.Background(), bs, hs, changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := testEngine().Plan(context.Background(), bs, hs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rendered []string
+	for i := range got {
+		for _, ft := range full[i].Targets {
+			gt := got[i].Target(ft.Name())
+			if gt == nil {
+				t.Fatalf("side %d: changed-only plans no %s", i, ft.Name())
+			}
+			if gt.Deferred {
+				continue
+			}
+			if i == 1 {
+				rendered = append(rendered, gt.Name())
+			}
+			sameObjects(t, ft.Name(), gt.Objects, ft.Objects)
+		}
+	}
+	if want := []string{"argocd/root", "argocd/web"}; !slices.Equal(rendered, want) {
+		t.Errorf("changed-only rendered %q, want %q", rendered, want)
+	}
+}
