@@ -1,0 +1,45 @@
+package argocd
+
+import (
+	"strings"
+	"testing"
+)
+
+// One repository's https, ssh and scp-like URLs, with or without .git or
+// a trailing slash, are the same; another repository or host is not;
+// "*" takes any.
+func TestReposHas(t *testing.T) {
+	r := NewRepos("git@github.com:Example/Deploy.git")
+	for u, want := range map[string]bool{
+		"https://github.com/example/deploy":           true,
+		"https://github.com/example/deploy.git/":      true,
+		"ssh://git@github.com/example/deploy.git":     true,
+		"git@github.com:example/deploy":               true,
+		"https://github.com/example/deploy-other.git": false,
+		"https://gitlab.com/example/deploy.git":       false,
+		"":                                            false,
+	} {
+		if got := r.Has(u); got != want {
+			t.Errorf("Has(%q) = %v, want %v", u, got, want)
+		}
+	}
+	if !NewRepos("*").Has("https://anything.example.com/x") {
+		t.Error(`"*" does not match`)
+	}
+}
+
+// kustomize edit add label fails on a label the kustomization sets,
+// unless forced: so does the Application's render, saying which setting
+// to change.
+func TestCommonLabelsWithoutForceFailOnExistingLabel(t *testing.T) {
+	k := &Kustomize{CommonLabels: map[string]string{"team": "b"}}
+	_, err := edit([]byte("commonLabels: {team: a}\n"), "kustomization.yaml", k, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "forceCommonLabels") {
+		t.Fatalf("err %v, want one naming forceCommonLabels", err)
+	}
+	k.ForceCommonLabels = true
+	out, err := edit([]byte("commonLabels: {team: a}\n"), "kustomization.yaml", k, nil, nil)
+	if err != nil || !strings.Contains(string(out), "team: b") {
+		t.Fatalf("forced: %v\n%s", err, out)
+	}
+}
