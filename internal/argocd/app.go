@@ -223,9 +223,8 @@ func nameOf(obj map[string]any) any {
 // Declared is what one repository file declares.
 type Declared struct {
 	Applications []*Application
-	// Sets are the ApplicationSets (namespace/name) by file; kplan does
-	// not evaluate their generators yet.
-	Sets []Named
+	// Sets are the ApplicationSets.
+	Sets []*AppSet
 	// Invalid are the Argo CD objects that do not parse, each with why.
 	Invalid []Named
 }
@@ -276,8 +275,7 @@ func ParseFile(data []byte, file string) Declared {
 					ns = s
 				}
 			}
-			out.Sets = append(out.Sets, Named{ID: fmt.Sprintf("%s/%v", ns, nameOf(m)), File: file,
-				Reason: "ApplicationSet generators are not evaluated yet: the Applications it makes are not planned"})
+			out.Sets = append(out.Sets, &AppSet{Namespace: ns, Name: fmt.Sprint(nameOf(m)), File: file, Object: m})
 		}
 	}
 	return out

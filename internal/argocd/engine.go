@@ -305,9 +305,18 @@ func (e *Engine) side(ctx context.Context, s *snapshot.Snapshot) (*Result, error
 	if err != nil {
 		return nil, err
 	}
-	r := &Result{Skipped: append(slices.Clone(d.Sets), d.Invalid...)}
+	r := &Result{Skipped: slices.Clone(d.Invalid)}
+	apps := d.Applications
+	for _, set := range d.Sets {
+		made, err := e.generate(ctx, s, set)
+		if err != nil {
+			r.Skipped = append(r.Skipped, Named{ID: set.ID(), File: set.File, Reason: err.Error()})
+			continue
+		}
+		apps = append(apps, made...)
+	}
 	seen := map[string]string{}
-	for _, a := range d.Applications {
+	for _, a := range apps {
 		if why := e.skip(a); why != "" {
 			r.Skipped = append(r.Skipped, Named{ID: a.ID(), File: a.File, Reason: why})
 			continue
@@ -363,6 +372,12 @@ func name(results ...*Result) {
 		}
 		slices.SortFunc(r.Targets, func(a, b *Target) int { return strings.Compare(a.Name(), b.Name()) })
 	}
+}
+
+// Render renders ts (targets of s a plan left Deferred), for the
+// findings across targets.
+func (e *Engine) Render(ctx context.Context, s *snapshot.Snapshot, ts []*Target) {
+	e.renderAll(ctx, s, ts)
 }
 
 // renderAll renders ts concurrently, each failing alone.

@@ -211,7 +211,7 @@ func TestNotRenderedAndSkippedSayWhy(t *testing.T) {
 	for id, why := range map[string]string{
 		"argocd/elsewhere": "no source is this repository",
 		"argocd/pinned":    "tracks another revision (targetRevision v1.0.0)",
-		"argocd/clusters":  "ApplicationSet generators are not evaluated",
+		"argocd/clusters":  "the clusters generator is not evaluated yet",
 	} {
 		if !strings.Contains(skipped[id], why) {
 			t.Errorf("skipped %s: %q, want %q", id, skipped[id], why)
@@ -304,5 +304,34 @@ func TestAppOfApps(t *testing.T) {
 	}
 	if want := []string{"argocd/root", "argocd/web"}; !slices.Equal(rendered, want) {
 		t.Errorf("changed-only rendered %q, want %q", rendered, want)
+	}
+}
+
+// An ApplicationSet's list and git directory generators make
+// Applications, with the default {{param}} syntax and Go templates:
+// each is a target rendered from its source; a directory excluded is
+// not one.
+func TestApplicationSetGenerators(t *testing.T) {
+	r := buildRepo(t, "testdata/appsets")
+	got := map[string]string{}
+	for _, tg := range r.Targets {
+		if tg.Err != nil {
+			t.Errorf("%s: %v", tg.Name(), tg.Err)
+			continue
+		}
+		var objs []string
+		for _, o := range tg.Objects {
+			objs = append(objs, o.GetName())
+		}
+		got[tg.Name()] = tg.Namespace + " " + strings.Join(objs, ",")
+	}
+	want := map[string]string{
+		"argocd/api":         "api api",
+		"argocd/web":         "web web",
+		"argocd/web-prod":    "web-prod PROD-web",
+		"argocd/web-staging": "web-staging STAGING-web",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("targets %q, want %q (skipped %+v)", got, want, r.Skipped)
 	}
 }

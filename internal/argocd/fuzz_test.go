@@ -1,18 +1,24 @@
 package argocd
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/fstest"
 
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
 // Argo CD discovery reads every YAML file of a repository naming
 // argoproj.io, and an Application's settings become kustomization edits,
 // include/exclude globs and value file paths: whatever a file holds,
 // it declares Applications with a name, a namespace and at least one
-// source, or none, and its settings edit a kustomization into YAML, or
+// source, or none, its ApplicationSets make Applications or fail with
+// ErrGenerator, and its settings edit a kustomization into YAML, or
 // fail with an error, never a panic.
 func FuzzParseFile(f *testing.F) {
 	files, err := filepath.Glob(filepath.Join("testdata", "parse", "*"))
@@ -28,6 +34,11 @@ func FuzzParseFile(f *testing.F) {
 	}
 	kustomization := []byte("resources: [a.yaml]\ncommonLabels: {team: a}\nimages: [{name: nginx, newTag: '1'}]\nreplicas: [{name: a, count: 1}]\n")
 	repos := NewRepos("https://github.com/example/deploy", "r")
+	e := New(Options{Repos: repos})
+	snap, err := snapshot.FromFS(fstest.MapFS{"apps/web/a.yaml": {Data: []byte("a: 1\n")}, "apps/api/a.yaml": {Data: []byte("a: 1\n")}}, "fuzz")
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d := ParseFile(data, "x.yaml")
 		for _, a := range d.Applications {
@@ -64,9 +75,20 @@ func FuzzParseFile(f *testing.F) {
 				}
 			}
 		}
-		for _, n := range append(d.Sets, d.Invalid...) {
+		for _, n := range d.Invalid {
 			if n.File != "x.yaml" || n.Reason == "" {
 				t.Fatalf("%+v: no file or reason", n)
+			}
+		}
+		for _, set := range d.Sets {
+			apps, err := e.generate(context.Background(), snap, set)
+			if err != nil && !errors.Is(err, ErrGenerator) {
+				t.Fatalf("ApplicationSet %s: %v, not an ErrGenerator", set.ID(), err)
+			}
+			for _, a := range apps {
+				if a.Name == "" || a.Namespace != set.Namespace || a.File != "x.yaml" {
+					t.Fatalf("ApplicationSet %s made %+v", set.ID(), a)
+				}
 			}
 		}
 	})

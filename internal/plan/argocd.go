@@ -14,8 +14,10 @@ import (
 	"github.com/kplan-dev/kplan/internal/declared"
 	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/overlap"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
+	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
 // argoPlan is the Argo CD Applications of both sides, each a target
@@ -24,6 +26,7 @@ type argoPlan struct {
 	res   [2]*argocd.Result
 	built int
 	p     *planner
+	e     *argocd.Engine
 }
 
 // argoEngine is the Argo CD engine of a plan: this repository is its git
@@ -144,7 +147,7 @@ func (p *planner) planArgo(ctx context.Context, sides [2]*side, changed, skip ma
 			}
 		}
 	}
-	return &argoPlan{res: res, p: p}, nil
+	return &argoPlan{res: res, p: p, e: e}, nil
 }
 
 // addClosures makes the Applications' closures count as read.
@@ -225,6 +228,29 @@ func (ap *argoPlan) decorate(overlays []inventorydiff.Overlay) {
 		}
 		for _, nr := range t.NotRendered {
 			o.Notes = append(o.Notes, "Argo CD: "+nr)
+		}
+	}
+}
+
+// keysForDuplicates renders on head, for the duplicate-object rule, the
+// Applications the change left unrendered when an overlay adds objects,
+// as the planner renders unaffected overlays for it: the changed-only
+// plan finds the duplicates the full plan finds.
+func (ap *argoPlan) keysForDuplicates(ctx context.Context, head *snapshot.Snapshot) {
+	if ap.p.facts.NoDuplicates || len(overlap.Adding(ap.p.overlays)) == 0 {
+		return
+	}
+	var todo []*argocd.Target
+	for _, t := range ap.res[1].Targets {
+		if t.Deferred {
+			todo = append(todo, t)
+		}
+	}
+	ap.e.Render(ctx, head, todo)
+	keys := ap.p.headKeysMap()
+	for _, t := range todo {
+		if sd := argoSide(t); sd.Err == nil && sd.Inventory != nil {
+			keys[t.Name()] = sd.Inventory.Keys
 		}
 	}
 }

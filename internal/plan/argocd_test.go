@@ -90,6 +90,15 @@ func TestArgoCDChangedOnlyEqualsFullOnHistory(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, []string{"argocd/web"}, 0},
+		{"new ApplicationSet", func() {
+			gittest.Write(t, dir, map[string]string{"sets/dirs.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata: {name: dirs, namespace: argocd}\n" +
+				"spec:\n  generators: [{git: {repoURL: 'https://github.com/example/deploy', revision: HEAD, directories: [{path: 'plain/*'}]}}]\n" +
+				"  template:\n    metadata: {name: '{{path.basename}}'}\n    spec:\n      source: {repoURL: 'https://github.com/example/deploy', path: '{{path}}'}\n" +
+				"      destination: {server: 'https://kubernetes.default.svc', namespace: '{{path.basename}}'}\n"})
+		}, []string{"argocd/sub"}, 0},
+		{"directory the ApplicationSet generates from", func() {
+			gittest.Write(t, dir, map[string]string{"plain/sub2/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: sub2}\n"})
+		}, []string{"argocd/plain", "argocd/sub2"}, 0},
 		{"README", func() {
 			gittest.Write(t, dir, map[string]string{"README.md": "changed\n"})
 		}, nil, 0},

@@ -282,6 +282,9 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	if p.argo != nil {
 		p.argo.decorate(p.overlays)
 	}
+	if p.argo != nil {
+		p.argo.keysForDuplicates(ctx, sides[1].s)
+	}
 	if err := p.duplicates(ctx, sides[1]); err != nil {
 		return nil, err
 	}
