@@ -4,9 +4,11 @@
 // source with the Application's kustomize: settings written into its
 // kustomization (as the repo server's `kustomize edit` calls do), a Helm
 // chart of the repository templated in process with the Application's
-// values, or a directory of manifests. What kplan cannot render offline
-// (plugins, jsonnet, remote charts, ApplicationSets) is listed with the
-// reason, never guessed.
+// values, or a directory of manifests; Applications rendered by others
+// (app-of-apps) and made by ApplicationSets' list and git directory
+// generators are targets too. What kplan cannot render offline (plugins,
+// jsonnet, remote charts, other generators) is listed with the reason,
+// never guessed.
 package argocd
 
 import (

@@ -12,9 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"time"
 
 	"github.com/Masterminds/sprig/v3"
 
+	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -265,19 +267,75 @@ func fill(v any, params map[string]any, goTemplate bool, opts []string) (any, er
 				return m
 			}), nil
 		}
-		funcs := sprig.TxtFuncMap()
-		for _, f := range []string{"env", "expandenv", "getHostByName"} {
-			delete(funcs, f)
-		}
-		t, err := template.New("").Funcs(funcs).Option(opts...).Parse(x)
-		if err != nil {
-			return nil, err
-		}
-		var b bytes.Buffer
-		if err := t.Execute(&b, params); err != nil {
-			return nil, err
-		}
-		return b.String(), nil
+		return execTemplate(x, params, opts)
 	}
 	return v, nil
+}
+
+// maxTemplateOutput bounds what one Go template field may write.
+const maxTemplateOutput = 1 << 20
+
+// goTemplateTimeout bounds one Go template field: a template can loop
+// (range over a number) and text/template takes no context, so past it
+// the execution is abandoned, as a Helm templating is.
+const goTemplateTimeout = 5 * time.Second
+
+// execTemplate executes one Go template field with sprig's functions but
+// those reading the environment or the network (as the controller
+// has them) and those making a big value or a key at once.
+func execTemplate(x string, params map[string]any, opts []string) (string, error) {
+	funcs := sprig.TxtFuncMap()
+	for _, f := range []string{"env", "expandenv", "getHostByName", "repeat", "until", "untilStep",
+		"genPrivateKey", "genCA", "genCAWithKey", "genSelfSignedCert", "genSelfSignedCertWithKey", "genSignedCert", "genSignedCertWithKey",
+		"derivePassword", "bcrypt", "htpasswd", "randBytes", "randAlpha", "randAlphaNum", "randAscii", "randNumeric"} {
+		delete(funcs, f)
+	}
+	for _, o := range opts {
+		// text/template panics on any other option.
+		if !slices.Contains([]string{"missingkey=default", "missingkey=invalid", "missingkey=zero", "missingkey=error"}, o) {
+			return "", fmt.Errorf("goTemplateOptions: %q is not a template option (missingkey=default, invalid, zero or error)", o)
+		}
+	}
+	t, err := template.New("").Funcs(funcs).Option(opts...).Parse(x)
+	if err != nil {
+		return "", err
+	}
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1) // buffered: an abandoned execution never blocks
+	go func() {
+		var r result
+		r.err = crash.Catch(func() error {
+			w := &capped{max: maxTemplateOutput}
+			if err := t.Execute(w, params); err != nil {
+				return err
+			}
+			r.out = w.b.String()
+			return nil
+		})
+		done <- r
+	}()
+	timer := time.NewTimer(goTemplateTimeout)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		return r.out, r.err
+	case <-timer.C:
+		return "", fmt.Errorf("the template took more than %s, and was abandoned", goTemplateTimeout)
+	}
+}
+
+// capped is a buffer failing writes past max bytes.
+type capped struct {
+	b   bytes.Buffer
+	max int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if c.b.Len()+len(p) > c.max {
+		return 0, fmt.Errorf("the template writes more than %d bytes", c.max)
+	}
+	return c.b.Write(p)
 }

@@ -43,3 +43,20 @@ func TestCommonLabelsWithoutForceFailOnExistingLabel(t *testing.T) {
 		t.Fatalf("forced: %v\n%s", err, out)
 	}
 }
+
+// A Go template field that writes too much, or loops without writing,
+// fails its ApplicationSet alone, within a bound, instead of holding the
+// plan.
+func TestGoTemplateIsBounded(t *testing.T) {
+	for name, tmpl := range map[string]string{
+		"writes a lot":    "{{ range 100000000 }}xxxxxxxxxxxxxxxx{{ end }}",
+		"no sprig repeat": `{{ repeat 1000000000 "x" }}`,
+	} {
+		if _, err := execTemplate(tmpl, nil, nil); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	if out, err := execTemplate(`{{ .a | upper }}`, map[string]any{"a": "x"}, nil); err != nil || out != "X" {
+		t.Errorf("upper: %q %v", out, err)
+	}
+}
