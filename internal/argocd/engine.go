@@ -106,7 +106,8 @@ func (r *Result) Target(name string) *Target {
 }
 
 // Found reports whether s holds an Application with a source in this
-// repository, searching only paths when not nil.
+// repository, or an ApplicationSet making one, searching only paths
+// when not nil.
 func (e *Engine) Found(ctx context.Context, s *snapshot.Snapshot, paths []string) (bool, error) {
 	var d Declared
 	var err error
@@ -118,7 +119,12 @@ func (e *Engine) Found(ctx context.Context, s *snapshot.Snapshot, paths []string
 	if err != nil {
 		return false, err
 	}
-	for _, a := range d.Applications {
+	apps := d.Applications
+	for _, set := range d.Sets {
+		made, _ := e.generate(ctx, s, set)
+		apps = append(apps, made...)
+	}
+	for _, a := range apps {
 		for _, src := range a.Spec.AllSources() {
 			if e.opts.Repos.Has(src.RepoURL) {
 				return true, nil

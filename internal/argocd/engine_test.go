@@ -335,3 +335,20 @@ func TestApplicationSetGenerators(t *testing.T) {
 		t.Errorf("targets %q, want %q (skipped %+v)", got, want, r.Skipped)
 	}
 }
+
+// Argo CD mode is detected from an ApplicationSet alone, as from an
+// Application: its Applications' sources are this repository.
+func TestFoundByApplicationSet(t *testing.T) {
+	s, err := snapshot.FromFS(os.DirFS("testdata/appsets"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, err := testEngine().Found(context.Background(), s, []string{"sets/dirs.yaml"})
+	if err != nil || !found {
+		t.Errorf("found %v, %v; want the ApplicationSet's Applications", found, err)
+	}
+	other := New(Options{Repos: NewRepos("https://github.com/example/other")})
+	if found, err := other.Found(context.Background(), s, nil); err != nil || found {
+		t.Errorf("another repository: found %v, %v", found, err)
+	}
+}
