@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/strvals"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
@@ -38,6 +40,13 @@ func (e *Engine) helm(ctx context.Context, s *snapshot.Snapshot, t *Target, src 
 	ch, err := loader.LoadFiles(bf)
 	if err != nil {
 		return nil, fmt.Errorf("load the chart %s: %w", dir, err)
+	}
+	// helm template refuses a chart missing a dependency its Chart.yaml
+	// lists; Argo CD runs helm dependency build first, fetching it.
+	for _, d := range ch.Metadata.Dependencies {
+		if !slices.ContainsFunc(ch.Dependencies(), func(c *chart.Chart) bool { return c.Name() == d.Name }) {
+			return nil, fmt.Errorf("chart %s: dependency %s %s from %s is not under charts/: Argo CD fetches it (helm dependency build), kplan does not fetch chart dependencies for Argo CD Applications yet", dir, d.Name, d.Version, d.Repository)
+		}
 	}
 	h := src.Helm
 	if h == nil {

@@ -1,6 +1,8 @@
 package argocd
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -58,5 +60,28 @@ func TestGoTemplateIsBounded(t *testing.T) {
 	}
 	if out, err := execTemplate(`{{ .a | upper }}`, map[string]any{"a": "x"}, nil); err != nil || out != "X" {
 		t.Errorf("upper: %q %v", out, err)
+	}
+}
+
+// A chart whose Chart.yaml lists a dependency that is not under charts/
+// fails, as helm template does, naming it: Argo CD would fetch it, and a
+// render without it would plan the chart without its dependency's
+// objects.
+func TestHelmMissingDependencyFails(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("app.yaml", "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: db}\nspec:\n  source: {repoURL: "+repoURL+", path: chart}\n  destination: {namespace: db}\n")
+	write("chart/Chart.yaml", "apiVersion: v2\nname: db\nversion: 1.0.0\ndependencies:\n  - {name: mariadb, version: 9.1.0, repository: https://charts.example.com}\n")
+	write("chart/templates/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: db}\n")
+	r := buildRepo(t, dir)
+	if tg := r.Target("argocd/db"); tg == nil || tg.Err == nil || !strings.Contains(tg.Err.Error(), "dependency mariadb 9.1.0 from https://charts.example.com is not under charts/") {
+		t.Errorf("db: %+v", tg)
 	}
 }
