@@ -9,7 +9,8 @@ import (
 // An Argo CD repository's pull request is planned per Application, by
 // its name, with the Application's own settings: a new image tag in an
 // Application's kustomize.images changes its Deployment; the comment,
-// the text and the JSON name the Application and its file. With
+// the text and the JSON name the Application, and say that without
+// automated sync Argo CD applies it when someone syncs. With
 // --argocd=false the same change reads as no change of the kustomize
 // directory (Argo CD's settings are not in it).
 func TestDiffPlansArgoCDApplications(t *testing.T) {
@@ -45,13 +46,15 @@ func TestDiffPlansArgoCDApplications(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kplan diff: %v\n%s", err, stderr)
 	}
-	for _, want := range []string{"argocd/guestbook: 0 to add, 1 to change", "registry.example.com/guestbook:2.1", "in 1 of 4 overlays"} {
+	for _, want := range []string{"argocd/guestbook: 0 to add, 1 to change", "registry.example.com/guestbook:2.1", "in 1 of 4 overlays",
+		// What Argo CD will not do on its own at the merge.
+		"  note: Argo CD: no automated sync (spec.syncPolicy.automated)"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text plan lacks %q:\n%s", want, text)
 		}
 	}
 	md, _, _ := kplan(t, nil, "diff", "-C", dir, "--base", "main~", "--head", "HEAD", "-o", "markdown")
-	if !strings.Contains(md, "argocd/guestbook") {
+	if !strings.Contains(md, "argocd/guestbook") || !strings.Contains(md, "> Argo CD:\n> - no automated sync") {
 		t.Errorf("Markdown plan lacks the Application:\n%s", md)
 	}
 

@@ -61,9 +61,31 @@ type AppSpec struct {
 	SyncPolicy  *SyncPolicy `json:"syncPolicy,omitempty"`
 }
 
-// SyncPolicy is read for its sync options.
+// SyncPolicy says when Argo CD syncs, and whether a sync prunes.
 type SyncPolicy struct {
-	SyncOptions []string `json:"syncOptions,omitempty"`
+	Automated   *Automated `json:"automated,omitempty"`
+	SyncOptions []string   `json:"syncOptions,omitempty"`
+}
+
+// Automated is spec.syncPolicy.automated.
+type Automated struct {
+	Prune    bool  `json:"prune,omitempty"`
+	SelfHeal bool  `json:"selfHeal,omitempty"`
+	Enabled  *bool `json:"enabled,omitempty"`
+}
+
+// SyncNotes say what of a plan Argo CD does not do on its own at the
+// merge: nothing without automated sync; no prune without
+// automated.prune (pruning says the plan prunes objects).
+func (a *Application) SyncNotes(pruning bool) []string {
+	sp := a.Spec.SyncPolicy
+	if sp == nil || sp.Automated == nil || (sp.Automated.Enabled != nil && !*sp.Automated.Enabled) {
+		return []string{"no automated sync (spec.syncPolicy.automated): Argo CD applies this plan when someone syncs the Application"}
+	}
+	if pruning && !sp.Automated.Prune {
+		return []string{"spec.syncPolicy.automated.prune is off: the objects this plan prunes stay in the cluster, OutOfSync, until a sync with prune"}
+	}
+	return nil
 }
 
 // Destination is where Argo CD syncs the Application.
@@ -334,4 +356,22 @@ func chartTemplate(s *snapshot.Snapshot, p string) bool {
 		}
 	}
 	return false
+}
+
+// ResourcesFinalizer makes Argo CD delete an Application's objects when
+// the Application is deleted; without it they stay.
+const ResourcesFinalizer = "resources-finalizer.argocd.argoproj.io"
+
+// DeleteNotes say what Argo CD does with an Application's objects when
+// the merge deletes the Application: without its resources finalizer,
+// nothing.
+func (a *Application) DeleteNotes() []string {
+	md, _ := a.Object["metadata"].(map[string]any)
+	fs, _ := md["finalizers"].([]any)
+	for _, f := range fs {
+		if s, ok := f.(string); ok && (s == ResourcesFinalizer || strings.HasPrefix(s, ResourcesFinalizer+"/")) {
+			return nil
+		}
+	}
+	return []string{"the Application is deleted without the " + ResourcesFinalizer + " finalizer: Argo CD leaves the objects this plan prunes in the cluster"}
 }

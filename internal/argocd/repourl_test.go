@@ -85,3 +85,35 @@ func TestHelmMissingDependencyFails(t *testing.T) {
 		t.Errorf("db: %+v", tg)
 	}
 }
+
+// What Argo CD does not do on its own at the merge is said: nothing
+// without automated sync, no prune without automated.prune, no delete of
+// a deleted Application's objects without its resources finalizer.
+func TestSyncAndDeleteNotes(t *testing.T) {
+	parse := func(y string) *Application {
+		t.Helper()
+		d := ParseFile([]byte("apiVersion: argoproj.io/v1alpha1\nkind: Application\n"+y), "a.yaml")
+		if len(d.Applications) != 1 {
+			t.Fatalf("%q: %+v", y, d)
+		}
+		return d.Applications[0]
+	}
+	manual := parse("metadata: {name: a}\nspec: {source: {repoURL: r}}\n")
+	auto := parse("metadata: {name: a, finalizers: [resources-finalizer.argocd.argoproj.io]}\nspec: {source: {repoURL: r}, syncPolicy: {automated: {}}}\n")
+	pruning := parse("metadata: {name: a}\nspec: {source: {repoURL: r}, syncPolicy: {automated: {prune: true}}}\n")
+	for name, c := range map[string]struct {
+		got  []string
+		want string
+	}{
+		"manual":             {manual.SyncNotes(false), "no automated sync"},
+		"auto, no prune":     {auto.SyncNotes(true), "automated.prune is off"},
+		"auto, nothing gone": {auto.SyncNotes(false), ""},
+		"auto with prune":    {pruning.SyncNotes(true), ""},
+		"deleted":            {manual.DeleteNotes(), "without the resources-finalizer.argocd.argoproj.io finalizer"},
+		"deleted, finalizer": {auto.DeleteNotes(), ""},
+	} {
+		if (c.want == "") != (len(c.got) == 0) || (c.want != "" && !strings.Contains(c.got[0], c.want)) {
+			t.Errorf("%s: %q, want %q", name, c.got, c.want)
+		}
+	}
+}

@@ -229,6 +229,15 @@ func (ap *argoPlan) decorate(overlays []inventorydiff.Overlay) {
 		for _, nr := range t.NotRendered {
 			o.Notes = append(o.Notes, "Argo CD: "+nr)
 		}
+		if o.Status != inventorydiff.Unchanged {
+			notes := t.SyncNotes(len(o.Pruned) > 0)
+			if ap.res[1].Target(o.Path) == nil {
+				notes = t.DeleteNotes() // the merge deletes the Application
+			}
+			for _, n := range notes {
+				o.Notes = append(o.Notes, "Argo CD: "+n)
+			}
+		}
 	}
 }
 

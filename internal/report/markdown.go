@@ -425,13 +425,18 @@ func inventoryChange(o *inventorydiff.Overlay) string {
 // could not render or know offline, not kustomize's warnings.
 const fluxNote = "Flux: "
 
+// argoNote starts the notes internal/plan gives an Argo CD target.
+const argoNote = "Argo CD: "
+
 // writeNotes shows kustomize's warnings about the overlay's files, and
 // what a Flux target could not render or know offline.
 func writeNotes(b *strings.Builder, o *inventorydiff.Overlay) {
-	var kust, flux []string
+	var kust, flux, argo []string
 	for _, n := range o.Notes {
 		if rest, ok := strings.CutPrefix(n, fluxNote); ok {
 			flux = append(flux, rest)
+		} else if rest, ok := strings.CutPrefix(n, argoNote); ok {
+			argo = append(argo, rest)
 		} else {
 			kust = append(kust, n)
 		}
@@ -439,6 +444,13 @@ func writeNotes(b *strings.Builder, o *inventorydiff.Overlay) {
 	if len(flux) > 0 {
 		b.WriteString("> [!NOTE]\n> Flux:\n")
 		for _, n := range flux {
+			fmt.Fprintf(b, "> - %s\n", html.EscapeString(n))
+		}
+		b.WriteString("\n")
+	}
+	if len(argo) > 0 {
+		b.WriteString("> [!NOTE]\n> Argo CD:\n")
+		for _, n := range argo {
 			fmt.Fprintf(b, "> - %s\n", html.EscapeString(n))
 		}
 		b.WriteString("\n")

@@ -68,6 +68,8 @@ func TextWith(w io.Writer, p *inventorydiff.Plan, opts Options) error {
 		for _, n := range o.Notes {
 			if rest, ok := strings.CutPrefix(n, fluxNote); ok {
 				ew.printf("  note: %s\n", rest)
+			} else if strings.HasPrefix(n, argoNote) {
+				ew.printf("  note: %s\n", n)
 			} else {
 				ew.printf("  note: kustomize warns: %s\n", n)
 			}
