@@ -126,7 +126,9 @@ func TestArgoCDChangedOnlyEqualsFullOnHistory(t *testing.T) {
 			t.Errorf("%s: changed %q, want %q", st.name, got, st.want)
 		}
 		for _, o := range full.Overlays {
-			if st.name == "deleted Application" && o.Path == "argocd/web" && !slices.ContainsFunc(o.Notes, func(n string) bool { return strings.Contains(n, "without the resources-finalizer.argocd.argoproj.io finalizer") }) {
+			if st.name == "deleted Application" && o.Path == "argocd/web" && !slices.ContainsFunc(o.Notes, func(n string) bool {
+				return strings.Contains(n, "without the resources-finalizer.argocd.argoproj.io finalizer")
+			}) {
 				t.Errorf("%s: the plan prunes %s without saying Argo CD leaves its objects: %q", st.name, o.Path, o.Notes)
 			}
 			if !strings.HasPrefix(o.Path, "argocd/") {
