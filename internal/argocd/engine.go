@@ -182,11 +182,16 @@ func (e *Engine) plan(ctx context.Context, snaps []*snapshot.Snapshot, changed m
 	for depth := 0; ; depth++ {
 		name(res...)
 		for i, s := range snaps {
+			var candidates []*Target
 			for _, t := range level[i] {
 				t.Closure = e.closure(ctx, s, t)
-				if changed != nil && t.Closure.Bounded() && !t.Closure.Meets(changed) && !e.mayOutput(ctx, s, t) {
-					t.Deferred = true
+				if changed != nil && t.Closure.Bounded() && !t.Closure.Meets(changed) {
+					candidates = append(candidates, t)
 				}
+			}
+			outputs := e.mayOutput(ctx, s, candidates)
+			for _, t := range candidates {
+				t.Deferred = !outputs[t]
 			}
 		}
 		// Which to render is decided for every side before any renders
@@ -273,21 +278,37 @@ func (e *Engine) children(t *Target, r *Result, have map[string]bool) []*Target 
 	return out
 }
 
-// mayOutput reports whether t's render may output an Application: a
-// file its own sources read names argoproj.io (its own declaration only when a
+// mayOutput says which of ts may output an Application: a file its own
+// sources read names argoproj.io/v (its own declaration only when a
 // source reads it). Such a target is always rendered, so that the
-// Applications it renders are known on both sides.
-func (e *Engine) mayOutput(ctx context.Context, s *snapshot.Snapshot, t *Target) bool {
-	var files []string
-	for _, p := range t.own {
-		if _, ok := s.Index.ID(p); ok && (p != t.File || e.readsOwnFile(t)) {
-			files = append(files, p)
+// Applications it renders are known on both sides. The files of all are
+// searched in one batch.
+func (e *Engine) mayOutput(ctx context.Context, s *snapshot.Snapshot, ts []*Target) map[*Target]bool {
+	out := map[*Target]bool{}
+	if len(ts) == 0 {
+		return out
+	}
+	files := map[*Target][]string{}
+	all := map[string]bool{}
+	for _, t := range ts {
+		for _, p := range t.own {
+			if _, ok := s.Index.ID(p); ok && (p != t.File || e.readsOwnFile(t)) {
+				files[t] = append(files[t], p)
+				all[p] = true
+			}
 		}
 	}
 	// The apiVersion's group/version, not the group alone: Argo CD's
 	// annotations (argocd.argoproj.io/hook) name it on any object.
-	has, err := s.Containing(ctx, files, Group+"/v")
-	return err != nil || len(has) > 0
+	has, err := s.Containing(ctx, sortedKeys(all), Group+"/v")
+	named := map[string]bool{}
+	for _, p := range has {
+		named[p] = true
+	}
+	for _, t := range ts {
+		out[t] = err != nil || slices.ContainsFunc(files[t], func(p string) bool { return named[p] })
+	}
+	return out
 }
 
 // readsOwnFile reports whether a source of t reads the file declaring
