@@ -80,6 +80,7 @@ FUZZMINIMIZETIME ?= 5s
 FUZZFLAGS ?=
 FUZZ_TARGETS := \
 	./internal/flux:FuzzDiscover \
+	./internal/argocd:FuzzParseFile \
 	./internal/closure:FuzzClosure \
 	./internal/closure:FuzzJSON \
 	./internal/repoconfig:FuzzParse \

@@ -28,8 +28,8 @@ var layers = [][]string{
 	{"internal/render", "internal/rendercache"},
 	// What a render becomes: releases rendered, inventories, dangers.
 	{"internal/helmrelease", "internal/declared", "internal/danger", "internal/resourcegroup"},
-	// Targets: Flux's, the repository's, the webhook's; the diff.
-	{"internal/flux", "internal/inventorydiff", "internal/repoconfig", "internal/config"},
+	// Targets: Flux's, Argo CD's, the repository's, the webhook's; the diff.
+	{"internal/flux", "internal/argocd", "internal/inventorydiff", "internal/repoconfig", "internal/config"},
 	// Uses of a diff; the deploy engine; receiving deliveries.
 	{"internal/overlap", "internal/prcomment", "internal/deploy", "internal/ghauth", "internal/webhook"},
 	// Reports and the forge; converging targets.

@@ -299,6 +299,7 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 	f.BoolVar(&full, "full", false, "render every overlay on both sides, not only those the change can affect")
 	f.StringVar(&cacheDir, "cache-dir", "", "keep renders in this directory between runs (ignored with --full)")
 	fluxMode := f.Bool("flux", false, "plan the repository's Flux Kustomizations as Flux applies them, one target each (--flux=false: plan kustomize directories only; default: .kplan.yaml's flux:, else on when a Kustomization's source is the flux-system GitRepository)")
+	argoMode := f.Bool("argocd", false, "plan the repository's Argo CD Applications as Argo CD syncs them, one target each (--argocd=false: off; default: .kplan.yaml's argocd:, else on when an Application's source is this repository, by its git remotes or .kplan.yaml's argocdRepoURLs)")
 	f.StringVar(&diffStyle, "diff-style", report.DiffFields, "how changes inside objects are shown: fields (each changed field, multi-line values as line diffs, added objects' YAML) or unified (every object's YAML as unified diffs, as kustomize build | diff -u)")
 	f.StringSliceVar(&ignoreFields, "ignore-field", nil, "leave out changes of fields matching this path pattern (repeatable; e.g. 'metadata.annotations.checksum/*', * matches any characters); the report says how many each hid; adds, prunes, dangers and Secret data are never hidden")
 	f.StringSliceVar(&ignoreKinds, "ignore-kind", nil, "leave out changes in place of objects of this kind (repeatable; their adds and prunes still show; Secret is refused)")
@@ -338,12 +339,16 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 		if f.Changed("flux") {
 			flux = fluxMode
 		}
+		var argo *bool
+		if f.Changed("argocd") {
+			argo = argoMode
+		}
 		opts := plan.Options{
 			RepoDir: dir, Base: base, Head: head,
 			Filter: render.Filter{Include: append(render.Patterns(overlays), args...), Exclude: render.Patterns(exclude)},
 			Render: ropts, Logger: logger, Full: full, CacheDir: cacheDir,
 			Ignore:   inventorydiff.IgnoreRules{Fields: ignoreFields, Kinds: ignoreKinds, Source: "command line"},
-			Progress: progress(cmd.ErrOrStderr()), Flux: flux, Shard: share, NoDefaultIgnore: noDefaultIgnore,
+			Progress: progress(cmd.ErrOrStderr()), Flux: flux, Shard: share, ArgoCD: argo, NoDefaultIgnore: noDefaultIgnore,
 			NoReuse: *noReuse,
 		}
 		if err := opts.Validate(); err != nil {

@@ -632,7 +632,7 @@ func (e *Engine) kustomize(ctx context.Context, s *snapshot.Snapshot, scratch st
 	if err := s.Load(ctx, t.Closure.Paths); err != nil {
 		return nil, fmt.Errorf("Flux Kustomization %s: %w", t.ID(), err), false
 	}
-	fsys, err := newOverlayFS(s.FS, g)
+	fsys, err := snapshot.WithFile(s.FS, g.File, g.Data)
 	if err != nil {
 		return nil, fmt.Errorf("Flux Kustomization %s: %w", t.ID(), err), false
 	}

@@ -372,7 +372,52 @@ type rendered struct {
 
 // template renders the chart within the render's time bound.
 func (p *Prepared) template(ctx context.Context, t templating, ch *chart.Chart, vals map[string]any) (*rendered, error) {
-	timeout := p.env.Timeout
+	return t.within(ctx, p.env.Timeout, ch, vals)
+}
+
+// TemplateOptions are what Template runs `helm template` with.
+type TemplateOptions struct {
+	Name, Namespace string
+	IncludeCRDs     bool
+	// Hooks adds the chart's hooks, except tests, after its manifests.
+	Hooks bool
+	// Timeout bounds the templating as Env.Timeout does.
+	Timeout time.Duration
+}
+
+// Template renders ch with vals as `helm template --skip-tests` does
+// (Helm's client-only install) and returns its objects: the manifests,
+// CRDs first when included, then the hooks when asked. Argo CD's repo
+// server renders a Helm source this way; HelmReleases render through
+// Prepared.Render, which adds helm-controller's steps.
+func Template(ctx context.Context, ch *chart.Chart, vals map[string]any, o TemplateOptions) ([]*yaml.RNode, error) {
+	t := templating{name: o.Name, namespace: o.Namespace, includeCRDs: o.IncludeCRDs, hooks: o.Hooks}
+	rel, err := t.within(ctx, o.Timeout, ch, vals)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := parse(rel.manifest)
+	if err != nil {
+		return nil, err
+	}
+	if t.hooks {
+		for _, h := range rel.hooks {
+			if isTest(h) {
+				continue
+			}
+			hs, err := parse(h.Manifest)
+			if err != nil {
+				return nil, fmt.Errorf("hook %s: %w", h.Path, err)
+			}
+			objs = append(objs, hs...)
+		}
+	}
+	return objs, nil
+}
+
+// within runs the templating within timeout (0: render.DefaultTimeout,
+// < 0: none).
+func (t templating) within(ctx context.Context, timeout time.Duration, ch *chart.Chart, vals map[string]any) (*rendered, error) {
 	if timeout == 0 {
 		timeout = render.DefaultTimeout
 	}

@@ -72,6 +72,11 @@ type Options struct {
 	// same content (a build serves both otherwise): the plan is the
 	// same, only slower; for `make bench`'s before/after.
 	NoReuse bool
+	// ArgoCD turns Argo CD mode on or off (internal/argocd: the
+	// repository's Argo CD Applications become the plan's targets); nil
+	// leaves it to head's .kplan.yaml, then to whether the repository
+	// has an Application with a source in it.
+	ArgoCD *bool
 	// Shard is the share of the overlays Share plans (the rest are left
 	// out of its part); kplan merge joins the shares. Run plans them all.
 	Shard shard.Shard `fingerprint:"-"`

@@ -50,6 +50,9 @@ type planner struct {
 	// flux holds the Flux Kustomizations planned as targets; nil when
 	// Flux mode is off.
 	flux *fluxPlan
+	// argo holds the Argo CD Applications planned as targets; nil when
+	// Argo CD mode is off.
+	argo *argoPlan
 	// fluxSearched, when not nil, is closed once the base's YAML has
 	// been searched for Flux Kustomizations (open).
 	fluxSearched <-chan struct{}
@@ -267,6 +270,9 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 			return nil, err
 		}
 	}
+	if p.argo, err = p.planArgo(ctx, sides, changed, skip); err != nil {
+		return nil, err
+	}
 	if err := p.checkFilter(sides); err != nil {
 		return nil, err
 	}
@@ -277,6 +283,10 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	if p.flux != nil {
 		p.flux.addClosures(p.closures)
 		p.flux.compare(p)
+	}
+	if p.argo != nil {
+		p.argo.addClosures(p.closures)
+		p.argo.compare(p)
 	}
 	unread := p.unread(sides, changed)
 	done("closures")
@@ -310,6 +320,12 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	}
 	if p.flux != nil {
 		p.flux.decorate(p.overlays)
+	}
+	if p.argo != nil {
+		p.argo.decorate(p.overlays)
+	}
+	if p.argo != nil {
+		p.argo.keysForDuplicates(ctx, sides[1].s)
 	}
 	if err := p.duplicates(ctx, sides[1]); err != nil {
 		return nil, err

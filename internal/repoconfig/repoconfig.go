@@ -73,6 +73,14 @@ type Config struct {
 	// applies), as when Flux is installed by a tool that keeps nothing in
 	// the repository. Setting it turns Flux mode on.
 	FluxClusters map[string]string `yaml:"fluxClusters"`
+	// ArgoCD turns Argo CD mode on or off (internal/argocd): the plan's
+	// targets are then the repository's Argo CD Applications. Unset: on
+	// when the repository holds one with a source in this repository.
+	ArgoCD *bool `yaml:"argocd"`
+	// ArgoCDRepoURLs are the repoURLs that name this repository besides
+	// its git remotes (a mirror, an alias); "*" takes every repoURL for
+	// this repository.
+	ArgoCDRepoURLs []string `yaml:"argocdRepoURLs"`
 	// Warnings are what the file should change but still works with (no
 	// apiVersion and kind), for the caller to log.
 	Warnings []string `yaml:"-"`
@@ -124,7 +132,7 @@ func Parse(data []byte) (*Config, error) {
 		errs = append(errs, fmt.Errorf("%s: targets[%d].%s: %s", File, i, field, fmt.Sprintf(format, args...)))
 	}
 	ignoring := len(c.Ignore.Fields)+len(c.Ignore.Kinds) > 0 || c.Ignore.Defaults != nil
-	if len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 && c.Flux == nil && len(c.FluxClusters) == 0 {
+	if len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 && c.Flux == nil && len(c.FluxClusters) == 0 && c.ArgoCD == nil && len(c.ArgoCDRepoURLs) == 0 {
 		errs = append(errs, fmt.Errorf("%s: targets: list at least one target (or delete the file to plan every overlay)", File))
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.FluxClusters)) {

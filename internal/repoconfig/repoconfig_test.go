@@ -153,3 +153,15 @@ func TestParseVersion(t *testing.T) {
 		})
 	}
 }
+
+// A .kplan.yaml that only sets Argo CD mode and the repoURLs naming the
+// repository is a valid file (no targets needed), and reads both.
+func TestArgoCDSettingsAlone(t *testing.T) {
+	c, err := Parse([]byte("apiVersion: kplan.dev/v1alpha1\nkind: Repository\nargocd: true\nargocdRepoURLs: [https://git.example.com/deploy.git, '*']\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ArgoCD == nil || !*c.ArgoCD || len(c.ArgoCDRepoURLs) != 2 || c.ArgoCDRepoURLs[1] != "*" {
+		t.Errorf("argocd %v, urls %q", c.ArgoCD, c.ArgoCDRepoURLs)
+	}
+}

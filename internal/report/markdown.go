@@ -440,13 +440,18 @@ func inventoryChange(o *inventorydiff.Overlay) string {
 // could not render or know offline, not kustomize's warnings.
 const fluxNote = "Flux: "
 
+// argoNote starts the notes internal/plan gives an Argo CD target.
+const argoNote = "Argo CD: "
+
 // writeNotes shows kustomize's warnings about the overlay's files, and
 // what a Flux target could not render or know offline.
 func writeNotes(b *strings.Builder, o *inventorydiff.Overlay) {
-	var kust, flux, variants []string
+	var kust, flux, argo, variants []string
 	for _, n := range o.Notes {
 		if rest, ok := strings.CutPrefix(n, fluxNote); ok {
 			flux = append(flux, rest)
+		} else if rest, ok := strings.CutPrefix(n, argoNote); ok {
+			argo = append(argo, rest)
 		} else if rest, ok := strings.CutPrefix(n, danger.VariantNote); ok {
 			variants = append(variants, rest)
 		} else {
@@ -456,7 +461,7 @@ func writeNotes(b *strings.Builder, o *inventorydiff.Overlay) {
 	for _, group := range []struct {
 		title string
 		notes []string
-	}{{"Flux:", flux}, {"Also rendered by other overlays (not checked as duplicates: nothing says they deploy to one cluster):", variants}} {
+	}{{"Flux:", flux}, {"Argo CD:", argo}, {"Also rendered by other overlays (not checked as duplicates: nothing says they deploy to one cluster):", variants}} {
 		if len(group.notes) == 0 {
 			continue
 		}

@@ -71,6 +71,8 @@ func TextWith(w io.Writer, p *inventorydiff.Plan, opts Options) error {
 				ew.printf("  note: %s\n", rest)
 			} else if rest, ok := strings.CutPrefix(n, danger.VariantNote); ok {
 				ew.printf("  note: %s\n", rest)
+			} else if strings.HasPrefix(n, argoNote) {
+				ew.printf("  note: %s\n", n)
 			} else {
 				ew.printf("  note: kustomize warns: %s\n", n)
 			}

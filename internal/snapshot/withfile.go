@@ -1,4 +1,4 @@
-package flux
+package snapshot
 
 import (
 	"path"
@@ -6,13 +6,12 @@ import (
 	"slices"
 
 	"sigs.k8s.io/kustomize/kyaml/filesys"
-
-	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
-// overlayFS serves a snapshot with one kustomization file replaced (or
-// added) by the one Flux's generator made, for one build: other builds
-// of the same directory see the committed file.
+// overlayFS serves a file system with one file replaced (or added), for
+// one build: the kustomization Flux's generator made, or the one with an
+// Argo CD Application's kustomize settings. Other builds of the same
+// directory see the committed file.
 type overlayFS struct {
 	filesys.FileSystem
 	file string // absolute snapshot path
@@ -22,9 +21,11 @@ type overlayFS struct {
 
 var _ filesys.FileSystem = (*overlayFS)(nil)
 
-func newOverlayFS(base filesys.FileSystem, g *generated) (*overlayFS, error) {
-	o := &overlayFS{FileSystem: base, file: snapshot.Abs(g.File), data: g.Data, mem: filesys.MakeFsInMemory()}
-	if err := o.mem.WriteFile(o.file, g.Data); err != nil {
+// WithFile is base with the file rel (repository-relative) reading as
+// data, for one build.
+func WithFile(base filesys.FileSystem, rel string, data []byte) (filesys.FileSystem, error) {
+	o := &overlayFS{FileSystem: base, file: Abs(rel), data: data, mem: filesys.MakeFsInMemory()}
+	if err := o.mem.WriteFile(o.file, data); err != nil {
 		return nil, err
 	}
 	return o, nil

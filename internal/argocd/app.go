@@ -1,0 +1,377 @@
+// Package argocd plans what Argo CD syncs from a repository: each Argo CD
+// Application (argoproj.io/v1alpha1) with a source in this repository is
+// a target, rendered as Argo CD's repo server renders it: a kustomize
+// source with the Application's kustomize: settings written into its
+// kustomization (as the repo server's `kustomize edit` calls do), a Helm
+// chart of the repository templated in process with the Application's
+// values, or a directory of manifests; Applications rendered by others
+// (app-of-apps) and made by ApplicationSets' list and git directory
+// generators are targets too. What kplan cannot render offline (plugins,
+// jsonnet, remote charts, other generators) is listed with the reason,
+// never guessed.
+package argocd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/kustomize/kyaml/kio"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/kplan-dev/kplan/internal/snapshot"
+)
+
+// Group is the API group of Argo CD's Applications and ApplicationSets.
+const Group = "argoproj.io"
+
+// DefaultNamespace is where Argo CD keeps its Applications when an
+// Application's metadata sets none (the install's namespace).
+const DefaultNamespace = "argocd"
+
+// ErrParse is the category of an Application or ApplicationSet that
+// cannot be read.
+var ErrParse = errors.New("invalid Argo CD object")
+
+// Application is one Argo CD Application of the repository.
+type Application struct {
+	Namespace, Name string
+	// File declares it in the repository.
+	File string
+	Spec AppSpec
+	// Object is the object as written, to tell whether a side changed it.
+	Object map[string]any
+}
+
+// ID is namespace/name.
+func (a *Application) ID() string { return a.Namespace + "/" + a.Name }
+
+// AppSpec is the part of an Application's spec kplan reads.
+type AppSpec struct {
+	Source      *Source     `json:"source,omitempty"`
+	Sources     []Source    `json:"sources,omitempty"`
+	Destination Destination `json:"destination"`
+	Project     string      `json:"project,omitempty"`
+	SyncPolicy  *SyncPolicy `json:"syncPolicy,omitempty"`
+}
+
+// SyncPolicy says when Argo CD syncs, and whether a sync prunes.
+type SyncPolicy struct {
+	Automated   *Automated `json:"automated,omitempty"`
+	SyncOptions []string   `json:"syncOptions,omitempty"`
+}
+
+// Automated is spec.syncPolicy.automated.
+type Automated struct {
+	Prune    bool  `json:"prune,omitempty"`
+	SelfHeal bool  `json:"selfHeal,omitempty"`
+	Enabled  *bool `json:"enabled,omitempty"`
+}
+
+// SyncNotes say what of a plan Argo CD does not do on its own at the
+// merge: nothing without automated sync; no prune without
+// automated.prune (pruning says the plan prunes objects).
+func (a *Application) SyncNotes(pruning bool) []string {
+	sp := a.Spec.SyncPolicy
+	if sp == nil || sp.Automated == nil || (sp.Automated.Enabled != nil && !*sp.Automated.Enabled) {
+		return []string{"no automated sync (spec.syncPolicy.automated): Argo CD applies this plan when someone syncs the Application"}
+	}
+	if pruning && !sp.Automated.Prune {
+		return []string{"spec.syncPolicy.automated.prune is off: the objects this plan prunes stay in the cluster, OutOfSync, until a sync with prune"}
+	}
+	return nil
+}
+
+// Destination is where Argo CD syncs the Application.
+type Destination struct {
+	Server    string `json:"server,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// Cluster names the destination cluster: its name, else its server.
+func (d Destination) Cluster() string {
+	if d.Name != "" {
+		return d.Name
+	}
+	return d.Server
+}
+
+// Source is one source of an Application.
+type Source struct {
+	RepoURL        string     `json:"repoURL"`
+	Path           string     `json:"path,omitempty"`
+	TargetRevision string     `json:"targetRevision,omitempty"`
+	Chart          string     `json:"chart,omitempty"`
+	Ref            string     `json:"ref,omitempty"`
+	Kustomize      *Kustomize `json:"kustomize,omitempty"`
+	Helm           *Helm      `json:"helm,omitempty"`
+	Directory      *Directory `json:"directory,omitempty"`
+	Plugin         any        `json:"plugin,omitempty"`
+}
+
+// Kustomize are a source's kustomize: settings.
+type Kustomize struct {
+	NamePrefix              string            `json:"namePrefix,omitempty"`
+	NameSuffix              string            `json:"nameSuffix,omitempty"`
+	Namespace               string            `json:"namespace,omitempty"`
+	Images                  []string          `json:"images,omitempty"`
+	CommonLabels            map[string]string `json:"commonLabels,omitempty"`
+	CommonAnnotations       map[string]string `json:"commonAnnotations,omitempty"`
+	ForceCommonLabels       bool              `json:"forceCommonLabels,omitempty"`
+	ForceCommonAnnotations  bool              `json:"forceCommonAnnotations,omitempty"`
+	LabelWithoutSelector    bool              `json:"labelWithoutSelector,omitempty"`
+	Replicas                []Replica         `json:"replicas,omitempty"`
+	Patches                 []map[string]any  `json:"patches,omitempty"`
+	Components              []string          `json:"components,omitempty"`
+	IgnoreMissingComponents bool              `json:"ignoreMissingComponents,omitempty"`
+}
+
+// Replica is a kustomize replicas override; Count is an integer or a
+// string of one, as Argo CD accepts both.
+type Replica struct {
+	Name  string          `json:"name"`
+	Count json.RawMessage `json:"count"`
+}
+
+// Helm are a source's helm: settings.
+type Helm struct {
+	ValueFiles              []string         `json:"valueFiles,omitempty"`
+	Values                  string           `json:"values,omitempty"`
+	ValuesObject            map[string]any   `json:"valuesObject,omitempty"`
+	Parameters              []HelmParameter  `json:"parameters,omitempty"`
+	FileParameters          []map[string]any `json:"fileParameters,omitempty"`
+	ReleaseName             string           `json:"releaseName,omitempty"`
+	SkipCrds                bool             `json:"skipCrds,omitempty"`
+	SkipTests               bool             `json:"skipTests,omitempty"`
+	IgnoreMissingValueFiles bool             `json:"ignoreMissingValueFiles,omitempty"`
+	Namespace               string           `json:"namespace,omitempty"`
+}
+
+// HelmParameter is one --set (or --set-string) parameter.
+type HelmParameter struct {
+	Name        string `json:"name"`
+	Value       string `json:"value"`
+	ForceString bool   `json:"forceString,omitempty"`
+}
+
+// Directory are a directory source's settings.
+type Directory struct {
+	Recurse bool   `json:"recurse,omitempty"`
+	Include string `json:"include,omitempty"`
+	Exclude string `json:"exclude,omitempty"`
+	Jsonnet any    `json:"jsonnet,omitempty"`
+}
+
+// AllSources are spec.sources, or spec.source when sources is empty (as
+// Argo CD reads them).
+func (s *AppSpec) AllSources() []Source {
+	if len(s.Sources) > 0 {
+		return s.Sources
+	}
+	if s.Source != nil {
+		return []Source{*s.Source}
+	}
+	return nil
+}
+
+// IsApplication reports whether apiVersion and kind are an Argo CD
+// Application.
+func IsApplication(apiVersion, kind string) bool {
+	g, _, _ := strings.Cut(apiVersion, "/")
+	return g == Group && kind == "Application"
+}
+
+// IsApplicationSet reports whether apiVersion and kind are an Argo CD
+// ApplicationSet.
+func IsApplicationSet(apiVersion, kind string) bool {
+	g, _, _ := strings.Cut(apiVersion, "/")
+	return g == Group && kind == "ApplicationSet"
+}
+
+// Parse reads an Application from its object (as JSON decodes it);
+// file names it in errors.
+func Parse(obj map[string]any, file string) (*Application, error) {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", file, ErrParse, err)
+	}
+	var o struct {
+		Metadata struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+		Spec AppSpec `json:"spec"`
+	}
+	if err := json.Unmarshal(data, &o); err != nil {
+		return nil, fmt.Errorf("%s: %w: Application %v: %w", file, ErrParse, nameOf(obj), err)
+	}
+	if o.Metadata.Name == "" {
+		return nil, fmt.Errorf("%s: %w: an Application without metadata.name", file, ErrParse)
+	}
+	a := &Application{Namespace: o.Metadata.Namespace, Name: o.Metadata.Name, File: file, Spec: o.Spec, Object: obj}
+	if a.Namespace == "" {
+		a.Namespace = DefaultNamespace
+	}
+	if len(a.Spec.AllSources()) == 0 {
+		return nil, fmt.Errorf("%s: %w: Application %s has no spec.source or spec.sources", file, ErrParse, a.ID())
+	}
+	for i, s := range a.Spec.AllSources() {
+		n := 0
+		for _, set := range []bool{s.Kustomize != nil, s.Helm != nil, s.Directory != nil, s.Plugin != nil} {
+			if set {
+				n++
+			}
+		}
+		if n > 1 {
+			// Argo CD refuses it too ("multiple application sources defined").
+			return nil, fmt.Errorf("%s: %w: Application %s source %d sets more than one of kustomize, helm, directory and plugin", file, ErrParse, a.ID(), i)
+		}
+	}
+	return a, nil
+}
+
+func nameOf(obj map[string]any) any {
+	if m, ok := obj["metadata"].(map[string]any); ok {
+		return m["name"]
+	}
+	return nil
+}
+
+// Declared is what one repository file declares.
+type Declared struct {
+	Applications []*Application
+	// Sets are the ApplicationSets.
+	Sets []*AppSet
+	// Invalid are the Argo CD objects that do not parse, each with why.
+	Invalid []Named
+}
+
+// Named is an object of a file, with why it is not planned.
+type Named struct {
+	ID, File, Reason string
+}
+
+// ParseFile reads the Applications and ApplicationSets one YAML file
+// holds. Documents that are not Argo CD objects, or not mappings, are
+// skipped: the file is someone else's.
+func ParseFile(data []byte, file string) Declared {
+	var out Declared
+	if !bytes.Contains(data, []byte(Group)) {
+		return out
+	}
+	nodes, err := (&kio.ByteReader{Reader: bytes.NewReader(data), OmitReaderAnnotations: true}).Read()
+	if err != nil {
+		return out
+	}
+	for _, n := range nodes {
+		if n.YNode().Kind != yaml.MappingNode {
+			continue
+		}
+		s, err := n.String()
+		if err != nil {
+			continue
+		}
+		var m map[string]any
+		if err := sigsyaml.Unmarshal([]byte(s), &m); err != nil {
+			continue
+		}
+		apiVersion, _ := m["apiVersion"].(string)
+		kind, _ := m["kind"].(string)
+		switch {
+		case IsApplication(apiVersion, kind):
+			a, err := Parse(m, file)
+			if err != nil {
+				out.Invalid = append(out.Invalid, Named{ID: fmt.Sprint(nameOf(m)), File: file, Reason: err.Error()})
+				continue
+			}
+			out.Applications = append(out.Applications, a)
+		case IsApplicationSet(apiVersion, kind):
+			ns := DefaultNamespace
+			if md, ok := m["metadata"].(map[string]any); ok {
+				if s, ok := md["namespace"].(string); ok && s != "" {
+					ns = s
+				}
+			}
+			out.Sets = append(out.Sets, &AppSet{Namespace: ns, Name: fmt.Sprint(nameOf(m)), File: file, Object: m})
+		}
+	}
+	return out
+}
+
+// Discover reads the Applications and ApplicationSets in the YAML files
+// of s, sorted by file then name.
+func Discover(ctx context.Context, s *snapshot.Snapshot) (Declared, error) {
+	return DiscoverIn(ctx, s, s.Index.Paths())
+}
+
+// DiscoverIn is Discover over some paths of s.
+func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) (Declared, error) {
+	var yamls []string
+	for _, p := range paths {
+		if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" {
+			yamls = append(yamls, p)
+		}
+	}
+	has, err := s.Containing(ctx, yamls, Group)
+	if err != nil {
+		return Declared{}, fmt.Errorf("discover Argo CD Applications: %w", err)
+	}
+	if err := s.Load(ctx, has); err != nil {
+		return Declared{}, fmt.Errorf("discover Argo CD Applications: %w", err)
+	}
+	var out Declared
+	for _, p := range has {
+		if chartTemplate(s, p) {
+			continue // a template of a chart: Applications are what it renders
+		}
+		data, err := s.ReadFile(ctx, p)
+		if err != nil {
+			continue
+		}
+		d := ParseFile(data, p)
+		out.Applications = append(out.Applications, d.Applications...)
+		out.Sets = append(out.Sets, d.Sets...)
+		out.Invalid = append(out.Invalid, d.Invalid...)
+	}
+	slices.SortStableFunc(out.Applications, func(a, b *Application) int {
+		return strings.Compare(a.File+"\x00"+a.ID(), b.File+"\x00"+b.ID())
+	})
+	return out, nil
+}
+
+// chartTemplate reports whether p is under a Helm chart's templates/.
+func chartTemplate(s *snapshot.Snapshot, p string) bool {
+	for d := path.Dir(p); d != "." && d != "/"; d = path.Dir(d) {
+		if path.Base(d) == "templates" {
+			if _, ok := s.Index.ID(path.Join(path.Dir(d), "Chart.yaml")); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ResourcesFinalizer makes Argo CD delete an Application's objects when
+// the Application is deleted; without it they stay.
+const ResourcesFinalizer = "resources-finalizer.argocd.argoproj.io"
+
+// DeleteNotes say what Argo CD does with an Application's objects when
+// the merge deletes the Application: without its resources finalizer,
+// nothing.
+func (a *Application) DeleteNotes() []string {
+	md, _ := a.Object["metadata"].(map[string]any)
+	fs, _ := md["finalizers"].([]any)
+	for _, f := range fs {
+		if s, ok := f.(string); ok && (s == ResourcesFinalizer || strings.HasPrefix(s, ResourcesFinalizer+"/")) {
+			return nil
+		}
+	}
+	return []string{"the Application is deleted without the " + ResourcesFinalizer + " finalizer: Argo CD leaves the objects this plan prunes in the cluster"}
+}

@@ -1,0 +1,169 @@
+package argocd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+
+	"sigs.k8s.io/kustomize/kyaml/kio"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/kplan-dev/kplan/internal/snapshot"
+)
+
+// directory reads a directory source's manifests as the repo server
+// does: its .yaml, .yml and .json files (below it too with recurse)
+// that include matches and exclude does not, each object of a List
+// apart. jsonnet files are returned as skipped.
+func directory(ctx context.Context, s *snapshot.Snapshot, src Source) (objs []*yaml.RNode, skipped []string, err error) {
+	dir := cleanPath(src.Path)
+	d := src.Directory
+	if d == nil {
+		d = &Directory{}
+	}
+	include, err := globs(d.Include)
+	if err != nil {
+		return nil, nil, fmt.Errorf("directory.include: %w", err)
+	}
+	exclude, err := globs(d.Exclude)
+	if err != nil {
+		return nil, nil, fmt.Errorf("directory.exclude: %w", err)
+	}
+	prefix := dir + "/"
+	if dir == "." {
+		prefix = ""
+	}
+	var files []string
+	for _, f := range tree(s, dir, d.Recurse) {
+		rel := strings.TrimPrefix(f, prefix)
+		ext := path.Ext(f)
+		if ext != ".yaml" && ext != ".yml" && ext != ".json" && ext != ".jsonnet" {
+			continue
+		}
+		if (include != nil && !include.MatchString(rel)) || (exclude != nil && exclude.MatchString(rel)) {
+			continue
+		}
+		if ext == ".jsonnet" {
+			skipped = append(skipped, f)
+			continue
+		}
+		files = append(files, f)
+	}
+	data, err := s.ReadFiles(ctx, files)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, f := range files {
+		got, err := manifests(data[f])
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", f, err)
+		}
+		objs = append(objs, got...)
+	}
+	return objs, skipped, nil
+}
+
+// manifests are the objects of a YAML or JSON file, Lists expanded.
+func manifests(data []byte) ([]*yaml.RNode, error) {
+	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '[' {
+		var list []any
+		if err := json.Unmarshal(t, &list); err != nil {
+			return nil, err
+		}
+		y, err := sigsyaml.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": list})
+		if err != nil {
+			return nil, err
+		}
+		data = y
+	}
+	nodes, err := (&kio.ByteReader{Reader: bytes.NewReader(data), OmitReaderAnnotations: true}).Read()
+	if err != nil {
+		return nil, err
+	}
+	var out []*yaml.RNode
+	for _, n := range nodes {
+		if n.YNode().Kind != yaml.MappingNode || len(n.YNode().Content) == 0 {
+			continue
+		}
+		items := n.Field("items")
+		if strings.HasSuffix(kindOfNode(n), "List") && items != nil && items.Value.YNode().Kind == yaml.SequenceNode {
+			for _, it := range items.Value.YNode().Content {
+				if it.Kind == yaml.MappingNode {
+					out = append(out, yaml.NewRNode(it))
+				}
+			}
+			continue
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func kindOfNode(n *yaml.RNode) string {
+	if f := n.Field("kind"); f != nil && f.Value.YNode().Kind == yaml.ScalarNode {
+		return f.Value.YNode().Value
+	}
+	return ""
+}
+
+// globs compiles Argo CD's include/exclude pattern (a glob, or several
+// in braces: "{a.yaml,b/*.yaml}"), * matching across slashes as Argo
+// CD's glob does; nil for "".
+func globs(p string) (*regexp.Regexp, error) {
+	if p == "" {
+		return nil, nil
+	}
+	var b strings.Builder
+	b.WriteString("^")
+	depth := 0
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; c {
+		case '*':
+			b.WriteString(".*")
+		case '?':
+			b.WriteString(".")
+		case '{':
+			depth++
+			b.WriteString("(?:")
+		case '}':
+			if depth == 0 {
+				return nil, fmt.Errorf("%q: unbalanced }", p)
+			}
+			depth--
+			b.WriteString(")")
+		case ',':
+			if depth > 0 {
+				b.WriteString("|")
+			} else {
+				b.WriteString(",")
+			}
+		case '[':
+			j := strings.IndexByte(p[i:], ']')
+			if j < 0 {
+				return nil, fmt.Errorf("%q: unclosed [", p)
+			}
+			class := p[i+1 : i+j]
+			if strings.HasPrefix(class, "!") {
+				class = "^" + class[1:]
+			}
+			b.WriteString("[" + strings.ReplaceAll(class, `\`, `\\`) + "]")
+			i += j
+		default:
+			b.WriteString(regexp.QuoteMeta(string(c)))
+		}
+	}
+	if depth != 0 {
+		return nil, fmt.Errorf("%q: unclosed {", p)
+	}
+	b.WriteString("$")
+	re, err := regexp.Compile(b.String())
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w", p, err)
+	}
+	return re, nil
+}

@@ -1,0 +1,708 @@
+package argocd
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"path"
+	"reflect"
+	"runtime"
+	"slices"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+	"sigs.k8s.io/kustomize/api/konfig"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/kplan-dev/kplan/internal/closure"
+	"github.com/kplan-dev/kplan/internal/crash"
+	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/snapshot"
+)
+
+// Options control an Engine.
+type Options struct {
+	// Render are the render bounds; kustomize sources build with them
+	// as Argo CD's default build options do (no helm, load restrictor as
+	// set).
+	Render render.Options
+	// Repos are the repoURLs that are this repository.
+	Repos Repos
+	// Revisions are the targetRevisions that track the branch the plan
+	// merges into, besides "" and HEAD; an Application tracking another
+	// revision is listed, not planned.
+	Revisions []string
+	// Memo shares kustomization parses between closures.
+	Memo *closure.Memo
+}
+
+// Engine renders the Argo CD Applications of snapshots; safe for
+// concurrent use.
+type Engine struct {
+	k    *render.Kustomizer
+	opts Options
+}
+
+// New returns an Engine for opts.
+func New(opts Options) *Engine {
+	ro := opts.Render
+	ro.EnableHelm = false // Argo CD's default kustomize build options
+	if opts.Memo == nil {
+		opts.Memo = closure.NewMemo()
+	}
+	return &Engine{k: render.NewKustomizer(ro), opts: opts}
+}
+
+// Target is one Application's render.
+type Target struct {
+	*Application
+	// Objects are what Argo CD syncs, namespaced ones without a namespace
+	// going to Namespace.
+	Objects []*yaml.RNode
+	// Namespace is the destination namespace.
+	Namespace string
+	// NotRendered says what of the Application kplan did not render, and
+	// why.
+	NotRendered []string
+	// Notes say what the render could not know offline.
+	Notes []string
+	// Closure is every repository path the render depends on.
+	Closure *closure.Closure
+	Err     error
+	// Deferred: the change cannot affect it; it was not rendered.
+	Deferred bool
+	// Parent is the target whose render outputs this Application
+	// (app-of-apps); nil for one declared in git.
+	Parent *Target
+
+	name string
+	own  []string // the paths its sources and declaration read, without its parent's
+}
+
+// Name is the target's identity in a plan: namespace/name of the
+// Application, after its destination cluster when the sides sync to
+// more than one.
+func (t *Target) Name() string { return cmp.Or(t.name, t.ID()) }
+
+// Result is every Application of a snapshot.
+type Result struct {
+	Targets []*Target // sorted by Name
+	// Skipped are the Argo CD objects of the repository that are no
+	// target, with why.
+	Skipped []Named
+}
+
+// Target returns the target named name, or nil.
+func (r *Result) Target(name string) *Target {
+	i, ok := slices.BinarySearchFunc(r.Targets, name, func(t *Target, n string) int { return strings.Compare(t.Name(), n) })
+	if !ok {
+		return nil
+	}
+	return r.Targets[i]
+}
+
+// Found reports whether s holds an Application with a source in this
+// repository, or an ApplicationSet making one, searching only paths
+// when not nil.
+func (e *Engine) Found(ctx context.Context, s *snapshot.Snapshot, paths []string) (bool, error) {
+	var d Declared
+	var err error
+	if paths != nil {
+		d, err = DiscoverIn(ctx, s, paths)
+	} else {
+		d, err = Discover(ctx, s)
+	}
+	if err != nil {
+		return false, err
+	}
+	apps := d.Applications
+	for _, set := range d.Sets {
+		made, _ := e.generate(ctx, s, set)
+		apps = append(apps, made...)
+	}
+	for _, a := range apps {
+		for _, src := range a.Spec.AllSources() {
+			if e.opts.Repos.Has(src.RepoURL) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// maxDepth bounds how many levels of Applications rendering
+// Applications (app-of-apps) are followed; real repositories have 2 or 3.
+const maxDepth = 8
+
+// Build renders every Application of s.
+func (e *Engine) Build(ctx context.Context, s *snapshot.Snapshot) (*Result, error) {
+	res, err := e.plan(ctx, []*snapshot.Snapshot{s}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+// Plan renders both sides of a change, leaving unrendered (Deferred)
+// each Application written alike on both sides whose closure meets no
+// changed path on either and that cannot render Applications; changed
+// nil renders all.
+func (e *Engine) Plan(ctx context.Context, base, head *snapshot.Snapshot, changed map[string]bool) ([2]*Result, error) {
+	res, err := e.plan(ctx, []*snapshot.Snapshot{base, head}, changed)
+	if err != nil {
+		return [2]*Result{}, err
+	}
+	for i, r := range res {
+		for _, t := range r.Targets {
+			if o := res[1-i].Target(t.Name()); t.Deferred && (o == nil || !o.Deferred) {
+				return [2]*Result{}, fmt.Errorf("kplan bug: Application %s deferred on one side only", t.Name())
+			}
+		}
+	}
+	return [2]*Result{res[0], res[1]}, nil
+}
+
+// plan renders the sides snaps level by level: the Applications in git
+// first, then the Applications their renders output (app-of-apps),
+// which are targets too.
+func (e *Engine) plan(ctx context.Context, snaps []*snapshot.Snapshot, changed map[string]bool) ([]*Result, error) {
+	res := make([]*Result, len(snaps))
+	level := make([][]*Target, len(snaps))
+	for i, s := range snaps {
+		r, err := e.side(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		res[i], level[i] = r, r.Targets
+	}
+	for depth := 0; ; depth++ {
+		name(res...)
+		for i, s := range snaps {
+			var candidates []*Target
+			for _, t := range level[i] {
+				t.Closure = e.closure(ctx, s, t)
+				if changed != nil && t.Closure.Bounded() && !t.Closure.Meets(changed) {
+					candidates = append(candidates, t)
+				}
+			}
+			outputs := e.mayOutput(ctx, s, candidates)
+			for _, t := range candidates {
+				t.Deferred = !outputs[t]
+			}
+		}
+		// Which to render is decided for every side before any renders
+		// (rendering clears Deferred).
+		todo := make([][]*Target, len(snaps))
+		for i := range snaps {
+			for _, t := range level[i] {
+				if t.Deferred && len(snaps) == 2 {
+					if o := res[1-i].Target(t.Name()); o != nil && o.Deferred && reflect.DeepEqual(o.Object, t.Object) {
+						continue
+					}
+				}
+				todo[i] = append(todo[i], t)
+			}
+		}
+		for i, s := range snaps {
+			e.renderAll(ctx, s, todo[i])
+		}
+		next := make([][]*Target, len(snaps))
+		more := false
+		for i, r := range res {
+			have := map[string]bool{}
+			for _, t := range r.Targets {
+				have[t.ID()+"\x00"+t.Spec.Destination.Cluster()] = true
+			}
+			for _, t := range level[i] {
+				for _, c := range e.children(t, r, have) {
+					if depth == maxDepth {
+						t.Notes = append(t.Notes, fmt.Sprintf("Application %s is not planned: more than %d levels of Applications rendering Applications", c.ID(), maxDepth))
+						continue
+					}
+					r.Targets = append(r.Targets, c)
+					next[i] = append(next[i], c)
+					more = true
+				}
+			}
+		}
+		if !more {
+			break
+		}
+		level = next
+	}
+	name(res...)
+	return res, nil
+}
+
+// children are the Applications t's render outputs that are not targets
+// yet (have, by ID and cluster, is updated): app-of-apps. A rendered
+// Application without a namespace is created in t's destination
+// namespace.
+func (e *Engine) children(t *Target, r *Result, have map[string]bool) []*Target {
+	var out []*Target
+	for _, o := range t.Objects {
+		if !IsApplication(o.GetApiVersion(), o.GetKind()) {
+			continue
+		}
+		s, err := o.String()
+		if err != nil {
+			continue
+		}
+		var m map[string]any
+		if err := sigsyaml.Unmarshal([]byte(s), &m); err != nil {
+			continue
+		}
+		a, err := Parse(m, t.File)
+		if err != nil {
+			t.Notes = append(t.Notes, fmt.Sprintf("the Application %s it renders is not planned: %v", o.GetName(), err))
+			continue
+		}
+		if o.GetNamespace() == "" {
+			a.Namespace = cmp.Or(t.Namespace, DefaultNamespace)
+		}
+		key := a.ID() + "\x00" + a.Spec.Destination.Cluster()
+		if have[key] {
+			continue // declared in git too: planned from its file
+		}
+		have[key] = true
+		if why := e.skip(a); why != "" {
+			r.Skipped = append(r.Skipped, Named{ID: a.ID(), File: t.File, Reason: why + " (rendered by Application " + t.ID() + ")"})
+			continue
+		}
+		out = append(out, &Target{Application: a, Namespace: a.Spec.Destination.Namespace, Parent: t})
+	}
+	return out
+}
+
+// mayOutput says which of ts may output an Application: a file its own
+// sources read names argoproj.io/v (its own declaration only when a
+// source reads it). Such a target is always rendered, so that the
+// Applications it renders are known on both sides. The files of all are
+// searched in one batch.
+func (e *Engine) mayOutput(ctx context.Context, s *snapshot.Snapshot, ts []*Target) map[*Target]bool {
+	out := map[*Target]bool{}
+	if len(ts) == 0 {
+		return out
+	}
+	files := map[*Target][]string{}
+	all := map[string]bool{}
+	for _, t := range ts {
+		for _, p := range t.own {
+			if _, ok := s.Index.ID(p); ok && (p != t.File || e.readsOwnFile(t)) {
+				files[t] = append(files[t], p)
+				all[p] = true
+			}
+		}
+	}
+	// The apiVersion's group/version, not the group alone: Argo CD's
+	// annotations (argocd.argoproj.io/hook) name it on any object.
+	has, err := s.Containing(ctx, sortedKeys(all), Group+"/v")
+	named := map[string]bool{}
+	for _, p := range has {
+		named[p] = true
+	}
+	for _, t := range ts {
+		out[t] = err != nil || slices.ContainsFunc(files[t], func(p string) bool { return named[p] })
+	}
+	return out
+}
+
+// readsOwnFile reports whether a source of t reads the file declaring
+// it (an app-of-apps root whose path holds its own declaration).
+func (e *Engine) readsOwnFile(t *Target) bool {
+	for _, src := range t.Spec.AllSources() {
+		if src.Ref != "" && src.Path == "" {
+			continue // values only
+		}
+		if dir := cleanPath(src.Path); e.opts.Repos.Has(src.RepoURL) && (dir == "." || strings.HasPrefix(t.File, dir+"/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// side finds the targets of s: its Applications with a source in this
+// repository that track the plan's branch.
+func (e *Engine) side(ctx context.Context, s *snapshot.Snapshot) (*Result, error) {
+	d, err := Discover(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	r := &Result{Skipped: slices.Clone(d.Invalid)}
+	apps := d.Applications
+	for _, set := range d.Sets {
+		made, err := e.generate(ctx, s, set)
+		if err != nil {
+			r.Skipped = append(r.Skipped, Named{ID: set.ID(), File: set.File, Reason: err.Error()})
+			continue
+		}
+		apps = append(apps, made...)
+	}
+	seen := map[string]string{}
+	for _, a := range apps {
+		if why := e.skip(a); why != "" {
+			r.Skipped = append(r.Skipped, Named{ID: a.ID(), File: a.File, Reason: why})
+			continue
+		}
+		if f, dup := seen[a.ID()+"\x00"+a.Spec.Destination.Cluster()]; dup {
+			r.Skipped = append(r.Skipped, Named{ID: a.ID(), File: a.File, Reason: "declared again (first in " + f + "): Argo CD keeps one Application of a name"})
+			continue
+		}
+		seen[a.ID()+"\x00"+a.Spec.Destination.Cluster()] = a.File
+		r.Targets = append(r.Targets, &Target{Application: a, Namespace: a.Spec.Destination.Namespace})
+	}
+	slices.SortFunc(r.Skipped, func(a, b Named) int { return strings.Compare(a.ID+a.File, b.ID+b.File) })
+	return r, nil
+}
+
+// skip says why a is not a target, or "".
+func (e *Engine) skip(a *Application) string {
+	ours := false
+	for _, src := range a.Spec.AllSources() {
+		if e.opts.Repos.Has(src.RepoURL) {
+			ours = true
+			if !e.tracks(src.TargetRevision) {
+				return fmt.Sprintf("tracks another revision (targetRevision %s): merging this branch does not change what Argo CD syncs", src.TargetRevision)
+			}
+		}
+	}
+	if !ours {
+		return "no source is this repository (set argocdRepoURLs in .kplan.yaml when a repoURL names it another way)"
+	}
+	return ""
+}
+
+// tracks reports whether targetRevision follows the plan's branch.
+func (e *Engine) tracks(rev string) bool {
+	return rev == "" || rev == "HEAD" || slices.Contains(e.opts.Revisions, rev)
+}
+
+// name names the targets of both sides alike: after their destination
+// cluster when the sides sync to more than one.
+func name(results ...*Result) {
+	clusters := map[string]bool{}
+	for _, r := range results {
+		for _, t := range r.Targets {
+			clusters[t.Spec.Destination.Cluster()] = true
+		}
+	}
+	for _, r := range results {
+		for _, t := range r.Targets {
+			t.name = t.ID()
+			if c := t.Spec.Destination.Cluster(); len(clusters) > 1 && c != "" {
+				t.name = c + ": " + t.ID()
+			}
+		}
+		slices.SortFunc(r.Targets, func(a, b *Target) int { return strings.Compare(a.Name(), b.Name()) })
+	}
+}
+
+// Render renders ts (targets of s a plan left Deferred), for the
+// findings across targets.
+func (e *Engine) Render(ctx context.Context, s *snapshot.Snapshot, ts []*Target) {
+	e.renderAll(ctx, s, ts)
+}
+
+// renderAll renders ts concurrently, each failing alone.
+func (e *Engine) renderAll(ctx context.Context, s *snapshot.Snapshot, ts []*Target) {
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for _, t := range ts {
+		g.Go(func() error {
+			t.Deferred = false
+			if t.Closure == nil {
+				t.Closure = e.closure(ctx, s, t)
+			}
+			t.Err = crash.Catch(func() error { return e.render(ctx, s, t) })
+			if c := crash.As(t.Err); c != nil {
+				slog.Error("kplan bug: panic rendering an Argo CD Application; it fails, the rest is planned", "id", t.ID(), "panic", fmt.Sprint(c.Value), "stack", string(c.Stack))
+			}
+			if t.Err != nil {
+				t.Objects = nil
+				t.Err = fmt.Errorf("Argo CD Application %s (%s): %w", t.ID(), t.File, t.Err)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+}
+
+// kind is how Argo CD renders a source.
+type kind int
+
+const (
+	kindDirectory kind = iota
+	kindKustomize
+	kindHelm
+	kindRemoteChart
+	kindPlugin
+)
+
+// kindOf is the source's type as Argo CD picks it: the settings it sets,
+// else what its path's top holds (a kustomization wins over Chart.yaml),
+// else a directory.
+func kindOf(s *snapshot.Snapshot, src Source) kind {
+	switch {
+	case src.Chart != "":
+		return kindRemoteChart
+	case src.Plugin != nil:
+		return kindPlugin
+	case src.Kustomize != nil:
+		return kindKustomize
+	case src.Helm != nil:
+		return kindHelm
+	case src.Directory != nil:
+		return kindDirectory
+	}
+	dir := cleanPath(src.Path)
+	if kustomizationFile(s, dir) != "" {
+		return kindKustomize
+	}
+	if _, ok := s.Index.ID(join(dir, "Chart.yaml")); ok {
+		return kindHelm
+	}
+	return kindDirectory
+}
+
+// kustomizationFile is the kustomization file of dir, or "".
+func kustomizationFile(s *snapshot.Snapshot, dir string) string {
+	for _, n := range konfig.RecognizedKustomizationFileNames() {
+		if _, ok := s.Index.ID(join(dir, n)); ok {
+			return join(dir, n)
+		}
+	}
+	return ""
+}
+
+// render renders t's sources into its objects.
+func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) error {
+	if t.Closure.Err != nil {
+		return t.Closure.Err
+	}
+	if err := s.Load(ctx, t.Closure.Paths); err != nil {
+		return err
+	}
+	refs := map[string]Source{}
+	for _, src := range t.Spec.AllSources() {
+		if src.Ref != "" {
+			refs[src.Ref] = src
+		}
+	}
+	var objs []*yaml.RNode
+	for i, src := range t.Spec.AllSources() {
+		what := fmt.Sprintf("source %s", cmp.Or(src.Path, src.Chart, src.RepoURL))
+		if len(t.Spec.AllSources()) > 1 {
+			what = fmt.Sprintf("source %d (%s)", i+1, cmp.Or(src.Path, src.Chart, src.RepoURL))
+		}
+		if !e.opts.Repos.Has(src.RepoURL) {
+			if src.Chart != "" {
+				t.NotRendered = append(t.NotRendered, fmt.Sprintf("%s: chart %s %s from %s is not rendered (remote charts are not fetched for Argo CD Applications yet)", what, src.Chart, src.TargetRevision, src.RepoURL))
+			} else if src.Ref == "" || src.Path != "" {
+				t.NotRendered = append(t.NotRendered, fmt.Sprintf("%s: %s is another repository; kplan renders this repository's sources only", what, src.RepoURL))
+			}
+			continue
+		}
+		if src.Ref != "" && src.Path == "" {
+			continue // a values-only source for $ref value files
+		}
+		env := map[string]string{
+			"ARGOCD_APP_NAME": t.Application.Name, "ARGOCD_APP_NAMESPACE": t.Namespace,
+			"ARGOCD_APP_SOURCE_PATH": src.Path, "ARGOCD_APP_SOURCE_REPO_URL": src.RepoURL, "ARGOCD_APP_SOURCE_TARGET_REVISION": src.TargetRevision,
+		}
+		var out []*yaml.RNode
+		var err error
+		switch kindOf(s, src) {
+		case kindPlugin:
+			t.NotRendered = append(t.NotRendered, what+": a config management plugin source is not rendered (plugins run programs in Argo CD's repo server)")
+			continue
+		case kindKustomize:
+			out, err = e.kustomize(ctx, s, src, env)
+		case kindHelm:
+			out, err = e.helm(ctx, s, t, src, refs)
+		case kindDirectory:
+			var skipped []string
+			out, skipped, err = directory(ctx, s, src)
+			for _, f := range skipped {
+				t.NotRendered = append(t.NotRendered, fmt.Sprintf("%s: %s is jsonnet, which kplan does not evaluate", what, f))
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		objs = append(objs, out...)
+	}
+	kept := objs[:0]
+	for _, o := range objs {
+		if o.GetName() == "" && o.GetKind() != "" {
+			if g, err := o.Pipe(yaml.Lookup("metadata", "generateName")); err == nil && g != nil && g.YNode().Value != "" {
+				// A hook (Argo CD's or Helm's) Argo CD creates anew at each
+				// sync under a generated name: no object of the plan.
+				t.Notes = append(t.Notes, fmt.Sprintf("%s %s* is created anew at each sync (metadata.generateName); it is not planned as an object", o.GetKind(), g.YNode().Value))
+				continue
+			}
+		}
+		if o.GetName() == "" || o.GetKind() == "" || o.GetApiVersion() == "" {
+			return fmt.Errorf("an object without apiVersion, kind or name (Argo CD fails the sync)")
+		}
+		kept = append(kept, o)
+	}
+	t.Objects = kept
+	return nil
+}
+
+// kustomize builds a kustomize source with the Application's settings
+// written into its kustomization.
+func (e *Engine) kustomize(ctx context.Context, s *snapshot.Snapshot, src Source, env map[string]string) ([]*yaml.RNode, error) {
+	dir := cleanPath(src.Path)
+	var fsys filesys.FileSystem = s.FS
+	if k := src.Kustomize; k != nil {
+		file := kustomizationFile(s, dir)
+		if file == "" {
+			return nil, fmt.Errorf("%s has no kustomization file for the kustomize: settings", dir)
+		}
+		data, err := s.ReadFile(ctx, file)
+		if err != nil {
+			return nil, err
+		}
+		exists := func(c string) bool {
+			_, ok := s.Index.ID(join(dir, c))
+			return ok || s.Index.IsDir(join(dir, c))
+		}
+		data, err = edit(data, file, k, exists, env)
+		if err != nil {
+			return nil, err
+		}
+		if fsys, err = snapshot.WithFile(fsys, file, data); err != nil {
+			return nil, err
+		}
+	}
+	return e.k.RenderContext(ctx, fsys, dir, false)
+}
+
+// closure is what t's render reads: each source of this repository (a
+// kustomize build's closure with the Application's components and
+// patch files, a chart's or directory's tree, value files), the file
+// declaring it and the directories above them.
+func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *closure.Closure {
+	b := closure.New(closure.SnapshotSource(ctx, s), closure.Options{Memo: e.opts.Memo})
+	out := &closure.Closure{Overlay: t.ID()}
+	set := map[string]bool{t.File: true}
+	add := func(c *closure.Closure) {
+		for _, p := range c.Paths {
+			set[p] = true
+		}
+		out.Remote = append(out.Remote, c.Remote...)
+		out.OpenAPI = out.OpenAPI || c.OpenAPI
+		if out.Unbounded == "" {
+			out.Unbounded = c.Unbounded
+		}
+		if out.Err == nil {
+			out.Err = c.Err
+		}
+	}
+	refs := map[string]Source{}
+	for _, src := range t.Spec.AllSources() {
+		if src.Ref != "" {
+			refs[src.Ref] = src
+		}
+	}
+	for _, src := range t.Spec.AllSources() {
+		if !e.opts.Repos.Has(src.RepoURL) || (src.Ref != "" && src.Path == "") {
+			continue
+		}
+		dir := cleanPath(src.Path)
+		set[dir] = true
+		switch kindOf(s, src) {
+		case kindKustomize:
+			// Which kind a source is depends on the files at its top.
+			set[join(dir, "Chart.yaml")] = true
+			add(b.Overlay(dir))
+			if k := src.Kustomize; k != nil {
+				for _, c := range k.Components {
+					add(b.Overlay(join(dir, c)))
+					set[join(dir, c)] = true
+				}
+				for _, p := range k.Patches {
+					if f, ok := p["path"].(string); ok {
+						set[join(dir, f)] = true
+					}
+				}
+			}
+		case kindHelm:
+			for _, f := range tree(s, dir, true) {
+				set[f] = true
+			}
+			if h := src.Helm; h != nil {
+				for _, vf := range h.ValueFiles {
+					if p, ok := valueFile(dir, vf, refs, e.opts.Repos); ok {
+						set[p] = true
+					}
+				}
+			}
+		case kindDirectory:
+			recurse := src.Directory != nil && src.Directory.Recurse
+			for _, f := range tree(s, dir, recurse) {
+				set[f] = true
+			}
+			for _, n := range konfig.RecognizedKustomizationFileNames() {
+				set[join(dir, n)] = true
+			}
+			set[join(dir, "Chart.yaml")] = true
+		}
+	}
+	t.own = slices.Sorted(maps.Keys(set))
+	if t.Parent != nil && t.Parent.Closure != nil {
+		// Its spec is what its parent's render made of these.
+		for _, p := range t.Parent.Closure.Paths {
+			set[p] = true
+		}
+		if out.Unbounded == "" && !t.Parent.Closure.Bounded() {
+			out.Unbounded = "its parent Application's render is unbounded"
+		}
+	}
+	for p := range set {
+		for d := path.Dir(p); d != "." && !set[d]; d = path.Dir(d) {
+			set[d] = true
+		}
+	}
+	set["."] = true
+	out.Paths = make([]string, 0, len(set))
+	for p := range set {
+		out.Paths = append(out.Paths, p)
+	}
+	slices.Sort(out.Paths)
+	return out
+}
+
+// tree are the files below dir (only its own when not recurse).
+func tree(s *snapshot.Snapshot, dir string, recurse bool) []string {
+	var out []string
+	prefix := dir + "/"
+	if dir == "." {
+		prefix = ""
+	}
+	for _, p := range s.Index.Paths() {
+		if !strings.HasPrefix(p, prefix) {
+			continue
+		}
+		if !recurse && strings.Contains(p[len(prefix):], "/") {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func cleanPath(p string) string {
+	p = path.Clean("/" + strings.TrimSpace(p))
+	if p == "/" {
+		return "."
+	}
+	return p[1:]
+}
+
+func join(dir, name string) string { return cleanPath(path.Join(dir, name)) }

@@ -1,0 +1,142 @@
+package plan
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/test/gittest"
+)
+
+// argoRepo is a git repository holding internal/argocd's Argo CD test
+// repository, its origin the URL its Applications name.
+func argoRepo(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../argocd/testdata/repo")); err != nil {
+		t.Fatal(err)
+	}
+	git(t, dir, "init", "-q", "-b", "main")
+	git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-qm", "base")
+	return dir
+}
+
+func changedTargets(p *inventorydiff.Plan) []string {
+	var out []string
+	for _, o := range p.Overlays {
+		if o.Status != inventorydiff.Unchanged {
+			out = append(out, o.Path)
+		}
+	}
+	return out
+}
+
+// A history of changes to an Argo CD repository, each planned against
+// its parent: the changed-only plan says what the full plan says, and
+// shows changed exactly the Applications the change affects, whatever
+// it touched: an Application's settings, a chart template, a $ref value
+// file, a directory, a kustomize base, a new or deleted Application, a
+// file no Application reads or one a directory source excludes.
+func TestArgoCDChangedOnlyEqualsFullOnHistory(t *testing.T) {
+	dir := argoRepo(t)
+	read := func(p string) string {
+		data, err := os.ReadFile(filepath.Join(dir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	steps := []struct {
+		name   string
+		change func()
+		want   []string
+		// rendered are the Applications rendered though unchanged: the
+		// closure of a directory source is its whole tree.
+		rendered int
+	}{
+		{"Application kustomize image", func() {
+			gittest.Write(t, dir, map[string]string{"apps/kustomize.yaml": strings.Replace(read("apps/kustomize.yaml"), "guestbook:2.0", "guestbook:2.1", 1)})
+		}, []string{"argocd/guestbook"}, 0},
+		{"chart template", func() {
+			gittest.Write(t, dir, map[string]string{"charts/web/templates/deployment.yaml": strings.Replace(read("charts/web/templates/deployment.yaml"), "env: {{ .Values.env }}", "env: {{ .Values.env }}\n    tier: web", 1)})
+		}, []string{"argocd/web"}, 0},
+		{"$ref value file", func() {
+			gittest.Write(t, dir, map[string]string{"envs/prod.yaml": "image:\n  repository: registry.example.com/nginx-hardened\n"})
+		}, []string{"argocd/web"}, 0},
+		{"new file in a directory source", func() {
+			gittest.Write(t, dir, map[string]string{"plain/sub/new.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: new}\n"})
+		}, []string{"argocd/plain"}, 0},
+		{"excluded file", func() {
+			gittest.Write(t, dir, map[string]string{"plain/sub/skip.json": `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "skipped2"}}`})
+		}, nil, 1},
+		{"kustomize base", func() {
+			gittest.Write(t, dir, map[string]string{"guestbook/base/service.yaml": strings.Replace(read("guestbook/base/service.yaml"), "port: 80", "port: 8080", 1)})
+		}, []string{"argocd/guestbook"}, 0},
+		{"component", func() {
+			gittest.Write(t, dir, map[string]string{"guestbook/components/debug/configmap.yaml": strings.Replace(read("guestbook/components/debug/configmap.yaml"), "debug\n", "trace\n", 1)})
+		}, []string{"argocd/guestbook"}, 0},
+		{"new Application", func() {
+			gittest.Write(t, dir, map[string]string{"apps/staging.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: guestbook-staging, namespace: argocd}\n" +
+				"spec:\n  source: {repoURL: 'git@github.com:example/deploy.git', path: guestbook/base, kustomize: {namePrefix: staging-}}\n  destination: {server: 'https://kubernetes.default.svc', namespace: staging}\n"})
+		}, []string{"argocd/guestbook-staging"}, 0},
+		{"deleted Application", func() {
+			if err := os.Remove(filepath.Join(dir, "apps/helm.yaml")); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"argocd/web"}, 0},
+		{"new ApplicationSet", func() {
+			gittest.Write(t, dir, map[string]string{"sets/dirs.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata: {name: dirs, namespace: argocd}\n" +
+				"spec:\n  generators: [{git: {repoURL: 'https://github.com/example/deploy', revision: HEAD, directories: [{path: 'plain/*'}]}}]\n" +
+				"  template:\n    metadata: {name: '{{path.basename}}'}\n    spec:\n      source: {repoURL: 'https://github.com/example/deploy', path: '{{path}}'}\n" +
+				"      destination: {server: 'https://kubernetes.default.svc', namespace: '{{path.basename}}'}\n"})
+		}, []string{"argocd/sub"}, 0},
+		{"directory the ApplicationSet generates from", func() {
+			gittest.Write(t, dir, map[string]string{"plain/sub2/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: sub2}\n"})
+		}, []string{"argocd/plain", "argocd/sub2"}, 0},
+		{"README", func() {
+			gittest.Write(t, dir, map[string]string{"README.md": "changed\n"})
+		}, nil, 0},
+	}
+	for _, st := range steps {
+		st.change()
+		git(t, dir, "add", "-A")
+		git(t, dir, "commit", "-qm", st.name)
+		opts := Options{RepoDir: dir, Base: "HEAD~", Head: "HEAD", Resolver: notFound{}}
+		changed, stats, err := Execute(context.Background(), opts)
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		opts.Full = true
+		full, _, err := Execute(context.Background(), opts)
+		if err != nil {
+			t.Fatalf("%s --full: %v", st.name, err)
+		}
+		sameChanges(t, st.name, full, changed)
+		// Changed-only renders only the Applications the change affects.
+		if want := len(full.Overlays) - len(st.want) - st.rendered; stats.Skipped != want {
+			t.Errorf("%s: %d Applications left unrendered, want %d (all but %q)", st.name, stats.Skipped, want, st.want)
+		}
+		if got := changedTargets(full); !slices.Equal(got, st.want) {
+			t.Errorf("%s: changed %q, want %q", st.name, got, st.want)
+		}
+		for _, o := range full.Overlays {
+			if st.name == "deleted Application" && o.Path == "argocd/web" && !slices.ContainsFunc(o.Notes, func(n string) bool {
+				return strings.Contains(n, "without the resources-finalizer.argocd.argoproj.io finalizer")
+			}) {
+				t.Errorf("%s: the plan prunes %s without saying Argo CD leaves its objects: %q", st.name, o.Path, o.Notes)
+			}
+			if !strings.HasPrefix(o.Path, "argocd/") {
+				t.Errorf("%s: %s is planned beside the Applications; the kustomize directories they read are planned in them", st.name, o.Path)
+			}
+			if o.BaseErr != "" || o.HeadErr != "" {
+				t.Errorf("%s: %s failed: %s%s", st.name, o.Path, o.BaseErr, o.HeadErr)
+			}
+		}
+	}
+}
