@@ -299,7 +299,7 @@ func TestWebhookRefusesAGitLabMergeWithoutApproval(t *testing.T) {
 	if !strings.Contains(st.Description, "refusing to apply (requireReviewedPlan)") {
 		t.Errorf("status of the unapproved merge: %+v", st)
 	}
-	e.glNote(2, "not approved: #2")
+	e.glNote(2, "not approved: !2 has no standing approval")
 	eq(t, "ConfigMaps after the refusal", e.configMaps(), nil)
 
 	head3, merge3 := mr(3, "a", "c")
@@ -308,6 +308,6 @@ func TestWebhookRefusesAGitLabMergeWithoutApproval(t *testing.T) {
 		t.Fatalf("merge of !3: HTTP %d", code)
 	}
 	e.waitDeployed(merge3)
-	e.glNote(3, "applied exactly as approved in #3 at "+head3[:7]+" by @alice")
+	e.glNote(3, "applied exactly as approved in !3 at "+head3[:7]+" by @alice")
 	eq(t, "ConfigMaps after the approved merge", e.configMaps(), []string{"a", "c"})
 }

@@ -163,6 +163,7 @@ type Source struct {
 	Repo         string // as written in the file
 	Branch       string
 	CloneURL     string
+	Forge        string // GitHub or GitLab
 	File         string
 	Environments []Environment
 }
@@ -179,6 +180,7 @@ type TargetRef struct {
 	Repo     string // as written in the file
 	Branch   string
 	CloneURL string
+	Forge    string // GitHub or GitLab
 	Target   Target
 }
 
@@ -232,7 +234,7 @@ func (c *Config) Sources() []Source {
 		for _, b := range r.Branches {
 			if b.TargetsFrom != "" {
 				out = append(out, Source{Name: SourceName(r.Name, b.Name), Repo: r.Name, Branch: b.Name,
-					CloneURL: c.CloneURL(r.Name), File: b.TargetsFrom, Environments: b.Environments})
+					CloneURL: c.CloneURL(r.Name), Forge: c.ForgeOf(r.Name), File: b.TargetsFrom, Environments: b.Environments})
 			}
 		}
 	}
@@ -256,7 +258,7 @@ func (c *Config) AllTargets() []TargetRef {
 		cloneURL := c.CloneURL(r.Name)
 		for _, b := range r.Branches {
 			for _, t := range b.Targets {
-				refs = append(refs, TargetRef{Repo: r.Name, Branch: b.Name, CloneURL: cloneURL, Target: t})
+				refs = append(refs, TargetRef{Repo: r.Name, Branch: b.Name, CloneURL: cloneURL, Forge: c.ForgeOf(r.Name), Target: t})
 			}
 		}
 	}

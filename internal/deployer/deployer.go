@@ -49,6 +49,9 @@ type Target struct {
 	Repo     string // owner/name
 	Branch   string
 	CloneURL string
+	// Forge is where the repository is (config.GitHub, config.GitLab):
+	// how the reports name its changes (#12, !12).
+	Forge string
 	// Source is the name of the Source that declared the target; "" for a
 	// target of the webhook's configuration.
 	Source string
@@ -56,7 +59,7 @@ type Target struct {
 
 // TargetOf is a target of the webhook's configuration.
 func TargetOf(ref config.TargetRef) Target {
-	return Target{Target: ref.Target, Repo: ref.Repo, Branch: ref.Branch, CloneURL: ref.CloneURL}
+	return Target{Target: ref.Target, Repo: ref.Repo, Branch: ref.Branch, CloneURL: ref.CloneURL, Forge: ref.Forge}
 }
 
 // Key is the target's worker name: its Name for a configured target,
@@ -84,7 +87,7 @@ type Source struct {
 // target is the stand-in target a source reports its own failures on
 // (reading its file): the file stands for overlay and environment.
 func (s Source) target() Target {
-	return Target{Target: config.Target{Name: s.Name, Overlay: s.File, Environment: s.File}, Repo: s.Repo, Branch: s.Branch, CloneURL: s.CloneURL}
+	return Target{Target: config.Target{Name: s.Name, Overlay: s.File, Environment: s.File}, Repo: s.Repo, Branch: s.Branch, CloneURL: s.CloneURL, Forge: s.Forge}
 }
 
 // Request asks a target to converge on SHA; an empty SHA means the
@@ -649,7 +652,7 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	review := d.review(ctx, log, t, m, r.PR)
 	if t.RequireReviewedPlan && !review.Ok() {
 		if review == nil {
-			review = &Review{Verdict: Unknown, Err: "the webhook has no GitHub access to read reviews"}
+			review = &Review{Verdict: Unknown, Err: "the webhook has no access to the forge's reviews", Forge: t.Forge}
 		}
 		var ackErr error
 		if r.Acknowledged != "" {
@@ -902,7 +905,7 @@ func (d *Deployer) expand(ctx context.Context, s Source, r Request) {
 	keep := map[string]bool{}
 	for _, rt := range declared {
 		t := Target{Target: config.Target{Name: rt.Name, Overlay: rt.Overlay, Environment: rt.Environment, Namespace: rt.Namespace},
-			Repo: s.Repo, Branch: s.Branch, CloneURL: s.CloneURL, Source: s.Name}
+			Repo: s.Repo, Branch: s.Branch, CloneURL: s.CloneURL, Forge: s.Forge, Source: s.Name}
 		tlog := log.With("target", t.Key())
 		if slices.ContainsFunc(s.Reserved, func(n string) bool { return strings.EqualFold(n, rt.Name) }) {
 			d.failedEarly(ctx, tlog, Outcome{Target: t, SHA: r.SHA, PR: r.PR, Reason: ReasonTargetsInvalid, Err: fmt.Errorf(

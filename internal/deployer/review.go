@@ -110,6 +110,26 @@ type Review struct {
 	// Acknowledged is who added config.ApplyUnreviewedLabel: the deploy
 	// applied though requireReviewedPlan refuses it.
 	Acknowledged string
+	// Forge is the target's forge, which names the change in the words
+	// of its reports: #12 and "pull request" on GitHub, !12 and "merge
+	// request" on GitLab.
+	Forge string
+}
+
+// ref is how the forge's users write the reviewed change.
+func (r *Review) ref() string {
+	if r.Forge == config.GitLab {
+		return fmt.Sprintf("!%d", r.PR)
+	}
+	return fmt.Sprintf("#%d", r.PR)
+}
+
+// change is what the forge calls a change under review.
+func (r *Review) change() string {
+	if r.Forge == config.GitLab {
+		return "merge request"
+	}
+	return "pull request"
 }
 
 // Ok says whether requireReviewedPlan lets the deploy apply.
@@ -133,9 +153,9 @@ func (r *Review) Describe() string {
 // "how the merge differs from …".
 func (r *Review) Against() string {
 	if r.Verdict == PlanDiffers {
-		return fmt.Sprintf("the plan reviewed in #%d", r.PR)
+		return "the plan reviewed in " + r.ref()
 	}
-	return fmt.Sprintf("what was approved in #%d at %s", r.PR, short(r.Commit))
+	return fmt.Sprintf("what was approved in %s at %s", r.ref(), short(r.Commit))
 }
 
 // brief is the verdict without its details, for a refusal that must fit
@@ -151,24 +171,24 @@ func (r *Review) brief() string {
 func (r *Review) verdict() string {
 	switch r.Verdict {
 	case AsApproved:
-		return fmt.Sprintf("applied exactly as approved in #%d at %s by @%s", r.PR, short(r.Commit), r.By)
+		return fmt.Sprintf("applied exactly as approved in %s at %s by @%s", r.ref(), short(r.Commit), r.By)
 	case Unaffected:
-		return fmt.Sprintf("not changed by #%d", r.PR)
+		return "not changed by " + r.ref()
 	case Differs:
-		return fmt.Sprintf("differs from what was approved in #%d at %s by @%s: the merge renders %s, which no standing approval renders on what the cluster runs (a push after the approval, or a commit no one approved between the one deployed and the merge)",
-			r.PR, short(r.Commit), r.By, prcomment.ShortDigest(r.Applied))
+		return fmt.Sprintf("differs from what was approved in %s at %s by @%s: the merge renders %s, which no standing approval renders on what the cluster runs (a push after the approval, or a commit no one approved between the one deployed and the merge)",
+			r.ref(), short(r.Commit), r.By, prcomment.ShortDigest(r.Applied))
 	case NotApproved:
 		if r.PR == 0 {
-			return "not approved (the commit came from no pull request)"
+			return "not approved (the commit came from no " + r.change() + ")"
 		}
-		return fmt.Sprintf("not approved: #%d has no standing approval by a user with write access", r.PR)
+		return fmt.Sprintf("not approved: %s has no standing approval by a user with write access", r.ref())
 	case AsReviewed:
-		return fmt.Sprintf("#%d has no review; applied exactly as its plan comment showed", r.PR)
+		return fmt.Sprintf("%s has no review; applied exactly as its plan comment showed", r.ref())
 	case PlanDiffers:
-		return fmt.Sprintf("#%d has no review; differs from the plan reviewed in #%d: the plan rendered %s as %s, the merge renders %s",
-			r.PR, r.PR, short(r.Head), r.Reviewed, prcomment.ShortDigest(r.Applied))
+		return fmt.Sprintf("%s has no review; differs from the plan reviewed in %s: the plan rendered %s as %s, the merge renders %s",
+			r.ref(), r.ref(), short(r.Head), r.Reviewed, prcomment.ShortDigest(r.Applied))
 	case NotReviewed:
-		return fmt.Sprintf("#%d has no review; not reviewed: %s", r.PR, r.Err)
+		return fmt.Sprintf("%s has no review; not reviewed: %s", r.ref(), r.Err)
 	default:
 		return "not compared with what was approved (" + r.Err + ")"
 	}
@@ -225,12 +245,12 @@ func (d *Deployer) review(ctx context.Context, log *slog.Logger, t Target, m mer
 func (d *Deployer) compareApproved(ctx context.Context, log *slog.Logger, t Target, m merged, pr int) *Review {
 	digest, err := m.planned.Digest()
 	if err != nil {
-		return &Review{Verdict: Unknown, Err: "the merged render's digest: " + err.Error()}
+		return &Review{Verdict: Unknown, Err: "the merged render's digest: " + err.Error(), Forge: t.Forge}
 	}
 	rctx, cancel := context.WithTimeout(ctx, reviewTimeout)
 	ap, err := d.Reviews.Approvals(rctx, t, m.sha, pr)
 	cancel()
-	r := &Review{PR: cmp.Or(ap.PR, pr), Applied: digest}
+	r := &Review{PR: cmp.Or(ap.PR, pr), Applied: digest, Forge: t.Forge}
 	if err != nil {
 		r.Verdict, r.Err = Unknown, err.Error()
 		return r
@@ -417,7 +437,7 @@ func (d *Deployer) planComment(ctx context.Context, log *slog.Logger, t Target, 
 		r.Verdict, r.Err = Unknown, err.Error()
 		return
 	case plan == nil:
-		r.Verdict, r.Err = NotReviewed, fmt.Sprintf("#%d has no kplan plan comment", r.PR)
+		r.Verdict, r.Err = NotReviewed, r.ref()+" has no kplan plan comment"
 		return
 	}
 	r.Head = plan.Head
@@ -512,12 +532,12 @@ func (d *Deployer) acknowledged(ctx context.Context, t Target, login string) err
 func refusal(t Target, r *Review, ackErr error) error {
 	label := ""
 	if r.PR > 0 {
-		label = fmt.Sprintf(", have a user with write access add the label %s to #%d (applies this commit once, while it is the branch's tip)", config.ApplyUnreviewedLabel, r.PR)
+		label = fmt.Sprintf(", have a user with write access add the label %s to %s (applies this commit once, while it is the branch's tip)", config.ApplyUnreviewedLabel, r.ref())
 	}
 	why := ""
 	if ackErr != nil {
 		why = "; " + ackErr.Error()
 	}
-	return fmt.Errorf("refusing to apply (requireReviewedPlan): %s%s; the cluster is unchanged. To deploy: approve the pull request's head and merge again (an empty commit is enough)%s, or set requireReviewedPlan: false for target %s",
-		r.brief(), why, label, t.Name)
+	return fmt.Errorf("refusing to apply (requireReviewedPlan): %s%s; the cluster is unchanged. To deploy: approve the %s's head and merge again (an empty commit is enough)%s, or set requireReviewedPlan: false for target %s",
+		r.brief(), why, r.change(), label, t.Name)
 }
