@@ -221,8 +221,9 @@ func TestChartCacheServesExactVersionsOffline(t *testing.T) {
 	}
 }
 
-// Charts from an OCI registry: a HelmRepository of type oci, and an
-// OCIRepository named by spec.chartRef with a semver range.
+// Charts from an OCI registry: a HelmRepository of type oci, an
+// OCIRepository named by spec.chartRef with a semver range, and a
+// HelmChart named by spec.chartRef (its own chart, version and source).
 func TestRenderFromOCI(t *testing.T) {
 	reg := testchart.ServeRegistry(t)
 	reg.Push(t, "charts", testchart.Package(t, demo, "1.0.0", "1.0.0"))
@@ -230,12 +231,14 @@ func TestRenderFromOCI(t *testing.T) {
 	env := Env{
 		Source: sources(
 			`{kind: HelmRepository, metadata: {name: oci, namespace: apps}, spec: {type: oci, insecure: true, url: "oci://`+reg.Host+`/charts"}}`,
-			`{kind: OCIRepository, metadata: {name: demo, namespace: apps}, spec: {insecure: true, url: "oci://`+reg.Host+`/charts/demo", ref: {semver: ">=1.0.0 <2"}}}`),
+			`{kind: OCIRepository, metadata: {name: demo, namespace: apps}, spec: {insecure: true, url: "oci://`+reg.Host+`/charts/demo", ref: {semver: ">=1.0.0 <2"}}}`,
+			`{kind: HelmChart, metadata: {name: apps-demo, namespace: charts}, spec: {chart: demo, version: "~1.0", sourceRef: {kind: HelmRepository, name: oci, namespace: apps}}}`),
 		Charts: &Charts{Get: loopback(t)},
 	}
 	for _, tc := range []struct{ name, spec, tag string }{
 		{"HelmRepository", `{chart: {spec: {chart: demo, version: 1.0.0, sourceRef: {kind: HelmRepository, name: oci}}}}`, "1.0.0"},
 		{"OCIRepository", `{chartRef: {kind: OCIRepository, name: demo}}`, "1.1.0"},
+		{"HelmChart", `{chartRef: {kind: HelmChart, name: apps-demo, namespace: charts}}`, "1.0.0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := renderOK(t, parseRelease(t, `{metadata: {name: demo, namespace: apps}, spec: `+tc.spec+`}`), env)
