@@ -43,13 +43,15 @@ var layers = [][]string{
 	{"cmd/action", "cmd/kplan", "cmd/kplan-gitlab", "cmd/webhook", "bench", "test", "test/deploydemo"},
 }
 
-// deployOnly are the packages of the deploy side: only the deploy's own
+// deployOnly are the packages of the deploy side (the webhook's
+// configuration, internal/config, is not: a plan reads which clusters its
+// targets deploy to): only the deploy's own
 // packages, the mains that deploy (kplan apply, the webhook) and the
 // end-to-end tests may import them, so that a plan never links the
 // machinery that changes a cluster (TestPlanOnlyBinariesDoNotLinkTheApplier
 // checks the binaries; this names the packages).
 var deployOnly = []string{
-	"internal/config", "internal/resourcegroup", "internal/deploy", "internal/ghauth", "internal/webhook",
+	"internal/resourcegroup", "internal/deploy", "internal/ghauth", "internal/webhook",
 	"internal/gitmirror", "internal/liveplan", "internal/deployer", "internal/leader", "internal/deployreport",
 	"internal/forge/github/deploys", "internal/forge/gitlab/deploys",
 }

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/kplan-dev/kplan/internal/batchgc"
+	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/demo"
 	"github.com/kplan-dev/kplan/internal/gitbase"
@@ -304,6 +305,8 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 	f.StringSliceVar(&ignoreFields, "ignore-field", nil, "leave out changes of fields matching this path pattern (repeatable; e.g. 'metadata.annotations.checksum/*', * matches any characters); the report says how many each hid; adds, prunes, dangers and Secret data are never hidden")
 	f.StringSliceVar(&ignoreKinds, "ignore-kind", nil, "leave out changes in place of objects of this kind (repeatable; their adds and prunes still show; Secret is refused)")
 	maxBytes := maxBytesFlag(cmd)
+	webhookConfig := f.String("webhook-config", "", "the webhook's configuration file: overlays its targets deploy to one cluster meet there, for the duplicate-object rule (as .kplan.yaml's environments)")
+	repository := f.String("repository", "", "with --webhook-config naming several repositories: this repository's name in it (owner/name)")
 	f.BoolVar(&noDefaultIgnore, "no-default-ignore", false, "show the changes the default noise set hides (chart and version labels, checksum/* annotations, caBundle); the report counts what it hid")
 	noReuse := f.Bool("no-render-reuse", false, "render both sides of an overlay even when they read the same content (for make bench's before/after)")
 	_ = f.MarkHidden("no-render-reuse")
@@ -350,6 +353,11 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 			Ignore:   inventorydiff.IgnoreRules{Fields: ignoreFields, Kinds: ignoreKinds, Source: "command line"},
 			Progress: progress(cmd.ErrOrStderr()), Flux: flux, Shard: share, ArgoCD: argo, NoDefaultIgnore: noDefaultIgnore,
 			NoReuse: *noReuse,
+		}
+		if *webhookConfig != "" {
+			if opts.DeployedTo, err = config.DeployedTo(*webhookConfig, *repository); err != nil {
+				return fmt.Errorf("--webhook-config: %w", err)
+			}
 		}
 		if err := opts.Validate(); err != nil {
 			return plan.NameOptions(err, optionFlags)

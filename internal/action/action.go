@@ -21,6 +21,7 @@ import (
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/kplan-dev/kplan/internal/batchgc"
+	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/forge"
 	"github.com/kplan-dev/kplan/internal/forge/github"
 	"github.com/kplan-dev/kplan/internal/gate"
@@ -55,6 +56,9 @@ type inputs struct {
 	ignore             inventorydiff.IgnoreRules
 	// defaultIgnore applies the default noise set (input default-ignore).
 	defaultIgnore bool
+	// deployedTo are the clusters the webhook's configuration (input
+	// webhook-config) deploys each overlay of this repository to.
+	deployedTo map[string][]string
 	// remoteHosts may be fetched from by renders; forkRemoteHosts instead
 	// for pull requests from forks and pull_request_target runs.
 	remoteHosts, forkRemoteHosts []string
@@ -118,6 +122,11 @@ func readInputs(a *githubactions.Action) (inputs, error) {
 	if in.loadRestrictorNone, err = render.ParseLoadRestrictor(a.GetInput("load-restrictor")); err != nil {
 		return in, fmt.Errorf("input load-restrictor %w", err)
 	}
+	if path := strings.TrimSpace(a.GetInput("webhook-config")); path != "" {
+		if in.deployedTo, err = config.DeployedTo(path, a.Getenv("GITHUB_REPOSITORY")); err != nil {
+			return in, fmt.Errorf("input webhook-config: %w", err)
+		}
+	}
 	if err := in.planOptions().Validate(); err != nil {
 		return in, plan.NameOptions(err, optionInputs)
 	}
@@ -131,6 +140,7 @@ func (in inputs) planOptions() plan.Options {
 		Filter: render.Filter{Include: in.include, Exclude: in.exclude},
 		Render: render.Options{LoadRestrictorNone: in.loadRestrictorNone, EnableHelm: in.enableHelm},
 		Ignore: in.ignore, Shard: in.shard, NoDefaultIgnore: !in.defaultIgnore,
+		DeployedTo: in.deployedTo,
 	}
 }
 

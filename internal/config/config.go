@@ -22,6 +22,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"os"
@@ -297,6 +298,58 @@ func (c *Config) CloneURL(repo string) string {
 	}
 	owner, name, _ := strings.Cut(r.Name, "/")
 	return c.GitBaseURL + "/" + url.PathEscape(owner) + "/" + url.PathEscape(name) + ".git"
+}
+
+// ClustersOf says which clusters the file's targets deploy each overlay
+// of repo to, on any of its branches: what a plan of that repository
+// needs to tell which overlays meet in one cluster (kplan diff
+// --webhook-config, the Action's webhook-config). A cluster is named by
+// its kubeconfig and context ("in-cluster" for the webhook's own); the
+// targets a branch takes from the repository's file are not listed:
+// the plan reads that file itself.
+func (c *Config) ClustersOf(repo string) map[string][]string {
+	r := c.Repository(repo)
+	if r == nil {
+		return nil
+	}
+	out := map[string][]string{}
+	for _, b := range r.Branches {
+		for _, t := range b.Targets {
+			cl := cmp.Or(t.Kubeconfig, "in-cluster")
+			if t.Context != "" {
+				cl += "#" + t.Context
+			}
+			if !slices.Contains(out[t.Overlay], cl) {
+				out[t.Overlay] = append(out[t.Overlay], cl)
+			}
+		}
+	}
+	return out
+}
+
+// DeployedTo reads the webhook's configuration file at path for a plan of
+// repository repo: ClustersOf that repository. With repo empty, the file
+// must configure exactly one repository. A plan's front ends (kplan diff
+// --webhook-config, the Action's webhook-config input) call it.
+func DeployedTo(path, repo string) (map[string][]string, error) {
+	c, err := Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if repo == "" {
+		if len(c.Repositories) != 1 {
+			names := make([]string, len(c.Repositories))
+			for i, r := range c.Repositories {
+				names[i] = r.Name
+			}
+			return nil, fmt.Errorf("%s configures %d repositories (%s): say which one this is (kplan diff --repository)", path, len(c.Repositories), strings.Join(names, ", "))
+		}
+		repo = c.Repositories[0].Name
+	}
+	if c.Repository(repo) == nil {
+		return nil, fmt.Errorf("%s does not configure repository %s: no overlay of it deploys from there", path, repo)
+	}
+	return c.ClustersOf(repo), nil
 }
 
 // ForgeOf is the forge repo is on (GitHub when it is not configured).

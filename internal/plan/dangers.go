@@ -26,24 +26,38 @@ func (p *planner) keepHeadKeys(overlay string, h inventorydiff.Side) {
 }
 
 // clusters are which overlays head deploys to one cluster: .kplan.yaml's
-// targets by environment, or Flux targets by the cluster applying them.
-// Discovered overlays are not known to meet anywhere.
-func clusters(head *side, fx *fluxPlan) overlap.Clusters {
+// targets by environment, Flux targets by the cluster applying them, and
+// the overlays the webhook's configuration deploys (deployedTo) by
+// cluster. Discovered overlays no one of them names are not known to
+// meet anywhere.
+func clusters(head *side, fx *fluxPlan, deployedTo map[string][]string) overlap.Clusters {
+	c := overlap.Clusters{Environments: map[string][]string{}}
 	switch {
 	case head.targets != nil:
-		c := overlap.Clusters{Targets: true, Environments: map[string][]string{}}
+		c.Targets = true
 		for _, t := range head.targets.Targets {
 			c.Environments[t.Overlay] = append(c.Environments[t.Overlay], t.Environment)
 		}
-		return c
 	case fx != nil:
-		c := overlap.Clusters{Targets: true, Environments: map[string][]string{}}
+		c.Targets = true
 		for _, t := range fx.res[1].Targets {
 			c.Environments[t.Name()] = []string{"flux:" + t.Cluster}
 		}
-		return c
 	}
-	return overlap.Clusters{}
+	if len(deployedTo) > 0 {
+		// The webhook's clusters are named apart from .kplan.yaml's
+		// environments (the webhook maps those to clusters in turn).
+		c.Targets = true
+		for overlay, cs := range deployedTo {
+			for _, cl := range cs {
+				c.Environments[overlay] = append(c.Environments[overlay], "webhook:"+cl)
+			}
+		}
+	}
+	if !c.Targets {
+		return overlap.Clusters{}
+	}
+	return c
 }
 
 // notRendered are the overlays the plan did not render on head (the

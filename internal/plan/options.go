@@ -104,7 +104,13 @@ func fingerprint(v reflect.Value, name string, out *[]string) {
 		} else {
 			*out = append(*out, name+"=set")
 		}
-	case reflect.Interface, reflect.Func, reflect.Map, reflect.Chan:
+	case reflect.Map:
+		// fmt prints a map's keys sorted: shards given other maps (the
+		// webhook's clusters) must not merge.
+		if v.Len() > 0 {
+			*out = append(*out, fmt.Sprintf("%s=%v", name, v.Interface()))
+		}
+	case reflect.Interface, reflect.Func, reflect.Chan:
 		*out = append(*out, name+"=set")
 	case reflect.String:
 		if v.String() != "" {

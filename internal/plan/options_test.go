@@ -82,6 +82,8 @@ func set(t *testing.T, v reflect.Value, iface any) {
 		v.SetInt(7)
 	case reflect.Slice:
 		v.Set(reflect.ValueOf([]string{"x"}))
+	case reflect.Map:
+		v.Set(reflect.ValueOf(map[string][]string{"x": {"y"}}))
 	case reflect.Pointer:
 		p := reflect.New(v.Type().Elem())
 		set(t, p.Elem(), nil)

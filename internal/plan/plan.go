@@ -37,6 +37,11 @@ type Options struct {
 	Filter  render.Filter
 	Render  render.Options
 	Logger  *slog.Logger `fingerprint:"-"`
+	// DeployedTo are the clusters the webhook's configuration deploys
+	// each overlay of this repository to (config.Config.ClustersOf): with
+	// .kplan.yaml's targets and Flux's clusters, what tells the
+	// duplicate-object rule which overlays meet in one cluster.
+	DeployedTo map[string][]string
 	// Full renders every overlay on both sides, even those the change
 	// cannot affect, and ignores CacheDir: the reference plan.
 	Full bool

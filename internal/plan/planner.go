@@ -295,7 +295,7 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	}
 	p.compareLonely(sides)
 	off := disabledRules(sides)
-	p.facts.Clusters, p.facts.NoDuplicates = clusters(sides[1], p.flux), off[danger.DuplicateObject]
+	p.facts.Clusters, p.facts.NoDuplicates = clusters(sides[1], p.flux, p.opts.DeployedTo), off[danger.DuplicateObject]
 	if err := p.checkSharedInventories(ctx, sides[1]); err != nil {
 		return nil, err
 	}
