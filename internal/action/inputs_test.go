@@ -2,6 +2,9 @@ package action
 
 import (
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -111,6 +114,33 @@ func TestDefaultIgnoreInput(t *testing.T) {
 			t.Errorf("%q: err %v, want %q", c.value, err, c.err)
 		case c.err == "" && (err != nil || in.planOptions().NoDefaultIgnore != c.off):
 			t.Errorf("%q: NoDefaultIgnore %v (%v), want %v", c.value, in.planOptions().NoDefaultIgnore, err, c.off)
+		}
+	}
+}
+
+// The webhook-config input reads the webhook's configuration for the
+// workflow's repository (GITHUB_REPOSITORY): its targets' clusters reach
+// the plan; a file that does not configure the repository is an error
+// naming the input, not a plan without them.
+func TestWebhookConfigInput(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "webhook.yaml")
+	y := "apiVersion: kplan.dev/v1alpha1\nkind: WebhookConfig\nrepositories:\n  - name: octo/shop\n    branches: [{name: main, targets: [{name: a, overlay: apps/a, context: prod}, {name: b, overlay: apps/b, context: prod}]}]\n"
+	if err := os.WriteFile(f, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ repo, err string }{{repo: "octo/shop"}, {repo: "octo/other", err: "input webhook-config: " + f + " does not configure repository octo/other"}} {
+		env := map[string]string{"INPUT_WEBHOOK-CONFIG": f, "GITHUB_REPOSITORY": c.repo}
+		a := githubactions.New(githubactions.WithGetenv(func(k string) string { return env[k] }), githubactions.WithWriter(io.Discard))
+		in, err := readInputs(a)
+		switch {
+		case c.err != "":
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: err %v, want %q", c.repo, err, c.err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", c.repo, err)
+		case !slices.Equal(in.planOptions().DeployedTo["apps/b"], []string{"in-cluster#prod"}):
+			t.Errorf("%s: the plan is told %v", c.repo, in.planOptions().DeployedTo)
 		}
 	}
 }
