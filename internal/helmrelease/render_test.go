@@ -17,6 +17,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/testchart"
 	"github.com/kplan-dev/kplan/internal/testhelm"
+	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
 const demo = "testdata/demo"
@@ -77,6 +78,16 @@ func field(t *testing.T, o *yaml.RNode, path ...string) string {
 		t.Fatalf("%s %s: no %v", o.GetKind(), o.GetName(), path)
 	}
 	return yaml.GetValue(n)
+}
+
+// demoFiles is the demo chart as a repository source serves it: its
+// files by path relative to the chart.
+func demoFiles(t *testing.T) map[string][]byte {
+	files := map[string][]byte{}
+	for p, data := range testkit.Files(t, demo) {
+		files[p] = []byte(data)
+	}
+	return files
 }
 
 func renderOK(t *testing.T, r *Release, env Env) map[string]*yaml.RNode {
@@ -252,19 +263,7 @@ func TestRenderFromOCI(t *testing.T) {
 // A chart in a directory of this repository (a GitRepository that is
 // the repository), with valuesFiles relative to the repository's root.
 func TestRenderFromRepositoryPath(t *testing.T) {
-	files := map[string][]byte{}
-	err := filepath.WalkDir(demo, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(demo, p)
-		files[filepath.ToSlash(rel)] = data
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := demoFiles(t)
 	env := Env{Local: func(_ context.Context, kind, ns, name, dir string) (map[string][]byte, bool, error) {
 		if kind != "GitRepository" || ns+"/"+name != "flux-system/flux-system" {
 			return nil, false, nil
@@ -349,19 +348,7 @@ func TestRenderIsHelmTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := map[string][]byte{}
-	err = filepath.WalkDir(demo, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(demo, p)
-		files[filepath.ToSlash(rel)] = data
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := demoFiles(t)
 	env := Env{Local: func(context.Context, string, string, string, string) (map[string][]byte, bool, error) {
 		return files, true, nil
 	}}
