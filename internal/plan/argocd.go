@@ -4,18 +4,15 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io/fs"
 	"maps"
 	"slices"
 	"strings"
 
 	"github.com/kplan-dev/kplan/internal/argocd"
 	"github.com/kplan-dev/kplan/internal/closure"
-	"github.com/kplan-dev/kplan/internal/declared"
 	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/overlap"
-	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
@@ -195,16 +192,7 @@ func (ap *argoPlan) compare(p *planner) {
 // argoSide is an Application's render as the planner compares it: the
 // namespace of namespaced objects without one is the destination's.
 func argoSide(t *argocd.Target) inventorydiff.Side {
-	if t.Err != nil {
-		return inventorydiff.Side{Err: t.Err}
-	}
-	// Argo CD tracks what it applies itself: no ResourceGroup file.
-	files := func(string) ([]byte, error) { return nil, fs.ErrNotExist }
-	inv, err := declared.Planned(render.Result{Path: t.Name(), Objects: t.Objects}, files, cmp.Or(t.Namespace, repoconfig.DefaultNamespace))
-	if err != nil {
-		return inventorydiff.Side{Err: fmt.Errorf("Argo CD Application %s: %w", t.Name(), err)}
-	}
-	return inventorydiff.Side{Inventory: inv}
+	return engineSide("Argo CD Application "+t.Name(), t.Name(), t.Objects, cmp.Or(t.Namespace, repoconfig.DefaultNamespace), t.Err)
 }
 
 // decorate names each Application's file and adds what kplan did not

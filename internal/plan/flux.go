@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/declared"
 	"github.com/kplan-dev/kplan/internal/flux"
@@ -173,17 +175,23 @@ func (fx *fluxPlan) selected(t *flux.Target) bool {
 	return t != nil && fx.p.opts.Filter.Select(t.Path(), t.Name())
 }
 
-// fluxSide is a Flux target's render as the planner compares it: the
-// namespace of objects without one is default, where Flux applies them.
+// fluxSide is a Flux target's render as the planner compares it.
 func (p *planner) fluxSide(t *flux.Target) inventorydiff.Side {
-	if t.Err != nil {
-		return inventorydiff.Side{Err: t.Err}
-	}
-	// Flux keeps its own inventory: no ResourceGroup file is read.
-	files := func(name string) ([]byte, error) { return nil, fs.ErrNotExist }
-	inv, err := declared.Planned(render.Result{Path: t.Path(), Objects: t.Objects}, files, repoconfig.DefaultNamespace)
+	return engineSide("Flux Kustomization "+t.Name(), t.Path(), t.Objects, repoconfig.DefaultNamespace, t.Err)
+}
+
+// engineSide is the render of a target another engine applies (Flux,
+// Argo CD) as the planner compares it: that engine keeps its own
+// inventory, so no ResourceGroup file is read, and namespaced objects
+// without a namespace land in ns.
+func engineSide(what, path string, objs []*yaml.RNode, ns string, err error) inventorydiff.Side {
 	if err != nil {
-		return inventorydiff.Side{Err: fmt.Errorf("Flux Kustomization %s: %w", t.Name(), err)}
+		return inventorydiff.Side{Err: err}
+	}
+	files := func(string) ([]byte, error) { return nil, fs.ErrNotExist }
+	inv, err := declared.Planned(render.Result{Path: path, Objects: objs}, files, ns)
+	if err != nil {
+		return inventorydiff.Side{Err: fmt.Errorf("%s: %w", what, err)}
 	}
 	return inventorydiff.Side{Inventory: inv}
 }
