@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"path"
 	"reflect"
 	"runtime"
@@ -589,21 +588,8 @@ func (e *Engine) kustomize(ctx context.Context, s *snapshot.Snapshot, src Source
 // declaring it and the directories above them.
 func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *closure.Closure {
 	b := closure.New(closure.SnapshotSource(ctx, s), closure.Options{Memo: e.opts.Memo})
-	out := &closure.Closure{Overlay: t.ID()}
-	set := map[string]bool{t.File: true}
-	add := func(c *closure.Closure) {
-		for _, p := range c.Paths {
-			set[p] = true
-		}
-		out.Remote = append(out.Remote, c.Remote...)
-		out.OpenAPI = out.OpenAPI || c.OpenAPI
-		if out.Unbounded == "" {
-			out.Unbounded = c.Unbounded
-		}
-		if out.Err == nil {
-			out.Err = c.Err
-		}
-	}
+	u := closure.NewUnion(t.ID())
+	u.Path(t.File)
 	refs := map[string]Source{}
 	for _, src := range t.Spec.AllSources() {
 		if src.Ref != "" {
@@ -615,67 +601,56 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 			continue
 		}
 		dir := cleanPath(src.Path)
-		set[dir] = true
+		u.Path(dir)
 		switch kindOf(s, src) {
 		case kindKustomize:
 			// Which kind a source is depends on the files at its top.
-			set[join(dir, "Chart.yaml")] = true
-			add(b.Overlay(dir))
+			u.Path(join(dir, "Chart.yaml"))
+			u.Add(b.Overlay(dir))
 			if k := src.Kustomize; k != nil {
 				for _, c := range k.Components {
-					add(b.Overlay(join(dir, c)))
-					set[join(dir, c)] = true
+					u.Add(b.Overlay(join(dir, c)))
+					u.Path(join(dir, c))
 				}
 				for _, p := range k.Patches {
 					if f, ok := p["path"].(string); ok {
-						set[join(dir, f)] = true
+						u.Path(join(dir, f))
 					}
 				}
 			}
 		case kindHelm:
 			for _, f := range tree(s, dir, true) {
-				set[f] = true
+				u.Path(f)
 			}
 			if h := src.Helm; h != nil {
 				for _, vf := range h.ValueFiles {
 					if p, ok := valueFile(dir, vf, refs, e.opts.Repos); ok {
-						set[p] = true
+						u.Path(p)
 					}
 				}
 			}
 		case kindDirectory:
 			recurse := src.Directory != nil && src.Directory.Recurse
 			for _, f := range tree(s, dir, recurse) {
-				set[f] = true
+				u.Path(f)
 			}
 			for _, n := range konfig.RecognizedKustomizationFileNames() {
-				set[join(dir, n)] = true
+				u.Path(join(dir, n))
 			}
-			set[join(dir, "Chart.yaml")] = true
+			u.Path(join(dir, "Chart.yaml"))
 		}
 	}
-	t.own = slices.Sorted(maps.Keys(set))
+	t.own = u.Paths()
 	if t.Parent != nil && t.Parent.Closure != nil {
 		// Its spec is what its parent's render made of these.
 		for _, p := range t.Parent.Closure.Paths {
-			set[p] = true
+			u.Path(p)
 		}
-		if out.Unbounded == "" && !t.Parent.Closure.Bounded() {
-			out.Unbounded = "its parent Application's render is unbounded"
-		}
-	}
-	for p := range set {
-		for d := path.Dir(p); d != "." && !set[d]; d = path.Dir(d) {
-			set[d] = true
+		if !t.Parent.Closure.Bounded() {
+			u.Unbound("its parent Application's render is unbounded")
 		}
 	}
-	set["."] = true
-	out.Paths = make([]string, 0, len(set))
-	for p := range set {
-		out.Paths = append(out.Paths, p)
-	}
-	slices.Sort(out.Paths)
-	return out
+	return u.Closure()
 }
 
 // tree are the files below dir (only its own when not recurse).

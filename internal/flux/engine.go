@@ -508,7 +508,6 @@ func (e *Engine) skip(k *Kustomization) string {
 // not depend on the rest of the spec.
 func (e *Engine) rawClosure(ctx context.Context, s *snapshot.Snapshot, k *Kustomization) *closure.Closure {
 	dir := k.Path()
-	set := map[string]bool{}
 	has := false
 	for _, name := range konfig.RecognizedKustomizationFileNames() {
 		if _, ok := s.Index.ID(join(dir, name)); ok {
@@ -516,52 +515,32 @@ func (e *Engine) rawClosure(ctx context.Context, s *snapshot.Snapshot, k *Kustom
 		}
 	}
 	b := closure.New(closure.SnapshotSource(ctx, s), closure.Options{Memo: e.opts.Memo})
-	out := &closure.Closure{Overlay: k.ID()}
-	add := func(c *closure.Closure) {
-		for _, p := range c.Paths {
-			set[p] = true
-		}
-		out.Remote = append(out.Remote, c.Remote...)
-		out.OpenAPI = out.OpenAPI || c.OpenAPI
-		if out.Unbounded == "" {
-			out.Unbounded = c.Unbounded
-		}
-		if out.Err == nil {
-			out.Err = c.Err
-		}
-	}
+	u := closure.NewUnion(k.ID())
 	if has {
-		add(b.Overlay(dir))
+		u.Add(b.Overlay(dir))
 	} else {
 		// Flux lists the path's manifests and the directories below with
 		// a kustomization: those files, those builds, and a kustomization
 		// file appearing anywhere it walks count.
 		sc := scanOf(s, dir)
 		for _, p := range sc.files {
-			set[p] = true
+			u.Path(p)
 		}
 		for _, d := range sc.dirs {
-			set[d] = true
+			u.Path(d)
 			for _, name := range konfig.RecognizedKustomizationFileNames() {
-				set[join(d, name)] = true
+				u.Path(join(d, name))
 			}
 		}
 		for _, d := range sc.kdirs {
-			add(b.Overlay(d))
+			u.Add(b.Overlay(d))
 		}
 	}
 	comps, _, _ := unstructured.NestedStringSlice(k.Object, "spec", "components")
 	for _, c := range comps {
-		add(b.Overlay(path.Clean(path.Join(dir, c))))
+		u.Add(b.Overlay(path.Clean(path.Join(dir, c))))
 	}
-	for p := range set {
-		for d := path.Dir(p); d != "." && !set[d]; d = path.Dir(d) {
-			set[d] = true
-		}
-	}
-	set["."] = true
-	out.Paths = sorted(set)
-	return out
+	return u.Closure()
 }
 
 // buildAll builds targets concurrently, each failing alone; those
