@@ -139,8 +139,9 @@ func TestRemoteResourcesGoThroughThePolicy(t *testing.T) {
 			}
 		}
 		for _, o := range []string{"gitrefbase", "gitdirbase"} {
-			// The server's port may hold "404": look at the rest.
-			if strings.Contains(strings.ReplaceAll(got[o].Err.Error(), host, "HOST"), "404") {
+			// The server's address may hold "404" (port 40481): look at
+			// the rest.
+			if strings.Contains(strings.ReplaceAll(got[o].Err.Error(), u, "URL"), "404") {
 				t.Errorf("%s: fetched: %v", o, got[o].Err)
 			}
 		}

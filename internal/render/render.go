@@ -131,7 +131,10 @@ func Render(ctx context.Context, fSys filesys.FileSystem, tree *Tree, dirs []str
 // schemaMu guards krusty's OpenAPI schema, which kyaml keeps in package
 // variables: a build that sets a custom schema runs alone, process-wide,
 // and resets it afterwards; other builds share the default.
-var schemaMu sync.RWMutex
+var (
+	schemaMu    sync.RWMutex
+	schemaReady bool // guarded by schemaMu: kyaml's default schema is parsed
+)
 
 // Kustomizer runs krusty with one set of options; it is safe for
 // concurrent use.
@@ -182,9 +185,7 @@ func NewKustomizer(opts Options) *Kustomizer {
 // the first one would otherwise parse while the others wait. Calling it
 // while a plan reads its commits takes that time off the critical path.
 func (k *Kustomizer) Warm() {
-	schemaMu.RLock()
-	defer schemaMu.RUnlock()
-	openapi.Schema()
+	lockSchema(false)()
 }
 
 // Render builds the overlay in dir (repository-relative) from fSys, which
@@ -274,14 +275,30 @@ func (k *Kustomizer) RenderContext(ctx context.Context, fSys filesys.FileSystem,
 	return b.objs, guard.secrets.scrubErr(b.err)
 }
 
-// lockSchema takes krusty's schema lock and returns its release.
+// lockSchema takes krusty's schema lock and returns its release. A
+// shared build starts only once the default schema is parsed: kyaml
+// parses it lazily under its own lock, but reads the parsed tables (as
+// IsNamespaceScoped does) without it, so the first builds to run
+// together, or the first after an exclusive build's reset, raced
+// (TestSharedBuildsAfterAResetDoNotRace).
 func lockSchema(exclusive bool) func() {
 	if exclusive {
 		schemaMu.Lock()
-		return func() { openapi.ResetOpenAPI(); schemaMu.Unlock() }
+		return func() { openapi.ResetOpenAPI(); schemaReady = false; schemaMu.Unlock() }
 	}
-	schemaMu.RLock()
-	return schemaMu.RUnlock
+	for {
+		schemaMu.RLock()
+		if schemaReady {
+			return schemaMu.RUnlock
+		}
+		schemaMu.RUnlock()
+		schemaMu.Lock()
+		if !schemaReady {
+			openapi.Schema()
+			schemaReady = true
+		}
+		schemaMu.Unlock()
+	}
 }
 
 func renderOne(fSys filesys.FileSystem, dir string, kopts *krusty.Options) ([]*yaml.RNode, error) {

@@ -2,6 +2,7 @@ package render
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -372,5 +373,37 @@ func TestRenderRefusesWhatKustomizeRefuses(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSharedBuildsAfterAResetDoNotRace pins the schema lock: an exclusive
+// build resets kyaml's schema, and the shared builds that follow must not
+// parse it while others read it (a data race CI's -race run caught in
+// TestRemoteResourcesGoThroughThePolicy, one run in sixty).
+func TestSharedBuildsAfterAResetDoNotRace(t *testing.T) {
+	files := map[string]string{}
+	for i := range 8 {
+		d := fmt.Sprintf("o%d/", i)
+		files[d+"kustomization.yaml"] = "resources: [r.yaml]\npatches:\n- path: p.yaml\n"
+		files[d+"r.yaml"] = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec:\n  template:\n    spec:\n      containers:\n      - name: c\n        image: a\n" +
+			"---\napiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n"
+		files[d+"p.yaml"] = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec:\n  template:\n    spec:\n      containers:\n      - name: c\n        image: b\n"
+	}
+	s := testkit.Snapshot(t, "test", files)
+	tree, err := Discover(s.FS, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		lockSchema(true)() // as an exclusive build ends: the schema is reset
+		results, err := Render(context.Background(), s.FS, tree, tree.Overlays, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range results {
+			if r.Err != nil || len(r.Objects) != 2 {
+				t.Fatalf("%s: %d objects, err %v", r.Path, len(r.Objects), r.Err)
+			}
+		}
 	}
 }

@@ -16,8 +16,7 @@ var otherVersions = []string{"v1", "v2", "v1beta1", "v1beta2", "v2beta1", "v2bet
 // a kind is namespaced (an inventory.Scope). It shares the schema lock with
 // builds, since a build with a custom schema swaps kyaml's global one.
 func NamespaceScoped(apiVersion, kind string) (namespaced, known bool) {
-	schemaMu.RLock()
-	defer schemaMu.RUnlock()
+	defer lockSchema(false)()
 	if ns, ok := openapi.IsNamespaceScoped(yaml.TypeMeta{APIVersion: apiVersion, Kind: kind}); ok {
 		return ns, ok
 	}
