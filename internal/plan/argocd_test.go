@@ -2,13 +2,16 @@ package plan
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/kplan-dev/kplan/internal/danger"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/test/gittest"
 )
 
@@ -138,5 +141,88 @@ func TestArgoCDChangedOnlyEqualsFullOnHistory(t *testing.T) {
 				t.Errorf("%s: %s failed: %s%s", st.name, o.Path, o.BaseErr, o.HeadErr)
 			}
 		}
+	}
+}
+
+// TestArgoCDModeHonoursOverlayFilters pins that --overlays and --exclude
+// select Argo CD Applications by name, as they select Flux Kustomizations
+// (Argo CD mode ignored them).
+func TestArgoCDModeHonoursOverlayFilters(t *testing.T) {
+	dir := argoRepo(t)
+	for p, r := range map[string][2]string{
+		"apps/kustomize.yaml":                  {"guestbook:2.0", "guestbook:2.1"},
+		"charts/web/templates/deployment.yaml": {"env: {{ .Values.env }}", "env: {{ .Values.env }}\n    tier: web"},
+	} {
+		data, err := os.ReadFile(filepath.Join(dir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gittest.Write(t, dir, map[string]string{p: strings.Replace(string(data), r[0], r[1], 1)})
+	}
+	git(t, dir, "commit", "-qam", "both Applications change")
+	for _, tc := range []struct {
+		filter render.Filter
+		want   []string
+	}{
+		{render.Filter{}, []string{"argocd/guestbook", "argocd/web"}},
+		{render.Filter{Include: []string{"argocd/guest*"}}, []string{"argocd/guestbook"}},
+		{render.Filter{Exclude: []string{"argocd/guestbook"}}, []string{"argocd/web"}},
+	} {
+		p, _, err := Execute(context.Background(), Options{RepoDir: dir, Base: "HEAD~", Head: "HEAD", Resolver: notFound{}, Filter: tc.filter})
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.filter, err)
+		}
+		if got := changedTargets(p); !slices.Equal(got, tc.want) {
+			t.Errorf("%+v: changed %q, want %q", tc.filter, got, tc.want)
+		}
+	}
+	_, _, err := Execute(context.Background(), Options{RepoDir: dir, Base: "HEAD~", Head: "HEAD", Resolver: notFound{}, Filter: render.Filter{Include: []string{"argocd/nothere"}}})
+	if !errors.Is(err, ErrNoMatch) {
+		t.Errorf("a filter matching no Application: %v, want ErrNoMatch", err)
+	}
+}
+
+// TestArgoCDDuplicateObjectsOnlyWhereDestinationsMeet pins that two
+// Applications rendering one object collide only when they sync to the
+// same destination cluster: Argo CD's destination is the target's
+// cluster, as Flux's is.
+func TestArgoCDDuplicateObjectsOnlyWhereDestinationsMeet(t *testing.T) {
+	app := func(name, cluster string) string {
+		return "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: " + name + ", namespace: argocd}\n" +
+			"spec:\n  source: {repoURL: 'https://github.com/example/deploy.git', path: " + name + "}\n" +
+			"  destination: {name: " + cluster + ", namespace: apps}\n"
+	}
+	for _, tc := range []struct {
+		name, cluster string
+		// b and a are the targets' names: by cluster when the
+		// Applications sync to two.
+		b, a string
+		want bool
+	}{
+		{"same cluster", "in-cluster", "argocd/b", "argocd/a", true},
+		{"another cluster", "staging", "staging: argocd/b", "in-cluster: argocd/a", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			git(t, dir, "init", "-q", "-b", "main")
+			git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+			write(t, dir, map[string]string{
+				"apps/a.yaml":   app("a", "in-cluster"),
+				"apps/b.yaml":   app("b", tc.cluster),
+				"a/shared.yaml": cm("shared", "k: v"),
+				"b/own.yaml":    cm("own", "k: v"),
+			})
+			base := commit(t, dir, "base")
+			write(t, dir, map[string]string{"b/shared.yaml": cm("shared", "k: other")})
+			head := commit(t, dir, "b renders a's ConfigMap too")
+			_, p, _ := plans(t, dir, base, head)
+			got := findings(t, p, tc.b)[danger.DuplicateObject]
+			if tc.want != (len(got) == 1) || len(got) > 1 {
+				t.Fatalf("findings %+v, want a duplicate: %v", got, tc.want)
+			}
+			if tc.want && !strings.Contains(got[0].Reason, "also rendered by "+tc.a) {
+				t.Errorf("the finding does not name %s: %+v", tc.a, got[0])
+			}
+		})
 	}
 }

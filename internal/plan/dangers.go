@@ -26,24 +26,24 @@ func (p *planner) keepHeadKeys(overlay string, h inventorydiff.Side) {
 }
 
 // clusters are which overlays head deploys to one cluster: .kplan.yaml's
-// targets by environment, Flux targets by the cluster applying them, and
-// the overlays the webhook's configuration deploys (deployedTo) by
-// cluster. Discovered overlays no one of them names are not known to
-// meet anywhere.
-func clusters(head *side, fx *fluxPlan, deployedTo map[string][]string) overlap.Clusters {
+// targets by environment, Flux and Argo CD targets by the cluster
+// applying them, and the overlays the webhook's configuration deploys
+// (Options.DeployedTo) by cluster. Discovered overlays no one of them
+// names are not known to meet anywhere.
+func (p *planner) clusters(head *side) overlap.Clusters {
 	c := overlap.Clusters{Environments: map[string][]string{}}
-	switch {
-	case head.targets != nil:
+	if head.targets != nil {
 		c.Targets = true
 		for _, t := range head.targets.Targets {
 			c.Environments[t.Overlay] = append(c.Environments[t.Overlay], t.Environment)
 		}
-	case fx != nil:
+	} else if ms := p.engines(); len(ms) > 0 {
 		c.Targets = true
-		for _, t := range fx.res[1].Targets {
-			c.Environments[t.Name()] = []string{"flux:" + t.Cluster}
+		for _, m := range ms {
+			m.clusters(&c)
 		}
 	}
+	deployedTo := p.opts.DeployedTo
 	if len(deployedTo) > 0 {
 		// The webhook's clusters are named apart from .kplan.yaml's
 		// environments (the webhook maps those to clusters in turn).
@@ -68,7 +68,7 @@ func (p *planner) notRendered(head *side) []string {
 	var out []string
 	for i := range p.overlays {
 		o := &p.overlays[i]
-		if o.HeadInventory == nil && o.HeadErr == "" && o.Status == inventorydiff.Unchanged && o.HeadHash == "" && head.overlays[o.Path] && !p.flux.has(o.Path) {
+		if o.HeadInventory == nil && o.HeadErr == "" && o.Status == inventorydiff.Unchanged && o.HeadHash == "" && head.overlays[o.Path] && !p.flux.has(o.Path) && !p.argo.has(o.Path) {
 			out = append(out, o.Path)
 		}
 	}

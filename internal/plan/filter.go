@@ -70,12 +70,8 @@ func (p *planner) checkFilter(sides [2]*side) error {
 			}
 		}
 	}
-	if p.flux != nil {
-		for _, res := range p.flux.res {
-			for _, t := range res.Targets {
-				names = append(names, t.Path(), t.Name())
-			}
-		}
+	for _, m := range p.engines() {
+		names = append(names, m.names()...)
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)

@@ -49,10 +49,10 @@ type planner struct {
 	closures [2]map[string]*closure.Closure
 	// flux holds the Flux Kustomizations planned as targets; nil when
 	// Flux mode is off.
-	flux *fluxPlan
+	flux *engineMode
 	// argo holds the Argo CD Applications planned as targets; nil when
 	// Argo CD mode is off.
-	argo *argoPlan
+	argo *engineMode
 	// fluxSearched, when not nil, is closed once the base's YAML has
 	// been searched for Flux Kustomizations (open).
 	fluxSearched <-chan struct{}
@@ -280,13 +280,9 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	if err != nil {
 		return nil, err
 	}
-	if p.flux != nil {
-		p.flux.addClosures(p.closures)
-		p.flux.compare(p)
-	}
-	if p.argo != nil {
-		p.argo.addClosures(p.closures)
-		p.argo.compare(p)
+	for _, m := range p.engines() {
+		m.addClosures(p.closures)
+		m.compare(p)
 	}
 	unread := p.unread(sides, changed)
 	done("closures")
@@ -295,7 +291,7 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	}
 	p.compareLonely(sides)
 	off := disabledRules(sides)
-	p.facts.Clusters, p.facts.NoDuplicates = clusters(sides[1], p.flux, p.opts.DeployedTo), off[danger.DuplicateObject]
+	p.facts.Clusters, p.facts.NoDuplicates = p.clusters(sides[1]), off[danger.DuplicateObject]
 	if err := p.checkSharedInventories(ctx, sides[1]); err != nil {
 		return nil, err
 	}
@@ -318,14 +314,9 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 			o.Notes = notes.overlay(o.Path)
 		}
 	}
-	if p.flux != nil {
-		p.flux.decorate(p.overlays)
-	}
-	if p.argo != nil {
-		p.argo.decorate(p.overlays)
-	}
-	if p.argo != nil {
-		p.argo.keysForDuplicates(ctx, sides[1].s)
+	for _, m := range p.engines() {
+		m.decorate(p)
+		m.keysForDuplicates(ctx, p)
 	}
 	if err := p.duplicates(ctx, sides[1]); err != nil {
 		return nil, err
@@ -463,7 +454,7 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) ([]*job, error) 
 		// Those the change may affect, or that fail on discovery, need
 		// their paths: to load, to key the cache, to weigh the shards.
 		var need []string
-		for _, o := range slices.Sorted(mapKeys(all)) {
+		for _, o := range slices.Sorted(maps.Keys(all)) {
 			var present [2]bool
 			var cs [2]*closure.Closure
 			for i, sd := range sides {
@@ -492,10 +483,10 @@ func (p *planner) jobs(sides [2]*side, changed map[string]bool) ([]*job, error) 
 		p.met = [2]map[string]bool{}
 	}
 	if p.opts.Shard.On() {
-		p.owned = p.share(sides, slices.Sorted(mapKeys(all)), changed)
+		p.owned = p.share(sides, slices.Sorted(maps.Keys(all)), changed)
 	}
 	var jobs []*job
-	for _, o := range slices.Sorted(mapKeys(all)) {
+	for _, o := range slices.Sorted(maps.Keys(all)) {
 		pr := &pair{}
 		var cs [2]*closure.Closure
 		for i, sd := range sides {
@@ -775,7 +766,7 @@ func (p *planner) load(ctx context.Context, sides [2]*side, todo []*job) error {
 			if all {
 				errs[i] = sd.s.LoadAll(ctx)
 			} else if len(set) > 0 {
-				errs[i] = sd.s.Load(ctx, slices.Sorted(mapKeys(set)))
+				errs[i] = sd.s.Load(ctx, slices.Sorted(maps.Keys(set)))
 			}
 		}()
 	}
@@ -1117,16 +1108,6 @@ func parallel[T any](ctx context.Context, n int, items []T, fn func(T)) error {
 	close(next)
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // identities renders overlays on one side for their inventory alone;

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -56,7 +57,7 @@ func (p *planner) unread(sides [2]*side, changed map[string]bool) []inventorydif
 		}
 	}
 	var out []inventorydiff.UnreadFile
-	for _, f := range slices.Sorted(mapKeys(changed)) {
+	for _, f := range slices.Sorted(maps.Keys(changed)) {
 		if !isFile(sides, f) || read[f] || f == repoconfig.File || under(f, notListed) {
 			continue
 		}

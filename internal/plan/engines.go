@@ -1,0 +1,250 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"maps"
+	"slices"
+
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/kplan-dev/kplan/internal/closure"
+	"github.com/kplan-dev/kplan/internal/declared"
+	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/overlap"
+	"github.com/kplan-dev/kplan/internal/render"
+)
+
+// engineTarget is one target of a mode in which another engine applies
+// what the plan shows (a Flux Kustomization, an Argo CD Application), as
+// the planner reads it. Both modes hand their targets over in this shape
+// so the plan treats them alike: filters, closures, comparison, notes,
+// clusters and the duplicate-object rule are written once, here.
+type engineTarget struct {
+	name    string // its identity in the plan ([cluster: ]namespace/name)
+	path    string // the directory it builds, which filters select too ("" none)
+	file    string // the file declaring it
+	cluster string // the cluster it is applied to
+	closure *closure.Closure
+	// deferred: the change cannot affect it; it was not built.
+	deferred bool
+	// notes are what kplan did not render or could not know offline.
+	notes []string
+	// side is its render as the planner compares it.
+	side func() inventorydiff.Side
+	// changeNotes say what the engine will not do on its own with a
+	// change to the target (pruning: the plan prunes; deleted: the merge
+	// removes the target); nil says nothing.
+	changeNotes func(pruning, deleted bool) []string
+}
+
+// engineMode is the targets of both sides of one such mode.
+type engineMode struct {
+	label   string // "Flux", "Argo CD": prefixes the notes
+	targets [2]map[string]*engineTarget
+	// renderDeferred renders on head the targets the change left
+	// unbuilt, for the duplicate-object rule; nil when the engine keeps
+	// them out of it.
+	renderDeferred func(ctx context.Context, names []string) map[string]inventorydiff.Side
+	built          int // target sides built, for the plan's work
+}
+
+// engines are the plan's modes in which another engine applies the
+// targets, Flux's first.
+func (p *planner) engines() []*engineMode {
+	var out []*engineMode
+	for _, m := range []*engineMode{p.flux, p.argo} {
+		if m != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func newEngineMode(label string) *engineMode {
+	return &engineMode{label: label, targets: [2]map[string]*engineTarget{{}, {}}}
+}
+
+// add adds t to side i.
+func (m *engineMode) add(i int, t *engineTarget) {
+	m.targets[i][t.name] = t
+	if !t.deferred {
+		m.built++
+	}
+}
+
+// target returns the target named name, head's first, or nil.
+func (m *engineMode) target(name string) *engineTarget {
+	if m == nil {
+		return nil
+	}
+	if t := m.targets[1][name]; t != nil {
+		return t
+	}
+	return m.targets[0][name]
+}
+
+// has says whether name is a target of the mode.
+func (m *engineMode) has(name string) bool { return m.target(name) != nil }
+
+// names are the targets' names and directories, for the filters.
+func (m *engineMode) names() []string {
+	var out []string
+	for _, ts := range m.targets {
+		for _, t := range ts {
+			out = append(out, t.name)
+			if t.path != "" {
+				out = append(out, t.path)
+			}
+		}
+	}
+	return out
+}
+
+// dropRead drops the discovered overlays the targets' builds read: those
+// are planned as the engine applies them, in its targets, not again as
+// loose overlays.
+func (m *engineMode) dropRead(sides [2]*side) {
+	for i, sd := range sides {
+		for _, t := range m.targets[i] {
+			if t.closure == nil {
+				continue
+			}
+			for _, q := range t.closure.Paths {
+				delete(sd.overlays, q)
+			}
+		}
+	}
+}
+
+// addClosures makes the targets' closures count as read, for the changed
+// files nothing reads.
+func (m *engineMode) addClosures(cs [2]map[string]*closure.Closure) {
+	for i, ts := range m.targets {
+		for _, t := range ts {
+			if t.closure != nil && cs[i] != nil {
+				cs[i][t.name] = t.closure
+			}
+		}
+	}
+}
+
+// selected says whether the plan's filter selects t (nil selects
+// nothing): by the directory it builds or by its name.
+func (p *planner) selected(t *engineTarget) bool {
+	if t == nil {
+		return false
+	}
+	if t.path == "" {
+		return p.opts.Filter.Select(t.name)
+	}
+	return p.opts.Filter.Select(t.path, t.name)
+}
+
+// compare compares each target's sides; one left unbuilt on both is
+// unchanged, as an overlay the change cannot affect.
+func (m *engineMode) compare(p *planner) {
+	names := map[string]bool{}
+	for _, ts := range m.targets {
+		for n := range ts {
+			names[n] = true
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		b, h := m.targets[0][name], m.targets[1][name]
+		if !p.selected(b) && !p.selected(h) {
+			continue // --overlays/--exclude leave it out
+		}
+		p.stats.Overlays++
+		if b != nil && h != nil && b.deferred && h.deferred {
+			p.stats.Skipped++
+			p.compare(name, pair{present: [2]bool{true, true}, sides: [2]inventorydiff.Side{unrendered(), unrendered()}})
+			continue
+		}
+		var pr pair
+		for i, t := range []*engineTarget{b, h} {
+			if t != nil {
+				pr.present[i] = true
+				pr.sides[i] = p.safely(nil, name, t.side)
+			}
+		}
+		p.compare(name, pr)
+	}
+}
+
+// decorate names each target's file, and adds to its notes what kplan
+// could not render or know offline and what the engine will not do on
+// its own.
+func (m *engineMode) decorate(p *planner) {
+	// After the overlays' builds, which set the count.
+	p.stats.Rendered += m.built
+	for i := range p.overlays {
+		o := &p.overlays[i]
+		t := m.target(o.Path)
+		if t == nil {
+			continue
+		}
+		// The title is the identity (o.Path); its file is where it is
+		// declared.
+		if t.file != "" {
+			o.File = t.file
+		}
+		// The label tells the reports these are not kustomize's warnings.
+		for _, n := range t.notes {
+			o.Notes = append(o.Notes, m.label+": "+n)
+		}
+		if t.changeNotes != nil && o.Status != inventorydiff.Unchanged {
+			deleted := m.targets[1][o.Path] == nil
+			for _, n := range t.changeNotes(len(o.Pruned) > 0, deleted) {
+				o.Notes = append(o.Notes, m.label+": "+n)
+			}
+		}
+	}
+}
+
+// clusters says which cluster each head target is applied to.
+func (m *engineMode) clusters(c *overlap.Clusters) {
+	for _, t := range m.targets[1] {
+		c.Environments[t.name] = []string{t.cluster}
+	}
+}
+
+// keysForDuplicates renders on head, for the duplicate-object rule, the
+// targets the change left unbuilt when an overlay adds objects, as the
+// planner renders unaffected overlays for it: the changed-only plan
+// finds the duplicates the full plan finds.
+func (m *engineMode) keysForDuplicates(ctx context.Context, p *planner) {
+	if m.renderDeferred == nil || p.facts.NoDuplicates || len(overlap.Adding(p.overlays)) == 0 {
+		return
+	}
+	var todo []string
+	for n, t := range m.targets[1] {
+		if t.deferred {
+			todo = append(todo, n)
+		}
+	}
+	slices.Sort(todo)
+	keys := p.headKeysMap()
+	for n, sd := range m.renderDeferred(ctx, todo) {
+		if sd.Err == nil && sd.Inventory != nil {
+			keys[n] = sd.Inventory.Keys
+		}
+	}
+}
+
+// engineSide is the render of a target another engine applies as the
+// planner compares it: that engine keeps its own inventory, so no
+// ResourceGroup file is read, and namespaced objects without a namespace
+// land in ns.
+func engineSide(what, path string, objs []*yaml.RNode, ns string, err error) inventorydiff.Side {
+	if err != nil {
+		return inventorydiff.Side{Err: err}
+	}
+	files := func(string) ([]byte, error) { return nil, fs.ErrNotExist }
+	inv, err := declared.Planned(render.Result{Path: path, Objects: objs}, files, ns)
+	if err != nil {
+		return inventorydiff.Side{Err: fmt.Errorf("%s: %w", what, err)}
+	}
+	return inventorydiff.Side{Inventory: inv}
+}
