@@ -3,7 +3,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -20,16 +19,11 @@ func main() {
 	// krusty writes its deprecation warnings to os.Stderr itself, naming
 	// no file; the plan reports them as notes on each overlay, naming the
 	// file, so the raw lines are left out of the log.
-	filter, stderr, err := plan.FilterStderr()
-	if err != nil {
-		fmt.Fprintln(stderr, "kplan: kustomize's warnings will show raw:", err)
-	} else {
-		filter.Drop.Store(true)
-	}
+	stderr, closeStderr := plan.QuietKustomize()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := runMain(ctx, os.Args[1:], os.Getenv, os.Stdout, stderr, githubactions.New())
 	stop()
-	filter.Close()
+	closeStderr()
 	os.Exit(code)
 }
 

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -19,16 +18,11 @@ import (
 func main() {
 	// krusty writes its deprecation warnings to os.Stderr itself, naming
 	// no file; the plan reports them on each overlay, naming the file.
-	filter, stderr, err := plan.FilterStderr()
-	if err != nil {
-		fmt.Fprintln(stderr, "kplan: kustomize's warnings will show raw:", err)
-	} else {
-		filter.Drop.Store(true)
-	}
+	stderr, closeStderr := plan.QuietKustomize()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := runMain(ctx, os.Args[1:], os.Getenv, os.Stdout, stderr)
 	stop()
-	filter.Close()
+	closeStderr()
 	os.Exit(code)
 }
 
@@ -36,15 +30,7 @@ func main() {
 // for any error, a crash included (with its stack and a request for a
 // report).
 func runMain(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	err := crash.Catch(func() error { return run(ctx, args, getenv, stdout, stderr) })
-	switch {
-	case err == nil:
-		return 0
-	case crash.Report(stderr, "kplan-gitlab", err):
-	default:
-		fmt.Fprintln(stderr, "kplan-gitlab:", err)
-	}
-	return 1
+	return crash.Exit(stderr, "kplan-gitlab", func() error { return run(ctx, args, getenv, stdout, stderr) })
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

@@ -56,15 +56,7 @@ func main() {
 // reported why: 1 for any error, a crash (a panic in run, recovered)
 // included, which is written with its stack and a request for a report.
 func runMain(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	err := crash.Catch(func() error { return run(ctx, args, getenv, stdout, stderr) })
-	switch {
-	case err == nil:
-		return 0
-	case crash.Report(stderr, "kplan-webhook", err):
-	default:
-		fmt.Fprintln(stderr, "kplan-webhook:", err)
-	}
-	return 1
+	return crash.Exit(stderr, "kplan-webhook", func() error { return run(ctx, args, getenv, stdout, stderr) })
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

@@ -68,3 +68,18 @@ func Report(w io.Writer, program string, err error) bool {
 	fmt.Fprintf(w, "%s crashed (a bug): %v\n%s\n%s crashed (a bug): please report it, with the lines above, at %s\n", program, err, c.Stack, program, ReportURL)
 	return true
 }
+
+// Exit runs a main's run and returns the status the program ends with,
+// having reported why on stderr: 0; 1 for any error, a crash included
+// (with its stack and a request for a report, by Report).
+func Exit(stderr io.Writer, program string, run func() error) int {
+	err := Catch(run)
+	switch {
+	case err == nil:
+		return 0
+	case Report(stderr, program, err):
+	default:
+		fmt.Fprintf(stderr, "%s: %v\n", program, err)
+	}
+	return 1
+}

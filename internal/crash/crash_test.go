@@ -37,3 +37,28 @@ func TestCatchAndReport(t *testing.T) {
 		t.Errorf("Report wrote %q", w.String())
 	}
 }
+
+// TestExit pins the status a main ends with and what it says: a crash is
+// 1, never Go's 2, with its stack; an error is 1, named by the program.
+func TestExit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func() error
+		code int
+		want string
+	}{
+		{"success", func() error { return nil }, 0, ""},
+		{"error", func() error { return errors.New("no config") }, 1, "prog: no config\n"},
+		{"crash", func() error { panic("boom") }, 1, "prog crashed (a bug): "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out strings.Builder
+			if code := Exit(&out, "prog", tc.run); code != tc.code {
+				t.Errorf("status %d, want %d", code, tc.code)
+			}
+			if !strings.HasPrefix(out.String(), tc.want) || (tc.want == "") != (out.Len() == 0) {
+				t.Errorf("said %q, want %q", out.String(), tc.want)
+			}
+		})
+	}
+}

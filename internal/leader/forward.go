@@ -120,7 +120,7 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	status, outcome, msg := f.forward(w, r, leader)
 	if msg != "" {
-		reply(w, status, msg)
+		webhook.Reply(w, status, msg)
 	}
 	f.o.Metrics.forwarded(outcome)
 	level := slog.LevelInfo
@@ -129,7 +129,7 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d, _ := f.o.Receiver.Delivery(r.Header)
 	attrs := []slog.Attr{
-		slog.String("delivery", clip(d.ID)), slog.String("event", clip(d.Event)),
+		slog.String("delivery", webhook.Clip(d.ID)), slog.String("event", webhook.Clip(d.Event)),
 		slog.String("outcome", outcome), slog.Int("status", status), slog.Duration("took", time.Since(start)),
 	}
 	if leader != "" {
@@ -224,18 +224,3 @@ func forwardHeader(canonical string) bool {
 	return canonical == "Content-Type" || canonical == "User-Agent"
 }
 
-func reply(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	io.WriteString(w, msg+"\n")
-}
-
-// clip bounds a client-supplied string in logs.
-func clip(s string) string {
-	const max = 100
-	if len(s) > max {
-		return s[:max] + "…"
-	}
-	return s
-}

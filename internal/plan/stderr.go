@@ -2,6 +2,7 @@ package plan
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"regexp"
@@ -47,6 +48,20 @@ func FilterStderr() (*StderrFilter, *os.File, error) {
 	}()
 	os.Stderr = w
 	return f, real, nil
+}
+
+// QuietKustomize is FilterStderr for a main whose plans report
+// kustomize's warnings themselves (the Action, the GitLab job): the
+// warnings are dropped from the log; when the filter cannot stand, that
+// is said and they show raw. close puts the real stderr back.
+func QuietKustomize() (stderr io.Writer, close func()) {
+	filter, real, err := FilterStderr()
+	if err != nil {
+		fmt.Fprintln(real, "kplan: kustomize's warnings will show raw:", err)
+		return real, func() {}
+	}
+	filter.Drop.Store(true)
+	return real, filter.Close
 }
 
 func (f *StderrFilter) copy(r io.Reader) {

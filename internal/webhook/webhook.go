@@ -170,7 +170,7 @@ func New(o Options) (*Handler, error) {
 		h.observe = func(string, Outcome) {}
 	}
 	h.mux.HandleFunc("POST /webhook", h.webhook)
-	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusOK, "ok") })
+	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { Reply(w, http.StatusOK, "ok") })
 	h.mux.HandleFunc("GET /readyz", h.readyz)
 	return h, nil
 }
@@ -180,11 +180,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
 	if h.ready != nil {
 		if err := h.ready(); err != nil {
-			reply(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
+			Reply(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
 			return
 		}
 	}
-	reply(w, http.StatusOK, "ok")
+	Reply(w, http.StatusOK, "ok")
 }
 
 // delivery is what is known of one request, for its log line.
@@ -199,7 +199,7 @@ func (h *Handler) webhook(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var d delivery
 	status, outcome, msg := h.receive(r, w, &d)
-	reply(w, status, msg)
+	Reply(w, status, msg)
 
 	event := d.Event
 	if !d.signed {
@@ -220,7 +220,7 @@ func (h *Handler) webhook(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	attrs := []slog.Attr{
-		slog.String("delivery", clip(d.ID)), slog.String("event", clip(d.Event)),
+		slog.String("delivery", Clip(d.ID)), slog.String("event", Clip(d.Event)),
 		slog.String("outcome", string(outcome)), slog.Int("status", status),
 	}
 	for _, a := range []struct{ k, v string }{{"repo", d.repo}, {"branch", d.branch}, {"sha", d.sha}, {"reason", d.cause}} {
@@ -389,7 +389,7 @@ func (h *Handler) decide(d *delivery, e forge.Event) (*Intent, string, error) {
 		return nil, "branch " + ref + " of " + repo + " is not configured", nil
 	}
 	if !commitSHA.MatchString(sha) {
-		return nil, "", fmt.Errorf("%s payload: %q is not a commit SHA", d.Event, clip(sha))
+		return nil, "", fmt.Errorf("%s payload: %q is not a commit SHA", d.Event, Clip(sha))
 	}
 	name := h.cfg.Repository(repo).Name
 	return &Intent{
@@ -421,15 +421,17 @@ func (h *Handler) otherForge(d *delivery, repo string) string {
 // would merge: each gets a live plan of the PR's head.
 var livePlanActions = map[forge.ChangeAction]bool{forge.Opened: true, forge.Updated: true, forge.Reopened: true}
 
-func reply(w http.ResponseWriter, status int, msg string) {
+// Reply answers a request with a one-line plain-text msg: the webhook's
+// answers, and the leader's forwarding proxy's.
+func Reply(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	io.WriteString(w, msg+"\n")
 }
 
-// clip bounds a client-supplied string in logs and answers.
-func clip(s string) string {
+// Clip bounds a client-supplied string in logs and answers.
+func Clip(s string) string {
 	const max = 100
 	if len(s) > max {
 		return s[:max] + "…"
