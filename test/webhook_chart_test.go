@@ -186,6 +186,35 @@ extraArgs: [--live-plans=false]
 		}
 	})
 
+	t.Run("GitLab alone", func(t *testing.T) {
+		objs, _, err := helmTemplate(t, "github: {webhookSecret: s3cret}\ngitlab: {enabled: true, token: glpat-x, webhookSecret: gl-s3cret}\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := chartDeployment(t, objs).Spec.Template.Spec.Containers[0]
+		env := envOf(c)
+		// The names the webhook reads (config.GitLabSecrets).
+		if env[config.EnvGitLabTokenFile] != "/var/run/secrets/kplan/gitlab-token" || env[config.EnvGitHubTokenFile] != "" {
+			t.Errorf("env %v: want the GitLab token's file, no GitHub token", env)
+		}
+		var ref *corev1.SecretKeySelector
+		for _, e := range c.Env {
+			if e.Name == config.EnvGitLabWebhookSecret && e.ValueFrom != nil {
+				ref = e.ValueFrom.SecretKeyRef
+			}
+		}
+		if ref == nil || ref.Key != "gitlab-webhook-secret" || ref.Optional == nil || !*ref.Optional {
+			t.Errorf("KPLAN_GITLAB_WEBHOOK_SECRET: %+v, want the Secret's optional gitlab-webhook-secret", ref)
+		}
+		secret := convert[corev1.Secret](t, objs["Secret/kplan-webhook"])
+		if secret.StringData["gitlab-token"] != "glpat-x" || secret.StringData["gitlab-webhook-secret"] != "gl-s3cret" || secret.StringData["github-token"] != "" {
+			t.Errorf("Secret %v", secret.StringData)
+		}
+		if _, _, err := helmTemplate(t, "github: {webhookSecret: s}\ngitlab: {enabled: true}\n"); err == nil || !strings.Contains(err.Error(), "gitlab.token") {
+			t.Errorf("helm template with GitLab on and no token: %v", err)
+		}
+	})
+
 	t.Run("no credentials is an error naming the value", func(t *testing.T) {
 		_, _, err := helmTemplate(t, "{}\n")
 		if err == nil || !strings.Contains(err.Error(), "github.webhookSecret") {
