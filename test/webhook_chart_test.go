@@ -193,7 +193,7 @@ extraArgs: [--live-plans=false]
 		}
 		c := chartDeployment(t, objs).Spec.Template.Spec.Containers[0]
 		env := envOf(c)
-		// The names the webhook reads (config.GitLabSecrets).
+		// The names the webhook reads (config.GitLabAuthFrom).
 		if env[config.EnvGitLabTokenFile] != "/var/run/secrets/kplan/gitlab-token" || env[config.EnvGitHubTokenFile] != "" {
 			t.Errorf("env %v: want the GitLab token's file, no GitHub token", env)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/forge/github/deploys"
 	"github.com/kplan-dev/kplan/internal/forge/gitlab"
 	gldeploys "github.com/kplan-dev/kplan/internal/forge/gitlab/deploys"
+	"github.com/kplan-dev/kplan/internal/ghauth"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/prcomment"
 )
@@ -23,9 +24,10 @@ type forges struct {
 	cfg    *config.Config
 	github *deploys.Reporter
 	gitlab *gldeploys.Reporter // nil: no GitLab repository
-	// gitHubTokens fetch GitHub repositories; gitLabToken GitLab ones.
+	// gitHubTokens fetch GitHub repositories; gitLabTokens GitLab ones
+	// (and authenticate its API calls).
 	gitHubTokens gitmirror.TokenSource
-	gitLabToken  string
+	gitLabTokens gitlab.TokenSource
 	// gitLabSecret verifies GitLab's deliveries; nil is the webhook
 	// secret.
 	gitLabSecret []byte
@@ -38,17 +40,23 @@ func newForges(cfg *config.Config, getenv func(string) string, gh *deploys.Repor
 	if !cfg.HasForge(config.GitLab) {
 		return f, nil
 	}
-	token, secret, err := config.GitLabSecrets(getenv)
+	auth, err := config.GitLabAuthFrom(getenv)
 	if err != nil {
 		return nil, err
 	}
-	gl, err := gitlab.NewClient(gitlab.APIURL(cfg.GitLabURL), string(token))
+	var tokens gitlab.TokenSource = ghauth.Static(auth.Token)
+	if auth.TokenFile != "" {
+		if tokens, err = ghauth.NewFileOf("GitLab token file", auth.TokenFile); err != nil {
+			return nil, err
+		}
+	}
+	gl, err := gitlab.NewClientFrom(gitlab.APIURL(cfg.GitLabURL), tokens)
 	if err != nil {
 		return nil, err
 	}
 	f.gitlab = gldeploys.NewReporter(gl, log)
 	f.gitlab.PlanAuthor = gitLabPlanAuthor
-	f.gitLabToken, f.gitLabSecret = string(token), secret
+	f.gitLabTokens, f.gitLabSecret = tokens, auth.WebhookSecret
 	return f, nil
 }
 
@@ -68,7 +76,7 @@ func (f *forges) onGitLab(repo string) bool {
 // Token implements gitmirror.TokenSource.
 func (f *forges) Token(ctx context.Context, repo string) (string, error) {
 	if f.onGitLab(repo) {
-		return f.gitLabToken, nil
+		return f.gitLabTokens.Token(ctx, repo)
 	}
 	return f.gitHubTokens.Token(ctx, repo)
 }

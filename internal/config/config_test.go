@@ -480,3 +480,38 @@ repositories:
 		}
 	}
 }
+
+// TestGitLabAuthFrom: a GitLab token is required; from a file, the file
+// is named to be read again as it changes, not its content kept.
+func TestGitLabAuthFrom(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("glpat-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name              string
+		env               map[string]string
+		token, file, hook string
+		err               string
+	}{
+		{name: "token", env: map[string]string{EnvGitLabToken: "glpat-x"}, token: "glpat-x"},
+		{name: "token file", env: map[string]string{EnvGitLabTokenFile: tokenFile, EnvGitLabWebhookSecret: "gl-s"}, file: tokenFile, hook: "gl-s"},
+		{name: "none", env: map[string]string{}, err: "no GitLab token: set KPLAN_GITLAB_TOKEN, or KPLAN_GITLAB_TOKEN_FILE"},
+		{name: "both", env: map[string]string{EnvGitLabToken: "x", EnvGitLabTokenFile: tokenFile}, err: "both KPLAN_GITLAB_TOKEN and KPLAN_GITLAB_TOKEN_FILE are set"},
+		{name: "missing file", env: map[string]string{EnvGitLabTokenFile: filepath.Join(dir, "nope")}, err: "KPLAN_GITLAB_TOKEN_FILE: open "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := GitLabAuthFrom(func(k string) string { return tc.env[k] })
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || string(a.Token) != tc.token || a.TokenFile != tc.file || string(a.WebhookSecret) != tc.hook {
+				t.Fatalf("%+v, %v", a, err)
+			}
+		})
+	}
+}

@@ -107,20 +107,33 @@ func Secrets(getenv func(string) string) (webhookSecret, githubToken []byte, err
 	return webhookSecret, githubToken, nil
 }
 
-// GitLabSecrets reads the GitLab access token, which is required, and
-// the GitLab webhook's secret token, nil when it is the webhook secret.
-// Errors never contain a secret.
-func GitLabSecrets(getenv func(string) string) (token, webhookSecret []byte, err error) {
-	if token, err = secret(getenv, EnvGitLabToken, EnvGitLabTokenFile); err != nil {
-		return nil, nil, err
+// GitLabAuth says how the webhook authenticates to GitLab: a token, or
+// a token file re-read when it changes; and the GitLab webhook's secret
+// token, nil when it is the webhook secret.
+type GitLabAuth struct {
+	Token         []byte // KPLAN_GITLAB_TOKEN
+	TokenFile     string // KPLAN_GITLAB_TOKEN_FILE, checked to be readable and not empty
+	WebhookSecret []byte
+}
+
+// GitLabAuthFrom reads the GitLab credentials, a token being required,
+// from the environment that getenv reads. Errors never contain a secret.
+func GitLabAuthFrom(getenv func(string) string) (*GitLabAuth, error) {
+	a := &GitLabAuth{}
+	var err error
+	if a.Token, err = secret(getenv, EnvGitLabToken, EnvGitLabTokenFile); err != nil {
+		return nil, err
 	}
-	if token == nil {
-		return nil, nil, fmt.Errorf("repositories on GitLab are configured but no GitLab token: set %s, or %s to a file holding it (a project or group access token with the api scope)", EnvGitLabToken, EnvGitLabTokenFile)
+	if a.Token == nil {
+		return nil, fmt.Errorf("repositories on GitLab are configured but no GitLab token: set %s, or %s to a file holding it (a project or group access token with the api scope)", EnvGitLabToken, EnvGitLabTokenFile)
 	}
-	if webhookSecret, err = secret(getenv, EnvGitLabWebhookSecret, EnvGitLabWebhookSecretFile); err != nil {
-		return nil, nil, err
+	if path := getenv(EnvGitLabTokenFile); path != "" {
+		a.Token, a.TokenFile = nil, path // read again as it changes
 	}
-	return token, webhookSecret, nil
+	if a.WebhookSecret, err = secret(getenv, EnvGitLabWebhookSecret, EnvGitLabWebhookSecretFile); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 // secret reads one secret from env var direct or from the file named by

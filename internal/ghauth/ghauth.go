@@ -51,6 +51,7 @@ func (s Static) Token(context.Context, string) (string, error) { return string(s
 // swaps a symlink, an editor rewrites the file).
 type File struct {
 	path string
+	what string // what errors call the file: "GitHub token file"
 
 	mu    sync.Mutex
 	info  os.FileInfo
@@ -59,8 +60,11 @@ type File struct {
 
 // NewFile reads the token file once, so that a missing or empty file fails
 // at start.
-func NewFile(path string) (*File, error) {
-	f := &File{path: path}
+func NewFile(path string) (*File, error) { return NewFileOf("GitHub token file", path) }
+
+// NewFileOf is NewFile for another token (what: "GitLab token file").
+func NewFileOf(what, path string) (*File, error) {
+	f := &File{path: path, what: what}
 	if _, err := f.Token(context.Background(), ""); err != nil {
 		return nil, err
 	}
@@ -73,18 +77,18 @@ func (f *File) Token(context.Context, string) (string, error) {
 	defer f.mu.Unlock()
 	info, err := os.Stat(f.path)
 	if err != nil {
-		return "", fmt.Errorf("GitHub token file: %w", err) // names the file, never the content
+		return "", fmt.Errorf("%s: %w", f.what, err) // names the file, never the content
 	}
 	if f.info != nil && os.SameFile(f.info, info) && f.info.ModTime().Equal(info.ModTime()) && f.info.Size() == info.Size() {
 		return f.token, nil
 	}
 	data, err := os.ReadFile(f.path)
 	if err != nil {
-		return "", fmt.Errorf("GitHub token file: %w", err)
+		return "", fmt.Errorf("%s: %w", f.what, err)
 	}
 	token := strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r")
 	if token == "" {
-		return "", fmt.Errorf("GitHub token file %s is empty", f.path)
+		return "", fmt.Errorf("%s %s is empty", f.what, f.path)
 	}
 	f.info, f.token = info, token
 	return token, nil

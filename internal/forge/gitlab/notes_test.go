@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/kplan-dev/kplan/internal/forge"
@@ -117,5 +118,36 @@ func TestNoteErrors(t *testing.T) {
 	}
 	if ns := s.Notes(project, iid); len(ns) != 0 {
 		t.Errorf("notes written: %+v", ns)
+	}
+}
+
+// tokenOfTheMoment is a TokenSource whose token a test swaps, as a
+// rotated token file's.
+type tokenOfTheMoment struct{ token atomic.Value }
+
+func (s *tokenOfTheMoment) Token(context.Context, string) (string, error) {
+	return s.token.Load().(string), nil
+}
+
+// TestClientFromTakesTheTokenOfTheMoment pins that a client made by
+// NewClientFrom asks its source for the token at each request: the
+// webhook's GitLab token file, rotated, takes effect without a restart.
+func TestClientFromTakesTheTokenOfTheMoment(t *testing.T) {
+	s := newServer(t)
+	ctx := context.Background()
+	src := &tokenOfTheMoment{}
+	src.token.Store("glpat-old")
+	gl, err := gitlab.NewClientFrom(s.APIURL(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := gitlab.NewPoster(gl)
+	if _, err := p.Upsert(ctx, project, iid, marker, "plan v1"); err == nil {
+		t.Fatal("a token GitLab does not know posted a note")
+	}
+	src.token.Store("glpat-writer") // the Secret rotated
+	got, err := p.Upsert(ctx, project, iid, marker, "plan v1")
+	if err != nil || got.Author != bot {
+		t.Fatalf("after the rotation: %+v, %v; want a note by %s", got, err, bot)
 	}
 }
