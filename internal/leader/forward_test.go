@@ -17,7 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/kplan-dev/kplan/internal/forge"
 	forgegithub "github.com/kplan-dev/kplan/internal/forge/github"
+	forgegitlab "github.com/kplan-dev/kplan/internal/forge/gitlab"
 )
 
 const testSecret = "it's a secret to everybody"
@@ -246,5 +248,71 @@ func TestForwarderBudget(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusAccepted || l.count() != 1 {
 		t.Errorf("with the budget free: HTTP %d, %d forwarded", resp.StatusCode, l.count())
+	}
+}
+
+// TestForwarderGitLab pins the forwarding of a webhook serving GitHub and
+// GitLab on one endpoint: a GitLab delivery reaching a follower goes to
+// the leader with the headers GitLab sends (its secret token with it, the
+// leader verifies it again), checked against GitLab's own secret token;
+// one with a wrong token, or GitHub's secret, stays here.
+func TestForwarderGitLab(t *testing.T) {
+	const gitLabSecret = "gitlab's own"
+	var (
+		mu       sync.Mutex
+		received []http.Header
+	)
+	l := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		received = append(received, r.Header.Clone())
+		mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer l.Close()
+	rs := forge.Routes{
+		{Forge: "github", Header: "X-GitHub-Event", Receiver: forgegithub.Receiver{}},
+		{Forge: "gitlab", Header: "X-Gitlab-Event", Receiver: forgegitlab.Receiver{}, Secret: []byte(gitLabSecret)},
+	}
+	f, err := NewForwarder(ForwarderOptions{Router: route{leader: strings.TrimPrefix(l.URL, "http://")}, Local: http.NotFoundHandler(),
+		Secret: []byte(testSecret), Receiver: rs, Identity: "me@127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(f)
+	defer front.Close()
+	for _, tc := range []struct {
+		name, token string
+		status      int
+	}{
+		{"GitLab's secret token: forwarded", gitLabSecret, http.StatusAccepted},
+		{"GitHub's secret: refused here", testSecret, http.StatusUnauthorized},
+		{"a wrong token: refused here", "guess", http.StatusUnauthorized},
+	} {
+		mu.Lock()
+		received = nil
+		mu.Unlock()
+		req, _ := http.NewRequest(http.MethodPost, front.URL+"/webhook", strings.NewReader(`{"object_kind":"merge_request"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Gitlab-Event", "Merge Request Hook")
+		req.Header.Set("X-Gitlab-Token", tc.token)
+		req.Header.Set("Idempotency-Key", "k-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		mu.Lock()
+		got := received
+		mu.Unlock()
+		if resp.StatusCode != tc.status || (len(got) == 1) != (tc.status == http.StatusAccepted) {
+			t.Fatalf("%s: status %d, %d forwarded; want %d", tc.name, resp.StatusCode, len(got), tc.status)
+		}
+		if len(got) == 1 {
+			for _, h := range []string{"X-Gitlab-Event", "X-Gitlab-Token", "Idempotency-Key", "Content-Type"} {
+				if got[0].Get(h) != req.Header.Get(h) {
+					t.Errorf("%s: forwarded %s = %q, want %q", tc.name, h, got[0].Get(h), req.Header.Get(h))
+				}
+			}
+		}
 	}
 }
