@@ -19,13 +19,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/deploy"
-	"github.com/kplan-dev/kplan/internal/testcluster"
 	"github.com/kplan-dev/kplan/internal/testhelm"
 	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/githubapi"
@@ -237,23 +235,12 @@ extraArgs: [--live-plans=false]
 func TestWebhookChartInstallsAndAnswersASignedDelivery(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := &hookEnv{t: t}
-	e.cluster = testcluster.Start(t)
-	var err error
-	if e.dyn, err = dynamic.NewForConfig(e.cluster.Config); err != nil {
-		t.Fatal(err)
-	}
+	e, root := newHookBase(t, hookRepo)
 	cs, err := kubernetes.NewForConfig(e.cluster.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := t.TempDir()
-	e.repo = filepath.Join(root, hookRepo+".git")
-	os.MkdirAll(e.repo, 0o755)
-	git(t, e.repo, "init", "-q", "-b", "main")
 	gitSrv := githttp.Serve(t, root, hookToken)
-	e.gh = githubapi.New()
-	t.Cleanup(e.gh.Close)
 	e.gh.AddToken(hookToken, githubapi.Identity{Login: "kplan[bot]"})
 	first := e.commit("one")
 

@@ -11,11 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/dynamic"
-
 	"github.com/kplan-dev/kplan/internal/forge/gitlab"
 	"github.com/kplan-dev/kplan/internal/liveplan"
-	"github.com/kplan-dev/kplan/internal/testcluster"
 	"github.com/kplan-dev/kplan/internal/testkit"
 	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/githubapi"
@@ -40,19 +37,9 @@ type glHookEnv struct {
 // targets (YAML indented for a branch's fields; KUBECONFIG stands for the
 // test cluster's), and GitHub's Codertocat/Hello-World beside it.
 func newGitLabHookEnv(t *testing.T, targets string) *glHookEnv {
-	e := &glHookEnv{hookEnv: &hookEnv{t: t}}
-	e.cluster = testcluster.Start(t)
-	var err error
-	if e.dyn, err = dynamic.NewForConfig(e.cluster.Config); err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	e.repo = filepath.Join(root, glProject+".git")
-	os.MkdirAll(e.repo, 0o755)
-	git(t, e.repo, "init", "-q", "-b", "main")
+	base, root := newHookBase(t, glProject)
+	e := &glHookEnv{hookEnv: base}
 	gitSrv := githttp.Serve(t, root, glHookToken)
-	e.gh = githubapi.New()
-	t.Cleanup(e.gh.Close)
 	e.gh.AddToken(hookToken, githubapi.Identity{Login: "kplan[bot]"})
 	e.gl = gitlabapi.New()
 	t.Cleanup(e.gl.Close)

@@ -24,9 +24,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/dynamic"
-
-	"github.com/kplan-dev/kplan/internal/testcluster"
 	"github.com/kplan-dev/kplan/internal/testkit"
 	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/githubapi"
@@ -143,16 +140,7 @@ func sample(body, series string) float64 {
 // deliveries and deploys.
 func TestWebhookGitHubAppAndMetrics(t *testing.T) {
 	t.Parallel()
-	e := &hookEnv{t: t}
-	e.cluster = testcluster.Start(t)
-	var err error
-	if e.dyn, err = dynamic.NewForConfig(e.cluster.Config); err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	e.repo = filepath.Join(root, hookRepo+".git")
-	os.MkdirAll(e.repo, 0o755)
-	git(t, e.repo, "init", "-q", "-b", "main")
+	e, root := newHookBase(t, hookRepo)
 
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -160,8 +148,6 @@ func TestWebhookGitHubAppAndMetrics(t *testing.T) {
 	}
 	keyFile := filepath.Join(t.TempDir(), "app.pem")
 	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600)
-	e.gh = githubapi.New()
-	t.Cleanup(e.gh.Close)
 	// Tokens live 62 s, so the webhook mints a new one after 2 s (a minute
 	// before expiry).
 	e.gh.AddApp(githubapi.App{ID: hookAppID, Slug: "kplan-deploy", Key: &key.PublicKey, TokenTTL: 62 * time.Second,

@@ -263,19 +263,8 @@ func newHookEnv(t *testing.T, resync string) *hookEnv {
 // YAML indented for the branch's fields, where KUBECONFIG stands for the
 // test cluster's kubeconfig.
 func newHookEnvBranch(t *testing.T, resync, branch string) *hookEnv {
-	e := &hookEnv{t: t}
-	e.cluster = testcluster.Start(t)
-	var err error
-	if e.dyn, err = dynamic.NewForConfig(e.cluster.Config); err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	e.repo = filepath.Join(root, hookRepo+".git")
-	os.MkdirAll(e.repo, 0o755)
-	git(t, e.repo, "init", "-q", "-b", "main")
+	e, root := newHookBase(t, hookRepo)
 	gitSrv := githttp.Serve(t, root, hookToken)
-	e.gh = githubapi.New()
-	t.Cleanup(e.gh.Close)
 	e.gh.AddToken(hookToken, githubapi.Identity{Login: "kplan[bot]"})
 
 	e.config = filepath.Join(t.TempDir(), "webhook.yaml")
@@ -294,6 +283,25 @@ stateDir: %s
 
 	e.bin = buildWebhook(t)
 	return e
+}
+
+// newHookBase is what every webhook test stands on: a test cluster, an
+// empty repository named repo in root (for githttp.Serve to serve) and
+// the fake GitHub API.
+func newHookBase(t *testing.T, repo string) (e *hookEnv, root string) {
+	e = &hookEnv{t: t}
+	e.cluster = testcluster.Start(t)
+	var err error
+	if e.dyn, err = dynamic.NewForConfig(e.cluster.Config); err != nil {
+		t.Fatal(err)
+	}
+	root = t.TempDir()
+	e.repo = filepath.Join(root, repo+".git")
+	os.MkdirAll(e.repo, 0o755)
+	git(t, e.repo, "init", "-q", "-b", "main")
+	e.gh = githubapi.New()
+	t.Cleanup(e.gh.Close)
+	return e, root
 }
 
 func buildWebhook(t *testing.T) string {
