@@ -12,9 +12,12 @@ import (
 	fluxkustomize "github.com/fluxcd/pkg/kustomize"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/kplan-dev/kplan/internal/render"
 )
 
 // reference builds k the way kustomize-controller does, on disk, with
@@ -46,7 +49,13 @@ func referenceIn(root string, k *Kustomization, vars map[string]string) ([]strin
 		return nil, fmt.Errorf("%s: Flux's generator: %w", k.ID(), err)
 	}
 	defer fluxkustomize.CleanDirectory(dir, action)
-	m, err := fluxkustomize.SecureBuild(root, dir, false)
+	// Flux's build resets kyaml's schema as it ends: never while a
+	// Kustomizer's builds read it.
+	var m resmap.ResMap
+	err = render.Exclusive(func() (err error) {
+		m, err = fluxkustomize.SecureBuild(root, dir, false)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: Flux's build: %w", k.ID(), err)
 	}

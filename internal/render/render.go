@@ -301,7 +301,18 @@ func lockSchema(exclusive bool) func() {
 	}
 }
 
+// Exclusive runs fn alone among builds, for code that runs krusty, or
+// resets kyaml's schema, outside a Kustomizer (Flux's own build, which a
+// test compares with: it resets the schema as it ends).
+func Exclusive(fn func() error) error {
+	defer lockSchema(true)()
+	return fn()
+}
+
+// renderOne builds dir with kopts and no bounds, under the schema lock
+// builds share (a test compares a bounded render with it).
 func renderOne(fSys filesys.FileSystem, dir string, kopts *krusty.Options) ([]*yaml.RNode, error) {
+	defer lockSchema(false)()
 	return renderAt(fSys, dir, snapshot.Abs(dir), kopts)
 }
 
