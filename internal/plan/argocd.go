@@ -24,6 +24,8 @@ type argoPlan struct {
 	built int
 	p     *planner
 	e     *argocd.Engine
+	// sync is what each Application's sync options do to its plan.
+	sync map[string]argoSync
 }
 
 // argoEngine is the Argo CD engine of a plan: this repository is its git
@@ -185,6 +187,13 @@ func (ap *argoPlan) compare(p *planner) {
 				pr.sides[i] = p.safely(nil, id, func() inventorydiff.Side { return argoSide(t) })
 			}
 		}
+		if pr.present[0] {
+			pr.sides[0].Keeps = argoKeeps(b, h)
+		}
+		if ap.sync == nil {
+			ap.sync = map[string]argoSync{}
+		}
+		ap.sync[id] = syncEffects(pr.sides[0], pr.sides[1], b, h)
 		p.compare(id, pr)
 	}
 }
@@ -222,10 +231,11 @@ func (ap *argoPlan) decorate(overlays []inventorydiff.Overlay) {
 			if ap.res[1].Target(o.Path) == nil {
 				notes = t.DeleteNotes() // the merge deletes the Application
 			}
-			for _, n := range notes {
+			for _, n := range append(notes, ap.sync[o.Path].notes...) {
 				o.Notes = append(o.Notes, "Argo CD: "+n)
 			}
 		}
+		o.Dangerous = append(o.Dangerous, ap.sync[o.Path].findings...)
 	}
 }
 

@@ -1,0 +1,95 @@
+package plan
+
+import (
+	"slices"
+
+	"github.com/kplan-dev/kplan/internal/argocd"
+	"github.com/kplan-dev/kplan/internal/danger"
+	"github.com/kplan-dev/kplan/internal/inventory"
+	"github.com/kplan-dev/kplan/internal/inventorydiff"
+)
+
+// argoSync is what Argo CD's sync options do to one Application's plan:
+// the objects it leaves in the cluster instead of pruning them (said in
+// the target's notes), the protections the change removes (findings).
+type argoSync struct {
+	notes    []string
+	findings []danger.Finding
+}
+
+// argoKeeps is the base side's Keeps of an Application: an object
+// leaving it stays when Argo CD's sync options say so (argocd.Kept), and
+// every object stays when the merge deletes an Application without the
+// resources finalizer (its DeleteNotes say so). head is the Application
+// after the merge, nil when the merge deletes it.
+func argoKeeps(base, head *argocd.Target) func(*inventory.Object) bool {
+	if head == nil && base != nil && !base.Cascades() {
+		return func(*inventory.Object) bool { return true }
+	}
+	var app *argocd.Application
+	if head != nil {
+		app = head.Application
+	}
+	return func(o *inventory.Object) bool {
+		return o != nil && argocd.Kept(o.Node.GetAnnotations(), app) != ""
+	}
+}
+
+// syncEffects reads an Application's sides for what its sync options
+// do: each object leaving it that Argo CD keeps or only prunes when
+// something else syncs, and each prune or delete protection the change
+// drops, the object's or the Application's. Removing a protection is a
+// finding (rule argocd-protection-removed): nothing is deleted at this
+// merge, but the next change that removes the object deletes it, and
+// the reviewer of that change no longer sees it kept. Adding one deletes
+// nothing and shows in the field diff.
+func syncEffects(b, h inventorydiff.Side, bt, ht *argocd.Target) argoSync {
+	var out argoSync
+	if b.Inventory == nil {
+		return out
+	}
+	var app *argocd.Application
+	if ht != nil {
+		app = ht.Application
+	}
+	orphaned := ht == nil && bt != nil && !bt.Cascades() // all stay; DeleteNotes say why
+	for _, r := range b.Inventory.Refs {
+		bo := b.Inventory.Objects[r]
+		ann := bo.Node.GetAnnotations()
+		var ho *inventory.Object
+		if h.Inventory != nil {
+			ho = h.Inventory.Objects[r]
+		}
+		if ho == nil {
+			if orphaned {
+				continue
+			}
+			if why := argocd.Kept(ann, app); why != "" {
+				out.notes = append(out.notes, inventorydiff.Name(bo.Key)+" stays in the cluster: "+why)
+			} else if argocd.IgnoresExtraneous(ann) {
+				out.notes = append(out.notes, argocd.ExtraneousNote(inventorydiff.Name(bo.Key)))
+			}
+			continue
+		}
+		if gone := argocd.ProtectionRemoved(argocd.Protection(ann), argocd.Protection(ho.Node.GetAnnotations())); gone != "" {
+			out.findings = append(out.findings, danger.Finding{Rule: danger.ArgoCDProtectionRemoved, Object: ho.Key,
+				Reason: inventorydiff.Name(ho.Key) + " loses its Argo CD sync option " + gone + ": the next change that removes it from the Application deletes it"})
+		}
+	}
+	if bt != nil && ht != nil {
+		if gone := argocd.ProtectionRemoved(bt.AppProtection(), ht.AppProtection()); gone != "" {
+			out.findings = append(out.findings, danger.Finding{Rule: danger.ArgoCDProtectionRemoved,
+				Reason: "the Application drops its sync option " + gone + " (spec.syncPolicy.syncOptions): objects that leave it from now on are pruned"})
+		}
+	}
+	slices.SortStableFunc(out.findings, func(a, b danger.Finding) int {
+		switch {
+		case a.Object < b.Object:
+			return -1
+		case a.Object > b.Object:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
