@@ -59,6 +59,8 @@ type AppSpec struct {
 	Destination Destination `json:"destination"`
 	Project     string      `json:"project,omitempty"`
 	SyncPolicy  *SyncPolicy `json:"syncPolicy,omitempty"`
+	// IgnoreDifferences are the fields Argo CD's diff leaves out.
+	IgnoreDifferences []IgnoreDifference `json:"ignoreDifferences,omitempty"`
 }
 
 // SyncPolicy says when Argo CD syncs, and whether a sync prunes.

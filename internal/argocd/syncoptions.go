@@ -126,3 +126,10 @@ func IgnoresExtraneous(annotations map[string]string) bool {
 func ExtraneousNote(object string) string {
 	return fmt.Sprintf("%s carries %s: IgnoreExtraneous: Argo CD does not count it OutOfSync once removed, so it is pruned only by a sync something else starts (or by hand)", object, CompareOptionsAnnotation)
 }
+
+// RespectsIgnoreDifferences says whether a sync leaves the fields of
+// spec.ignoreDifferences as the cluster has them (sync option
+// RespectIgnoreDifferences=true); without it a sync applies them.
+func (a *Application) RespectsIgnoreDifferences() bool {
+	return a.Spec.SyncPolicy != nil && options(a.Spec.SyncPolicy.SyncOptions...)["RespectIgnoreDifferences"] == "true"
+}

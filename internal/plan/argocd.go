@@ -162,7 +162,7 @@ func (ap *argoPlan) addClosures(cs [2]map[string]*closure.Closure) {
 
 // compare compares each Application's sides; one left unrendered on
 // both is unchanged.
-func (ap *argoPlan) compare(p *planner) {
+func (ap *argoPlan) compare(ctx context.Context, p *planner) {
 	ids := map[string]bool{}
 	for _, res := range ap.res {
 		for _, t := range res.Targets {
@@ -193,7 +193,11 @@ func (ap *argoPlan) compare(p *planner) {
 		if ap.sync == nil {
 			ap.sync = map[string]argoSync{}
 		}
-		ap.sync[id] = syncEffects(pr.sides[0], pr.sides[1], b, h)
+		eff := syncEffects(pr.sides[0], pr.sides[1], b, h)
+		var notes []string
+		eff.ignore, notes = argoIgnore(ctx, id, pr.sides[0], pr.sides[1], h)
+		eff.notes = append(eff.notes, notes...)
+		ap.sync[id] = eff
 		p.compare(id, pr)
 	}
 }
@@ -260,4 +264,16 @@ func (ap *argoPlan) keysForDuplicates(ctx context.Context, head *snapshot.Snapsh
 			keys[t.Name()] = sd.Inventory.Keys
 		}
 	}
+}
+
+// ignoreRules are the Applications' spec.ignoreDifferences as noise
+// rules, one source each, in target order.
+func (ap *argoPlan) ignoreRules() []inventorydiff.IgnoreRules {
+	var out []inventorydiff.IgnoreRules
+	for _, id := range slices.Sorted(maps.Keys(ap.sync)) {
+		if r := ap.sync[id].ignore; len(r.Scoped) > 0 {
+			out = append(out, r)
+		}
+	}
+	return out
 }

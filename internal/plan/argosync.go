@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"context"
+	"fmt"
 	"slices"
 
 	"github.com/kplan-dev/kplan/internal/argocd"
@@ -15,6 +17,8 @@ import (
 type argoSync struct {
 	notes    []string
 	findings []danger.Finding
+	// ignore are its spec.ignoreDifferences as noise rules.
+	ignore inventorydiff.IgnoreRules
 }
 
 // argoKeeps is the base side's Keeps of an Application: an object
@@ -92,4 +96,48 @@ func syncEffects(b, h inventorydiff.Side, bt, ht *argocd.Target) argoSync {
 		return 0
 	})
 	return out
+}
+
+// argoIgnore turns an Application's spec.ignoreDifferences into noise
+// rules scoped to its target: each JSON pointer or jq expression hides,
+// in each object it names, the field changes that are gone when both
+// sides are compared without what it drops, as Argo CD's diff compares
+// them. Like every rule they are counted and never hide adds, prunes,
+// dangers or Secret data. notes say what could not be applied.
+func argoIgnore(ctx context.Context, id string, b, h inventorydiff.Side, ht *argocd.Target) (inventorydiff.IgnoreRules, []string) {
+	out := inventorydiff.IgnoreRules{Source: "Argo CD Application " + id + " spec.ignoreDifferences"}
+	if ht == nil || b.Inventory == nil || h.Inventory == nil {
+		return out, nil
+	}
+	rules, notes := ht.IgnoreRules()
+	hid := false
+	for _, r := range rules {
+		sr := inventorydiff.ScopedRule{Rule: r.Text, Overlay: id, Hidden: map[string]map[string]bool{}}
+		for _, ref := range h.Inventory.Refs {
+			ho, bo := h.Inventory.Objects[ref], b.Inventory.Objects[ref]
+			if bo == nil || !r.Matches(ho.ID.Group, ho.ID.Kind, ho.ID.Namespace, ho.ID.Name) {
+				continue
+			}
+			bm, err1 := bo.Node.Map()
+			hm, err2 := ho.Node.Map()
+			if err1 != nil || err2 != nil {
+				continue // unreadable: the diff shows it so
+			}
+			paths, ok, err := inventorydiff.HiddenPaths(bm, hm, func(m map[string]any) (map[string]any, error) { return r.Normalize(ctx, m) })
+			switch {
+			case err != nil:
+				notes = append(notes, fmt.Sprintf("%s: %v; its fields are shown", inventorydiff.Name(ho.Key), err))
+			case !ok:
+				notes = append(notes, fmt.Sprintf("%s: %s removes a list item's key, so kplan cannot tell which changes it hides; they are shown", inventorydiff.Name(ho.Key), r.Text))
+			case len(paths) > 0:
+				sr.Hidden[ho.Key] = paths
+				hid = true
+			}
+		}
+		out.Scoped = append(out.Scoped, sr)
+	}
+	if hid && !ht.RespectsIgnoreDifferences() {
+		notes = append(notes, "spec.ignoreDifferences hide changes from Argo CD's diff, as from this plan; without the sync option RespectIgnoreDifferences=true a sync that something else starts still applies them")
+	}
+	return out, notes
 }

@@ -286,7 +286,7 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	}
 	if p.argo != nil {
 		p.argo.addClosures(p.closures)
-		p.argo.compare(p)
+		p.argo.compare(ctx, p)
 	}
 	unread := p.unread(sides, changed)
 	done("closures")
@@ -349,6 +349,9 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	if ig := sides[1].ignore; len(ig.Fields)+len(ig.Kinds) > 0 {
 		// Head's rules: a pull request that adds one sees what it hides.
 		rules = append(rules, inventorydiff.IgnoreRules{Fields: ig.Fields, Kinds: ig.Kinds, Source: repoconfig.File})
+	}
+	if p.argo != nil {
+		rules = append(rules, p.argo.ignoreRules()...)
 	}
 	plan.Ignore(rules...)
 	return plan, nil
