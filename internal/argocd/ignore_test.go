@@ -25,7 +25,7 @@ func TestIgnoreRulesNormalize(t *testing.T) {
 		"spec":{"replicas":3,"template":{"spec":{"containers":[{"name":"ui","image":"ui:1"},{"name":"cache","image":"redis:7"}]}}}}`
 	for _, c := range []struct {
 		name, entry, want string
-		notes           string
+		notes             string
 	}{
 		{"pointer", "- {group: apps, kind: Deployment, jsonPointers: [/spec/replicas]}\n", `"spec":{"template"`, ""},
 		{"escaped pointer", "- {group: apps, kind: Deployment, jsonPointers: [/metadata/labels/a~1b]}\n", `"labels":{"x":"2"}`, ""},
