@@ -137,7 +137,7 @@ func argoIgnore(ctx context.Context, id string, b, h inventorydiff.Side, ht *arg
 		out.Scoped = append(out.Scoped, sr)
 	}
 	if hid && !ht.RespectsIgnoreDifferences() {
-		notes = append(notes, "spec.ignoreDifferences hide changes from Argo CD's diff, as from this plan; without the sync option RespectIgnoreDifferences=true a sync that something else starts still applies them")
+		notes = append(notes, "spec.ignoreDifferences hide changes from the diff of Argo CD, as from this plan; without the sync option RespectIgnoreDifferences=true a sync that something else starts still applies them")
 	}
 	return out, notes
 }
