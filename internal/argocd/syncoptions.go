@@ -87,9 +87,8 @@ func Protection(annotations map[string]string) []string {
 	return out
 }
 
-// ProtectionRemoved says what of base's protections head drops: an
-// object's (from its annotations on each side), or, with nil annotations,
-// the Application's Prune=false/confirm; "" when none.
+// ProtectionRemoved says which of base's protections (Protection's or
+// AppProtection's) head's drop, comma-separated; "" when none.
 func ProtectionRemoved(base, head []string) string {
 	var gone []string
 	for _, p := range base {

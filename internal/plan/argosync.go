@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/kplan-dev/kplan/internal/argocd"
 	"github.com/kplan-dev/kplan/internal/danger"
@@ -86,15 +87,7 @@ func syncEffects(b, h inventorydiff.Side, bt, ht *argocd.Target) argoSync {
 				Reason: "the Application drops its sync option " + gone + " (spec.syncPolicy.syncOptions): objects that leave it from now on are pruned"})
 		}
 	}
-	slices.SortStableFunc(out.findings, func(a, b danger.Finding) int {
-		switch {
-		case a.Object < b.Object:
-			return -1
-		case a.Object > b.Object:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(out.findings, func(a, b danger.Finding) int { return strings.Compare(a.Object, b.Object) })
 	return out
 }
 
