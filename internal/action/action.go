@@ -72,6 +72,9 @@ type inputs struct {
 	// merge is the directory holding the parts of a sharded run: the
 	// plan is theirs, merged, and nothing is rendered.
 	merge string
+	// argocd is the argocd input: nil ("auto") leaves Argo mode to
+	// .kplan.yaml and detection, as the CLI without --argocd.
+	argocd *bool
 }
 
 // autoCacheDir is the cache-dir input's default: the render cache under
@@ -104,6 +107,9 @@ func readInputs(a *githubactions.Action) (inputs, error) {
 	}
 	if in.shard.On() && in.merge != "" {
 		return in, errors.New("inputs shard and merge: a step either plans a shard or merges the parts; set one")
+	}
+	if in.argocd, err = autoBoolInput(a.GetInput("argocd")); err != nil {
+		return in, fmt.Errorf("input argocd: %w", err)
 	}
 	bools := []struct {
 		name string
@@ -140,7 +146,7 @@ func (in inputs) planOptions() plan.Options {
 		Filter: render.Filter{Include: in.include, Exclude: in.exclude},
 		Render: render.Options{LoadRestrictorNone: in.loadRestrictorNone, EnableHelm: in.enableHelm},
 		Ignore: in.ignore, Shard: in.shard, NoDefaultIgnore: !in.defaultIgnore,
-		DeployedTo: in.deployedTo,
+		DeployedTo: in.deployedTo, ArgoCD: in.argocd,
 	}
 }
 
@@ -152,6 +158,19 @@ func boolInput(v string, def bool) (bool, error) {
 		return def, nil
 	}
 	return strconv.ParseBool(v)
+}
+
+// autoBoolInput reads a true/false/auto input: nil for auto or empty.
+func autoBoolInput(v string) (*bool, error) {
+	v = strings.TrimSpace(v)
+	if v == "" || strings.EqualFold(v, "auto") {
+		return nil, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return nil, fmt.Errorf("%q: want true, false or auto", v)
+	}
+	return &b, nil
 }
 
 // Run is the Action's entrypoint, with the runner's environment.

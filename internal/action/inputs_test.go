@@ -144,3 +144,29 @@ func TestWebhookConfigInput(t *testing.T) {
 		}
 	}
 }
+
+func TestArgoCDInput(t *testing.T) {
+	on, off := true, false
+	for _, c := range []struct {
+		value string
+		want  *bool
+		err   string
+	}{
+		{value: "", want: nil},
+		{value: "auto", want: nil},
+		{value: "true", want: &on},
+		{value: "false", want: &off},
+		{value: "maybe", err: "input argocd: \"maybe\": want true, false or auto"},
+	} {
+		env := map[string]string{"INPUT_ARGOCD": c.value}
+		a := githubactions.New(githubactions.WithGetenv(func(k string) string { return env[k] }), githubactions.WithWriter(io.Discard))
+		in, err := readInputs(a)
+		got := in.planOptions().ArgoCD
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("argocd %q: err %v, want %q", c.value, err, c.err)
+		case c.err == "" && (err != nil || (got == nil) != (c.want == nil) || (got != nil && *got != *c.want)):
+			t.Errorf("argocd %q: %v, %v; want %v", c.value, got, err, c.want)
+		}
+	}
+}

@@ -59,6 +59,8 @@ type AppSpec struct {
 	Destination Destination `json:"destination"`
 	Project     string      `json:"project,omitempty"`
 	SyncPolicy  *SyncPolicy `json:"syncPolicy,omitempty"`
+	// IgnoreDifferences are the fields Argo CD's diff leaves out.
+	IgnoreDifferences []IgnoreDifference `json:"ignoreDifferences,omitempty"`
 }
 
 // SyncPolicy says when Argo CD syncs, and whether a sync prunes.
@@ -366,12 +368,21 @@ const ResourcesFinalizer = "resources-finalizer.argocd.argoproj.io"
 // the merge deletes the Application: without its resources finalizer,
 // nothing.
 func (a *Application) DeleteNotes() []string {
+	if a.Cascades() {
+		return nil
+	}
+	return []string{"the Application is deleted without the " + ResourcesFinalizer + " finalizer: Argo CD leaves the objects it synced in the cluster"}
+}
+
+// Cascades says whether deleting the Application deletes the objects it
+// synced: it carries the resources finalizer (either propagation).
+func (a *Application) Cascades() bool {
 	md, _ := a.Object["metadata"].(map[string]any)
 	fs, _ := md["finalizers"].([]any)
 	for _, f := range fs {
 		if s, ok := f.(string); ok && (s == ResourcesFinalizer || strings.HasPrefix(s, ResourcesFinalizer+"/")) {
-			return nil
+			return true
 		}
 	}
-	return []string{"the Application is deleted without the " + ResourcesFinalizer + " finalizer: Argo CD leaves the objects this plan prunes in the cluster"}
+	return false
 }

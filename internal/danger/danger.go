@@ -78,6 +78,9 @@ const (
 	HostPath             = "host-path"
 	ScaleToZero          = "scale-to-zero"
 	DuplicateObject      = "duplicate-object"
+	// ArgoCDProtectionRemoved is an Argo CD object or Application that
+	// loses its Prune=false/Delete=false sync option.
+	ArgoCDProtectionRemoved = "argocd-protection-removed"
 )
 
 // Rule is one rule and what it finds.
@@ -107,6 +110,7 @@ func Rules() []Rule {
 		{HostPath, "mounts a directory of the node into a pod template (hostPath volume)"},
 		{ScaleToZero, "scales a Deployment, StatefulSet, ReplicaSet or ReplicationController to zero replicas"},
 		{DuplicateObject, "renders an object another overlay deploying to the same cluster renders too: the two applies overwrite each other, and cli-utils refuses the object owned by the other inventory"},
+		{ArgoCDProtectionRemoved, "removes an Argo CD sync option that kept an object from being pruned or deleted (Prune=false, Prune=confirm, Delete=false, Delete=confirm on the object, Prune=false or Prune=confirm in the Application's syncOptions): the next change that removes the object deletes it"},
 	}
 }
 

@@ -29,6 +29,11 @@ type Side struct {
 	// affect it (Inventory is then empty): it has no digest, and a deploy
 	// must never take its emptiness for what was reviewed.
 	Skipped bool
+	// Keeps, on the base side, says whether the engine that applies the
+	// overlay leaves obj in the cluster when it leaves the inventory,
+	// beyond the keep annotations every engine honours (Argo CD's
+	// Prune=false); nil for none.
+	Keeps func(obj *inventory.Object) bool
 }
 
 // Status of an overlay in the plan.
@@ -337,7 +342,7 @@ func compareOverlay(path string, b Side, inBase bool, h Side, inHead bool) Overl
 	o.AddedYAML = objectsYAML(hi, added)
 	o.PrunedYAML = objectsYAML(bi, pruned)
 	for _, k := range pruned {
-		if kept(bi.Object(k)) {
+		if kept(bi.Object(k)) || (b.Keeps != nil && b.Keeps(bi.Object(k))) {
 			o.Detached = append(o.Detached, k)
 		} else {
 			o.Pruned = append(o.Pruned, k)

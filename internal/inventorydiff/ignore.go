@@ -25,9 +25,56 @@ type IgnoreRules struct {
 	Fields []string
 	// Kinds are object kinds whose changes in place are ignored.
 	Kinds []string
+	// Scoped are rules for one overlay's objects, as an engine's own
+	// ignore settings are (Argo CD's ignoreDifferences).
+	Scoped []ScopedRule
 	// Source says where the rules come from, for the report (".kplan.yaml",
 	// "--ignore-field").
 	Source string
+}
+
+// ScopedRule hides given field changes of given objects of one overlay.
+type ScopedRule struct {
+	// Rule is the rule as the report names it.
+	Rule    string
+	Overlay string
+	// Hidden are the field change paths it hides, by object key (head's).
+	Hidden map[string]map[string]bool
+}
+
+// HiddenPaths are the paths of the field changes between base and head
+// that normalize removes: the changes left out when both sides are
+// compared without what it drops (as Argo CD compares an object after
+// its ignoreDifferences). A normalization that renames what it leaves
+// (drops a list item's key, so its siblings are named otherwise) hides
+// nothing: ok is false.
+func HiddenPaths(base, head map[string]any, normalize func(map[string]any) (map[string]any, error)) (hidden map[string]bool, ok bool, err error) {
+	nb, err := normalize(base)
+	if err != nil {
+		return nil, false, err
+	}
+	nh, err := normalize(head)
+	if err != nil {
+		return nil, false, err
+	}
+	all := map[string]bool{}
+	for _, f := range diffFields(base, head, nil, nil) {
+		all[f.Path] = true
+	}
+	left := map[string]bool{}
+	for _, f := range diffFields(nb, nh, nil, nil) {
+		if !all[f.Path] {
+			return nil, false, nil
+		}
+		left[f.Path] = true
+	}
+	hidden = map[string]bool{}
+	for p := range all {
+		if !left[p] {
+			hidden[p] = true
+		}
+	}
+	return hidden, true, nil
 }
 
 // DefaultSource is the Source of DefaultIgnore's rules.
@@ -139,9 +186,18 @@ func glob(pattern, s string) bool {
 // when that is nothing.
 func (p *Plan) Ignore(rules ...IgnoreRules) {
 	type applied struct {
-		rule  *IgnoredRule
-		field string
-		kind  string
+		rule   *IgnoredRule
+		field  string
+		kind   string
+		scoped *ScopedRule
+	}
+	// fieldRule says whether a field rule (not a kind rule) matches field
+	// change f of c in overlay o.
+	fieldRule := func(a applied, o string, c Change, f FieldChange) bool {
+		if a.scoped != nil {
+			return a.scoped.Overlay == o && a.scoped.Hidden[c.Key][f.Path]
+		}
+		return a.field != "" && matchPath(a.field, f.Path)
 	}
 	// touched are the objects each source hid something in, by overlay
 	// and key; fields, the field changes it hid.
@@ -161,6 +217,9 @@ func (p *Plan) Ignore(rules ...IgnoreRules) {
 		}
 		for _, k := range r.Kinds {
 			all = append(all, applied{rule: &IgnoredRule{Rule: "kind " + k, Source: r.Source}, kind: k})
+		}
+		for i := range r.Scoped {
+			all = append(all, applied{rule: &IgnoredRule{Rule: r.Scoped[i].Rule, Source: r.Source}, scoped: &r.Scoped[i]})
 		}
 	}
 	if len(all) == 0 {
@@ -188,7 +247,7 @@ func (p *Plan) Ignore(rules ...IgnoreRules) {
 			if flagged[c.Key] {
 				// A dangerous change shows whole: the finding points at it.
 				for _, a := range all {
-					if a.kind == kind || (a.field != "" && slices.ContainsFunc(c.Fields, func(f FieldChange) bool { return matchPath(a.field, f.Path) })) {
+					if a.kind == kind || slices.ContainsFunc(c.Fields, func(f FieldChange) bool { return fieldRule(a, o.Path, c, f) }) {
 						a.rule.Kept++
 					}
 				}
@@ -215,7 +274,7 @@ func (p *Plan) Ignore(rules ...IgnoreRules) {
 			for _, f := range c.Fields {
 				var by *IgnoredRule
 				for _, a := range all {
-					if a.field != "" && matchPath(a.field, f.Path) {
+					if fieldRule(a, o.Path, c, f) {
 						by = a.rule
 						break
 					}
@@ -235,7 +294,7 @@ func (p *Plan) Ignore(rules ...IgnoreRules) {
 				// Every change ignored: the object is unchanged for review.
 				for _, f := range c.Fields {
 					for _, a := range all {
-						if a.field != "" && matchPath(a.field, f.Path) {
+						if fieldRule(a, o.Path, c, f) {
 							a.rule.Objects++
 							break
 						}

@@ -66,3 +66,71 @@ func TestIgnoreKeepsDangerousChanges(t *testing.T) {
 		}
 	}
 }
+
+// A scoped rule (Argo CD's ignoreDifferences) hides the field changes it
+// names, in its own overlay only, and like every rule never hides a
+// dangerous change, an add, or that a Secret's data changed; what it
+// hid and kept is counted.
+func TestScopedRulesHideOnlyWhatTheyName(t *testing.T) {
+	secret := func(v string) string {
+		return "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: app}\ndata: {k: " + v + "}"
+	}
+	b := inv(t, deployV1, secret("YQ=="))
+	h := inv(t, strings.Replace(strings.Replace(deployV1, "replicas: 1", "replicas: 0", 1), "web:1", "web:2", 1), secret("Yg=="),
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: new, namespace: app}")
+	p := Compare("b", "h", map[string]Side{"o": {Inventory: b}, "other": {Inventory: b}}, map[string]Side{"o": {Inventory: h}, "other": {Inventory: h}})
+	dep, sec := "apps_v1_Deployment|app|web", "~G_v1_Secret|app|s"
+	p.Ignore(IgnoreRules{Source: "Argo CD", Scoped: []ScopedRule{
+		{Rule: "image", Overlay: "o", Hidden: map[string]map[string]bool{dep: {"spec.template.spec.containers[name=web].image": true}}},
+		{Rule: "data", Overlay: "o", Hidden: map[string]map[string]bool{sec: {"data.k": true}}},
+	}})
+	o, other := p.Overlays[0], p.Overlays[1]
+	// replicas 1 → 0 is scale-to-zero: the Deployment shows whole.
+	if len(o.Changed) != 2 || len(o.Changed[0].Fields) != 2 || len(o.Added) != 1 {
+		t.Errorf("changed %+v added %q: the dangerous Deployment, the Secret and the add all stay", o.Changed, o.Added)
+	}
+	if len(other.Changed[0].Fields) != 2 {
+		t.Errorf("another overlay's changes were hidden: %+v", other.Changed)
+	}
+	for _, r := range p.Ignored {
+		if r.Fields != 0 || r.Kept != 1 {
+			t.Errorf("%+v: want nothing hidden, one change kept", r)
+		}
+	}
+
+	// Without the danger, the image change is hidden and counted.
+	b = inv(t, deployV1)
+	h = inv(t, strings.Replace(strings.Replace(deployV1, "replicas: 1", "replicas: 3", 1), "web:1", "web:2", 1))
+	p = Compare("b", "h", map[string]Side{"o": {Inventory: b}}, map[string]Side{"o": {Inventory: h}})
+	p.Ignore(IgnoreRules{Source: "Argo CD", Scoped: []ScopedRule{
+		{Rule: "image", Overlay: "o", Hidden: map[string]map[string]bool{dep: {"spec.template.spec.containers[name=web].image": true}}},
+	}})
+	if f := p.Overlays[0].Changed[0].Fields; len(f) != 1 || f[0].Path != "spec.replicas" || p.Ignored[0].Fields != 1 || len(p.Hidden) != 1 {
+		t.Errorf("fields %+v ignored %+v hidden %+v: want the image hidden and counted", f, p.Ignored, p.Hidden)
+	}
+}
+
+func TestHiddenPaths(t *testing.T) {
+	base := map[string]any{"spec": map[string]any{"replicas": 1, "x": "a"}}
+	head := map[string]any{"spec": map[string]any{"replicas": 2, "x": "b"}}
+	drop := func(key string) func(map[string]any) (map[string]any, error) {
+		return func(m map[string]any) (map[string]any, error) {
+			spec := map[string]any{}
+			for k, v := range m["spec"].(map[string]any) {
+				if k != key {
+					spec[k] = v
+				}
+			}
+			return map[string]any{"spec": spec}, nil
+		}
+	}
+	if got, ok, err := HiddenPaths(base, head, drop("replicas")); err != nil || !ok || len(got) != 1 || !got["spec.replicas"] {
+		t.Errorf("HiddenPaths = %v, %v, %v; want spec.replicas", got, ok, err)
+	}
+	rename := func(m map[string]any) (map[string]any, error) {
+		return map[string]any{"spec": map[string]any{"y": m["spec"].(map[string]any)["x"]}}, nil
+	}
+	if _, ok, _ := HiddenPaths(base, head, rename); ok {
+		t.Errorf("a normalization that renames a change hid something")
+	}
+}

@@ -47,7 +47,16 @@ type engineMode struct {
 	// unbuilt, for the duplicate-object rule; nil when the engine keeps
 	// them out of it.
 	renderDeferred func(ctx context.Context, names []string) map[string]inventorydiff.Side
-	built          int // target sides built, for the plan's work
+	// compared, when set, reads a target's sides before the planner
+	// compares them, and may set what the base side keeps (Argo CD's
+	// sync options, its ignoreDifferences).
+	compared func(ctx context.Context, name string, pr *pair)
+	// decorated, when set, adds the mode's own notes and findings to a
+	// target's plan.
+	decorated func(o *inventorydiff.Overlay)
+	// ignoreRules, when set, are the mode's noise rules, counted as any.
+	ignoreRules func() []inventorydiff.IgnoreRules
+	built       int // target sides built, for the plan's work
 }
 
 // engines are the plan's modes in which another engine applies the
@@ -144,7 +153,7 @@ func (p *planner) selected(t *engineTarget) bool {
 
 // compare compares each target's sides; one left unbuilt on both is
 // unchanged, as an overlay the change cannot affect.
-func (m *engineMode) compare(p *planner) {
+func (m *engineMode) compare(ctx context.Context, p *planner) {
 	names := map[string]bool{}
 	for _, ts := range m.targets {
 		for n := range ts {
@@ -168,6 +177,9 @@ func (m *engineMode) compare(p *planner) {
 				pr.present[i] = true
 				pr.sides[i] = p.safely(nil, name, t.side)
 			}
+		}
+		if m.compared != nil {
+			m.compared(ctx, name, &pr)
 		}
 		p.compare(name, pr)
 	}
@@ -199,6 +211,9 @@ func (m *engineMode) decorate(p *planner) {
 			for _, n := range t.changeNotes(len(o.Pruned) > 0, deleted) {
 				o.Notes = append(o.Notes, m.label+": "+n)
 			}
+		}
+		if m.decorated != nil {
+			m.decorated(o)
 		}
 	}
 }

@@ -81,7 +81,11 @@ func set(t *testing.T, v reflect.Value, iface any) {
 	case reflect.Int, reflect.Int64:
 		v.SetInt(7)
 	case reflect.Slice:
-		v.Set(reflect.ValueOf([]string{"x"}))
+		s := reflect.MakeSlice(v.Type(), 1, 1)
+		if e := s.Index(0); e.Kind() == reflect.String {
+			e.SetString("x")
+		}
+		v.Set(s)
 	case reflect.Map:
 		v.Set(reflect.ValueOf(map[string][]string{"x": {"y"}}))
 	case reflect.Pointer:

@@ -282,7 +282,7 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	}
 	for _, m := range p.engines() {
 		m.addClosures(p.closures)
-		m.compare(p)
+		m.compare(ctx, p)
 	}
 	unread := p.unread(sides, changed)
 	done("closures")
@@ -340,6 +340,11 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	if ig := sides[1].ignore; len(ig.Fields)+len(ig.Kinds) > 0 {
 		// Head's rules: a pull request that adds one sees what it hides.
 		rules = append(rules, inventorydiff.IgnoreRules{Fields: ig.Fields, Kinds: ig.Kinds, Source: repoconfig.File})
+	}
+	for _, m := range p.engines() {
+		if m.ignoreRules != nil {
+			rules = append(rules, m.ignoreRules()...)
+		}
 	}
 	plan.Ignore(rules...)
 	return plan, nil
