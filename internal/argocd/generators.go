@@ -160,6 +160,9 @@ func (g *genCtx) params(gen map[string]any, where string, outer *paramSet, depth
 		return nil, nil, fmt.Errorf("%s: the %s generator is not evaluated (%s)", where, kind, cmp.Or(why, "kplan does not know it"))
 	}
 	if err != nil {
+		if kind == "matrix" || kind == "merge" {
+			return nil, nil, err // named where it failed
+		}
 		return nil, nil, fmt.Errorf("%s.%s: %v", where, kind, err)
 	}
 	if outer != nil {
@@ -395,7 +398,7 @@ func toAny(m map[string]string) map[string]any {
 // the second evaluated for each of the first's (it may use them).
 func (g *genCtx) matrix(c combiner, where string, depth int) ([]paramSet, error) {
 	if len(c.Generators) != 2 {
-		return nil, fmt.Errorf("has %d generators; a matrix combines two", len(c.Generators))
+		return nil, fmt.Errorf("%s: has %d generators; a matrix combines two", where, len(c.Generators))
 	}
 	first, _, err := g.params(c.Generators[0], where+".generators[0]", nil, depth+1)
 	if err != nil {
@@ -416,14 +419,14 @@ func (g *genCtx) matrix(c combiner, where string, depth int) ([]paramSet, error)
 				maps.Copy(p, a.p)
 				for k, v := range b.p {
 					if cur, ok := p[k]; ok && fmt.Sprint(cur) != fmt.Sprint(v) {
-						return nil, fmt.Errorf("both generators set %s, to %q and %q", k, fmt.Sprint(cur), fmt.Sprint(v))
+						return nil, fmt.Errorf("%s: both generators set %s, to %q and %q", where, k, fmt.Sprint(cur), fmt.Sprint(v))
 					}
 					p[k] = v
 				}
 			}
 			out = append(out, paramSet{p: p, inputs: union(a.inputs, b.inputs)})
 			if len(out) > maxParamSets {
-				return nil, fmt.Errorf("makes more than %d parameter sets", maxParamSets)
+				return nil, fmt.Errorf("%s: makes more than %d parameter sets", where, maxParamSets)
 			}
 		}
 	}
@@ -435,10 +438,10 @@ func (g *genCtx) matrix(c combiner, where string, depth int) ([]paramSet, error)
 // values over it.
 func (g *genCtx) merge(c combiner, where string, depth int) ([]paramSet, error) {
 	if len(c.Generators) < 2 {
-		return nil, fmt.Errorf("has %d generators; a merge needs two or more", len(c.Generators))
+		return nil, fmt.Errorf("%s: has %d generators; a merge needs two or more", where, len(c.Generators))
 	}
 	if len(c.MergeKeys) == 0 {
-		return nil, fmt.Errorf("no mergeKeys")
+		return nil, fmt.Errorf("%s: no mergeKeys", where)
 	}
 	var base map[string]paramSet
 	for i, gen := range c.Generators {
@@ -457,7 +460,7 @@ func (g *genCtx) merge(c combiner, where string, depth int) ([]paramSet, error) 
 				return nil, err
 			}
 			if _, dup := byKey[string(data)]; dup {
-				return nil, fmt.Errorf("generators[%d] makes two parameter sets with mergeKeys %s; each must be unique", i, data)
+				return nil, fmt.Errorf("%s.generators[%d] makes two parameter sets with mergeKeys %s; each must be unique", where, i, data)
 			}
 			byKey[string(data)] = ps
 		}
