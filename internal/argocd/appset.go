@@ -59,6 +59,7 @@ func (e *Engine) generate(ctx context.Context, s *snapshot.Snapshot, set *AppSet
 	}
 	g := &genCtx{e: e, ctx: ctx, s: s, spec: spec}
 	var out []*Application
+	names := map[string]string{}
 	for i, gen := range spec.Generators {
 		where := fmt.Sprintf("generators[%d]", i)
 		sets, gtmpl, err := g.params(gen, where, nil, 0)
@@ -80,6 +81,11 @@ func (e *Engine) generate(ctx context.Context, s *snapshot.Snapshot, set *AppSet
 			if err != nil {
 				return nil, fail("an Application it makes: %v", err)
 			}
+			if first, dup := names[a.Name]; dup {
+				// The controller refuses the whole ApplicationSet.
+				return nil, fail("%s and %s both make an Application named %s", first, where, a.Name)
+			}
+			names[a.Name] = where
 			a.Inputs = ps.inputs
 			out = append(out, a)
 		}
