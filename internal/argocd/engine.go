@@ -42,6 +42,10 @@ type Options struct {
 	// no ClustersFile those generators are not evaluated.
 	Clusters     []Cluster
 	ClustersFile string
+	// NewGitFileGlobbing matches git files generators' paths as Argo CD
+	// does with applicationset.enableNewGitFileGlobbing; off, as git
+	// ls-files does (its default).
+	NewGitFileGlobbing bool
 }
 
 // Engine renders the Argo CD Applications of snapshots; safe for

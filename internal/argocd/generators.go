@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/bmatcuk/doublestar/v4"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kplan-dev/kplan/internal/snapshot"
@@ -260,7 +261,7 @@ func (g *genCtx) git(gg gitGenerator) ([]paramSet, error) {
 			out = append(out, paramSet{p: p})
 		}
 	case len(gg.Files) > 0:
-		files := filesMatching(g.s, gg.Files)
+		files := filesMatching(g.s, gg.Files, g.e.opts.NewGitFileGlobbing)
 		if err := g.s.Load(g.ctx, files); err != nil {
 			return nil, err
 		}
@@ -635,13 +636,22 @@ func dirsMatching(s *snapshot.Snapshot, items []gitItem) []string {
 
 // filesMatching are the repository files a git files generator reads:
 // matching an included pattern, no excluded one, as `git ls-files`
-// matches them (Argo CD's default: `*` matches across directories).
-func filesMatching(s *snapshot.Snapshot, items []gitItem) []string {
+// matches them (Argo CD's default: `*` matches across directories), or
+// with newGlobbing as Argo CD's applicationset.enableNewGitFileGlobbing
+// does (doublestar: `*` within a directory, `**` across).
+func filesMatching(s *snapshot.Snapshot, items []gitItem, newGlobbing bool) []string {
+	match := pathspecMatch
+	if newGlobbing {
+		match = func(pattern, file string) bool {
+			ok, err := doublestar.Match(strings.TrimPrefix(pattern, "./"), file)
+			return ok && err == nil
+		}
+	}
 	var out []string
 	for _, p := range s.Index.Paths() {
 		in, ex := false, false
 		for _, r := range items {
-			if pathspecMatch(r.Path, p) {
+			if match(r.Path, p) {
 				in = in || !r.Exclude
 				ex = ex || r.Exclude
 			}

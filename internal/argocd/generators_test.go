@@ -204,6 +204,30 @@ func TestPathspecMatch(t *testing.T) {
 	}
 }
 
+// With Argo CD's applicationset.enableNewGitFileGlobbing (.kplan.yaml
+// argocdNewGitFileGlobbing), `*` stays within a directory and `**`
+// crosses them, so a files generator reads other files.
+func TestNewGitFileGlobbing(t *testing.T) {
+	s, err := snapshot.FromFS(os.DirFS("testdata/generators"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		pattern     string
+		newGlobbing bool
+		want        []string
+	}{
+		{"config/*/config.*", false, []string{"config/api/config.yaml", "config/nested/deep/config.yaml", "config/old/config.yaml", "config/web/config.json", "config/workers/config.yaml"}},
+		{"config/*/config.*", true, []string{"config/api/config.yaml", "config/old/config.yaml", "config/web/config.json", "config/workers/config.yaml"}},
+		{"config/**/config.yaml", true, []string{"config/api/config.yaml", "config/nested/deep/config.yaml", "config/old/config.yaml", "config/workers/config.yaml"}},
+		{"config/{web,api}/*", true, []string{"config/api/config.yaml", "config/web/config.json"}},
+	} {
+		if got := filesMatching(s, []gitItem{{Path: tc.pattern}}, tc.newGlobbing); !slices.Equal(got, tc.want) {
+			t.Errorf("%s (new globbing %v): %q, want %q", tc.pattern, tc.newGlobbing, got, tc.want)
+		}
+	}
+}
+
 // Names normalize as the controller's SanitizeName: lower case, '-' for
 // other characters than letters, digits, '-' and '.', trimmed.
 func TestSanitizeName(t *testing.T) {

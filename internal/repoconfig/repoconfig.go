@@ -85,6 +85,10 @@ type Config struct {
 	// Secrets), which ApplicationSets' clusters generators read; unset,
 	// those generators are not rendered.
 	ArgoCDClusters []ArgoCDCluster `yaml:"argocdClusters"`
+	// ArgoCDNewGitFileGlobbing says Argo CD runs with
+	// applicationset.enableNewGitFileGlobbing: git files generators'
+	// patterns match within directories (`**` across).
+	ArgoCDNewGitFileGlobbing bool `yaml:"argocdNewGitFileGlobbing"`
 	// Warnings are what the file should change but still works with (no
 	// apiVersion and kind), for the caller to log.
 	Warnings []string `yaml:"-"`
@@ -146,7 +150,7 @@ func Parse(data []byte) (*Config, error) {
 		errs = append(errs, fmt.Errorf("%s: targets[%d].%s: %s", File, i, field, fmt.Sprintf(format, args...)))
 	}
 	ignoring := len(c.Ignore.Fields)+len(c.Ignore.Kinds) > 0 || c.Ignore.Defaults != nil
-	if len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 && c.Flux == nil && len(c.FluxClusters) == 0 && c.ArgoCD == nil && len(c.ArgoCDRepoURLs) == 0 && c.ArgoCDClusters == nil {
+	if len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 && c.Flux == nil && len(c.FluxClusters) == 0 && c.ArgoCD == nil && len(c.ArgoCDRepoURLs) == 0 && c.ArgoCDClusters == nil && !c.ArgoCDNewGitFileGlobbing {
 		errs = append(errs, fmt.Errorf("%s: targets: list at least one target (or delete the file to plan every overlay)", File))
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.FluxClusters)) {

@@ -179,6 +179,10 @@ func TestArgoCDClusters(t *testing.T) {
 	if len(c.ArgoCDClusters) != 1 || c.ArgoCDClusters[0].Labels["env"] != "prod" || c.ArgoCDClusters[0].Annotations["team"] != "shop" {
 		t.Errorf("clusters %+v", c.ArgoCDClusters)
 	}
+	c, err = Parse([]byte(head + "argocdNewGitFileGlobbing: true\n"))
+	if err != nil || !c.ArgoCDNewGitFileGlobbing {
+		t.Errorf("argocdNewGitFileGlobbing alone: %+v, %v", c, err)
+	}
 	c, err = Parse([]byte(head + "argocdClusters: []\n"))
 	if err != nil || c.ArgoCDClusters == nil {
 		t.Errorf("an empty list: %+v, %v; want a declaration of no cluster Secrets", c, err)
