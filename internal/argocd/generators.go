@@ -788,7 +788,7 @@ func pathParams(prefix, dir, file string, goTemplate bool) map[string]any {
 // templatePatch applies an ApplicationSet's templatePatch to the
 // Application obj: the patch templated with params, then merged as the
 // controller's strategic merge patch merges it into an Application (maps
-// merged, lists replaced, null deleting).
+// merged, lists replaced but metadata.finalizers, null deleting).
 func templatePatch(obj map[string]any, patch string, params map[string]any, goTemplate bool, opts []string) (map[string]any, error) {
 	filled, err := fill(patch, params, goTemplate, opts)
 	if err != nil {
@@ -801,7 +801,23 @@ func templatePatch(obj map[string]any, patch string, params map[string]any, goTe
 	if hasDirective(p) {
 		return nil, fmt.Errorf("strategic merge directives ($patch, $retainKeys, ...) are not evaluated")
 	}
-	return mergePatch(obj, p), nil
+	out := mergePatch(obj, p)
+	// ObjectMeta's finalizers merge (patchStrategy merge) rather than
+	// being replaced.
+	om, _ := obj["metadata"].(map[string]any)
+	nm, _ := out["metadata"].(map[string]any)
+	pm, _ := p["metadata"].(map[string]any)
+	if before, _ := om["finalizers"].([]any); len(before) > 0 && nm != nil && pm["finalizers"] != nil {
+		after, _ := nm["finalizers"].([]any)
+		merged := slices.Clone(before)
+		for _, f := range after {
+			if !slices.Contains(merged, f) {
+				merged = append(merged, f)
+			}
+		}
+		nm["finalizers"] = merged
+	}
+	return out, nil
 }
 
 func hasDirective(v any) bool {

@@ -322,3 +322,39 @@ func TestGeneratorErrorsSayWhy(t *testing.T) {
 		})
 	}
 }
+
+// A templatePatch merges into the Application as the controller's
+// strategic merge patch does: maps merged, lists replaced, null
+// deleting, finalizers merged; directives are refused.
+func TestTemplatePatch(t *testing.T) {
+	app := map[string]any{
+		"metadata": map[string]any{"name": "a", "labels": map[string]any{"x": "1", "w": "2"}, "finalizers": []any{ResourcesFinalizer}},
+		"spec":     map[string]any{"sources": []any{map[string]any{"path": "a"}}, "project": "default"},
+	}
+	for _, tc := range []struct{ name, patch, want, err string }{
+		{"maps merge, lists replace", "metadata: {labels: {w: '{{ .v }}', z: '3'}}\nspec: {sources: [{path: b}]}",
+			"metadata:\n  finalizers:\n  - resources-finalizer.argocd.argoproj.io\n  labels:\n    w: v\n    x: \"1\"\n    z: \"3\"\n  name: a\nspec:\n  project: default\n  sources:\n  - path: b\n", ""},
+		{"null deletes", "spec: {project: null}",
+			"metadata:\n  finalizers:\n  - resources-finalizer.argocd.argoproj.io\n  labels:\n    w: \"2\"\n    x: \"1\"\n  name: a\nspec:\n  sources:\n  - path: a\n", ""},
+		{"finalizers merge", "metadata: {finalizers: [other]}",
+			"metadata:\n  finalizers:\n  - resources-finalizer.argocd.argoproj.io\n  - other\n  labels:\n    w: \"2\"\n    x: \"1\"\n  name: a\nspec:\n  project: default\n  sources:\n  - path: a\n", ""},
+		{"empty after templating", "{{ if false }}spec: {project: x}{{ end }}",
+			"metadata:\n  finalizers:\n  - resources-finalizer.argocd.argoproj.io\n  labels:\n    w: \"2\"\n    x: \"1\"\n  name: a\nspec:\n  project: default\n  sources:\n  - path: a\n", ""},
+		{"directive", "spec: {sources: [{$patch: delete}]}", "", "strategic merge directives"},
+		{"not a map", "- a", "", "not a YAML map"},
+	} {
+		got, err := templatePatch(app, tc.patch, map[string]any{"v": "v"}, true, nil)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if y, _ := sigsyaml.Marshal(got); string(y) != tc.want {
+			t.Errorf("%s:\n%s\nwant:\n%s", tc.name, y, tc.want)
+		}
+	}
+}
