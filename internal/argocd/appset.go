@@ -67,8 +67,9 @@ func (e *Engine) generate(ctx context.Context, s *snapshot.Snapshot, set *AppSet
 			return nil, fail("%v", err)
 		}
 		// The generator's template over the ApplicationSet's, as the
-		// controller merges them.
-		tmpl := merge(spec.Template, gtmpl)
+		// controller merges them (mergo: the ApplicationSet's fills
+		// what the generator's leaves empty).
+		tmpl := mergeParams(spec.Template, gtmpl)
 		for _, ps := range sets {
 			app, err := g.application(tmpl, ps.p)
 			if err != nil {
@@ -98,7 +99,12 @@ func (e *Engine) generate(ctx context.Context, s *snapshot.Snapshot, set *AppSet
 // resources finalizer added as the controller adds it.
 func (g *genCtx) application(tmpl, params map[string]any) (map[string]any, error) {
 	spec := g.spec
-	obj := map[string]any{"metadata": tmpl["metadata"], "spec": tmpl["spec"]}
+	var obj map[string]any
+	// A copy: the Applications of a template share none of its maps.
+	if err := convert(map[string]any{"metadata": tmpl["metadata"], "spec": tmpl["spec"]}, &obj); err != nil {
+		return nil, fmt.Errorf("template: %w", err)
+	}
+	// The controller leaves the template as written for no parameters.
 	if len(params) > 0 {
 		filled, err := fill(obj, params, spec.GoTemplate, spec.GoTemplateOptions)
 		if err != nil {
@@ -131,26 +137,6 @@ func convert(v, out any) error {
 		return err
 	}
 	return json.Unmarshal(data, out)
-}
-
-// merge is a with b's fields over it, maps merged key by key (a
-// generator's template over the ApplicationSet's, a matrix's or merge's
-// parameters over others').
-func merge(a, b map[string]any) map[string]any {
-	out := map[string]any{}
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		am, aok := out[k].(map[string]any)
-		bm, bok := v.(map[string]any)
-		if aok && bok {
-			out[k] = merge(am, bm)
-			continue
-		}
-		out[k] = v
-	}
-	return out
 }
 
 var tag = regexp.MustCompile(`{{\s*([^{}]*?)\s*}}`)

@@ -492,9 +492,9 @@ func (g *genCtx) merge(c combiner, where string, depth int) ([]paramSet, error) 
 	return out, nil
 }
 
-// mergeParams is a with b's parameters over it, maps merged key by key;
-// an empty value of b does not replace one of a (as mergo's override
-// merge the controller uses).
+// mergeParams is a with b's fields over it, maps merged key by key; an
+// empty value of b does not replace one of a (as the mergo merges of the
+// controller uses): parameter sets of a matrix or merge, templates.
 func mergeParams(a, b map[string]any) map[string]any {
 	out := map[string]any{}
 	maps.Copy(out, a)
