@@ -640,18 +640,22 @@ func dirsMatching(s *snapshot.Snapshot, items []gitItem) []string {
 // with newGlobbing as Argo CD's applicationset.enableNewGitFileGlobbing
 // does (doublestar: `*` within a directory, `**` across).
 func filesMatching(s *snapshot.Snapshot, items []gitItem, newGlobbing bool) []string {
-	match := pathspecMatch
-	if newGlobbing {
-		match = func(pattern, file string) bool {
-			ok, err := doublestar.Match(strings.TrimPrefix(pattern, "./"), file)
-			return ok && err == nil
+	matchers := make([]func(string) bool, len(items))
+	for i, r := range items {
+		matchers[i] = pathspecMatcher(r.Path)
+		if newGlobbing {
+			pattern := strings.TrimPrefix(r.Path, "./")
+			matchers[i] = func(file string) bool {
+				ok, err := doublestar.Match(pattern, file)
+				return ok && err == nil
+			}
 		}
 	}
 	var out []string
 	for _, p := range s.Index.Paths() {
 		in, ex := false, false
-		for _, r := range items {
-			if match(r.Path, p) {
+		for i, r := range items {
+			if matchers[i](p) {
 				in = in || !r.Exclude
 				ex = ex || r.Exclude
 			}
@@ -664,18 +668,18 @@ func filesMatching(s *snapshot.Snapshot, items []gitItem, newGlobbing bool) []st
 	return out
 }
 
-// pathspecMatch reports whether git's pathspec pattern matches file: a
+// pathspecMatcher matches files as git's pathspec pattern does: a
 // pattern without wildcards names the file or a directory above it;
 // with, it is matched as git's wildmatch without WM_PATHNAME: `*` and
 // `?` match `/` too, `[...]` a class.
-func pathspecMatch(pattern, file string) bool {
+func pathspecMatcher(pattern string) func(file string) bool {
 	pattern = strings.TrimPrefix(pattern, "./")
 	if !strings.ContainsAny(pattern, "*?[\\") {
 		pattern = strings.TrimSuffix(pattern, "/")
-		return file == pattern || strings.HasPrefix(file, pattern+"/")
+		return func(file string) bool { return file == pattern || strings.HasPrefix(file, pattern+"/") }
 	}
 	re, ok := pathspecRegexp(pattern)
-	return ok && re.MatchString(file)
+	return func(file string) bool { return ok && re.MatchString(file) }
 }
 
 func pathspecRegexp(pattern string) (*regexp.Regexp, bool) {

@@ -198,8 +198,8 @@ func TestPathspecMatch(t *testing.T) {
 		{"./config/a.json", "config/a.json", true},
 		{"**/config.json", "a/b/config.json", true},
 	} {
-		if got := pathspecMatch(tc.pattern, tc.file); got != tc.want {
-			t.Errorf("pathspecMatch(%q, %q) = %v, want %v", tc.pattern, tc.file, got, tc.want)
+		if got := pathspecMatcher(tc.pattern)(tc.file); got != tc.want {
+			t.Errorf("pathspecMatcher(%q)(%q) = %v, want %v", tc.pattern, tc.file, got, tc.want)
 		}
 	}
 }
