@@ -1,6 +1,7 @@
 package argocd
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -65,13 +66,14 @@ type gitItem struct {
 }
 
 type gitGenerator struct {
-	RepoURL         string            `json:"repoURL"`
-	Revision        string            `json:"revision"`
-	Directories     []gitItem         `json:"directories"`
-	Files           []gitItem         `json:"files"`
-	PathParamPrefix string            `json:"pathParamPrefix"`
-	Values          map[string]string `json:"values"`
-	Template        map[string]any    `json:"template"`
+	RequeueAfterSeconds any               `json:"requeueAfterSeconds"` // when Argo CD looks again
+	RepoURL             string            `json:"repoURL"`
+	Revision            string            `json:"revision"`
+	Directories         []gitItem         `json:"directories"`
+	Files               []gitItem         `json:"files"`
+	PathParamPrefix     string            `json:"pathParamPrefix"`
+	Values              map[string]string `json:"values"`
+	Template            map[string]any    `json:"template"`
 }
 
 type clusterGenerator struct {
@@ -84,6 +86,21 @@ type combiner struct {
 	Generators []map[string]any `json:"generators"`
 	MergeKeys  []string         `json:"mergeKeys"`
 	Template   map[string]any   `json:"template"`
+}
+
+// convertStrict is convert refusing the fields out does not have: a generator's
+// setting kplan does not know is not evaluated, never ignored.
+func convertStrict(v, out any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil {
+		return fmt.Errorf("%v (kplan evaluates the settings Argo CD documents for it)", err)
+	}
+	return nil
 }
 
 // params evaluates one generator (gen, named where in errors): its
@@ -118,21 +135,21 @@ func (g *genCtx) params(gen map[string]any, where string, outer *paramSet, depth
 	switch kind {
 	case "list":
 		var l listGenerator
-		if err := convert(spec, &l); err != nil {
+		if err := convertStrict(spec, &l); err != nil {
 			return nil, nil, fmt.Errorf("%s.list: %v", where, err)
 		}
 		tmpl = l.Template
 		sets, err = g.list(l)
 	case "git":
 		var gg gitGenerator
-		if err := convert(spec, &gg); err != nil {
+		if err := convertStrict(spec, &gg); err != nil {
 			return nil, nil, fmt.Errorf("%s.git: %v", where, err)
 		}
 		tmpl = gg.Template
 		sets, err = g.git(gg)
 	case "clusters":
 		var c clusterGenerator
-		if err := convert(spec, &c); err != nil {
+		if err := convertStrict(spec, &c); err != nil {
 			return nil, nil, fmt.Errorf("%s.clusters: %v", where, err)
 		}
 		tmpl = c.Template
@@ -142,8 +159,11 @@ func (g *genCtx) params(gen map[string]any, where string, outer *paramSet, depth
 			return nil, nil, fmt.Errorf("%s: a %s generator inside a generator inside a matrix or merge (Argo CD nests them one level)", where, kind)
 		}
 		var c combiner
-		if err := convert(spec, &c); err != nil {
+		if err := convertStrict(spec, &c); err != nil {
 			return nil, nil, fmt.Errorf("%s.%s: %v", where, kind, err)
+		}
+		if kind == "matrix" && c.MergeKeys != nil {
+			return nil, nil, fmt.Errorf("%s.matrix: mergeKeys is a merge generator's", where)
 		}
 		tmpl = c.Template
 		if kind == "matrix" {

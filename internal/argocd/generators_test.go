@@ -305,6 +305,7 @@ func TestGeneratorErrorsSayWhy(t *testing.T) {
 		{"elementsYaml not a list", "[{list: {elementsYaml: 'a: b'}}]", "elementsYaml: not a YAML list of maps", false},
 		{"bad selector", "[{list: {elements: [{a: x}]}, selector: {matchExpressions: [{key: a, operator: Gt}]}}]", `operator "Gt"`, false},
 		{"template error", "[" + list("[{a: x}]") + "]", "map has no entry for key", true},
+		{"unknown setting", "[{clusters: {flatList: true}}]", `generators[0].clusters: json: unknown field "flatList"`, false},
 		{"duplicate names", "[" + list("[{a: x}]") + ", " + list("[{a: x}]") + "]", "generators[0] and generators[1] both make an Application named {{ .missing }}", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
