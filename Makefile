@@ -82,6 +82,7 @@ FUZZ_TARGETS := \
 	./internal/flux:FuzzDiscover \
 	./internal/argocd:FuzzParseFile \
 	./internal/argocd:FuzzIgnoreRules \
+	./internal/argocd:FuzzGitFile \
 	./internal/closure:FuzzClosure \
 	./internal/closure:FuzzJSON \
 	./internal/repoconfig:FuzzParse \

@@ -5,10 +5,10 @@
 // kustomization (as the repo server's `kustomize edit` calls do), a Helm
 // chart of the repository templated in process with the Application's
 // values, or a directory of manifests; Applications rendered by others
-// (app-of-apps) and made by ApplicationSets' list and git directory
-// generators are targets too. What kplan cannot render offline (plugins,
-// jsonnet, remote charts, other generators) is listed with the reason,
-// never guessed.
+// (app-of-apps) and made by ApplicationSets' list, git, clusters, matrix
+// and merge generators are targets too. What kplan cannot render offline
+// (plugins, jsonnet, remote charts, generators reading forges or the
+// cluster) is listed with the reason, never guessed.
 package argocd
 
 import (
@@ -47,6 +47,9 @@ type Application struct {
 	Spec AppSpec
 	// Object is the object as written, to tell whether a side changed it.
 	Object map[string]any
+	// Inputs are the repository files besides File an ApplicationSet's
+	// generators read to make it (git files, .kplan.yaml's clusters).
+	Inputs []string
 }
 
 // ID is namespace/name.

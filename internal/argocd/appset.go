@@ -6,15 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"text/template"
 	"time"
 
 	"github.com/Masterminds/sprig/v3"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/snapshot"
@@ -34,34 +33,22 @@ type AppSet struct {
 func (a *AppSet) ID() string { return a.Namespace + "/" + a.Name }
 
 type appSetSpec struct {
-	GoTemplate        bool             `json:"goTemplate"`
-	GoTemplateOptions []string         `json:"goTemplateOptions"`
-	Generators        []map[string]any `json:"generators"`
-	Template          map[string]any   `json:"template"`
-	TemplatePatch     string           `json:"templatePatch"`
-}
-
-type listGenerator struct {
-	Elements     []map[string]any `json:"elements"`
-	ElementsYaml string           `json:"elementsYaml"`
-	Template     map[string]any   `json:"template"`
-}
-
-type gitGenerator struct {
-	RepoURL     string `json:"repoURL"`
-	Revision    string `json:"revision"`
-	Directories []struct {
-		Path    string `json:"path"`
-		Exclude bool   `json:"exclude"`
-	} `json:"directories"`
-	Files    []any          `json:"files"`
-	Template map[string]any `json:"template"`
+	GoTemplate           bool             `json:"goTemplate"`
+	GoTemplateOptions    []string         `json:"goTemplateOptions"`
+	ApplyNestedSelectors bool             `json:"applyNestedSelectors"`
+	Generators           []map[string]any `json:"generators"`
+	Template             map[string]any   `json:"template"`
+	TemplatePatch        *string          `json:"templatePatch"`
+	SyncPolicy           struct {
+		PreserveResourcesOnDeletion bool `json:"preserveResourcesOnDeletion"`
+	} `json:"syncPolicy"`
 }
 
 // generate makes the Applications an ApplicationSet's generators and
-// template make, as the ApplicationSet controller does, for the list
-// and git directory generators; any other generator fails it with the
-// reason.
+// template make, as the ApplicationSet controller does; a generator
+// kplan cannot evaluate offline fails it with the reason. Each
+// Application's Inputs are the repository files its parameters came
+// from.
 func (e *Engine) generate(ctx context.Context, s *snapshot.Snapshot, set *AppSet) ([]*Application, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrGenerator}, args...)...)
@@ -70,61 +57,24 @@ func (e *Engine) generate(ctx context.Context, s *snapshot.Snapshot, set *AppSet
 	if err := convert(set.Object["spec"], &spec); err != nil {
 		return nil, fail("spec: %v", err)
 	}
-	if spec.TemplatePatch != "" {
-		return nil, fail("templatePatch is not evaluated yet")
-	}
+	g := &genCtx{e: e, ctx: ctx, s: s, spec: spec}
 	var out []*Application
-	for i, g := range spec.Generators {
-		var params []map[string]any
-		tmpl := spec.Template
-		switch {
-		case g["list"] != nil && len(g) == 1:
-			var l listGenerator
-			if err := convert(g["list"], &l); err != nil {
-				return nil, fail("generators[%d].list: %v", i, err)
-			}
-			if l.ElementsYaml != "" {
-				return nil, fail("generators[%d].list.elementsYaml is not evaluated yet", i)
-			}
-			params = l.Elements
-			if l.Template != nil {
-				tmpl = merge(tmpl, l.Template)
-			}
-		case g["git"] != nil && len(g) == 1:
-			var gg gitGenerator
-			if err := convert(g["git"], &gg); err != nil {
-				return nil, fail("generators[%d].git: %v", i, err)
-			}
-			if !e.opts.Repos.Has(gg.RepoURL) {
-				return nil, fail("generators[%d].git reads %s, another repository", i, gg.RepoURL)
-			}
-			if !e.tracks(gg.Revision) {
-				return nil, fail("generators[%d].git tracks another revision (%s)", i, gg.Revision)
-			}
-			if len(gg.Files) > 0 || len(gg.Directories) == 0 {
-				return nil, fail("generators[%d].git: the files generator is not evaluated yet", i)
-			}
-			for _, d := range dirsMatching(s, gg) {
-				params = append(params, dirParams(d, spec.GoTemplate))
-			}
-			if gg.Template != nil {
-				tmpl = merge(tmpl, gg.Template)
-			}
-		default:
-			var kinds []string
-			for k := range g {
-				kinds = append(kinds, k)
-			}
-			slices.Sort(kinds)
-			return nil, fail("generators[%d]: the %s generator is not evaluated yet (list and git directories are)", i, strings.Join(kinds, ", "))
+	names := map[string]string{}
+	for i, gen := range spec.Generators {
+		where := fmt.Sprintf("generators[%d]", i)
+		sets, gtmpl, err := g.params(gen, where, nil, 0)
+		if err != nil {
+			return nil, fail("%v", err)
 		}
-		for _, p := range params {
-			obj, err := fill(tmpl, p, spec.GoTemplate, spec.GoTemplateOptions)
+		// The generator's template over the ApplicationSet's, as the
+		// controller merges them (mergo: the ApplicationSet's fills
+		// what the generator's leaves empty).
+		tmpl := mergeParams(spec.Template, gtmpl)
+		for _, ps := range sets {
+			app, err := g.application(tmpl, ps.p)
 			if err != nil {
-				return nil, fail("generators[%d]: template: %v", i, err)
+				return nil, fail("%s: %v", where, err)
 			}
-			m, _ := obj.(map[string]any)
-			app := map[string]any{"apiVersion": Group + "/v1alpha1", "kind": "Application", "metadata": m["metadata"], "spec": m["spec"]}
 			if md, ok := app["metadata"].(map[string]any); ok {
 				md["namespace"] = set.Namespace
 			}
@@ -132,10 +82,52 @@ func (e *Engine) generate(ctx context.Context, s *snapshot.Snapshot, set *AppSet
 			if err != nil {
 				return nil, fail("an Application it makes: %v", err)
 			}
+			if first, dup := names[a.Name]; dup {
+				// The controller refuses the whole ApplicationSet.
+				return nil, fail("%s and %s both make an Application named %s", first, where, a.Name)
+			}
+			names[a.Name] = where
+			a.Inputs = ps.inputs
 			out = append(out, a)
 		}
 	}
 	return out, nil
+}
+
+// application is the Application the template makes for params: every
+// string (and map key) templated, templatePatch applied, and the
+// resources finalizer added as the controller adds it.
+func (g *genCtx) application(tmpl, params map[string]any) (map[string]any, error) {
+	spec := g.spec
+	var obj map[string]any
+	// A copy: the Applications of a template share none of its maps.
+	if err := convert(map[string]any{"metadata": tmpl["metadata"], "spec": tmpl["spec"]}, &obj); err != nil {
+		return nil, fmt.Errorf("template: %w", err)
+	}
+	// The controller leaves the template as written for no parameters.
+	if len(params) > 0 {
+		filled, err := fill(obj, params, spec.GoTemplate, spec.GoTemplateOptions)
+		if err != nil {
+			return nil, fmt.Errorf("template: %w", err)
+		}
+		obj = filled.(map[string]any)
+		md, _ := obj["metadata"].(map[string]any)
+		if md == nil {
+			md = map[string]any{}
+			obj["metadata"] = md
+		}
+		if fs, _ := md["finalizers"].([]any); len(fs) == 0 && !spec.SyncPolicy.PreserveResourcesOnDeletion {
+			md["finalizers"] = []any{ResourcesFinalizer}
+		}
+	}
+	if spec.TemplatePatch != nil {
+		patched, err := templatePatch(obj, *spec.TemplatePatch, params, spec.GoTemplate, spec.GoTemplateOptions)
+		if err != nil {
+			return nil, fmt.Errorf("templatePatch: %w", err)
+		}
+		obj = patched
+	}
+	return map[string]any{"apiVersion": Group + "/v1alpha1", "kind": "Application", "metadata": obj["metadata"], "spec": obj["spec"]}, nil
 }
 
 // convert decodes v (JSON-shaped) into out.
@@ -145,85 +137,6 @@ func convert(v, out any) error {
 		return err
 	}
 	return json.Unmarshal(data, out)
-}
-
-// merge is a with b's fields over it (a generator's template over the
-// ApplicationSet's).
-func merge(a, b map[string]any) map[string]any {
-	out := map[string]any{}
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		am, aok := out[k].(map[string]any)
-		bm, bok := v.(map[string]any)
-		if aok && bok {
-			out[k] = merge(am, bm)
-			continue
-		}
-		out[k] = v
-	}
-	return out
-}
-
-// dirsMatching are the repository directories the git generator's
-// directories select: matching an included pattern, no excluded one.
-func dirsMatching(s *snapshot.Snapshot, g gitGenerator) []string {
-	dirs := map[string]bool{}
-	for _, p := range s.Index.Paths() {
-		for d := path.Dir(p); d != "." && !dirs[d]; d = path.Dir(d) {
-			dirs[d] = true
-		}
-	}
-	var out []string
-	for _, d := range sortedKeys(dirs) {
-		in := false
-		for _, r := range g.Directories {
-			if ok, _ := path.Match(r.Path, d); ok {
-				if r.Exclude {
-					in = false
-					break
-				}
-				in = true
-			}
-		}
-		if in {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
-var notDNS = regexp.MustCompile(`[^a-zA-Z0-9-]+`)
-
-// dirParams are a git directory's parameters: path, path.basename,
-// path.basenameNormalized and path[N] (default syntax), or the path
-// object (Go templates).
-func dirParams(d string, goTemplate bool) map[string]any {
-	base := path.Base(d)
-	norm := strings.ToLower(notDNS.ReplaceAllString(base, "-"))
-	segs := strings.Split(d, "/")
-	if goTemplate {
-		anySegs := make([]any, len(segs))
-		for i, sg := range segs {
-			anySegs[i] = sg
-		}
-		return map[string]any{"path": map[string]any{"path": d, "basename": base, "basenameNormalized": norm, "segments": anySegs}}
-	}
-	p := map[string]any{"path": d, "path.basename": base, "path.basenameNormalized": norm}
-	for i, sg := range segs {
-		p["path["+strconv.Itoa(i)+"]"] = sg
-	}
-	return p
 }
 
 var tag = regexp.MustCompile(`{{\s*([^{}]*?)\s*}}`)
@@ -241,7 +154,13 @@ func fill(v any, params map[string]any, goTemplate bool, opts []string) (any, er
 			if err != nil {
 				return nil, err
 			}
-			out[k] = r
+			// Keys are templated too (an annotation named after a
+			// parameter).
+			key, err := fill(k, params, goTemplate, opts)
+			if err != nil {
+				return nil, err
+			}
+			out[key.(string)] = r
 		}
 		return out, nil
 	case []any:
@@ -260,9 +179,10 @@ func fill(v any, params map[string]any, goTemplate bool, opts []string) (any, er
 		}
 		if !goTemplate {
 			return tag.ReplaceAllStringFunc(x, func(m string) string {
-				k := strings.TrimSpace(m[2 : len(m)-2])
-				if v, ok := params[k]; ok {
-					return fmt.Sprint(v)
+				// Only string parameters replace a tag, as the
+				// controller's fasttemplate replacement does.
+				if v, ok := params[strings.TrimSpace(m[2:len(m)-2])].(string); ok {
+					return v
 				}
 				return m
 			}), nil
@@ -282,9 +202,32 @@ const goTemplateTimeout = 5 * time.Second
 
 // execTemplate executes one Go template field with sprig's functions but
 // those reading the environment or the network (as the controller
-// has them) and those making a big value or a key at once.
+// has them) and those making a big value or a key at once, plus the
+// controller's normalize, toYaml, fromYaml and fromYamlArray.
 func execTemplate(x string, params map[string]any, opts []string) (string, error) {
 	funcs := sprig.TxtFuncMap()
+	funcs["normalize"] = sanitizeName
+	funcs["toYaml"] = func(v any) string {
+		data, err := sigsyaml.Marshal(v)
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSuffix(string(data), "\n")
+	}
+	funcs["fromYaml"] = func(s string) map[string]any {
+		m := map[string]any{}
+		if err := sigsyaml.Unmarshal([]byte(s), &m); err != nil {
+			m["Error"] = err.Error()
+		}
+		return m
+	}
+	funcs["fromYamlArray"] = func(s string) []any {
+		var a []any
+		if err := sigsyaml.Unmarshal([]byte(s), &a); err != nil {
+			a = []any{err.Error()}
+		}
+		return a
+	}
 	for _, f := range []string{"env", "expandenv", "getHostByName", "repeat", "until", "untilStep",
 		"genPrivateKey", "genCA", "genCAWithKey", "genSelfSignedCert", "genSelfSignedCertWithKey", "genSignedCert", "genSignedCertWithKey",
 		"derivePassword", "bcrypt", "htpasswd", "randBytes", "randAlpha", "randAlphaNum", "randAscii", "randNumeric"} {

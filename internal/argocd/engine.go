@@ -37,6 +37,15 @@ type Options struct {
 	Revisions []string
 	// Memo shares kustomization parses between closures.
 	Memo *closure.Memo
+	// Clusters are the clusters Argo CD deploys to, for ApplicationSets'
+	// clusters generators, declared in ClustersFile (.kplan.yaml); with
+	// no ClustersFile those generators are not evaluated.
+	Clusters     []Cluster
+	ClustersFile string
+	// NewGitFileGlobbing matches git files generators' paths as Argo CD
+	// does with applicationset.enableNewGitFileGlobbing; off, as git
+	// ls-files does (its default).
+	NewGitFileGlobbing bool
 }
 
 // Engine renders the Argo CD Applications of snapshots; safe for
@@ -590,6 +599,9 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 	b := closure.New(closure.SnapshotSource(ctx, s), closure.Options{Memo: e.opts.Memo})
 	u := closure.NewUnion(t.ID())
 	u.Path(t.File)
+	for _, p := range t.Inputs {
+		u.Path(p)
+	}
 	refs := map[string]Source{}
 	for _, src := range t.Spec.AllSources() {
 		if src.Ref != "" {

@@ -191,7 +191,8 @@ func TestDirectorySource(t *testing.T) {
 }
 
 // What kplan does not render is said, with the reason: plugins,
-// Applications of another repository or revision, ApplicationSets.
+// Applications of another repository or revision, an ApplicationSet
+// whose clusters generator has no clusters declared.
 func TestNotRenderedAndSkippedSayWhy(t *testing.T) {
 	r := buildRepo(t, "testdata/repo")
 	var names []string
@@ -211,7 +212,7 @@ func TestNotRenderedAndSkippedSayWhy(t *testing.T) {
 	for id, why := range map[string]string{
 		"argocd/elsewhere": "no source is this repository",
 		"argocd/pinned":    "tracks another revision (targetRevision v1.0.0)",
-		"argocd/clusters":  "the clusters generator is not evaluated yet",
+		"argocd/clusters":  "declare them in .kplan.yaml argocdClusters",
 	} {
 		if !strings.Contains(skipped[id], why) {
 			t.Errorf("skipped %s: %q, want %q", id, skipped[id], why)

@@ -26,6 +26,11 @@ func FuzzParseFile(f *testing.F) {
 	if err != nil || len(files) == 0 {
 		f.Fatalf("no seeds in testdata/parse: %v", err)
 	}
+	sets, err := filepath.Glob(filepath.Join("testdata", "generators", "sets", "*"))
+	if err != nil || len(sets) == 0 {
+		f.Fatalf("no seeds in testdata/generators/sets: %v", err)
+	}
+	files = append(files, sets...)
 	for _, file := range files {
 		data, err := os.ReadFile(file)
 		if err != nil {
@@ -35,8 +40,14 @@ func FuzzParseFile(f *testing.F) {
 	}
 	kustomization := []byte("resources: [a.yaml]\ncommonLabels: {team: a}\nimages: [{name: nginx, newTag: '1'}]\nreplicas: [{name: a, count: 1}]\n")
 	repos := NewRepos("https://github.com/example/deploy", "r")
-	e := New(Options{Repos: repos})
-	snap, err := snapshot.FromFS(fstest.MapFS{"apps/web/a.yaml": {Data: []byte("a: 1\n")}, "apps/api/a.yaml": {Data: []byte("a: 1\n")}}, "fuzz")
+	// The seeds of testdata/generators name the repository with .git.
+	repos = NewRepos("https://github.com/example/deploy", "https://github.com/example/deploy.git", "r")
+	e := New(Options{Repos: repos, ClustersFile: ".kplan.yaml", Clusters: []Cluster{{Name: "prod", Server: "https://prod.example.com", Labels: map[string]string{"env": "prod"}}}})
+	snap, err := snapshot.FromFS(fstest.MapFS{
+		"apps/web/a.yaml": {Data: []byte("a: 1\n")}, "apps/api/a.yaml": {Data: []byte("a: 1\n")},
+		"config/web/config.json": {Data: []byte(`{"app": {"name": "web", "dir": "apps/web"}, "env": "prod"}`)},
+		"config/api/config.yaml": {Data: []byte("- app: {name: api, dir: apps/api}\n  env: dev\n")},
+	}, "fuzz")
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -95,6 +106,65 @@ func FuzzParseFile(f *testing.F) {
 			for _, a := range apps {
 				if a.Name == "" || a.Namespace != set.Namespace || a.File != "x.yaml" {
 					t.Fatalf("ApplicationSet %s made %+v", set.ID(), a)
+				}
+			}
+		}
+	})
+}
+
+// A git files generator reads any file of the repository its paths
+// match: whatever a file holds, the ApplicationSets reading it (default
+// syntax and Go templates, in a matrix and a merge) make Applications
+// or fail with ErrGenerator naming it, never a panic.
+func FuzzGitFile(f *testing.F) {
+	for _, p := range []string{"config/web/config.json", "config/api/config.yaml", "config/workers/config.yaml", "config/nested/deep/config.yaml", "sets/list.yaml"} {
+		data, err := os.ReadFile(filepath.Join("testdata", "generators", p))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte("a: [1, {b: null}]\nc: {}\n"))
+	f.Add([]byte("[]"))
+	var sets []*AppSet
+	for _, name := range []string{"files.yaml", "files-go.yaml", "matrix.yaml"} {
+		data, err := os.ReadFile(filepath.Join("testdata", "generators", "sets", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		sets = append(sets, ParseFile(data, name).Sets...)
+	}
+	merge := "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata: {name: m}\nspec:\n  goTemplate: true\n" +
+		"  generators: [{merge: {mergeKeys: [env], generators: [{list: {elements: [{env: prod}]}}, {git: {repoURL: https://github.com/example/deploy.git, files: [{path: 'config/*'}]}}]}, selector: {matchLabels: {env: prod}}}]\n" +
+		"  template: {metadata: {name: '{{ .env }}'}, spec: {source: {repoURL: https://github.com/example/deploy.git, path: apps/web}, destination: {name: in-cluster}}}\n"
+	sets = append(sets, ParseFile([]byte(merge), "merge.yaml").Sets...)
+	if len(sets) != 5 {
+		f.Fatalf("%d ApplicationSets, want 5", len(sets))
+	}
+	e := New(Options{Repos: NewRepos("https://github.com/example/deploy.git"), ClustersFile: "config/web/config.json", Clusters: []Cluster{{Name: "prod", Server: "https://prod.example.com"}}})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		snap, err := snapshot.FromFS(fstest.MapFS{
+			"apps/web/a.yaml":        {Data: []byte("a: 1\n")},
+			"apps/api/a.yaml":        {Data: []byte("a: 1\n")},
+			"config/web/config.json": {Data: data},
+			"config/api/config.yaml": {Data: data},
+		}, "fuzz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, set := range sets {
+			apps, err := e.generate(context.Background(), snap, set)
+			if err != nil && !errors.Is(err, ErrGenerator) {
+				t.Fatalf("ApplicationSet %s: %v, not an ErrGenerator", set.ID(), err)
+			}
+			for _, a := range apps {
+				if a.Name == "" {
+					t.Fatalf("ApplicationSet %s made %+v: no name", set.ID(), a)
+				}
+				for _, p := range a.Inputs {
+					if _, ok := snap.Index.ID(p); !ok {
+						t.Fatalf("ApplicationSet %s made %s from %s, not a file of the repository", set.ID(), a.ID(), p)
+					}
 				}
 			}
 		}

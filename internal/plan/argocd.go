@@ -16,7 +16,8 @@ import (
 
 // argoEngine is the Argo CD engine of a plan: this repository is its git
 // remotes and head's .kplan.yaml argocdRepoURLs; the branch it merges
-// into is the plan's base as named.
+// into is the plan's base as named; Argo CD's clusters are head's
+// .kplan.yaml argocdClusters.
 func (p *planner) argoEngine(ctx context.Context, sides [2]*side) *argocd.Engine {
 	cfg, _ := readTargets(ctx, sides[1].s)
 	var urls []string
@@ -32,7 +33,15 @@ func (p *planner) argoEngine(ctx context.Context, sides [2]*side) *argocd.Engine
 			}
 		}
 	}
-	return argocd.New(argocd.Options{Render: p.opts.Render, Repos: argocd.NewRepos(urls...), Revisions: p.baseBranches(ctx)})
+	opts := argocd.Options{Render: p.opts.Render, Repos: argocd.NewRepos(urls...), Revisions: p.baseBranches(ctx), NewGitFileGlobbing: cfg != nil && cfg.ArgoCDNewGitFileGlobbing}
+	if cfg != nil && cfg.ArgoCDClusters != nil {
+		// Argo CD's clusters are not in git: both sides see head's.
+		opts.ClustersFile = repoconfig.File
+		for _, c := range cfg.ArgoCDClusters {
+			opts.Clusters = append(opts.Clusters, argocd.Cluster{Name: c.Name, Server: c.Server, Labels: c.Labels, Annotations: c.Annotations})
+		}
+	}
+	return argocd.New(opts)
 }
 
 // baseBranches name the branch the plan merges into: the base as given

@@ -3,15 +3,21 @@ package plan
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	sigsyaml "sigs.k8s.io/yaml"
+
 	"github.com/kplan-dev/kplan/internal/danger"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/testhelm"
 	"github.com/kplan-dev/kplan/test/gittest"
 )
 
@@ -224,5 +230,211 @@ func TestArgoCDDuplicateObjectsOnlyWhereDestinationsMeet(t *testing.T) {
 				t.Errorf("the finding does not name %s: %+v", tc.a, got[0])
 			}
 		})
+	}
+}
+
+// generatorsRepo is a git repository holding internal/argocd's
+// ApplicationSet generators test repository without its sets/ and apps/
+// (base), then with them (head): the pull request adds the
+// ApplicationSets and the kustomize directories they sync.
+func generatorsRepo(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../argocd/testdata/generators")); err != nil {
+		t.Fatal(err)
+	}
+	aside := t.TempDir()
+	for _, d := range []string{"sets", "apps"} {
+		if err := os.Rename(filepath.Join(dir, d), filepath.Join(aside, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(t, dir, "init", "-q", "-b", "main")
+	git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-qm", "base")
+	for _, d := range []string{"sets", "apps"} {
+		if err := os.Rename(filepath.Join(aside, d), filepath.Join(dir, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-qm", "ApplicationSets")
+	return dir
+}
+
+// A pull request adding an ApplicationSet of each generator (git files,
+// clusters from .kplan.yaml, matrix, merge, a list with a selector and
+// a templatePatch) plans each Application they make as added, its
+// objects what kustomize build of the Application's path prints, in its
+// destination namespace.
+func TestArgoCDApplicationSetGeneratorsPlanWhatKustomizeBuilds(t *testing.T) {
+	dir := generatorsRepo(t)
+	plan, _, err := Execute(context.Background(), Options{RepoDir: dir, Base: "HEAD~", Head: "HEAD", Resolver: notFound{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Where each Application syncs (its path is in the ApplicationSet).
+	want := map[string]struct{ path, ns string }{
+		"in-cluster: argocd/web-files": {"apps/web", "web-team"}, "in-cluster: argocd/api-files": {"apps/api", "api-team"},
+		"in-cluster: argocd/worker-a-files": {"apps/worker", "worker-a-team"}, "in-cluster: argocd/worker-b-files": {"apps/worker", "worker-b-team"},
+		"in-cluster: argocd/deep-files": {"apps/web", "deep-team"},
+		"in-cluster: argocd/web-go":     {"apps/web", "prod-web"}, "in-cluster: argocd/api-go": {"apps/api", "staging-api"},
+		"prod: argocd/web-prod": {"apps/web", "web-prod"}, "staging: argocd/web-staging": {"apps/web", "web-staging"},
+		"in-cluster: argocd/api-staging-m": {"apps/api", "staging"}, "in-cluster: argocd/web-prod-m": {"apps/web", "prod"},
+		"prod: argocd/prod-web":         {"apps/web", "web-prod"},
+		"in-cluster: argocd/merged-api": {"apps/api", "api-merged"}, "in-cluster: argocd/merged-worker": {"apps/worker", "worker-one"},
+		"in-cluster: argocd/patched-api": {"apps/api", "patched-prod"}, "in-cluster: argocd/patched-web": {"apps/web", "patched-staging"},
+	}
+	kz := filepath.Join(testhelm.Dir(t), "kustomize")
+	built := map[string]map[string]map[string]any{} // path → kind/name → object
+	seen := map[string]bool{}
+	for _, o := range plan.Overlays {
+		w, ok := want[o.Path]
+		if !ok {
+			t.Errorf("%s is planned, which Argo CD does not make", o.Path)
+			continue
+		}
+		seen[o.Path] = true
+		if o.Status != inventorydiff.New || o.HeadErr != "" {
+			t.Errorf("%s: %s %s, want new", o.Path, o.Status, o.HeadErr)
+		}
+		if built[w.path] == nil {
+			out, err := exec.Command(kz, "build", filepath.Join(dir, w.path)).Output()
+			if err != nil {
+				t.Fatalf("kustomize build %s: %v", w.path, err)
+			}
+			built[w.path] = map[string]map[string]any{}
+			for _, doc := range strings.Split(string(out), "\n---\n") {
+				var m map[string]any
+				if err := sigsyaml.Unmarshal([]byte(doc), &m); err != nil {
+					t.Fatal(err)
+				}
+				md, _ := m["metadata"].(map[string]any)
+				built[w.path][fmt.Sprint(m["kind"], "/", md["name"])] = m
+			}
+		}
+		if len(o.AddedYAML) != len(built[w.path]) {
+			t.Errorf("%s adds %d objects, kustomize build %s prints %d", o.Path, len(o.AddedYAML), w.path, len(built[w.path]))
+		}
+		for key, y := range o.AddedYAML {
+			var m map[string]any
+			if err := sigsyaml.Unmarshal([]byte(y), &m); err != nil {
+				t.Fatal(err)
+			}
+			md, _ := m["metadata"].(map[string]any)
+			if ns := strings.Split(key, "|"); len(ns) != 3 || ns[1] != w.ns {
+				t.Errorf("%s: %s is not in the destination namespace %s", o.Path, key, w.ns)
+			}
+			if b := built[w.path][fmt.Sprint(m["kind"], "/", md["name"])]; !reflect.DeepEqual(m, b) {
+				t.Errorf("%s: %s:\n%s\nkustomize build prints %v", o.Path, key, y, b)
+			}
+		}
+	}
+	for p := range want {
+		if !seen[p] {
+			t.Errorf("%s is not planned", p)
+		}
+	}
+}
+
+// A history of changes to the generators' inputs, each planned against
+// its parent: the changed-only plan says what the full plan says, and
+// changes exactly the Applications the change affects: a git file's
+// content (used or not by the templates), a new git file, an excluded
+// one, a cluster's labels in .kplan.yaml, a source all generated
+// Applications of a path read.
+func TestArgoCDGeneratorsChangedOnlyEqualsFull(t *testing.T) {
+	dir := generatorsRepo(t)
+	read := func(p string) string {
+		data, err := os.ReadFile(filepath.Join(dir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	steps := []struct {
+		name   string
+		change map[string]string
+		want   []string
+		// rendered are the Applications rendered though unchanged:
+		// their inputs changed.
+		rendered int
+	}{
+		{"git file's value the templates use", map[string]string{"config/api/config.yaml": strings.Replace(read("config/api/config.yaml"), "env: staging", "env: qa", 1)},
+			// api-files does not use env: rendered, unchanged; the others
+			// move to the qa namespaces (api-staging-m becomes api-qa-m).
+			[]string{"in-cluster: argocd/api-go", "in-cluster: argocd/api-qa-m", "in-cluster: argocd/api-staging-m"}, 1},
+		{"git file's key no template uses", map[string]string{"config/web/config.json": `{"app": {"name": "web", "dir": "apps/web"}, "env": "prod", "replicas": 3}`},
+			nil, 3},
+		{"new git file", map[string]string{"config/extra/config.yaml": "app: {name: extra, dir: apps/api}\nenv: prod\n"},
+			[]string{"in-cluster: argocd/extra-files"}, 0},
+		{"excluded git file", map[string]string{"config/old/config.yaml": "app: {name: old2, dir: apps/old}\n"},
+			nil, 0},
+		{"cluster label", map[string]string{".kplan.yaml": strings.Replace(read(".kplan.yaml"), "labels: {env: staging}", "labels: {env: qa}", 1)},
+			// Argo CD's clusters are not in git: both sides see head's
+			// .kplan.yaml, so web-staging leaves both (the selector's In
+			// [prod, staging]); the prod ones read .kplan.yaml: rendered,
+			// unchanged.
+			nil, 2},
+		{"source of generated Applications", map[string]string{"apps/worker/cm.yaml": strings.Replace(read("apps/worker/cm.yaml"), "app: worker", "app: worker2", 1)},
+			[]string{"in-cluster: argocd/merged-worker", "in-cluster: argocd/worker-a-files", "in-cluster: argocd/worker-b-files"}, 0},
+	}
+	for _, st := range steps {
+		gittest.Write(t, dir, st.change)
+		git(t, dir, "add", "-A")
+		git(t, dir, "commit", "-qm", st.name)
+		opts := Options{RepoDir: dir, Base: "HEAD~", Head: "HEAD", Resolver: notFound{}}
+		changed, stats, err := Execute(context.Background(), opts)
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		opts.Full = true
+		full, _, err := Execute(context.Background(), opts)
+		if err != nil {
+			t.Fatalf("%s --full: %v", st.name, err)
+		}
+		sameChanges(t, st.name, full, changed)
+		if got := changedTargets(full); !slices.Equal(got, st.want) {
+			t.Errorf("%s: changed %q, want %q", st.name, got, st.want)
+		}
+		if want := len(full.Overlays) - len(st.want) - st.rendered; stats.Skipped != want {
+			t.Errorf("%s: %d Applications left unrendered, want %d (all but %q and %d)", st.name, stats.Skipped, want, st.want, st.rendered)
+		}
+		for _, o := range full.Overlays {
+			if o.BaseErr != "" || o.HeadErr != "" {
+				t.Errorf("%s: %s failed: %s%s", st.name, o.Path, o.BaseErr, o.HeadErr)
+			}
+		}
+	}
+}
+
+// TestAdoptingArgoCDOverAnOverlayPrunesNothing pins that a pull request
+// adding the first Application over a kustomize directory that was
+// already there plans the Application's objects as added, and prunes
+// nothing: the directory is not also planned as a loose overlay the
+// merge removes.
+func TestAdoptingArgoCDOverAnOverlayPrunesNothing(t *testing.T) {
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+	write(t, dir, map[string]string{"app/kustomization.yaml": "resources: [cm.yaml]\n", "app/cm.yaml": cm("settings", "k: v")})
+	base := commit(t, dir, "a kustomize directory")
+	write(t, dir, map[string]string{"apps/app.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: app, namespace: argocd}\n" +
+		"spec:\n  source: {repoURL: 'https://github.com/example/deploy.git', path: app}\n  destination: {server: 'https://kubernetes.default.svc', namespace: shop}\n"})
+	head := commit(t, dir, "Argo CD syncs it")
+	full, _, _ := plans(t, dir, base, head)
+	if full.Totals.Pruned != 0 {
+		t.Errorf("adopting Argo CD prunes %d objects", full.Totals.Pruned)
+	}
+	var paths []string
+	for _, o := range full.Overlays {
+		paths = append(paths, o.Path)
+		if len(o.Pruned) > 0 {
+			t.Errorf("%s prunes %d objects", o.Path, len(o.Pruned))
+		}
+	}
+	if !slices.Equal(paths, []string{"argocd/app"}) || len(full.Overlays[0].Added) != 1 {
+		t.Errorf("planned %q, want argocd/app adding its ConfigMap", paths)
 	}
 }

@@ -113,15 +113,22 @@ func (m *engineMode) names() []string {
 
 // dropRead drops the discovered overlays the targets' builds read: those
 // are planned as the engine applies them, in its targets, not again as
-// loose overlays.
+// loose overlays. A directory a target reads on either side is dropped
+// from both: a pull request adding the first Application (or Flux
+// Kustomization) over an existing directory adds that target; it does
+// not remove the directory as a loose overlay, which would read as a
+// prune of everything in it
+// (TestAdoptingArgoCDOverAnOverlayPrunesNothing).
 func (m *engineMode) dropRead(sides [2]*side) {
-	for i, sd := range sides {
+	for i := range sides {
 		for _, t := range m.targets[i] {
 			if t.closure == nil {
 				continue
 			}
 			for _, q := range t.closure.Paths {
-				delete(sd.overlays, q)
+				for _, sd := range sides {
+					delete(sd.overlays, q)
+				}
 			}
 		}
 	}

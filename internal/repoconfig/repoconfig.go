@@ -81,9 +81,27 @@ type Config struct {
 	// its git remotes (a mirror, an alias); "*" takes every repoURL for
 	// this repository.
 	ArgoCDRepoURLs []string `yaml:"argocdRepoURLs"`
+	// ArgoCDClusters are the clusters Argo CD deploys to (its cluster
+	// Secrets), which ApplicationSets' clusters generators read; unset,
+	// those generators are not rendered.
+	ArgoCDClusters []ArgoCDCluster `yaml:"argocdClusters"`
+	// ArgoCDNewGitFileGlobbing says Argo CD runs with
+	// applicationset.enableNewGitFileGlobbing: git files generators'
+	// patterns match within directories (`**` across).
+	ArgoCDNewGitFileGlobbing bool `yaml:"argocdNewGitFileGlobbing"`
 	// Warnings are what the file should change but still works with (no
 	// apiVersion and kind), for the caller to log.
 	Warnings []string `yaml:"-"`
+}
+
+// ArgoCDCluster is one cluster Argo CD deploys to, as its cluster Secret
+// says: the Secret's name and server data, and its labels and
+// annotations.
+type ArgoCDCluster struct {
+	Name        string            `yaml:"name"`
+	Server      string            `yaml:"server"`
+	Labels      map[string]string `yaml:"labels"`
+	Annotations map[string]string `yaml:"annotations"`
 }
 
 // Dangerous configures the danger rules (internal/danger).
@@ -132,7 +150,7 @@ func Parse(data []byte) (*Config, error) {
 		errs = append(errs, fmt.Errorf("%s: targets[%d].%s: %s", File, i, field, fmt.Sprintf(format, args...)))
 	}
 	ignoring := len(c.Ignore.Fields)+len(c.Ignore.Kinds) > 0 || c.Ignore.Defaults != nil
-	if len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 && c.Flux == nil && len(c.FluxClusters) == 0 && c.ArgoCD == nil && len(c.ArgoCDRepoURLs) == 0 {
+	if len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 && c.Flux == nil && len(c.FluxClusters) == 0 && c.ArgoCD == nil && len(c.ArgoCDRepoURLs) == 0 && c.ArgoCDClusters == nil && !c.ArgoCDNewGitFileGlobbing {
 		errs = append(errs, fmt.Errorf("%s: targets: list at least one target (or delete the file to plan every overlay)", File))
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.FluxClusters)) {
@@ -140,6 +158,17 @@ func Parse(data []byte) (*Config, error) {
 		if name == "" || strings.ContainsAny(name, ": ") || dir == "" || path.IsAbs(dir) || slices.Contains(strings.Split(path.Clean(dir), "/"), "..") {
 			errs = append(errs, fmt.Errorf("%s: fluxClusters: %q: %q: name each cluster (no spaces or colons) and give the repository directory its flux-system Kustomization applies (e.g. production: clusters/production)", File, name, dir))
 		}
+	}
+	clusters := map[string]int{}
+	for i, cl := range c.ArgoCDClusters {
+		if cl.Name == "" || cl.Server == "" {
+			errs = append(errs, fmt.Errorf("%s: argocdClusters[%d]: give each cluster the name and server of its Argo CD cluster Secret", File, i))
+			continue
+		}
+		if j, dup := clusters[cl.Name]; dup {
+			errs = append(errs, fmt.Errorf("%s: argocdClusters[%d]: %q is also argocdClusters[%d]", File, i, cl.Name, j))
+		}
+		clusters[cl.Name] = i
 	}
 	for i, f := range c.Ignore.Fields {
 		if strings.Trim(f, "*. ") == "" {

@@ -165,3 +165,35 @@ func TestArgoCDSettingsAlone(t *testing.T) {
 		t.Errorf("argocd %v, urls %q", c.ArgoCD, c.ArgoCDRepoURLs)
 	}
 }
+
+// argocdClusters declares the clusters Argo CD deploys to, for
+// ApplicationSets' clusters generators: an empty list is a declaration
+// (Argo CD's own cluster only), unset is none; a cluster needs its name
+// and server, names are unique.
+func TestArgoCDClusters(t *testing.T) {
+	head := "apiVersion: kplan.dev/v1alpha1\nkind: Repository\n"
+	c, err := Parse([]byte(head + "argocdClusters:\n- name: prod\n  server: https://prod.example.com\n  labels: {env: prod}\n  annotations: {team: shop}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.ArgoCDClusters) != 1 || c.ArgoCDClusters[0].Labels["env"] != "prod" || c.ArgoCDClusters[0].Annotations["team"] != "shop" {
+		t.Errorf("clusters %+v", c.ArgoCDClusters)
+	}
+	c, err = Parse([]byte(head + "argocdNewGitFileGlobbing: true\n"))
+	if err != nil || !c.ArgoCDNewGitFileGlobbing {
+		t.Errorf("argocdNewGitFileGlobbing alone: %+v, %v", c, err)
+	}
+	c, err = Parse([]byte(head + "argocdClusters: []\n"))
+	if err != nil || c.ArgoCDClusters == nil {
+		t.Errorf("an empty list: %+v, %v; want a declaration of no cluster Secrets", c, err)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"argocdClusters: [{name: a}]\n", "argocdClusters[0]: give each cluster the name and server"},
+		{"argocdClusters: [{name: a, server: s}, {name: a, server: t}]\n", `argocdClusters[1]: "a" is also argocdClusters[0]`},
+		{"argocdClusters: [{name: a, server: s, label: {}}]\n", "field label not found"},
+	} {
+		if _, err := Parse([]byte(head + tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}
