@@ -223,4 +223,3 @@ func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, leader strin
 func forwardHeader(canonical string) bool {
 	return canonical == "Content-Type" || canonical == "User-Agent"
 }
-
