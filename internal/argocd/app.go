@@ -142,16 +142,33 @@ type Replica struct {
 
 // Helm are a source's helm: settings.
 type Helm struct {
-	ValueFiles              []string         `json:"valueFiles,omitempty"`
-	Values                  string           `json:"values,omitempty"`
-	ValuesObject            map[string]any   `json:"valuesObject,omitempty"`
-	Parameters              []HelmParameter  `json:"parameters,omitempty"`
-	FileParameters          []map[string]any `json:"fileParameters,omitempty"`
-	ReleaseName             string           `json:"releaseName,omitempty"`
-	SkipCrds                bool             `json:"skipCrds,omitempty"`
-	SkipTests               bool             `json:"skipTests,omitempty"`
-	IgnoreMissingValueFiles bool             `json:"ignoreMissingValueFiles,omitempty"`
-	Namespace               string           `json:"namespace,omitempty"`
+	ValueFiles              []string        `json:"valueFiles,omitempty"`
+	Values                  string          `json:"values,omitempty"`
+	ValuesObject            map[string]any  `json:"valuesObject,omitempty"`
+	Parameters              []HelmParameter `json:"parameters,omitempty"`
+	FileParameters          []FileParameter `json:"fileParameters,omitempty"`
+	ReleaseName             string          `json:"releaseName,omitempty"`
+	SkipCrds                bool            `json:"skipCrds,omitempty"`
+	SkipTests               bool            `json:"skipTests,omitempty"`
+	IgnoreMissingValueFiles bool            `json:"ignoreMissingValueFiles,omitempty"`
+	Namespace               string          `json:"namespace,omitempty"`
+	// KubeVersion and APIVersions are the Capabilities the chart sees
+	// (--kube-version, --api-versions); Argo CD takes the destination
+	// cluster's when they are not set, kplan Helm's defaults.
+	KubeVersion string   `json:"kubeVersion,omitempty"`
+	APIVersions []string `json:"apiVersions,omitempty"`
+	// PassCredentials sends a Helm repository's credentials to the
+	// hosts its charts are on; kplan fetches anonymously, so it changes
+	// nothing. Version (v2, v3) is a choice Argo CD no longer makes.
+	PassCredentials bool   `json:"passCredentials,omitempty"`
+	Version         string `json:"version,omitempty"`
+}
+
+// FileParameter is a --set-file parameter: the value is the content of
+// the file at Path.
+type FileParameter struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
 }
 
 // HelmParameter is one --set (or --set-string) parameter.

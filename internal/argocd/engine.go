@@ -19,6 +19,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/crash"
+	"github.com/kplan-dev/kplan/internal/helmrelease"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
@@ -37,13 +38,18 @@ type Options struct {
 	Revisions []string
 	// Memo shares kustomization parses between closures.
 	Memo *closure.Memo
+	// ChartCache is the render cache directory whose charts/ keeps the
+	// pulled charts, shared with Flux HelmReleases; "" keeps them in
+	// memory only. Charts are fetched through Render.Remote.
+	ChartCache string
 }
 
 // Engine renders the Argo CD Applications of snapshots; safe for
 // concurrent use.
 type Engine struct {
-	k    *render.Kustomizer
-	opts Options
+	k      *render.Kustomizer
+	opts   Options
+	charts *helmrelease.Charts
 }
 
 // New returns an Engine for opts.
@@ -53,7 +59,7 @@ func New(opts Options) *Engine {
 	if opts.Memo == nil {
 		opts.Memo = closure.NewMemo()
 	}
-	return &Engine{k: render.NewKustomizer(ro), opts: opts}
+	return &Engine{k: render.NewKustomizer(ro), opts: opts, charts: helmrelease.NewCharts(opts.Render, opts.ChartCache)}
 }
 
 // Target is one Application's render.
@@ -125,7 +131,7 @@ func (e *Engine) Found(ctx context.Context, s *snapshot.Snapshot, paths []string
 	}
 	for _, a := range apps {
 		for _, src := range a.Spec.AllSources() {
-			if e.opts.Repos.Has(src.RepoURL) {
+			if e.renders(src) {
 				return true, nil
 			}
 		}
@@ -362,17 +368,25 @@ func (e *Engine) side(ctx context.Context, s *snapshot.Snapshot) (*Result, error
 func (e *Engine) skip(a *Application) string {
 	ours := false
 	for _, src := range a.Spec.AllSources() {
-		if e.opts.Repos.Has(src.RepoURL) {
-			ours = true
+		ours = ours || e.renders(src)
+		if src.Chart == "" && e.opts.Repos.Has(src.RepoURL) {
 			if !e.tracks(src.TargetRevision) {
 				return fmt.Sprintf("tracks another revision (targetRevision %s): merging this branch does not change what Argo CD syncs", src.TargetRevision)
 			}
 		}
 	}
 	if !ours {
-		return "no source is this repository (set argocdRepoURLs in .kplan.yaml when a repoURL names it another way)"
+		return "no source is this repository or a Helm chart (set argocdRepoURLs in .kplan.yaml when a repoURL names it another way)"
 	}
 	return ""
+}
+
+// renders reports whether kplan renders src: a source of this
+// repository, or a chart from a Helm repository or OCI registry (its
+// targetRevision is the chart's version, which the Application's file
+// in this repository sets).
+func (e *Engine) renders(src Source) bool {
+	return src.Chart != "" || e.opts.Repos.Has(src.RepoURL)
 }
 
 // tracks reports whether targetRevision follows the plan's branch.
@@ -497,15 +511,13 @@ func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) er
 		if len(t.Spec.AllSources()) > 1 {
 			what = fmt.Sprintf("source %d (%s)", i+1, cmp.Or(src.Path, src.Chart, src.RepoURL))
 		}
-		if !e.opts.Repos.Has(src.RepoURL) {
-			if src.Chart != "" {
-				t.NotRendered = append(t.NotRendered, fmt.Sprintf("%s: chart %s %s from %s is not rendered (remote charts are not fetched for Argo CD Applications yet)", what, src.Chart, src.TargetRevision, src.RepoURL))
-			} else if src.Ref == "" || src.Path != "" {
+		if !e.renders(src) {
+			if src.Ref == "" || src.Path != "" {
 				t.NotRendered = append(t.NotRendered, fmt.Sprintf("%s: %s is another repository; kplan renders this repository's sources only", what, src.RepoURL))
 			}
 			continue
 		}
-		if src.Ref != "" && src.Path == "" {
+		if src.Ref != "" && src.Path == "" && src.Chart == "" {
 			continue // a values-only source for $ref value files
 		}
 		env := map[string]string{
@@ -520,7 +532,7 @@ func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) er
 			continue
 		case kindKustomize:
 			out, err = e.kustomize(ctx, s, src, env)
-		case kindHelm:
+		case kindHelm, kindRemoteChart:
 			out, err = e.helm(ctx, s, t, src, refs)
 		case kindDirectory:
 			var skipped []string
@@ -597,6 +609,17 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 		}
 	}
 	for _, src := range t.Spec.AllSources() {
+		if src.Chart != "" {
+			// A pulled chart: its $ref value files and file parameters
+			// are the repository's; the chart's version is the
+			// Application's file.
+			for _, p := range helmFiles(src) {
+				if rp, inRepo, ok := resolve("", p, refs, e.opts.Repos); ok && inRepo {
+					u.Path(rp)
+				}
+			}
+			continue
+		}
 		if !e.opts.Repos.Has(src.RepoURL) || (src.Ref != "" && src.Path == "") {
 			continue
 		}
@@ -622,11 +645,16 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 			for _, f := range tree(s, dir, true) {
 				u.Path(f)
 			}
-			if h := src.Helm; h != nil {
-				for _, vf := range h.ValueFiles {
-					if p, ok := valueFile(dir, vf, refs, e.opts.Repos); ok {
-						u.Path(p)
-					}
+			for _, p := range helmFiles(src) {
+				if rp, inRepo, ok := resolve(dir, p, refs, e.opts.Repos); ok && inRepo {
+					u.Path(rp)
+				}
+			}
+			// The file:// dependencies helm dependency build copies in.
+			for _, d := range fileDependencies(ctx, s, dir) {
+				u.Path(d)
+				for _, f := range tree(s, d, true) {
+					u.Path(f)
 				}
 			}
 		case kindDirectory:
@@ -651,6 +679,45 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 		}
 	}
 	return u.Closure()
+}
+
+// helmFiles are the value files and file parameters' paths of a Helm
+// source, as written.
+func helmFiles(src Source) []string {
+	h := src.Helm
+	if h == nil {
+		return nil
+	}
+	out := slices.Clone(h.ValueFiles)
+	for _, fp := range h.FileParameters {
+		out = append(out, fp.Path)
+	}
+	return out
+}
+
+// fileDependencies are the repository directories of the file://
+// dependencies the chart at dir lists (vendored or not: a superset is a
+// safe closure); one above the repository's root is none.
+func fileDependencies(ctx context.Context, s *snapshot.Snapshot, dir string) []string {
+	data, err := s.ReadFile(ctx, join(dir, "Chart.yaml"))
+	if err != nil {
+		return nil
+	}
+	var meta struct {
+		Dependencies []struct {
+			Repository string `json:"repository"`
+		} `json:"dependencies"`
+	}
+	if sigsyaml.Unmarshal(data, &meta) != nil {
+		return nil
+	}
+	var out []string
+	for _, d := range meta.Dependencies {
+		if rel, ok := strings.CutPrefix(d.Repository, "file://"); ok && !strings.HasPrefix(path.Join(dir, rel), "../") {
+			out = append(out, join(dir, rel))
+		}
+	}
+	return out
 }
 
 // tree are the files below dir (only its own when not recurse).

@@ -44,7 +44,11 @@ func (p *planner) argoEngine(ctx context.Context, sides [2]*side) *argocd.Engine
 			}
 		}
 	}
-	return argocd.New(argocd.Options{Render: p.opts.Render, Repos: argocd.NewRepos(urls...), Revisions: p.baseBranches(ctx)})
+	o := argocd.Options{Render: p.opts.Render, Repos: argocd.NewRepos(urls...), Revisions: p.baseBranches(ctx)}
+	if !p.opts.Full {
+		o.ChartCache = p.opts.CacheDir // shared with Flux HelmReleases' charts
+	}
+	return argocd.New(o)
 }
 
 // baseBranches name the branch the plan merges into: the base as given
