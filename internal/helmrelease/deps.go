@@ -101,8 +101,16 @@ func BuildDependencies(ctx context.Context, files map[string][]byte, src Depende
 	if data, ok := files["Chart.lock"]; ok {
 		_ = sigsyaml.Unmarshal(data, &lock) // an unreadable lock: the ranges of Chart.yaml
 	}
+	// What charts/ holds before the build: a chart listed twice (two
+	// aliases, two versions) is built for each listing.
+	have := map[string]bool{}
 	for _, d := range meta.Dependencies {
-		if d == nil || d.Name == "" || vendored(files, d.Name) {
+		if d != nil && vendored(files, d.Name) {
+			have[d.Name] = true
+		}
+	}
+	for _, d := range meta.Dependencies {
+		if d == nil || d.Name == "" || have[d.Name] {
 			continue
 		}
 		if rel, ok := strings.CutPrefix(d.Repository, "file://"); ok {
