@@ -3,12 +3,13 @@
 // a target, rendered as Argo CD's repo server renders it: a kustomize
 // source with the Application's kustomize: settings written into its
 // kustomization (as the repo server's `kustomize edit` calls do), a Helm
-// chart of the repository templated in process with the Application's
-// values, or a directory of manifests; Applications rendered by others
-// (app-of-apps) and made by ApplicationSets' list and git directory
-// generators are targets too. What kplan cannot render offline (plugins,
-// jsonnet, remote charts, other generators) is listed with the reason,
-// never guessed.
+// chart (of the repository, its dependencies built, or pulled from a Helm
+// repository or OCI registry through the render network policy)
+// templated in process with the Application's values, or a directory of
+// manifests; Applications rendered by others (app-of-apps) and made by
+// ApplicationSets' generators are targets too. What kplan cannot render
+// offline (plugins, jsonnet, other repositories) is listed with the
+// reason, never guessed.
 package argocd
 
 import (
