@@ -27,7 +27,7 @@ func TestDiffPlansArgoCDRemoteChartWithRefValues(t *testing.T) {
 	}
 	// Only the Helm repository's Application: the others' servers are
 	// not running here.
-	for _, p := range []string{"apps/shop-oci.yaml", "apps/umbrella.yaml"} {
+	for _, p := range []string{"apps/shop-oci.yaml", "apps/umbrella.yaml", "apps/root.yaml"} {
 		if err := os.Remove(dir + "/" + p); err != nil {
 			t.Fatal(err)
 		}

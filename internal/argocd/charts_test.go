@@ -31,6 +31,7 @@ func serveCharts(t *testing.T) chartServers {
 	for _, v := range []string{"1.0.0", "1.0.1", "1.1.0"} {
 		cs.repo.Add(t, testchart.Package(t, "testdata/remote/lib", v, v))
 	}
+	cs.repo.Add(t, testchart.Package(t, "testdata/remote/appchart", "1.0.0", ""))
 	return cs
 }
 

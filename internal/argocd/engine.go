@@ -1,15 +1,19 @@
 package argocd
 
 import (
+	"bytes"
 	"cmp"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"path"
 	"reflect"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 	"sigs.k8s.io/kustomize/api/konfig"
@@ -50,6 +54,7 @@ type Engine struct {
 	k      *render.Kustomizer
 	opts   Options
 	charts *helmrelease.Charts
+	pulled sync.Map // pulledMayOutput's answers
 }
 
 // New returns an Engine for opts.
@@ -313,7 +318,50 @@ func (e *Engine) mayOutput(ctx context.Context, s *snapshot.Snapshot, ts []*Targ
 	for _, t := range ts {
 		out[t] = err != nil || slices.ContainsFunc(files[t], func(p string) bool { return named[p] })
 	}
+	// A pulled chart may render Applications too: its archive says.
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	var mu sync.Mutex
+	for _, t := range ts {
+		if out[t] {
+			continue
+		}
+		for _, src := range t.Spec.AllSources() {
+			if src.Chart == "" {
+				continue
+			}
+			g.Go(func() error {
+				if e.pulledMayOutput(ctx, src) {
+					mu.Lock()
+					out[t] = true
+					mu.Unlock()
+				}
+				return nil
+			})
+		}
+	}
+	_ = g.Wait()
 	return out
+}
+
+// pulledMayOutput reports whether the chart src pulls names
+// argoproj.io/v in any file (it may render Applications), or cannot be
+// pulled (its render says why). The answer is kept for the engine's
+// plan: both sides ask alike.
+func (e *Engine) pulledMayOutput(ctx context.Context, src Source) bool {
+	key := src.RepoURL + "\x00" + src.Chart + "\x00" + src.TargetRevision
+	if v, ok := e.pulled.Load(key); ok {
+		return v.(bool)
+	}
+	may := true
+	if tgz, _, err := e.charts.Pull(ctx, src.RepoURL, src.Chart, src.TargetRevision); err == nil {
+		if zr, err := gzip.NewReader(bytes.NewReader(tgz)); err == nil {
+			data, err := io.ReadAll(io.LimitReader(zr, e.charts.Limit()))
+			may = err != nil || bytes.Contains(data, []byte(Group+"/v"))
+		}
+	}
+	e.pulled.Store(key, may)
+	return may
 }
 
 // readsOwnFile reports whether a source of t reads the file declaring

@@ -78,6 +78,9 @@ type Charts struct {
 	mem map[string][]byte
 }
 
+// Limit bounds one fetched body, and what is read from it.
+func (c *Charts) Limit() int64 { return c.max() }
+
 func (c *Charts) max() int64 {
 	if c.Max > 0 {
 		return c.Max

@@ -21,7 +21,8 @@ import (
 // whose closure the change meets: a chart version bump in the
 // Application, a $ref value file, a file parameter's file, a file://
 // dependency's template, a chart-relative file parameter, a parameter of
-// an OCI chart; a README touches none.
+// an OCI chart, the directory of an Application that a pulled chart
+// renders (app-of-apps); a README touches none.
 func TestArgoCDRemoteChartsChangedOnlyEqualsFull(t *testing.T) {
 	const src = "../argocd/testdata/remote"
 	repo := testchart.ServeRepo(t)
@@ -31,6 +32,7 @@ func TestArgoCDRemoteChartsChangedOnlyEqualsFull(t *testing.T) {
 		repo.Add(t, testchart.Package(t, src+"/lib", v, v))
 	}
 	reg.Push(t, "charts", testchart.Package(t, src+"/shop", "1.0.0", "1.0.0"))
+	repo.Add(t, testchart.Package(t, src+"/appchart", "1.0.0", ""))
 
 	dir := t.TempDir()
 	if err := os.CopyFS(dir, os.DirFS(src+"/repo")); err != nil {
@@ -43,7 +45,7 @@ func TestArgoCDRemoteChartsChangedOnlyEqualsFull(t *testing.T) {
 		}
 		return string(data)
 	}
-	for _, p := range []string{"apps/shop.yaml", "apps/shop-oci.yaml", "charts/umbrella/Chart.yaml"} {
+	for _, p := range []string{"apps/shop.yaml", "apps/shop-oci.yaml", "apps/root.yaml", "charts/umbrella/Chart.yaml"} {
 		gittest.Write(t, dir, map[string]string{p: strings.NewReplacer("CHARTS_URL", repo.URL, "REGISTRY_HOST", reg.Host).Replace(read(p))})
 	}
 	git(t, dir, "init", "-q", "-b", "main")
@@ -73,6 +75,9 @@ func TestArgoCDRemoteChartsChangedOnlyEqualsFull(t *testing.T) {
 		{"file:// dependency", edit("charts/common/templates/configmap.yaml", "\ndata:", "\n  labels: {tier: base}\ndata:"), []string{"argocd/umbrella"}},
 		{"chart-relative file parameter", edit("charts/umbrella/files/motd.txt", "reviewers", "everyone"), []string{"argocd/umbrella"}},
 		{"OCI chart parameter", edit("apps/shop-oci.yaml", "1.0.0-hotfix", "1.0.0-hotfix2"), []string{"argocd/shop-oci"}},
+		// The pulled chart of root renders child, whose directory this is:
+		// root is rendered though its closure is unchanged.
+		{"directory of an Application a pulled chart renders", edit("envs/prod/plain/cm.yaml", "info", "debug"), []string{"argocd/child"}},
 		{"README", func() { gittest.Write(t, dir, map[string]string{"README.md": "charts\n"}) }, nil},
 	}
 	for _, st := range steps {
@@ -90,7 +95,8 @@ func TestArgoCDRemoteChartsChangedOnlyEqualsFull(t *testing.T) {
 			t.Fatalf("%s --full: %v", st.name, err)
 		}
 		sameChanges(t, st.name, full, changed)
-		if want := len(full.Overlays) - len(st.want); stats.Skipped != want {
+		// root, whose pulled chart renders child, is always rendered.
+		if want := len(full.Overlays) - len(st.want) - 1; stats.Skipped != want {
 			t.Errorf("%s: %d Applications left unrendered, want %d (all but %q)", st.name, stats.Skipped, want, st.want)
 		}
 		if got := changedTargets(full); !slices.Equal(got, st.want) {
