@@ -100,6 +100,11 @@ func TestRemoteChartIsHelmTemplate(t *testing.T) {
 	cs := serveCharts(t)
 	dir := cs.repoDir(t)
 	r := buildWith(t, loopbackEngine(t, "127.0.0.1"), dir)
+	// Three Applications and a dependency take charts from the
+	// repository: its index is fetched once for the plan.
+	if n := cs.repo.Count("/index.yaml"); n != 1 {
+		t.Errorf("the index was fetched %d times, want once", n)
+	}
 	helm := filepath.Join(testhelm.Dir(t), "helm")
 	helmEnv(t)
 

@@ -74,8 +74,16 @@ type Charts struct {
 	// Max bounds one fetched body; <= 0 is 64 MiB.
 	Max int64
 
-	mu  sync.Mutex
-	mem map[string][]byte
+	mu      sync.Mutex
+	mem     map[string][]byte
+	indexes map[string]*fetched // by index URL, for the Charts' life
+}
+
+// fetched is one fetch, done once however many ask.
+type fetched struct {
+	once sync.Once
+	data []byte
+	err  error
 }
 
 // Limit bounds one fetched body, and what is read from it.
@@ -182,7 +190,7 @@ func (c *Charts) fromIndex(ctx context.Context, repoURL, name, version string) (
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") {
 		return nil, "", fmt.Errorf("the repository URL %q is not http(s)", repoURL)
 	}
-	data, err := c.fetch(ctx, base.JoinPath("index.yaml").String())
+	data, err := c.index(ctx, base.JoinPath("index.yaml").String())
 	if err != nil {
 		return nil, "", err
 	}
@@ -211,6 +219,24 @@ func (c *Charts) fromIndex(ctx context.Context, repoURL, name, version string) (
 	}
 	c.store(key, tgz)
 	return tgz, cv.Version, nil
+}
+
+// index fetches a repository's index.yaml once for the Charts' life (a
+// plan's): both sides of a plan, and every release or Application taking
+// charts from the repository, pick versions from the same index.
+func (c *Charts) index(ctx context.Context, u string) ([]byte, error) {
+	c.mu.Lock()
+	if c.indexes == nil {
+		c.indexes = map[string]*fetched{}
+	}
+	f, ok := c.indexes[u]
+	if !ok {
+		f = &fetched{}
+		c.indexes[u] = f
+	}
+	c.mu.Unlock()
+	f.once.Do(func() { f.data, f.err = c.fetch(ctx, u) })
+	return f.data, f.err
 }
 
 func digestOf(data []byte) string {
