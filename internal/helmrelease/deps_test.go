@@ -26,7 +26,9 @@ func TestBuildDependencies(t *testing.T) {
 		}
 		return map[string][]byte{"Chart.yaml": []byte("apiVersion: v2\nname: lib\nversion: 0.1.0\n")}, true, nil
 	}
-	dep := func(d string) string { return "apiVersion: v2\nname: app\nversion: 1.0.0\ndependencies:\n  - " + d + "\n" }
+	dep := func(d string) string {
+		return "apiVersion: v2\nname: app\nversion: 1.0.0\ndependencies:\n  - " + d + "\n"
+	}
 	for _, tc := range []struct {
 		name, chart, lock string
 		vendored          bool
