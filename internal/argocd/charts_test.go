@@ -197,3 +197,55 @@ func TestRemoteChartFromARefusedHost(t *testing.T) {
 		t.Errorf("the refused repository was asked for its index %d times", n)
 	}
 }
+
+// Value files and file parameters resolve as the repo server resolves
+// them: relative to a repository chart, absolute from the repository's
+// root, $ref/path in a ref source of this repository,
+// within a pulled chart; URLs, other repositories and paths above the
+// root are not read (the repo server refuses them).
+func TestHelmFilePathsResolve(t *testing.T) {
+	refs := map[string]Source{"values": {RepoURL: repoURL, Ref: "values"}, "other": {RepoURL: "https://github.com/example/other", Ref: "other"}}
+	for _, tc := range []struct {
+		dir, p, want string
+		inRepo, ok   bool
+	}{
+		{"charts/web", "values-prod.yaml", "charts/web/values-prod.yaml", true, true},
+		{"charts/web", "/envs/prod.yaml", "envs/prod.yaml", true, true},
+		{"charts/web", "../../../../etc/passwd", "", false, false},
+		{"charts/web", "../shared/values.yaml", "charts/shared/values.yaml", true, true},
+		{"charts/web", "/../etc/passwd", "", false, false},
+		{"charts/web", "$values/../x.yaml", "", false, false},
+		{"", "../x.yaml", "", false, false},
+		{"charts/web", "$values/envs/prod.yaml", "envs/prod.yaml", true, true},
+		{"", "$values/envs/prod.yaml", "envs/prod.yaml", true, true},
+		{"", "values-prod.yaml", "values-prod.yaml", false, true},
+		{"", "/ci/values.yaml", "ci/values.yaml", false, true},
+		{"charts/web", "$other/envs/prod.yaml", "", false, false},
+		{"charts/web", "$nowhere/envs/prod.yaml", "", false, false},
+		{"charts/web", "https://example.com/values.yaml", "", false, false},
+	} {
+		got, inRepo, ok := resolve(tc.dir, tc.p, refs, NewRepos(repoURL))
+		if got != tc.want || inRepo != tc.inRepo || ok != tc.ok {
+			t.Errorf("resolve(%q, %q) = %q, %v, %v; want %q, %v, %v", tc.dir, tc.p, got, inRepo, ok, tc.want, tc.inRepo, tc.ok)
+		}
+	}
+}
+
+// Parameter values reach --set as the repo server writes them: commas
+// escaped (a value, not a list), unless the value is a {list}.
+func TestParameterCommasEscaped(t *testing.T) {
+	for in, want := range map[string]string{
+		"a,b":   `a\,b`,
+		`a\,b`:  `a\,b`,
+		"{a,b}": "{a,b}",
+		"plain": "plain",
+		",lead": `\,lead`,
+		"x,,y":  `x\,\,y`,
+		"{a,b":  `{a\,b`,
+		"":      "",
+	} {
+		if got := escapeSet(in); got != want {
+			t.Errorf("escapeSet(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -52,7 +52,7 @@ func (e *Engine) helm(ctx context.Context, s *snapshot.Snapshot, t *Target, src 
 	read := func(p string) ([]byte, string, error) {
 		rp, inRepo, ok := resolve(dir, p, refs, e.opts.Repos)
 		if !ok {
-			return nil, p, fmt.Errorf("%w (remote files and other repositories are not read)", errNotHere)
+			return nil, p, fmt.Errorf("%w: a URL, a file of another repository or a path above the root (Argo CD refuses one, kplan reads none)", errNotHere)
 		}
 		if inRepo {
 			b, err := s.ReadFile(ctx, rp)
@@ -213,11 +213,19 @@ func chartFiles(ctx context.Context, s *snapshot.Snapshot, dir string) (map[stri
 // ref source of this repository, and, for a chart of the repository
 // (dir not ""), for a path relative to it or absolute from the
 // repository's root, as Argo CD resolves them; else within a pulled
-// chart (a path in the archive). ok is false for URLs and other
-// repositories.
+// chart (a path in the archive). ok is false for URLs, other
+// repositories and paths above the root they are in, which the repo
+// server refuses.
 func resolve(dir, p string, refs map[string]Source, repos Repos) (where string, inRepo, ok bool) {
 	if strings.Contains(p, "://") {
 		return "", false, false
+	}
+	within := func(q string) (string, bool) {
+		q = path.Clean(q)
+		if q == ".." || strings.HasPrefix(q, "../") {
+			return "", false
+		}
+		return cleanPath(q), true
 	}
 	if rest, isRef := strings.CutPrefix(p, "$"); isRef {
 		ref, rp, _ := strings.Cut(rest, "/")
@@ -225,15 +233,19 @@ func resolve(dir, p string, refs map[string]Source, repos Repos) (where string, 
 		if !found || !repos.Has(src.RepoURL) {
 			return "", false, false
 		}
-		return cleanPath(rp), true, true
+		where, ok = within(strings.TrimLeft(rp, "/"))
+		return where, ok, ok
 	}
-	if dir == "" {
-		return cleanPath(p), false, true
+	switch {
+	case dir == "":
+		where, ok = within(strings.TrimLeft(p, "/"))
+		return where, false, ok
+	case path.IsAbs(p):
+		where, ok = within(strings.TrimLeft(p, "/"))
+	default:
+		where, ok = within(path.Join(dir, p))
 	}
-	if path.IsAbs(p) {
-		return cleanPath(p), true, true
-	}
-	return join(dir, p), true, true
+	return where, ok, ok
 }
 
 // escapeSet escapes the commas of a parameter's value, as the repo
