@@ -200,7 +200,7 @@ func TestRemoteChartFromARefusedHost(t *testing.T) {
 
 // Value files and file parameters resolve as the repo server resolves
 // them: relative to a repository chart, absolute from the repository's
-// root, $ref/path in a ref source of this repository,
+// root, the build variables expanded, $ref/path in a ref source of this repository,
 // within a pulled chart; URLs, other repositories and paths above the
 // root are not read (the repo server refuses them).
 func TestHelmFilePathsResolve(t *testing.T) {
@@ -223,8 +223,10 @@ func TestHelmFilePathsResolve(t *testing.T) {
 		{"charts/web", "$other/envs/prod.yaml", "", false, false},
 		{"charts/web", "$nowhere/envs/prod.yaml", "", false, false},
 		{"charts/web", "https://example.com/values.yaml", "", false, false},
+		{"charts/web", "values-$ARGOCD_APP_NAME.yaml", "charts/web/values-web.yaml", true, true},
+		{"charts/web", "/envs/${ARGOCD_APP_NAME}/values.yaml", "envs/web/values.yaml", true, true},
 	} {
-		got, inRepo, ok := resolve(tc.dir, tc.p, refs, NewRepos(repoURL))
+		got, inRepo, ok := resolve(tc.dir, tc.p, refs, NewRepos(repoURL), map[string]string{"ARGOCD_APP_NAME": "web"})
 		if got != tc.want || inRepo != tc.inRepo || ok != tc.ok {
 			t.Errorf("resolve(%q, %q) = %q, %v, %v; want %q, %v, %v", tc.dir, tc.p, got, inRepo, ok, tc.want, tc.inRepo, tc.ok)
 		}

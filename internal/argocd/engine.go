@@ -539,6 +539,15 @@ func kustomizationFile(s *snapshot.Snapshot, dir string) string {
 	return ""
 }
 
+// buildEnv are the build environment's variables the repo server
+// expands in a source's settings that kplan knows offline.
+func buildEnv(t *Target, src Source) map[string]string {
+	return map[string]string{
+		"ARGOCD_APP_NAME": t.Application.Name, "ARGOCD_APP_NAMESPACE": t.Namespace,
+		"ARGOCD_APP_SOURCE_PATH": src.Path, "ARGOCD_APP_SOURCE_REPO_URL": src.RepoURL, "ARGOCD_APP_SOURCE_TARGET_REVISION": src.TargetRevision,
+	}
+}
+
 // render renders t's sources into its objects.
 func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) error {
 	if t.Closure.Err != nil {
@@ -568,10 +577,7 @@ func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) er
 		if src.Ref != "" && src.Path == "" && src.Chart == "" {
 			continue // a values-only source for $ref value files
 		}
-		env := map[string]string{
-			"ARGOCD_APP_NAME": t.Application.Name, "ARGOCD_APP_NAMESPACE": t.Namespace,
-			"ARGOCD_APP_SOURCE_PATH": src.Path, "ARGOCD_APP_SOURCE_REPO_URL": src.RepoURL, "ARGOCD_APP_SOURCE_TARGET_REVISION": src.TargetRevision,
-		}
+		env := buildEnv(t, src)
 		var out []*yaml.RNode
 		var err error
 		switch kindOf(s, src) {
@@ -581,7 +587,7 @@ func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) er
 		case kindKustomize:
 			out, err = e.kustomize(ctx, s, src, env)
 		case kindHelm, kindRemoteChart:
-			out, err = e.helm(ctx, s, t, src, refs)
+			out, err = e.helm(ctx, s, t, src, refs, env)
 		case kindDirectory:
 			var skipped []string
 			out, skipped, err = directory(ctx, s, src)
@@ -662,7 +668,7 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 			// are the repository's; the chart's version is the
 			// Application's file.
 			for _, p := range helmFiles(src) {
-				if rp, inRepo, ok := resolve("", p, refs, e.opts.Repos); ok && inRepo {
+				if rp, inRepo, ok := resolve("", p, refs, e.opts.Repos, buildEnv(t, src)); ok && inRepo {
 					u.Path(rp)
 				}
 			}
@@ -694,7 +700,7 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 				u.Path(f)
 			}
 			for _, p := range helmFiles(src) {
-				if rp, inRepo, ok := resolve(dir, p, refs, e.opts.Repos); ok && inRepo {
+				if rp, inRepo, ok := resolve(dir, p, refs, e.opts.Repos, buildEnv(t, src)); ok && inRepo {
 					u.Path(rp)
 				}
 			}

@@ -73,7 +73,7 @@ func FuzzParseFile(f *testing.F) {
 					dir = ""
 				}
 				for _, vf := range helmFiles(src) {
-					if p, _, ok := resolve(dir, vf, refs, repos); ok && (p == "" || p[0] == '/' || p == ".." || strings.HasPrefix(p, "../")) {
+					if p, _, ok := resolve(dir, vf, refs, repos, map[string]string{"ARGOCD_APP_NAME": a.Name}); ok && (p == "" || p[0] == '/' || p == ".." || strings.HasPrefix(p, "../")) {
 						t.Fatalf("value file %q resolves to %q, not a repository or chart path", vf, p)
 					}
 				}

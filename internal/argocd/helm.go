@@ -36,7 +36,7 @@ var errNotHere = errors.New("not in this repository")
 // (--set-file); helm.kubeVersion and helm.apiVersions as
 // --kube-version and --api-versions; CRDs unless skipCrds; hooks except
 // tests.
-func (e *Engine) helm(ctx context.Context, s *snapshot.Snapshot, t *Target, src Source, refs map[string]Source) ([]*yaml.RNode, error) {
+func (e *Engine) helm(ctx context.Context, s *snapshot.Snapshot, t *Target, src Source, refs map[string]Source, env map[string]string) ([]*yaml.RNode, error) {
 	h := src.Helm
 	if h == nil {
 		h = &Helm{}
@@ -50,7 +50,7 @@ func (e *Engine) helm(ctx context.Context, s *snapshot.Snapshot, t *Target, src 
 	// chart of this repository, relative to it (absolute: to the
 	// repository's root); for a pulled chart, within the chart.
 	read := func(p string) ([]byte, string, error) {
-		rp, inRepo, ok := resolve(dir, p, refs, e.opts.Repos)
+		rp, inRepo, ok := resolve(dir, p, refs, e.opts.Repos, env)
 		if !ok {
 			return nil, p, fmt.Errorf("%w: a URL, a file of another repository or a path above the root (Argo CD refuses one, kplan reads none)", errNotHere)
 		}
@@ -215,8 +215,13 @@ func chartFiles(ctx context.Context, s *snapshot.Snapshot, dir string) (map[stri
 // repository's root, as Argo CD resolves them; else within a pulled
 // chart (a path in the archive). ok is false for URLs, other
 // repositories and paths above the root they are in, which the repo
-// server refuses.
-func resolve(dir, p string, refs map[string]Source, repos Repos) (where string, inRepo, ok bool) {
+// server refuses. A path that is no $ref has the build environment's
+// variables expanded first, as the repo server's Envsubst does.
+func resolve(dir, p string, refs map[string]Source, repos Repos, env map[string]string) (where string, inRepo, ok bool) {
+	ref, _, _ := strings.Cut(strings.TrimPrefix(p, "$"), "/")
+	if _, isRef := refs[ref]; !isRef || !strings.HasPrefix(p, "$") {
+		p = envsubst(p, env)
+	}
 	if strings.Contains(p, "://") {
 		return "", false, false
 	}
@@ -231,9 +236,9 @@ func resolve(dir, p string, refs map[string]Source, repos Repos) (where string, 
 		ref, rp, _ := strings.Cut(rest, "/")
 		src, found := refs[ref]
 		if !found || !repos.Has(src.RepoURL) {
-			return "", false, false
+			return "", false, false // another repository's, or an unknown variable
 		}
-		where, ok = within(strings.TrimLeft(rp, "/"))
+		where, ok = within(strings.TrimLeft(envsubst(rp, env), "/"))
 		return where, ok, ok
 	}
 	switch {
