@@ -251,3 +251,43 @@ func TestParameterCommasEscaped(t *testing.T) {
 		}
 	}
 }
+
+// A pulled chart published without the dependencies it lists is built
+// as the repo server builds it in its pulled copy (helm dependency
+// build): one from a Helm repository, one file:// within the chart.
+func TestPulledChartDependenciesBuilt(t *testing.T) {
+	cs := serveCharts(t)
+	chartDir := copyDir(t, "testdata/remote/bundle")
+	chartYAML := filepath.Join(chartDir, "Chart.yaml")
+	data, err := os.ReadFile(chartYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(chartYAML, []byte(strings.ReplaceAll(string(data), "CHARTS_URL", cs.repo.URL)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cs.repo.Add(t, testchart.Package(t, chartDir, "1.0.0", ""))
+	dir := t.TempDir()
+	app := "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: bundle}\nspec:\n  source: {repoURL: '" + cs.repo.URL + "', chart: bundle, targetRevision: 1.0.0}\n  destination: {namespace: bundle}\n"
+	if err := os.WriteFile(filepath.Join(dir, "app.yaml"), []byte(app), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := buildWith(t, loopbackEngine(t, "127.0.0.1"), dir)
+	tg := r.Target("argocd/bundle")
+	if tg == nil || tg.Err != nil {
+		t.Fatalf("bundle: %+v", tg)
+	}
+	helm := filepath.Join(testhelm.Dir(t), "helm")
+	helmEnv(t)
+	pulled := t.TempDir()
+	run(t, pulled, helm, "pull", "bundle", "--repo", cs.repo.URL, "--version", "1.0.0", "--untar", "--untardir", ".")
+	run(t, pulled, helm, "dependency", "build", "bundle")
+	out := run(t, pulled, helm, "template", "bundle", "bundle", "--namespace", "bundle", "--include-crds", "--skip-tests")
+	sameObjects(t, "bundle", tg.Objects, parseStream(t, out))
+	got := objects(t, tg.Objects)
+	for _, k := range []string{"Service /bundle-cache", "ServiceAccount /bundle-extras"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("bundle renders no %s: %v", k, got)
+		}
+	}
+}

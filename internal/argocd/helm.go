@@ -137,47 +137,56 @@ func (e *Engine) helm(ctx context.Context, s *snapshot.Snapshot, t *Target, src 
 	})
 }
 
-// chart loads a Helm source's chart: pulled (src.Chart), or the
-// directory src.Path of the repository with the dependencies its
-// charts/ lacks built. dir is the chart's repository directory, "" for
-// a pulled chart.
+// chart loads a Helm source's chart, pulled (src.Chart) or the directory
+// src.Path of the repository, with the dependencies its charts/ lacks
+// built as the repo server's helm dependency build does (file:// ones
+// from the repository, or from within a pulled chart). dir is the
+// chart's repository directory, "" for a pulled chart.
 func (e *Engine) chart(ctx context.Context, s *snapshot.Snapshot, src Source) (*chart.Chart, string, error) {
+	var files map[string][]byte
+	var local func(ctx context.Context, rel string) (map[string][]byte, bool, error)
+	dir := ""
+	what := ""
 	if src.Chart != "" {
 		tgz, version, err := e.charts.Pull(ctx, src.RepoURL, src.Chart, src.TargetRevision)
 		if err != nil {
 			return nil, "", fmt.Errorf("chart %s %s from %s: %w", src.Chart, cmp.Or(src.TargetRevision, "*"), src.RepoURL, err)
 		}
-		ch, err := loader.LoadArchive(bytes.NewReader(tgz))
+		what = fmt.Sprintf("chart %s %s from %s: ", src.Chart, version, src.RepoURL)
+		bf, err := loader.LoadArchiveFiles(bytes.NewReader(tgz))
 		if err != nil {
-			return nil, "", fmt.Errorf("chart %s %s from %s: %w", src.Chart, version, src.RepoURL, err)
+			return nil, "", fmt.Errorf("%s%w", what, err)
 		}
-		// A packaged chart carries its dependencies; Argo CD would build
-		// missing ones in the pulled copy, which kplan does not do.
-		for _, d := range ch.Metadata.Dependencies {
-			if !slices.ContainsFunc(ch.Dependencies(), func(c *chart.Chart) bool { return c.Name() == d.Name }) {
-				return nil, "", fmt.Errorf("chart %s %s from %s: its dependency %s is not packaged in it (kplan builds the dependencies of charts of this repository only)", src.Chart, version, src.RepoURL, d.Name)
+		files = make(map[string][]byte, len(bf))
+		for _, f := range bf {
+			files[f.Name] = f.Data
+		}
+		local = func(_ context.Context, rel string) (map[string][]byte, bool, error) {
+			got := map[string][]byte{}
+			for name, data := range files {
+				if r, ok := strings.CutPrefix(name, path.Clean(rel)+"/"); ok && !strings.HasPrefix(rel, "../") {
+					got[r] = data
+				}
 			}
+			return got, len(got) > 0, nil
 		}
-		return ch, "", nil
-	}
-	dir := cleanPath(src.Path)
-	files, err := chartFiles(ctx, s, dir)
-	if err != nil {
-		return nil, "", err
-	}
-	err = helmrelease.BuildDependencies(ctx, files, helmrelease.DependencySource{
-		Local: func(ctx context.Context, rel string) (map[string][]byte, bool, error) {
-			d := join(dir, rel)
+	} else {
+		dir = cleanPath(src.Path)
+		var err error
+		if files, err = chartFiles(ctx, s, dir); err != nil {
+			return nil, "", err
+		}
+		local = func(ctx context.Context, rel string) (map[string][]byte, bool, error) {
 			if strings.HasPrefix(path.Join(dir, rel), "../") {
 				return nil, false, nil // above the repository's root
 			}
-			got, err := chartFiles(ctx, s, d)
+			got, err := chartFiles(ctx, s, join(dir, rel))
 			return got, len(got) > 0, err
-		},
-		Remote: e.charts,
-	})
+		}
+	}
+	err := helmrelease.BuildDependencies(ctx, files, helmrelease.DependencySource{Local: local, Remote: e.charts})
 	if err != nil {
-		return nil, "", err
+		return nil, "", fmt.Errorf("%s%w", what, err)
 	}
 	var bf []*loader.BufferedFile
 	for _, name := range slices.Sorted(maps.Keys(files)) {
@@ -185,7 +194,10 @@ func (e *Engine) chart(ctx context.Context, s *snapshot.Snapshot, src Source) (*
 	}
 	ch, err := loader.LoadFiles(bf)
 	if err != nil {
-		return nil, "", fmt.Errorf("load the chart %s: %w", dir, err)
+		if what == "" {
+			what = "the chart " + dir + ": "
+		}
+		return nil, "", fmt.Errorf("load %s%w", what, err)
 	}
 	return ch, dir, nil
 }
