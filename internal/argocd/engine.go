@@ -346,15 +346,23 @@ func (e *Engine) mayOutput(ctx context.Context, s *snapshot.Snapshot, ts []*Targ
 
 // pulledMayOutput reports whether the chart src pulls names
 // argoproj.io/v in any file (it may render Applications), or cannot be
-// pulled (its render says why). The answer is kept for the engine's
-// plan: both sides ask alike.
+// pulled for a reason a render would say (a host that does not answer, a
+// version no release matches). A host the network policy refuses is
+// refused alike on every run and both sides, so the Application fails
+// when the change reaches it, as a remote kustomize base does, and is
+// not rendered (to fail) on every plan. The answer is kept for the
+// engine's plan: both sides ask alike.
 func (e *Engine) pulledMayOutput(ctx context.Context, src Source) bool {
 	key := src.RepoURL + "\x00" + src.Chart + "\x00" + src.TargetRevision
 	if v, ok := e.pulled.Load(key); ok {
 		return v.(bool)
 	}
 	may := true
-	if tgz, _, err := e.charts.Pull(ctx, src.RepoURL, src.Chart, src.TargetRevision); err == nil {
+	tgz, _, err := e.charts.Pull(ctx, src.RepoURL, src.Chart, src.TargetRevision)
+	if helmrelease.Refused(err) {
+		may = false
+	}
+	if err == nil {
 		if zr, err := gzip.NewReader(bytes.NewReader(tgz)); err == nil {
 			data, err := io.ReadAll(io.LimitReader(zr, e.charts.Limit()))
 			may = err != nil || bytes.Contains(data, []byte(Group+"/v"))

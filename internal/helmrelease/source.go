@@ -156,9 +156,20 @@ func (c *Charts) store(key string, data []byte) {
 
 func (c *Charts) get(ctx context.Context, u string, header http.Header) (*netpolicy.Response, error) {
 	if c == nil || c.Get == nil {
-		return nil, fmt.Errorf("fetch %s refused: this plan fetches from no host (hosts are listed with kplan's --remote-hosts, the Action's remote-hosts input or a webhook target's remoteHosts; never for a fork's pull request unless allowed)", u)
+		return nil, fmt.Errorf("fetch %s %w: this plan fetches from no host (hosts are listed with kplan's --remote-hosts, the Action's remote-hosts input or a webhook target's remoteHosts; never for a fork's pull request unless allowed)", u, errNoFetcher)
 	}
 	return c.Get.Get(ctx, u, header, c.max())
+}
+
+// errNoFetcher is a fetch by Charts that have no Getter.
+var errNoFetcher = errors.New("refused")
+
+// Refused reports whether err is a fetch the network policy refused (or
+// a plan fetching from no host): it fails alike on every run, whatever
+// the network does.
+func Refused(err error) bool {
+	var refused *netpolicy.RefusedError
+	return errors.As(err, &refused) || errors.Is(err, errNoFetcher)
 }
 
 func (c *Charts) fetch(ctx context.Context, u string) ([]byte, error) {

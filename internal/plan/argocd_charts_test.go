@@ -108,4 +108,27 @@ func TestArgoCDRemoteChartsChangedOnlyEqualsFull(t *testing.T) {
 			}
 		}
 	}
+
+	// Without the host allowed the refusal does not depend on the
+	// network: the changed-only plan of the README change renders no
+	// Application (none fails for a change that does not reach it); the
+	// full plan shows each refusal.
+	opts := Options{RepoDir: dir, Base: "HEAD~", Head: "HEAD", Resolver: notFound{}}
+	changed, stats, err := Execute(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Skipped != len(changed.Overlays) || len(changedTargets(changed)) != 0 {
+		t.Errorf("no hosts allowed, README: %d of %d Applications unrendered, changed %q; want all unrendered", stats.Skipped, len(changed.Overlays), changedTargets(changed))
+	}
+	opts.Full = true
+	full, _, err := Execute(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range full.Overlays {
+		if o.Path == "argocd/shop" && !strings.Contains(o.HeadErr, "refused") {
+			t.Errorf("no hosts allowed, --full: %s: %q, want the refusal", o.Path, o.HeadErr)
+		}
+	}
 }
