@@ -322,6 +322,7 @@ func (e *Engine) mayOutput(ctx context.Context, s *snapshot.Snapshot, ts []*Targ
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	var mu sync.Mutex
+	pulled := map[*Target]bool{}
 	for _, t := range ts {
 		if out[t] {
 			continue
@@ -333,7 +334,7 @@ func (e *Engine) mayOutput(ctx context.Context, s *snapshot.Snapshot, ts []*Targ
 			g.Go(func() error {
 				if e.pulledMayOutput(ctx, src) {
 					mu.Lock()
-					out[t] = true
+					pulled[t] = true
 					mu.Unlock()
 				}
 				return nil
@@ -341,6 +342,9 @@ func (e *Engine) mayOutput(ctx context.Context, s *snapshot.Snapshot, ts []*Targ
 		}
 	}
 	_ = g.Wait()
+	for t := range pulled {
+		out[t] = true
+	}
 	return out
 }
 
