@@ -98,6 +98,8 @@ FUZZ_TARGETS := \
 	./internal/helmrelease:FuzzValuesFrom \
 	./internal/helmrelease:FuzzLoadChart \
 	./internal/helmrelease:FuzzChallenge \
+	./internal/helmrelease:FuzzBuildDependencies \
+	./internal/helmrelease:FuzzNewestTag \
 	./internal/declared:FuzzRGFile
 
 fuzz:

@@ -3,12 +3,14 @@
 // a target, rendered as Argo CD's repo server renders it: a kustomize
 // source with the Application's kustomize: settings written into its
 // kustomization (as the repo server's `kustomize edit` calls do), a Helm
-// chart of the repository templated in process with the Application's
-// values, or a directory of manifests; Applications rendered by others
-// (app-of-apps) and made by ApplicationSets' list, git, clusters, matrix
-// and merge generators are targets too. What kplan cannot render offline
-// (plugins, jsonnet, remote charts, generators reading forges or the
-// cluster) is listed with the reason, never guessed.
+// chart (of the repository, its dependencies built, or pulled from a Helm
+// repository or OCI registry through the render network policy)
+// templated in process with the Application's values, or a directory of
+// manifests; Applications rendered by others (app-of-apps) and made by
+// ApplicationSets' list, git, clusters, matrix and merge generators are
+// targets too. What kplan cannot render offline (plugins, jsonnet, other
+// repositories, generators reading forges or the cluster) is listed with
+// the reason, never guessed.
 package argocd
 
 import (
@@ -147,16 +149,33 @@ type Replica struct {
 
 // Helm are a source's helm: settings.
 type Helm struct {
-	ValueFiles              []string         `json:"valueFiles,omitempty"`
-	Values                  string           `json:"values,omitempty"`
-	ValuesObject            map[string]any   `json:"valuesObject,omitempty"`
-	Parameters              []HelmParameter  `json:"parameters,omitempty"`
-	FileParameters          []map[string]any `json:"fileParameters,omitempty"`
-	ReleaseName             string           `json:"releaseName,omitempty"`
-	SkipCrds                bool             `json:"skipCrds,omitempty"`
-	SkipTests               bool             `json:"skipTests,omitempty"`
-	IgnoreMissingValueFiles bool             `json:"ignoreMissingValueFiles,omitempty"`
-	Namespace               string           `json:"namespace,omitempty"`
+	ValueFiles              []string        `json:"valueFiles,omitempty"`
+	Values                  string          `json:"values,omitempty"`
+	ValuesObject            map[string]any  `json:"valuesObject,omitempty"`
+	Parameters              []HelmParameter `json:"parameters,omitempty"`
+	FileParameters          []FileParameter `json:"fileParameters,omitempty"`
+	ReleaseName             string          `json:"releaseName,omitempty"`
+	SkipCrds                bool            `json:"skipCrds,omitempty"`
+	SkipTests               bool            `json:"skipTests,omitempty"`
+	IgnoreMissingValueFiles bool            `json:"ignoreMissingValueFiles,omitempty"`
+	Namespace               string          `json:"namespace,omitempty"`
+	// KubeVersion and APIVersions are the Capabilities the chart sees
+	// (--kube-version, --api-versions); Argo CD takes the destination
+	// cluster's when they are not set, kplan Helm's defaults.
+	KubeVersion string   `json:"kubeVersion,omitempty"`
+	APIVersions []string `json:"apiVersions,omitempty"`
+	// PassCredentials sends a Helm repository's credentials to the
+	// hosts its charts are on; kplan fetches anonymously, so it changes
+	// nothing. Version (v2, v3) is a choice Argo CD no longer makes.
+	PassCredentials bool   `json:"passCredentials,omitempty"`
+	Version         string `json:"version,omitempty"`
+}
+
+// FileParameter is a --set-file parameter: the value is the content of
+// the file at Path.
+type FileParameter struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
 }
 
 // HelmParameter is one --set (or --set-string) parameter.

@@ -1,15 +1,19 @@
 package argocd
 
 import (
+	"bytes"
 	"cmp"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"path"
 	"reflect"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 	"sigs.k8s.io/kustomize/api/konfig"
@@ -19,6 +23,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/crash"
+	"github.com/kplan-dev/kplan/internal/helmrelease"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
@@ -46,13 +51,19 @@ type Options struct {
 	// does with applicationset.enableNewGitFileGlobbing; off, as git
 	// ls-files does (its default).
 	NewGitFileGlobbing bool
+	// ChartCache is the render cache directory whose charts/ keeps the
+	// pulled charts, shared with Flux HelmReleases; "" keeps them in
+	// memory only. Charts are fetched through Render.Remote.
+	ChartCache string
 }
 
 // Engine renders the Argo CD Applications of snapshots; safe for
 // concurrent use.
 type Engine struct {
-	k    *render.Kustomizer
-	opts Options
+	k      *render.Kustomizer
+	opts   Options
+	charts *helmrelease.Charts
+	pulled sync.Map // pulledMayOutput's answers
 }
 
 // New returns an Engine for opts.
@@ -62,7 +73,7 @@ func New(opts Options) *Engine {
 	if opts.Memo == nil {
 		opts.Memo = closure.NewMemo()
 	}
-	return &Engine{k: render.NewKustomizer(ro), opts: opts}
+	return &Engine{k: render.NewKustomizer(ro), opts: opts, charts: helmrelease.NewCharts(opts.Render, opts.ChartCache)}
 }
 
 // Target is one Application's render.
@@ -134,7 +145,7 @@ func (e *Engine) Found(ctx context.Context, s *snapshot.Snapshot, paths []string
 	}
 	for _, a := range apps {
 		for _, src := range a.Spec.AllSources() {
-			if e.opts.Repos.Has(src.RepoURL) {
+			if e.renders(src) {
 				return true, nil
 			}
 		}
@@ -316,7 +327,62 @@ func (e *Engine) mayOutput(ctx context.Context, s *snapshot.Snapshot, ts []*Targ
 	for _, t := range ts {
 		out[t] = err != nil || slices.ContainsFunc(files[t], func(p string) bool { return named[p] })
 	}
+	// A pulled chart may render Applications too: its archive says.
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	var mu sync.Mutex
+	pulled := map[*Target]bool{}
+	for _, t := range ts {
+		if out[t] {
+			continue
+		}
+		for _, src := range t.Spec.AllSources() {
+			if src.Chart == "" {
+				continue
+			}
+			g.Go(func() error {
+				if e.pulledMayOutput(ctx, src) {
+					mu.Lock()
+					pulled[t] = true
+					mu.Unlock()
+				}
+				return nil
+			})
+		}
+	}
+	_ = g.Wait()
+	for t := range pulled {
+		out[t] = true
+	}
 	return out
+}
+
+// pulledMayOutput reports whether the chart src pulls names
+// argoproj.io/v in any file (it may render Applications), or cannot be
+// pulled for a reason a render would say (a host that does not answer, a
+// version no release matches). A host the network policy refuses is
+// refused alike on every run and both sides, so the Application fails
+// when the change reaches it, as a remote kustomize base does, and is
+// not rendered (to fail) on every plan. The answer is kept for the
+// engine's plan: both sides ask alike.
+func (e *Engine) pulledMayOutput(ctx context.Context, src Source) bool {
+	key := src.RepoURL + "\x00" + src.Chart + "\x00" + src.TargetRevision
+	if v, ok := e.pulled.Load(key); ok {
+		return v.(bool)
+	}
+	may := true
+	tgz, _, err := e.charts.Pull(ctx, src.RepoURL, src.Chart, src.TargetRevision)
+	if helmrelease.Refused(err) {
+		may = false
+	}
+	if err == nil {
+		if zr, err := gzip.NewReader(bytes.NewReader(tgz)); err == nil {
+			data, err := io.ReadAll(io.LimitReader(zr, e.charts.Limit()))
+			may = err != nil || bytes.Contains(data, []byte(Group+"/v"))
+		}
+	}
+	e.pulled.Store(key, may)
+	return may
 }
 
 // readsOwnFile reports whether a source of t reads the file declaring
@@ -371,17 +437,25 @@ func (e *Engine) side(ctx context.Context, s *snapshot.Snapshot) (*Result, error
 func (e *Engine) skip(a *Application) string {
 	ours := false
 	for _, src := range a.Spec.AllSources() {
-		if e.opts.Repos.Has(src.RepoURL) {
-			ours = true
+		ours = ours || e.renders(src)
+		if src.Chart == "" && e.opts.Repos.Has(src.RepoURL) {
 			if !e.tracks(src.TargetRevision) {
 				return fmt.Sprintf("tracks another revision (targetRevision %s): merging this branch does not change what Argo CD syncs", src.TargetRevision)
 			}
 		}
 	}
 	if !ours {
-		return "no source is this repository (set argocdRepoURLs in .kplan.yaml when a repoURL names it another way)"
+		return "no source is this repository or a Helm chart (set argocdRepoURLs in .kplan.yaml when a repoURL names it another way)"
 	}
 	return ""
+}
+
+// renders reports whether kplan renders src: a source of this
+// repository, or a chart from a Helm repository or OCI registry (its
+// targetRevision is the chart's version, which the Application's file
+// in this repository sets).
+func (e *Engine) renders(src Source) bool {
+	return src.Chart != "" || e.opts.Repos.Has(src.RepoURL)
 }
 
 // tracks reports whether targetRevision follows the plan's branch.
@@ -486,6 +560,15 @@ func kustomizationFile(s *snapshot.Snapshot, dir string) string {
 	return ""
 }
 
+// buildEnv are the build environment's variables the repo server
+// expands in a source's settings that kplan knows offline.
+func buildEnv(t *Target, src Source) map[string]string {
+	return map[string]string{
+		"ARGOCD_APP_NAME": t.Application.Name, "ARGOCD_APP_NAMESPACE": t.Namespace,
+		"ARGOCD_APP_SOURCE_PATH": src.Path, "ARGOCD_APP_SOURCE_REPO_URL": src.RepoURL, "ARGOCD_APP_SOURCE_TARGET_REVISION": src.TargetRevision,
+	}
+}
+
 // render renders t's sources into its objects.
 func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) error {
 	if t.Closure.Err != nil {
@@ -506,21 +589,16 @@ func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) er
 		if len(t.Spec.AllSources()) > 1 {
 			what = fmt.Sprintf("source %d (%s)", i+1, cmp.Or(src.Path, src.Chart, src.RepoURL))
 		}
-		if !e.opts.Repos.Has(src.RepoURL) {
-			if src.Chart != "" {
-				t.NotRendered = append(t.NotRendered, fmt.Sprintf("%s: chart %s %s from %s is not rendered (remote charts are not fetched for Argo CD Applications yet)", what, src.Chart, src.TargetRevision, src.RepoURL))
-			} else if src.Ref == "" || src.Path != "" {
+		if !e.renders(src) {
+			if src.Ref == "" || src.Path != "" {
 				t.NotRendered = append(t.NotRendered, fmt.Sprintf("%s: %s is another repository; kplan renders this repository's sources only", what, src.RepoURL))
 			}
 			continue
 		}
-		if src.Ref != "" && src.Path == "" {
+		if src.Ref != "" && src.Path == "" && src.Chart == "" {
 			continue // a values-only source for $ref value files
 		}
-		env := map[string]string{
-			"ARGOCD_APP_NAME": t.Application.Name, "ARGOCD_APP_NAMESPACE": t.Namespace,
-			"ARGOCD_APP_SOURCE_PATH": src.Path, "ARGOCD_APP_SOURCE_REPO_URL": src.RepoURL, "ARGOCD_APP_SOURCE_TARGET_REVISION": src.TargetRevision,
-		}
+		env := buildEnv(t, src)
 		var out []*yaml.RNode
 		var err error
 		switch kindOf(s, src) {
@@ -529,8 +607,8 @@ func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) er
 			continue
 		case kindKustomize:
 			out, err = e.kustomize(ctx, s, src, env)
-		case kindHelm:
-			out, err = e.helm(ctx, s, t, src, refs)
+		case kindHelm, kindRemoteChart:
+			out, err = e.helm(ctx, s, t, src, refs, env)
 		case kindDirectory:
 			var skipped []string
 			out, skipped, err = directory(ctx, s, src)
@@ -609,6 +687,17 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 		}
 	}
 	for _, src := range t.Spec.AllSources() {
+		if src.Chart != "" {
+			// A pulled chart: its $ref value files and file parameters
+			// are the repository's; the chart's version is the
+			// Application's file.
+			for _, p := range helmFiles(src) {
+				if rp, inRepo, ok := resolve("", p, refs, e.opts.Repos, buildEnv(t, src)); ok && inRepo {
+					u.Path(rp)
+				}
+			}
+			continue
+		}
 		if !e.opts.Repos.Has(src.RepoURL) || (src.Ref != "" && src.Path == "") {
 			continue
 		}
@@ -634,11 +723,16 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 			for _, f := range tree(s, dir, true) {
 				u.Path(f)
 			}
-			if h := src.Helm; h != nil {
-				for _, vf := range h.ValueFiles {
-					if p, ok := valueFile(dir, vf, refs, e.opts.Repos); ok {
-						u.Path(p)
-					}
+			for _, p := range helmFiles(src) {
+				if rp, inRepo, ok := resolve(dir, p, refs, e.opts.Repos, buildEnv(t, src)); ok && inRepo {
+					u.Path(rp)
+				}
+			}
+			// The file:// dependencies helm dependency build copies in.
+			for _, d := range fileDependencies(ctx, s, dir) {
+				u.Path(d)
+				for _, f := range tree(s, d, true) {
+					u.Path(f)
 				}
 			}
 		case kindDirectory:
@@ -663,6 +757,45 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 		}
 	}
 	return u.Closure()
+}
+
+// helmFiles are the value files and file parameters' paths of a Helm
+// source, as written.
+func helmFiles(src Source) []string {
+	h := src.Helm
+	if h == nil {
+		return nil
+	}
+	out := slices.Clone(h.ValueFiles)
+	for _, fp := range h.FileParameters {
+		out = append(out, fp.Path)
+	}
+	return out
+}
+
+// fileDependencies are the repository directories of the file://
+// dependencies the chart at dir lists (vendored or not: a superset is a
+// safe closure); one above the repository's root is none.
+func fileDependencies(ctx context.Context, s *snapshot.Snapshot, dir string) []string {
+	data, err := s.ReadFile(ctx, join(dir, "Chart.yaml"))
+	if err != nil {
+		return nil
+	}
+	var meta struct {
+		Dependencies []struct {
+			Repository string `json:"repository"`
+		} `json:"dependencies"`
+	}
+	if sigsyaml.Unmarshal(data, &meta) != nil {
+		return nil
+	}
+	var out []string
+	for _, d := range meta.Dependencies {
+		if rel, ok := strings.CutPrefix(d.Repository, "file://"); ok && !strings.HasPrefix(path.Join(dir, rel), "../") {
+			out = append(out, join(dir, rel))
+		}
+	}
+	return out
 }
 
 // tree are the files below dir (only its own when not recurse).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -78,10 +79,19 @@ func FuzzParseFile(f *testing.F) {
 					_, _ = globs(dir.Include)
 					_, _ = globs(dir.Exclude)
 				}
+				dir := cleanPath(src.Path)
+				if src.Chart != "" {
+					dir = ""
+				}
+				for _, vf := range helmFiles(src) {
+					if p, _, ok := resolve(dir, vf, refs, repos, map[string]string{"ARGOCD_APP_NAME": a.Name}); ok && (p == "" || p[0] == '/' || p == ".." || strings.HasPrefix(p, "../")) {
+						t.Fatalf("value file %q resolves to %q, not a repository or chart path", vf, p)
+					}
+				}
 				if h := src.Helm; h != nil {
-					for _, vf := range h.ValueFiles {
-						if p, ok := valueFile(cleanPath(src.Path), vf, refs, repos); ok && (p == "" || p[0] == '/') {
-							t.Fatalf("value file %q resolves to %q, not a repository path", vf, p)
+					for _, p := range h.Parameters {
+						if esc := escapeSet(p.Value); strings.Count(esc, ",") < strings.Count(p.Value, ",") {
+							t.Fatalf("escapeSet(%q) = %q lost a comma", p.Value, esc)
 						}
 					}
 				}

@@ -64,10 +64,11 @@ func TestGoTemplateIsBounded(t *testing.T) {
 }
 
 // A chart whose Chart.yaml lists a dependency that is not under charts/
-// fails, as helm template does, naming it: Argo CD would fetch it, and a
-// render without it would plan the chart without its dependency's
-// objects.
-func TestHelmMissingDependencyFails(t *testing.T) {
+// is built as Argo CD's helm dependency build does, through the network
+// policy: a host the plan may not fetch from fails the Application with
+// the refusal naming the setting, never a render without the
+// dependency's objects.
+func TestHelmDependencyFromARefusedHostFails(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, data string) {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
@@ -81,7 +82,7 @@ func TestHelmMissingDependencyFails(t *testing.T) {
 	write("chart/Chart.yaml", "apiVersion: v2\nname: db\nversion: 1.0.0\ndependencies:\n  - {name: mariadb, version: 9.1.0, repository: https://charts.example.com}\n")
 	write("chart/templates/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: db}\n")
 	r := buildRepo(t, dir)
-	if tg := r.Target("argocd/db"); tg == nil || tg.Err == nil || !strings.Contains(tg.Err.Error(), "dependency mariadb 9.1.0 from https://charts.example.com is not under charts/") {
+	if tg := r.Target("argocd/db"); tg == nil || tg.Err == nil || !strings.Contains(tg.Err.Error(), "dependency mariadb 9.1.0 from https://charts.example.com: fetch https://charts.example.com/index.yaml refused") || !strings.Contains(tg.Err.Error(), "--remote-hosts") {
 		t.Errorf("db: %+v", tg)
 	}
 }

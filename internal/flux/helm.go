@@ -49,14 +49,7 @@ type releaseRender struct {
 
 // helmCharts is the chart fetcher and cache of an engine's options.
 func helmCharts(opts Options) *helmrelease.Charts {
-	c := &helmrelease.Charts{Dir: opts.ChartCache}
-	if g, ok := opts.Render.Remote.(helmrelease.Getter); ok && g != nil {
-		c.Get = g
-	}
-	if opts.Render.MaxReadBytes > 0 {
-		c.Max = opts.Render.MaxReadBytes
-	}
-	return c
+	return helmrelease.NewCharts(opts.Render, opts.ChartCache)
 }
 
 // renderReleases renders the HelmReleases of res's built targets and

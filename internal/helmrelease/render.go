@@ -204,34 +204,14 @@ func (p *Prepared) fetch(ctx context.Context) error {
 // that its charts/ directory does not vendor, as source-controller
 // builds them from the same source.
 func (p *Prepared) localDeps(ctx context.Context, src source, dir string) error {
-	var meta chart.Metadata
-	if err := sigsyaml.Unmarshal(p.files["Chart.yaml"], &meta); err != nil {
-		return nil // the loader reports it
+	err := BuildDependencies(ctx, p.files, DependencySource{Local: func(ctx context.Context, rel string) (map[string][]byte, bool, error) {
+		return p.env.Local(ctx, src.kind, src.ns, src.name, cleanChartPath(path.Join(dir, rel)))
+	}})
+	if errors.Is(err, ErrRemoteDependency) {
+		return p.unavailable(strings.TrimPrefix(err.Error(), ErrRemoteDependency.Error()+": ")+" (kplan builds the dependencies of a repository chart from the repository only)", nil)
 	}
-	for _, d := range meta.Dependencies {
-		if d == nil {
-			continue
-		}
-		vendored := false
-		for f := range p.files {
-			if strings.HasPrefix(f, "charts/"+d.Name+"/") || (strings.HasPrefix(f, "charts/"+d.Name+"-") && strings.HasSuffix(f, ".tgz")) {
-				vendored = true
-			}
-		}
-		if vendored {
-			continue
-		}
-		if !strings.HasPrefix(d.Repository, "file://") {
-			return p.unavailable(fmt.Sprintf("its dependency %s from %s is not vendored under charts/ (kplan builds the dependencies of a repository chart from the repository only)", d.Name, d.Repository), nil)
-		}
-		depDir := cleanChartPath(path.Join(dir, strings.TrimPrefix(d.Repository, "file://")))
-		files, ok, err := p.env.Local(ctx, src.kind, src.ns, src.name, depDir)
-		if err != nil || !ok || len(files) == 0 {
-			return fmt.Errorf("HelmRelease %s: chart %s: dependency %s at %s: not in the repository", p.Release.ID(), p.Chart, d.Name, depDir)
-		}
-		for f, data := range files {
-			p.files["charts/"+d.Name+"/"+f] = data
-		}
+	if err != nil {
+		return fmt.Errorf("HelmRelease %s: chart %s: %w", p.Release.ID(), p.Chart, err)
 	}
 	return nil
 }
@@ -361,6 +341,10 @@ func (p *Prepared) Render(ctx context.Context, tokenize Tokenize) ([]*yaml.RNode
 type templating struct {
 	name, namespace    string
 	includeCRDs, hooks bool
+	// kubeVersion (nil: Helm's default) and apiVersions (added to the
+	// defaults) are the Capabilities, as install.go's ClientOnly sets them.
+	kubeVersion *chartutil.KubeVersion
+	apiVersions []string
 }
 
 // rendered is a templated chart: its manifests (CRDs first, when
@@ -383,6 +367,11 @@ type TemplateOptions struct {
 	Hooks bool
 	// Timeout bounds the templating as Env.Timeout does.
 	Timeout time.Duration
+	// KubeVersion and APIVersions are `helm template --kube-version` and
+	// `--api-versions`: the Capabilities the chart sees besides Helm's
+	// defaults ("" and nil: the defaults alone).
+	KubeVersion string
+	APIVersions []string
 }
 
 // Template renders ch with vals as `helm template --skip-tests` does
@@ -391,7 +380,14 @@ type TemplateOptions struct {
 // server renders a Helm source this way; HelmReleases render through
 // Prepared.Render, which adds helm-controller's steps.
 func Template(ctx context.Context, ch *chart.Chart, vals map[string]any, o TemplateOptions) ([]*yaml.RNode, error) {
-	t := templating{name: o.Name, namespace: o.Namespace, includeCRDs: o.IncludeCRDs, hooks: o.Hooks}
+	t := templating{name: o.Name, namespace: o.Namespace, includeCRDs: o.IncludeCRDs, hooks: o.Hooks, apiVersions: o.APIVersions}
+	if o.KubeVersion != "" {
+		kv, err := chartutil.ParseKubeVersion(o.KubeVersion)
+		if err != nil {
+			return nil, fmt.Errorf("kube version %q: %w", o.KubeVersion, err)
+		}
+		t.kubeVersion = kv
+	}
 	rel, err := t.within(ctx, o.Timeout, ch, vals)
 	if err != nil {
 		return nil, err
@@ -468,6 +464,10 @@ func (t templating) run(ch *chart.Chart, vals map[string]any) (*rendered, error)
 		return nil, err
 	}
 	caps := chartutil.DefaultCapabilities.Copy()
+	if t.kubeVersion != nil {
+		caps.KubeVersion = *t.kubeVersion
+	}
+	caps.APIVersions = append(caps.APIVersions, t.apiVersions...)
 	if v := ch.Metadata.KubeVersion; v != "" && !chartutil.IsCompatibleRange(v, caps.KubeVersion.String()) {
 		return nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", v, caps.KubeVersion.String())
 	}

@@ -74,9 +74,20 @@ type Charts struct {
 	// Max bounds one fetched body; <= 0 is 64 MiB.
 	Max int64
 
-	mu  sync.Mutex
-	mem map[string][]byte
+	mu      sync.Mutex
+	mem     map[string][]byte
+	indexes map[string]*fetched // by index URL, for the Charts' life
 }
+
+// fetched is one fetch, done once however many ask.
+type fetched struct {
+	once sync.Once
+	data []byte
+	err  error
+}
+
+// Limit bounds one fetched body, and what is read from it.
+func (c *Charts) Limit() int64 { return c.max() }
 
 func (c *Charts) max() int64 {
 	if c.Max > 0 {
@@ -145,9 +156,20 @@ func (c *Charts) store(key string, data []byte) {
 
 func (c *Charts) get(ctx context.Context, u string, header http.Header) (*netpolicy.Response, error) {
 	if c == nil || c.Get == nil {
-		return nil, fmt.Errorf("fetch %s refused: this plan fetches from no host (hosts are listed with kplan's --remote-hosts, the Action's remote-hosts input or a webhook target's remoteHosts; never for a fork's pull request unless allowed)", u)
+		return nil, fmt.Errorf("fetch %s %w: this plan fetches from no host (hosts are listed with kplan's --remote-hosts, the Action's remote-hosts input or a webhook target's remoteHosts; never for a fork's pull request unless allowed)", u, errNoFetcher)
 	}
 	return c.Get.Get(ctx, u, header, c.max())
+}
+
+// errNoFetcher is a fetch by Charts that have no Getter.
+var errNoFetcher = errors.New("refused")
+
+// Refused reports whether err is a fetch the network policy refused (or
+// a plan fetching from no host): it fails alike on every run, whatever
+// the network does.
+func Refused(err error) bool {
+	var refused *netpolicy.RefusedError
+	return errors.As(err, &refused) || errors.Is(err, errNoFetcher)
 }
 
 func (c *Charts) fetch(ctx context.Context, u string) ([]byte, error) {
@@ -179,7 +201,7 @@ func (c *Charts) fromIndex(ctx context.Context, repoURL, name, version string) (
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") {
 		return nil, "", fmt.Errorf("the repository URL %q is not http(s)", repoURL)
 	}
-	data, err := c.fetch(ctx, base.JoinPath("index.yaml").String())
+	data, err := c.index(ctx, base.JoinPath("index.yaml").String())
 	if err != nil {
 		return nil, "", err
 	}
@@ -208,6 +230,24 @@ func (c *Charts) fromIndex(ctx context.Context, repoURL, name, version string) (
 	}
 	c.store(key, tgz)
 	return tgz, cv.Version, nil
+}
+
+// index fetches a repository's index.yaml once for the Charts' life (a
+// plan's): both sides of a plan, and every release or Application taking
+// charts from the repository, pick versions from the same index.
+func (c *Charts) index(ctx context.Context, u string) ([]byte, error) {
+	c.mu.Lock()
+	if c.indexes == nil {
+		c.indexes = map[string]*fetched{}
+	}
+	f, ok := c.indexes[u]
+	if !ok {
+		f = &fetched{}
+		c.indexes[u] = f
+	}
+	c.mu.Unlock()
+	f.once.Do(func() { f.data, f.err = c.fetch(ctx, u) })
+	return f.data, f.err
 }
 
 func digestOf(data []byte) string {

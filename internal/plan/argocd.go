@@ -34,6 +34,9 @@ func (p *planner) argoEngine(ctx context.Context, sides [2]*side) *argocd.Engine
 		}
 	}
 	opts := argocd.Options{Render: p.opts.Render, Repos: argocd.NewRepos(urls...), Revisions: p.baseBranches(ctx), NewGitFileGlobbing: cfg != nil && cfg.ArgoCDNewGitFileGlobbing}
+	if !p.opts.Full {
+		opts.ChartCache = p.opts.CacheDir // shared with Flux HelmReleases' charts
+	}
 	if cfg != nil && cfg.ArgoCDClusters != nil {
 		// Argo CD's clusters are not in git: both sides see head's.
 		opts.ClustersFile = repoconfig.File
