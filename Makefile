@@ -81,6 +81,7 @@ FUZZFLAGS ?=
 FUZZ_TARGETS := \
 	./internal/flux:FuzzDiscover \
 	./internal/argocd:FuzzParseFile \
+	./internal/argocd:FuzzDirectoryManifests \
 	./internal/closure:FuzzClosure \
 	./internal/closure:FuzzJSON \
 	./internal/repoconfig:FuzzParse \
