@@ -49,7 +49,9 @@ cluster:
 	$(call timed,helm and kustomize for the Helm tests (first time: about 4 minutes; then cached),$(GO) run ./internal/testhelm/prebuild)
 
 # Benchmarks print ratios against a peer measured in the same run (the
-# Flux cases against flate when it is on the PATH: docs/performance.md).
+# Flux cases against flate when it is on the PATH, the one-Application
+# Argo CD change against the full plan of 500 Applications:
+# docs/performance.md).
 bench: cluster
 	$(GO) test -run '^$$' -bench ApplyPrune -benchtime 1x -timeout 30m ./internal/deploy
 	$(GO) test -run '^$$' -bench Deliveries ./internal/webhook
@@ -83,6 +85,7 @@ FUZZ_TARGETS := \
 	./internal/argocd:FuzzParseFile \
 	./internal/argocd:FuzzIgnoreRules \
 	./internal/argocd:FuzzGitFile \
+	./internal/argocd:FuzzDirectoryManifests \
 	./internal/closure:FuzzClosure \
 	./internal/closure:FuzzJSON \
 	./internal/repoconfig:FuzzParse \

@@ -187,7 +187,7 @@ func fluxBench(ctx context.Context, work, kplan, bundle, flate string, runs int)
 				c.cpu[b.name] = append(c.cpu[b.name], cpu)
 			}
 		}
-		if err := fluxSame(ctx, kplan, dir, c); err != nil {
+		if err := sameAsFull(ctx, kplan, dir, c.name, c.base, c.head, c.hosts); err != nil {
 			return err
 		}
 	}
@@ -216,14 +216,15 @@ func timed(ctx context.Context, args, env []string) (wall, cpu time.Duration, er
 	return wall, cpu, nil
 }
 
-// fluxSame checks that the changed-only plan of c says what --full says.
-func fluxSame(ctx context.Context, kplan, dir string, c *fluxCase) error {
+// sameAsFull checks that the changed-only plan of the pull request name
+// (base..head, with kplan's flags extra) says what --full says.
+func sameAsFull(ctx context.Context, kplan, dir, name, base, head string, extra []string) error {
 	var plans [2]struct {
 		Overlays []json.RawMessage
 		Totals   map[string]int
 	}
-	for i, extra := range [][]string{{"--full"}, nil} {
-		args := append(append([]string{"diff", "-C", dir, "--base", c.base, "--head", c.head, "--format", "json", "--fail-on-error=false"}, c.hosts...), extra...)
+	for i, full := range [][]string{{"--full"}, nil} {
+		args := append(append([]string{"diff", "-C", dir, "--base", base, "--head", head, "--format", "json", "--fail-on-error=false"}, extra...), full...)
 		out, err := exec.CommandContext(ctx, kplan, args...).Output()
 		if err != nil {
 			return fmt.Errorf("kplan %s: %w", strings.Join(args, " "), err)
@@ -234,14 +235,14 @@ func fluxSame(ctx context.Context, kplan, dir string, c *fluxCase) error {
 	}
 	for _, k := range []string{"added", "changed", "pruned", "changedOverlays", "failed"} {
 		if plans[0].Totals[k] != plans[1].Totals[k] {
-			return fmt.Errorf("%s: plans disagree on total %s: %d full, %d changed-only", c.name, k, plans[0].Totals[k], plans[1].Totals[k])
+			return fmt.Errorf("%s: plans disagree on total %s: %d full, %d changed-only", name, k, plans[0].Totals[k], plans[1].Totals[k])
 		}
 	}
 	if plans[1].Totals["changedOverlays"] == 0 {
-		return fmt.Errorf("%s: the plan has no change", c.name)
+		return fmt.Errorf("%s: the plan has no change", name)
 	}
 	fmt.Printf("check: %s: the changed-only plan says what --full says (%d changed targets, %d objects changed, %d added)\n",
-		c.name, plans[1].Totals["changedOverlays"], plans[1].Totals["changed"], plans[1].Totals["added"])
+		name, plans[1].Totals["changedOverlays"], plans[1].Totals["changed"], plans[1].Totals["added"])
 	return nil
 }
 

@@ -1,10 +1,13 @@
 // Command bench measures kplan against the kustomize CLI on a real
 // corpus: the kubeflow manifests, unpacked into a git repository with a
 // synthetic head commit that touches one application; then Flux plans
-// against flate on onedr0p/home-ops's history (flux.go).
+// against flate on onedr0p/home-ops's history (flux.go); then a
+// one-Application change beside the full plan on a synthetic repository
+// of 500 Argo CD Applications (argocd.go).
 //
 //	go run ./bench -corpus ../shared/corpus/kubeflow-manifests.tar.gz
 //	go run ./bench -flux-only -flate /path/to/flate
+//	go run ./bench -argocd-only
 //
 // It measures, as subprocesses, each repeated and interleaved (the best
 // of -runs is reported, and the median):
@@ -69,8 +72,17 @@ func main() {
 	fluxCorpus := flag.String("flux-corpus", "../shared/corpus/onedr0p-home-ops-150.bundle", "the onedr0p/home-ops history bundle for the Flux cases (\"\" for none)")
 	flate := flag.String("flate", "", "the flate binary the Flux cases compare with (default: flate on the PATH; none: its columns are left out)")
 	fluxOnly := flag.Bool("flux-only", false, "run the Flux cases only")
-	kplanBin := flag.String("kplan", "", "with -flux-only: the kplan binary to measure (default: built from this checkout), to compare builds")
+	kplanBin := flag.String("kplan", "", "with -flux-only or -argocd-only: the kplan binary to measure (default: built from this checkout), to compare builds")
+	argoApps := flag.Int("argocd-apps", 500, "Applications in the Argo CD case's synthetic repository (0 for no Argo CD case)")
+	argoOnly := flag.Bool("argocd-only", false, "run the Argo CD case only")
 	flag.Parse()
+	if *argoOnly {
+		if err := runArgo(context.Background(), *argoApps, *kplanBin, *runs, *keep); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *fluxOnly {
 		if err := runFlux(context.Background(), *fluxCorpus, findFlate(*flate), *kplanBin, *runs, *keep); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
@@ -78,16 +90,25 @@ func main() {
 		}
 		return
 	}
-	if err := run(context.Background(), *corpus, *runs, *keep, *profile, *copies); err != nil {
+	// Each case needs its own input: one missing skips that case only
+	// (the Argo CD case writes its own).
+	if _, err := os.Stat(*corpus); err != nil {
+		fmt.Printf("kubeflow cases skipped: no corpus %s\n", *corpus)
+	} else if err := run(context.Background(), *corpus, *runs, *keep, *profile, *copies); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-	if *fluxCorpus == "" {
-		return
+	if *fluxCorpus != "" {
+		if err := runFlux(context.Background(), *fluxCorpus, findFlate(*flate), "", *runs, *keep); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
 	}
-	if err := runFlux(context.Background(), *fluxCorpus, findFlate(*flate), "", *runs, *keep); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
+	if *argoApps > 0 {
+		if err := runArgo(context.Background(), *argoApps, "", *runs, *keep); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
 	}
 }
 
@@ -208,9 +229,10 @@ func step(s string) { fmt.Fprintln(os.Stderr, "bench:", s) }
 // measure is one run of a command.
 type measure struct {
 	wall   time.Duration
-	rss    int64  // peak resident set, bytes
-	stats  string // kplan's own account of its work
-	phases string // and of its time
+	cpu    time.Duration // user + system
+	rss    int64         // peak resident set, bytes
+	stats  string        // kplan's own account of its work
+	phases string        // and of its time
 }
 
 type bench struct {
@@ -363,6 +385,9 @@ func kplanRun(ctx context.Context, args []string, env string) (measure, error) {
 		return m, fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, tail(stderr.String()))
 	}
 	m.rss = maxRSS(cmd.ProcessState)
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		m.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
 	m.stats = plannedStats(stderr.String())
 	var phases []string
 	for _, p := range phaseRE.FindAllStringSubmatch(stderr.String(), -1) {

@@ -330,7 +330,9 @@ func ParseFile(data []byte, file string) Declared {
 }
 
 // Discover reads the Applications and ApplicationSets in the YAML files
-// of s, sorted by file then name.
+// of s, sorted by file then name. A file alike in snapshots sharing
+// blobs (the sides of a plan) is parsed once: its Applications and
+// ApplicationSets are shared, and must not be changed.
 func Discover(ctx context.Context, s *snapshot.Snapshot) (Declared, error) {
 	return DiscoverIn(ctx, s, s.Index.Paths())
 }
@@ -355,11 +357,14 @@ func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) (Decl
 		if chartTemplate(s, p) {
 			continue // a template of a chart: Applications are what it renders
 		}
-		data, err := s.ReadFile(ctx, p)
+		// Parsed once per content and path for both sides of a plan (most
+		// files are alike on both): parsing is most of a one-Application
+		// plan's work on a repository of many Applications.
+		v, err := s.Derived(ctx, p, "argocd.ParseFile\x00"+p, func(data []byte) any { return ParseFile(data, p) })
 		if err != nil {
 			continue
 		}
-		d := ParseFile(data, p)
+		d := v.(Declared)
 		out.Applications = append(out.Applications, d.Applications...)
 		out.Sets = append(out.Sets, d.Sets...)
 		out.Invalid = append(out.Invalid, d.Invalid...)

@@ -180,3 +180,27 @@ func FuzzGitFile(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDirectoryManifests: a directory source's file, whatever it holds,
+// gives objects or an error, never a crash.
+func FuzzDirectoryManifests(f *testing.F) {
+	for _, seed := range []string{
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {x: on, y: 'off', z: 0755, w: 1:20}\n",
+		"---\napiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: b}, data: {n: no}}\n",
+		`[{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}]`,
+		"a: [on, yes, ~, .inf, -.Inf, 1e3, 0x1F, Y]\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		objs, err := manifests(data)
+		if err != nil {
+			return
+		}
+		for _, o := range objs {
+			if _, err := o.String(); err != nil {
+				t.Fatalf("an object that does not print: %v", err)
+			}
+		}
+	})
+}
