@@ -1035,13 +1035,16 @@ func (p *planner) cacheKey(s *snapshot.Snapshot, c *closure.Closure) string {
 	if p.version == "" {
 		p.version = buildVersion()
 	}
-	parts := []string{p.version,
+	k := rendercache.NewKeyWriter()
+	for _, part := range []string{p.version,
 		"restrictNone=" + strconv.FormatBool(p.opts.Render.LoadRestrictorNone),
-		"helm=" + strconv.FormatBool(p.opts.Render.EnableHelm), c.Overlay}
-	for _, path := range c.Paths {
-		parts = append(parts, path+"="+s.Index.State(path))
+		"helm=" + strconv.FormatBool(p.opts.Render.EnableHelm), c.Overlay} {
+		k.Add(part)
 	}
-	return rendercache.Key(parts...)
+	for _, path := range c.Paths {
+		k.AddPair(path, s.Index.State(path))
+	}
+	return k.Sum()
 }
 
 // helmVersion names the helm a render with charts runs, as `helm version`

@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -44,12 +45,39 @@ func Open(dir string) (*Cache, error) {
 
 // Key hashes the parts that determine a render into an entry name.
 func Key(parts ...string) string {
-	h := sha256.New()
+	k := NewKeyWriter()
 	for _, p := range parts {
-		fmt.Fprintf(h, "%d:%s\n", len(p), p)
+		k.Add(p)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return k.Sum()
 }
+
+// KeyWriter is Key taking its parts one at a time, holding none: a
+// closure of thousands of paths is hashed as it is walked (a 10,000-deep
+// directory's parents, joined to their states first, held 100 MB).
+type KeyWriter struct{ h hash.Hash }
+
+// NewKeyWriter starts a Key.
+func NewKeyWriter() *KeyWriter { return &KeyWriter{h: sha256.New()} }
+
+// Add adds the part p.
+func (k *KeyWriter) Add(p string) {
+	fmt.Fprintf(k.h, "%d:", len(p))
+	io.WriteString(k.h, p)
+	io.WriteString(k.h, "\n")
+}
+
+// AddPair adds the part name+"="+value, as Add would, without making it.
+func (k *KeyWriter) AddPair(name, value string) {
+	fmt.Fprintf(k.h, "%d:", len(name)+1+len(value))
+	io.WriteString(k.h, name)
+	io.WriteString(k.h, "=")
+	io.WriteString(k.h, value)
+	io.WriteString(k.h, "\n")
+}
+
+// Sum is the Key of the parts added.
+func (k *KeyWriter) Sum() string { return hex.EncodeToString(k.h.Sum(nil)) }
 
 // Entry is a cached render: its objects, or the error it failed with.
 type Entry struct {

@@ -154,3 +154,18 @@ func TestPrune(t *testing.T) {
 		t.Error("recent entry was pruned")
 	}
 }
+
+// TestKeyWriterIsKey pins that a key written part by part is Key of the
+// same parts, a pair as its joined part: stored renders keep their names.
+func TestKeyWriterIsKey(t *testing.T) {
+	k := NewKeyWriter()
+	k.Add("v1")
+	k.AddPair("app/kustomization.yaml", "blob 1234")
+	k.AddPair("", "")
+	if got, want := k.Sum(), Key("v1", "app/kustomization.yaml=blob 1234", "="); got != want {
+		t.Errorf("KeyWriter %s, Key %s", got, want)
+	}
+	if Key("a=b") == Key("a", "b") {
+		t.Error("parts are not delimited")
+	}
+}

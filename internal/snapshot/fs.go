@@ -111,6 +111,9 @@ func rel(p string) (string, error) {
 // real path (no links) and its kind, or why the path leads nowhere:
 // errMissing, or a link that leaves the repository or loops.
 func resolve(lstat func(string) (kind, string), p string) (string, kind, error) {
+	if real, k, err, ok := resolveDirect(lstat, p); ok {
+		return real, k, err
+	}
 	done := make([]string, 0, strings.Count(p, "/")+1)
 	todo := strings.Split(p, "/")
 	k, links := directory, 0
@@ -154,6 +157,35 @@ func resolve(lstat func(string) (kind, string), p string) (string, kind, error) 
 		return ".", directory, nil
 	}
 	return strings.Join(done, "/"), k, nil
+}
+
+// resolveDirect is resolve for the common path: clean (no ".", ".." or
+// empty name) and with no symlink on the way, each prefix looked up as a
+// slice of p. The walk below builds every prefix anew, which costs the
+// path's length squared: a 10,000-deep directory in a pull request made
+// 200 MB of garbage (TestResolveDeepPathIsLinear). ok false leaves the
+// path to that walk: it holds a link, or is not clean.
+func resolveDirect(lstat func(string) (kind, string), p string) (real string, k kind, err error, ok bool) {
+	if p == "" || p == "." || p == ".." || strings.HasPrefix(p, "../") || path.Clean(p) != p {
+		return "", absent, nil, false
+	}
+	for i := 0; ; {
+		end := len(p)
+		if j := strings.IndexByte(p[i:], '/'); j >= 0 {
+			end = i + j
+		}
+		switch k, _ = lstat(p[:end]); {
+		case k == absent:
+			return "", absent, errMissing, true
+		case k == symlink:
+			return "", absent, nil, false
+		case end == len(p):
+			return p, k, nil, true
+		case k != directory:
+			return "", absent, nil, false // the walk says which is no directory
+		}
+		i = end + 1
+	}
 }
 
 // stat resolves an FS path, following a final symlink.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -298,5 +299,35 @@ func TestLinkLoopsAreBounded(t *testing.T) {
 		if _, ok := s.Index.ID(p); !ok || !s.FS.Exists(Abs(p)) {
 			t.Errorf("%s: not found", p)
 		}
+	}
+}
+
+// TestResolveDeepPathIsLinear pins that resolving a clean path without
+// links allocates about nothing: a 10,000-deep directory a pull request
+// adds made the walk build every prefix anew, 200 MB of garbage per
+// lookup (a hostile input's peak RSS went over its bound).
+func TestResolveDeepPathIsLinear(t *testing.T) {
+	deep := strings.Repeat("d/", 10000) + "cm.yaml"
+	lstat := func(p string) (kind, string) {
+		if p == deep {
+			return regular, ""
+		}
+		if len(p) < len(deep) && deep[len(p)] == '/' && deep[:len(p)] == p {
+			return directory, ""
+		}
+		return absent, ""
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	real, k, err := resolve(lstat, deep)
+	runtime.ReadMemStats(&after)
+	if err != nil || real != deep || k != regular {
+		t.Fatalf("resolve: %q %v %v", real[:min(len(real), 20)], k, err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Errorf("resolving a 10,000-deep path allocated %d bytes", n)
+	}
+	if _, _, err := resolve(lstat, strings.Repeat("d/", 5000)+"missing"); !errors.Is(err, errMissing) {
+		t.Errorf("a missing deep path: %v", err)
 	}
 }
