@@ -5,16 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"path"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -92,7 +91,7 @@ func manifests(data []byte) ([]*yaml.RNode, error) {
 		if n.YNode().Kind != yaml.MappingNode || len(n.YNode().Content) == 0 {
 			continue
 		}
-		asYAML11(n.YNode())
+		render.AsYAML11(n.YNode())
 		items := n.Field("items")
 		if strings.HasSuffix(kindOfNode(n), "List") && items != nil && items.Value.YNode().Kind == yaml.SequenceNode {
 			for _, it := range items.Value.YNode().Content {
@@ -105,42 +104,6 @@ func manifests(data []byte) ([]*yaml.RNode, error) {
 		out = append(out, n)
 	}
 	return out, nil
-}
-
-// asYAML11 gives the plain scalar values of n the types YAML 1.1 gives
-// them, as the repo server reads a directory's files (sigs.k8s.io/yaml):
-// an unquoted on, off, yes or no is a boolean there, a string in the
-// YAML 1.2 kplan parses. Keys are left alone.
-func asYAML11(n *yaml.Node) {
-	switch n.Kind {
-	case yaml.MappingNode:
-		for i := 1; i < len(n.Content); i += 2 {
-			asYAML11(n.Content[i])
-		}
-	case yaml.SequenceNode:
-		for _, c := range n.Content {
-			asYAML11(c)
-		}
-	case yaml.ScalarNode:
-		if n.Style != 0 || n.Tag != yaml.NodeTagString || !yaml.IsYaml1_1NonString(n) {
-			return
-		}
-		var v any
-		if err := sigsyaml.Unmarshal([]byte(n.Value), &v); err != nil {
-			return
-		}
-		switch v := v.(type) {
-		case bool:
-			n.Tag, n.Value = yaml.NodeTagBool, strconv.FormatBool(v)
-		case float64:
-			n.Tag, n.Value = yaml.NodeTagFloat, strconv.FormatFloat(v, 'g', -1, 64)
-			if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
-				n.Tag, n.Value = yaml.NodeTagInt, strconv.FormatInt(int64(v), 10)
-			}
-		case nil:
-			n.Tag, n.Value = yaml.NodeTagNull, "null"
-		}
-	}
 }
 
 func kindOfNode(n *yaml.RNode) string {

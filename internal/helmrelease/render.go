@@ -516,9 +516,16 @@ func parse(manifest string) ([]*yaml.RNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(nodes, func(n *yaml.RNode) bool {
+	nodes = slices.DeleteFunc(nodes, func(n *yaml.RNode) bool {
 		return n.YNode().Kind != yaml.MappingNode || len(n.YNode().Content) == 0
-	}), nil
+	})
+	// Helm's client (helm-controller's install and upgrade) and Argo CD's
+	// repo server read a chart's output as YAML 1.1: an unquoted on is
+	// the boolean they apply (TestChartOutputIsReadAsYAML11).
+	for _, n := range nodes {
+		render.AsYAML11(n.YNode())
+	}
+	return nodes, nil
 }
 
 // postRender applies the kustomize post-renderers in order, then

@@ -405,3 +405,42 @@ func TestRenderIsHelmTemplate(t *testing.T) {
 		}
 	}
 }
+
+// TestChartOutputIsReadAsYAML11 pins that a chart's output is read as
+// helm-controller's Helm client and Argo CD's repo server read it, YAML
+// 1.1: an unquoted Off or yes in a template is the boolean they apply, a
+// quoted one a string. Through a kustomize post-renderer the text Helm
+// reads is kustomize's, which read YAML 1.2 and quotes such strings: they
+// stay strings, as helm-controller applies them.
+func TestChartOutputIsReadAsYAML11(t *testing.T) {
+	files := map[string][]byte{
+		"Chart.yaml":           []byte("apiVersion: v2\nname: flags\nversion: 1.0.0\n"),
+		"templates/flags.yaml": []byte("apiVersion: example.com/v1\nkind: Flags\nmetadata:\n  name: flags\nspec:\n  mode: Off\n  quoted: \"on\"\n  args: [run, yes]\n"),
+	}
+	env := Env{Local: func(_ context.Context, kind, ns, name, dir string) (map[string][]byte, bool, error) {
+		return files, true, nil
+	}}
+	for _, tc := range []struct {
+		name, postRenderers string
+		mode, arg           any
+	}{
+		{"the chart's output", "", false, true},
+		{"post-rendered by kustomize", `, postRenderers: [{kustomize: {patches: [{patch: "[{\"op\": \"add\", \"path\": \"/metadata/labels\", \"value\": {\"team\": \"a\"}}]", target: {kind: Flags}}]}}]`, "Off", "yes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := parseRelease(t, `{metadata: {name: flags, namespace: apps}, spec: {chart: {spec: {chart: ./charts/flags, sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}}}`+tc.postRenderers+`}}`)
+			o := renderOK(t, r, env)["Flags apps/flags"]
+			if o == nil {
+				t.Fatal("no Flags object")
+			}
+			m, err := o.Map()
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := m["spec"].(map[string]any)
+			if spec["mode"] != tc.mode || spec["quoted"] != "on" || spec["args"].([]any)[1] != tc.arg {
+				t.Errorf("spec %#v, want mode %#v, quoted \"on\", args[1] %#v", spec, tc.mode, tc.arg)
+			}
+		})
+	}
+}
