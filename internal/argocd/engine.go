@@ -55,6 +55,9 @@ type Options struct {
 	// pulled charts, shared with Flux HelmReleases; "" keeps them in
 	// memory only. Charts are fetched through Render.Remote.
 	ChartCache string
+	// KustomizeEnableHelm is argocd-cm's kustomize.buildOptions
+	// --enable-helm: kustomize sources inflate their helmCharts.
+	KustomizeEnableHelm bool
 }
 
 // Engine renders the Argo CD Applications of snapshots; safe for
@@ -69,7 +72,7 @@ type Engine struct {
 // New returns an Engine for opts.
 func New(opts Options) *Engine {
 	ro := opts.Render
-	ro.EnableHelm = false // Argo CD's default kustomize build options
+	ro.EnableHelm = opts.KustomizeEnableHelm // Argo CD's default: off
 	if opts.Memo == nil {
 		opts.Memo = closure.NewMemo()
 	}
@@ -674,7 +677,7 @@ func (e *Engine) kustomize(ctx context.Context, s *snapshot.Snapshot, src Source
 // patch files, a chart's or directory's tree, value files), the file
 // declaring it and the directories above them.
 func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *closure.Closure {
-	b := closure.New(closure.SnapshotSource(ctx, s), closure.Options{Memo: e.opts.Memo})
+	b := closure.New(closure.SnapshotSource(ctx, s), closure.Options{Memo: e.opts.Memo, EnableHelm: e.opts.KustomizeEnableHelm})
 	u := closure.NewUnion(t.ID())
 	u.Path(t.File)
 	for _, p := range t.Inputs {

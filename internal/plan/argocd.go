@@ -37,6 +37,14 @@ func (p *planner) argoEngine(ctx context.Context, sides [2]*side) *argocd.Engine
 	if !p.opts.Full {
 		opts.ChartCache = p.opts.CacheDir // shared with Flux HelmReleases' charts
 	}
+	if cfg != nil && cfg.ArgoCDKustomizeBuildOptions != "" {
+		// argocd-cm's kustomize.buildOptions: how Argo CD builds, over
+		// kplan's own render flags (Parse has checked them).
+		if bo, err := repoconfig.ParseBuildOptions(cfg.ArgoCDKustomizeBuildOptions); err == nil {
+			opts.KustomizeEnableHelm = bo.EnableHelm
+			opts.Render.LoadRestrictorNone = bo.LoadRestrictorNone
+		}
+	}
 	if cfg != nil && cfg.ArgoCDClusters != nil {
 		// Argo CD's clusters are not in git: both sides see head's.
 		opts.ClustersFile = repoconfig.File

@@ -15,6 +15,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kplan-dev/kplan/internal/danger"
+	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/testhelm"
@@ -436,5 +437,75 @@ func TestAdoptingArgoCDOverAnOverlayPrunesNothing(t *testing.T) {
 	}
 	if !slices.Equal(paths, []string{"argocd/app"}) || len(full.Overlays[0].Added) != 1 {
 		t.Errorf("planned %q, want argocd/app adding its ConfigMap", paths)
+	}
+}
+
+// TestArgoCDKustomizeBuildOptions pins that .kplan.yaml
+// argocdKustomizeBuildOptions builds kustomize sources as argocd-cm's
+// kustomize.buildOptions make Argo CD build them: with --enable-helm a
+// kustomization's helmCharts are inflated (Argo CD's default leaves the
+// Application failing), with --load-restrictor LoadRestrictionsNone it
+// may read beside its directory.
+func TestArgoCDKustomizeBuildOptions(t *testing.T) {
+	helm := filepath.Join(testhelm.Dir(t), "helm")
+	app := "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: app, namespace: argocd}\n" +
+		"spec:\n  source: {repoURL: 'https://github.com/example/deploy.git', path: app}\n  destination: {server: 'https://kubernetes.default.svc', namespace: shop}\n"
+	files := map[string]string{
+		"apps/app.yaml":                      app,
+		"app/kustomization.yaml":             "resources: [../shared/cm.yaml]\nhelmCharts:\n- {name: flags, releaseName: flags}\n",
+		"app/charts/flags/Chart.yaml":        "apiVersion: v2\nname: flags\nversion: 1.0.0\n",
+		"app/charts/flags/values.yaml":       "{}\n",
+		"app/charts/flags/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-chart}\ndata: {k: v}\n",
+		"shared/cm.yaml":                     cm("shared", "k: v"),
+	}
+	for _, tc := range []struct {
+		name, options string
+		want          []string // the Application's objects, or
+		err           string   // its error on head
+	}{
+		{"Argo CD's defaults", "", nil, "is not in or below"},
+		{"only the load restrictor", "--load-restrictor LoadRestrictionsNone", nil, "helm"},
+		{"both", "--enable-helm --load-restrictor=LoadRestrictionsNone", []string{"ConfigMap shop/from-chart", "ConfigMap shop/shared"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			git(t, dir, "init", "-q", "-b", "main")
+			git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+			kplanYAML := "apiVersion: kplan.dev/v1alpha1\nkind: Repository\nargocd: true\n"
+			if tc.options != "" {
+				kplanYAML += "argocdKustomizeBuildOptions: " + tc.options + "\n"
+			}
+			write(t, dir, map[string]string{".kplan.yaml": kplanYAML, "README.md": "base\n"})
+			base := commit(t, dir, "base")
+			write(t, dir, files)
+			head := commit(t, dir, "an Application")
+			p, _, err := Execute(context.Background(), Options{RepoDir: dir, Base: base, Head: head, Resolver: notFound{},
+				Render: render.Options{HelmCommand: helm}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Overlays) != 1 || p.Overlays[0].Path != "argocd/app" {
+				t.Fatalf("planned %+v, want argocd/app", p.Overlays)
+			}
+			o := p.Overlays[0]
+			if tc.err != "" {
+				if !strings.Contains(o.HeadErr, tc.err) {
+					t.Errorf("head error %q, want it to say %q", o.HeadErr, tc.err)
+				}
+				return
+			}
+			var got []string
+			for _, k := range o.Added {
+				id, err := inventory.ParseKey(k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, id.Kind+" "+id.Namespace+"/"+id.Name)
+			}
+			slices.Sort(got)
+			if o.HeadErr != "" || !slices.Equal(got, tc.want) {
+				t.Errorf("added %q (error %q), want %q", got, o.HeadErr, tc.want)
+			}
+		})
 	}
 }

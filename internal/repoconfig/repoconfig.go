@@ -89,6 +89,10 @@ type Config struct {
 	// applicationset.enableNewGitFileGlobbing: git files generators'
 	// patterns match within directories (`**` across).
 	ArgoCDNewGitFileGlobbing bool `yaml:"argocdNewGitFileGlobbing"`
+	// ArgoCDKustomizeBuildOptions are argocd-cm's kustomize.buildOptions,
+	// with which Argo CD builds kustomize sources: "--enable-helm" and
+	// "--load-restrictor LoadRestrictionsNone" are read (ParseBuildOptions).
+	ArgoCDKustomizeBuildOptions string `yaml:"argocdKustomizeBuildOptions"`
 	// Warnings are what the file should change but still works with (no
 	// apiVersion and kind), for the caller to log.
 	Warnings []string `yaml:"-"`
@@ -150,7 +154,7 @@ func Parse(data []byte) (*Config, error) {
 		errs = append(errs, fmt.Errorf("%s: targets[%d].%s: %s", File, i, field, fmt.Sprintf(format, args...)))
 	}
 	ignoring := len(c.Ignore.Fields)+len(c.Ignore.Kinds) > 0 || c.Ignore.Defaults != nil
-	if len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 && c.Flux == nil && len(c.FluxClusters) == 0 && c.ArgoCD == nil && len(c.ArgoCDRepoURLs) == 0 && c.ArgoCDClusters == nil && !c.ArgoCDNewGitFileGlobbing {
+	if len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 && c.Flux == nil && len(c.FluxClusters) == 0 && c.ArgoCD == nil && len(c.ArgoCDRepoURLs) == 0 && c.ArgoCDClusters == nil && !c.ArgoCDNewGitFileGlobbing && c.ArgoCDKustomizeBuildOptions == "" {
 		errs = append(errs, fmt.Errorf("%s: targets: list at least one target (or delete the file to plan every overlay)", File))
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.FluxClusters)) {
@@ -158,6 +162,9 @@ func Parse(data []byte) (*Config, error) {
 		if name == "" || strings.ContainsAny(name, ": ") || dir == "" || path.IsAbs(dir) || slices.Contains(strings.Split(path.Clean(dir), "/"), "..") {
 			errs = append(errs, fmt.Errorf("%s: fluxClusters: %q: %q: name each cluster (no spaces or colons) and give the repository directory its flux-system Kustomization applies (e.g. production: clusters/production)", File, name, dir))
 		}
+	}
+	if _, err := ParseBuildOptions(c.ArgoCDKustomizeBuildOptions); err != nil {
+		errs = append(errs, fmt.Errorf("%s: argocdKustomizeBuildOptions: %w", File, err))
 	}
 	clusters := map[string]int{}
 	for i, cl := range c.ArgoCDClusters {
@@ -290,4 +297,46 @@ func (c *Config) TargetsOf(overlay string) []Target {
 		}
 	}
 	return out
+}
+
+// BuildOptions are the kustomize build flags kplan reads from Argo CD's
+// kustomize.buildOptions.
+type BuildOptions struct {
+	EnableHelm, LoadRestrictorNone bool
+}
+
+// ParseBuildOptions reads `kustomize build` flags as Argo CD passes
+// them: --enable-helm and --load-restrictor (or --load_restrictor)
+// LoadRestrictionsNone|LoadRestrictionsRootOnly, "=" or a space before
+// the value. Any other flag is an error naming it: kplan would build
+// otherwise than Argo CD does.
+func ParseBuildOptions(s string) (BuildOptions, error) {
+	var o BuildOptions
+	f := strings.Fields(s)
+	for i := 0; i < len(f); i++ {
+		name, value, hasValue := strings.Cut(f[i], "=")
+		switch name {
+		case "--enable-helm":
+			o.EnableHelm = true
+		case "--load-restrictor", "--load_restrictor":
+			if !hasValue {
+				if i+1 == len(f) {
+					return o, fmt.Errorf("%s needs a value (LoadRestrictionsNone or LoadRestrictionsRootOnly)", name)
+				}
+				i++
+				value = f[i]
+			}
+			switch value {
+			case "LoadRestrictionsNone":
+				o.LoadRestrictorNone = true
+			case "LoadRestrictionsRootOnly":
+				o.LoadRestrictorNone = false
+			default:
+				return o, fmt.Errorf("%s %q: want LoadRestrictionsNone or LoadRestrictionsRootOnly", name, value)
+			}
+		default:
+			return o, fmt.Errorf("%q: kplan reads --enable-helm and --load-restrictor; with another flag it would build otherwise than Argo CD", f[i])
+		}
+	}
+	return o, nil
 }

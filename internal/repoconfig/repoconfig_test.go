@@ -197,3 +197,37 @@ func TestArgoCDClusters(t *testing.T) {
 		}
 	}
 }
+
+// TestParseBuildOptions reads argocd-cm's kustomize.buildOptions as Argo
+// CD passes them to kustomize build, and refuses a flag kplan would not
+// honour, naming it.
+func TestParseBuildOptions(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want BuildOptions
+		err  string
+	}{
+		{"", BuildOptions{}, ""},
+		{"--enable-helm", BuildOptions{EnableHelm: true}, ""},
+		{"--load-restrictor LoadRestrictionsNone --enable-helm", BuildOptions{EnableHelm: true, LoadRestrictorNone: true}, ""},
+		{"--load_restrictor=LoadRestrictionsNone", BuildOptions{LoadRestrictorNone: true}, ""},
+		{"--load-restrictor", BuildOptions{}, "needs a value"},
+		{"--load-restrictor=None", BuildOptions{}, `"None": want LoadRestrictionsNone`},
+		{"--enable-alpha-plugins", BuildOptions{}, `"--enable-alpha-plugins": kplan reads`},
+	} {
+		got, err := ParseBuildOptions(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: err %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%q: %+v %v, want %+v", tc.in, got, err, tc.want)
+		}
+	}
+	_, err := Parse([]byte("apiVersion: kplan.dev/v1alpha1\nkind: Repository\nargocdKustomizeBuildOptions: --enable-alpha-plugins\n"))
+	if err == nil || !strings.Contains(err.Error(), ".kplan.yaml: argocdKustomizeBuildOptions: ") {
+		t.Errorf("Parse: %v, want the field named", err)
+	}
+}
