@@ -37,23 +37,9 @@ const (
 
 // runArgo builds kplan (unless given) and runs the Argo CD case.
 func runArgo(ctx context.Context, apps int, kplan string, runs int, keep bool) error {
-	work, err := os.MkdirTemp("", "kplan-bench-argocd-")
-	if err != nil {
-		return err
-	}
-	if keep {
-		fmt.Println("work directory:", work)
-	} else {
-		defer os.RemoveAll(work)
-	}
-	if kplan == "" {
-		kplan = filepath.Join(work, "kplan")
-		step("build kplan")
-		if err := command(ctx, "", "go", "build", "-o", kplan, "./cmd/kplan"); err != nil {
-			return err
-		}
-	}
-	return argoBench(ctx, work, kplan, apps, runs)
+	return inWork(ctx, "kplan-bench-argocd-", kplan, keep, func(work, kplan string) error {
+		return argoBench(ctx, work, kplan, apps, runs)
+	})
 }
 
 func argoBench(ctx context.Context, work, kplan string, apps, runs int) error {

@@ -205,7 +205,15 @@ func run(ctx context.Context, corpus string, runs int, keep, profile bool, copie
 
 // runFlux builds kplan and runs the Flux cases (flux.go).
 func runFlux(ctx context.Context, bundle, flate, kplan string, runs int, keep bool) error {
-	work, err := os.MkdirTemp("", "kplan-bench-flux-")
+	return inWork(ctx, "kplan-bench-flux-", kplan, keep, func(work, kplan string) error {
+		return fluxBench(ctx, work, kplan, bundle, flate, runs)
+	})
+}
+
+// inWork runs a case in a new work directory (kept when keep, and named),
+// with kplan built into it unless given.
+func inWork(ctx context.Context, prefix, kplan string, keep bool, run func(work, kplan string) error) error {
+	work, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		return err
 	}
@@ -221,7 +229,7 @@ func runFlux(ctx context.Context, bundle, flate, kplan string, runs int, keep bo
 			return err
 		}
 	}
-	return fluxBench(ctx, work, kplan, bundle, flate, runs)
+	return run(work, kplan)
 }
 
 func step(s string) { fmt.Fprintln(os.Stderr, "bench:", s) }

@@ -82,19 +82,7 @@ func TestArgoCDRemoteChartsChangedOnlyEqualsFull(t *testing.T) {
 	}
 	for _, st := range steps {
 		st.change()
-		git(t, dir, "add", "-A")
-		git(t, dir, "commit", "-qm", st.name)
-		opts := Options{RepoDir: dir, Base: "HEAD~", Head: "HEAD", Resolver: notFound{}, Render: render.Options{Remote: policy}}
-		changed, stats, err := Execute(context.Background(), opts)
-		if err != nil {
-			t.Fatalf("%s: %v", st.name, err)
-		}
-		opts.Full = true
-		full, _, err := Execute(context.Background(), opts)
-		if err != nil {
-			t.Fatalf("%s --full: %v", st.name, err)
-		}
-		sameChanges(t, st.name, full, changed)
+		full, stats := commitAndPlan(t, dir, st.name, render.Options{Remote: policy})
 		// root, whose pulled chart renders child, is always rendered.
 		if want := len(full.Overlays) - len(st.want) - 1; stats.Skipped != want {
 			t.Errorf("%s: %d Applications left unrendered, want %d (all but %q)", st.name, stats.Skipped, want, st.want)

@@ -37,6 +37,27 @@ func argoRepo(t *testing.T) string {
 	return dir
 }
 
+// commitAndPlan commits dir's work tree as name and plans the commit
+// against its parent, changed-only and --full, which must agree
+// (sameChanges): the full plan and the changed-only plan's stats.
+func commitAndPlan(t *testing.T, dir, name string, ropts render.Options) (*inventorydiff.Plan, Stats) {
+	t.Helper()
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-qm", name)
+	opts := Options{RepoDir: dir, Base: "HEAD~", Head: "HEAD", Resolver: notFound{}, Render: ropts}
+	changed, stats, err := Execute(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	opts.Full = true
+	full, _, err := Execute(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("%s --full: %v", name, err)
+	}
+	sameChanges(t, name, full, changed)
+	return full, stats
+}
+
 func changedTargets(p *inventorydiff.Plan) []string {
 	var out []string
 	for _, o := range p.Overlays {
@@ -115,19 +136,7 @@ func TestArgoCDChangedOnlyEqualsFullOnHistory(t *testing.T) {
 	}
 	for _, st := range steps {
 		st.change()
-		git(t, dir, "add", "-A")
-		git(t, dir, "commit", "-qm", st.name)
-		opts := Options{RepoDir: dir, Base: "HEAD~", Head: "HEAD", Resolver: notFound{}}
-		changed, stats, err := Execute(context.Background(), opts)
-		if err != nil {
-			t.Fatalf("%s: %v", st.name, err)
-		}
-		opts.Full = true
-		full, _, err := Execute(context.Background(), opts)
-		if err != nil {
-			t.Fatalf("%s --full: %v", st.name, err)
-		}
-		sameChanges(t, st.name, full, changed)
+		full, stats := commitAndPlan(t, dir, st.name, render.Options{})
 		// Changed-only renders only the Applications the change affects.
 		if want := len(full.Overlays) - len(st.want) - st.rendered; stats.Skipped != want {
 			t.Errorf("%s: %d Applications left unrendered, want %d (all but %q)", st.name, stats.Skipped, want, st.want)
@@ -383,19 +392,7 @@ func TestArgoCDGeneratorsChangedOnlyEqualsFull(t *testing.T) {
 	}
 	for _, st := range steps {
 		gittest.Write(t, dir, st.change)
-		git(t, dir, "add", "-A")
-		git(t, dir, "commit", "-qm", st.name)
-		opts := Options{RepoDir: dir, Base: "HEAD~", Head: "HEAD", Resolver: notFound{}}
-		changed, stats, err := Execute(context.Background(), opts)
-		if err != nil {
-			t.Fatalf("%s: %v", st.name, err)
-		}
-		opts.Full = true
-		full, _, err := Execute(context.Background(), opts)
-		if err != nil {
-			t.Fatalf("%s --full: %v", st.name, err)
-		}
-		sameChanges(t, st.name, full, changed)
+		full, stats := commitAndPlan(t, dir, st.name, render.Options{})
 		if got := changedTargets(full); !slices.Equal(got, st.want) {
 			t.Errorf("%s: changed %q, want %q", st.name, got, st.want)
 		}
