@@ -57,12 +57,13 @@ bench: cluster
 	$(GO) test -run '^$$' -bench Deliveries ./internal/webhook
 	$(GO) run ./bench -corpus ../shared/corpus/kubeflow-manifests.tar.gz -runs 3
 
-# Every test with the race detector, then the corpus checks (closure
+# Every test with the race detector (-vet=off: make vet ran every check
+# go test would repeat per package), then the corpus checks (closure
 # soundness, changed-only equals full on kubeflow/manifests) without it,
 # which would make their hundreds of renders take many minutes. The corpus
 # is KPLAN_CORPUS, default ../shared/corpus/kubeflow-manifests.tar.gz.
 unit:
-	$(call timed,every test with the race detector (compiles each package's tests first),$(GO) test -race -count=1 -timeout 20m ./...)
+	$(call timed,every test with the race detector (compiles each package's tests first),$(GO) test -race -vet=off -count=1 -timeout 20m ./...)
 	@corpus=$${KPLAN_CORPUS:-../shared/corpus/kubeflow-manifests.tar.gz}; test -f "$$corpus" || echo "make unit: no corpus at $$corpus (KPLAN_CORPUS): the corpus checks skip"
 	$(call timed,corpus checks on kubeflow/manifests,$(GO) test -count=1 -run Corpus -timeout 20m ./internal/closure ./internal/plan)
 
