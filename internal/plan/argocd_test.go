@@ -476,3 +476,33 @@ func TestUnexpandedApplicationSetIsNotPlannedAsRemoved(t *testing.T) {
 		}
 	}
 }
+
+// TestArgoCDMissingValueFileFailsAlikeOnBothSides pins that an
+// Application whose helm.valueFiles names a file the repository lacks
+// fails with the same message on both sides (no revision in it), so a
+// change that cannot affect it leaves it unchanged, as the changed-only
+// plan (which does not render it) says: found replaying
+// multi-app-multi-value-argocd.
+func TestArgoCDMissingValueFileFailsAlikeOnBothSides(t *testing.T) {
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+	write(t, dir, map[string]string{
+		"chart/Chart.yaml":        "apiVersion: v2\nname: app\nversion: 0.1.0\n",
+		"chart/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\ndata: {k: v}\n",
+		"apps/app.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: app, namespace: argocd}\n" +
+			"spec:\n  source: {repoURL: 'https://github.com/example/deploy.git', path: chart, helm: {valueFiles: [qa-values.yaml]}}\n  destination: {server: 'https://kubernetes.default.svc', namespace: shop}\n",
+		"README.md": "one\n",
+	})
+	base := commit(t, dir, "an Application naming a value file that is not there")
+	write(t, dir, map[string]string{"README.md": "two\n"})
+	head := commit(t, dir, "a file no Application reads")
+	full, _, _ := plans(t, dir, base, head)
+	if len(full.Overlays) != 1 {
+		t.Fatalf("planned %d targets, want argocd/app", len(full.Overlays))
+	}
+	o := full.Overlays[0]
+	if o.BaseErr == "" || o.BaseErr != o.HeadErr || !strings.Contains(o.HeadErr, "qa-values.yaml") {
+		t.Errorf("%s: base fails with %q, head with %q; want the same error naming qa-values.yaml", o.Path, o.BaseErr, o.HeadErr)
+	}
+}
