@@ -52,6 +52,9 @@ type Application struct {
 	// Inputs are the repository files besides File an ApplicationSet's
 	// generators read to make it (git files, .kplan.yaml's clusters).
 	Inputs []string
+	// Set is the ID of the ApplicationSet that makes it; "" for one
+	// declared as an Application.
+	Set string
 }
 
 // ID is namespace/name.

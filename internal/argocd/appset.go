@@ -88,6 +88,7 @@ func (e *Engine) generate(ctx context.Context, s *snapshot.Snapshot, set *AppSet
 			}
 			names[a.Name] = where
 			a.Inputs = ps.inputs
+			a.Set = set.ID()
 			out = append(out, a)
 		}
 	}

@@ -116,6 +116,8 @@ type Result struct {
 	// Skipped are the Argo CD objects of the repository that are no
 	// target, with why.
 	Skipped []Named
+
+	unexpanded map[string]error // by ID, the ApplicationSets not expanded
 }
 
 // Target returns the target named name, or nil.
@@ -201,13 +203,19 @@ func (e *Engine) plan(ctx context.Context, snaps []*snapshot.Snapshot, changed m
 		}
 		res[i], level[i] = r, r.Targets
 	}
+	var unknown map[*Target]*Target
+	if len(snaps) == 2 {
+		unknown = unknownTwins(res)
+	}
 	for depth := 0; ; depth++ {
 		name(res...)
 		for i, s := range snaps {
 			var candidates []*Target
 			for _, t := range level[i] {
 				t.Closure = e.closure(ctx, s, t)
-				if changed != nil && t.Closure.Bounded() && !t.Closure.Meets(changed) {
+				// One whose twin is unknown is planned on every run, as
+				// --full plans it: the twin's side failed, whatever changed.
+				if changed != nil && unknown[t] == nil && t.Closure.Bounded() && !t.Closure.Meets(changed) {
 					candidates = append(candidates, t)
 				}
 			}
@@ -256,8 +264,44 @@ func (e *Engine) plan(ctx context.Context, snaps []*snapshot.Snapshot, changed m
 		}
 		level = next
 	}
+	for t, twin := range unknown {
+		twin.Closure = t.Closure
+	}
 	name(res...)
 	return res, nil
+}
+
+// unknownTwins adds to each side, for every Application an ApplicationSet
+// makes on the other side but cannot be expanded on this one, a target
+// of its name failing with why: the merge may well keep, change or make
+// it, so it is not planned as removed or added (pruning everything it
+// syncs). It returns the twins by the target they stand beside, which
+// are not rendered.
+func unknownTwins(res []*Result) map[*Target]*Target {
+	sideNames := [2]string{"base", "head"}
+	out := map[*Target]*Target{}
+	for i, r := range res {
+		if len(r.unexpanded) == 0 {
+			continue
+		}
+		have := map[string]bool{}
+		for _, t := range r.Targets {
+			have[t.ID()+"\x00"+t.Spec.Destination.Cluster()] = true
+		}
+		for _, t := range res[1-i].Targets {
+			err := r.unexpanded[t.Set]
+			key := t.ID() + "\x00" + t.Spec.Destination.Cluster()
+			if t.Set == "" || err == nil || have[key] {
+				continue
+			}
+			have[key] = true
+			twin := &Target{Application: t.Application, Namespace: t.Namespace,
+				Err: fmt.Errorf("Argo CD Application %s, made on the %s side, is not known on this one: %w", t.ID(), sideNames[1-i], err)}
+			r.Targets = append(r.Targets, twin)
+			out[t] = twin
+		}
+	}
+	return out
 }
 
 // children are the Applications t's render outputs that are not targets
@@ -409,12 +453,13 @@ func (e *Engine) side(ctx context.Context, s *snapshot.Snapshot) (*Result, error
 	if err != nil {
 		return nil, err
 	}
-	r := &Result{Skipped: slices.Clone(d.Invalid)}
+	r := &Result{Skipped: slices.Clone(d.Invalid), unexpanded: map[string]error{}}
 	apps := d.Applications
 	for _, set := range d.Sets {
 		made, err := e.generate(ctx, s, set)
 		if err != nil {
 			r.Skipped = append(r.Skipped, Named{ID: set.ID(), File: set.File, Reason: err.Error()})
+			r.unexpanded[set.ID()] = fmt.Errorf("ApplicationSet %s (%s): %w", set.ID(), set.File, err)
 			continue
 		}
 		apps = append(apps, made...)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"path"
 	"slices"
@@ -56,6 +57,11 @@ func (e *Engine) helm(ctx context.Context, s *snapshot.Snapshot, t *Target, src 
 		}
 		if inRepo {
 			b, err := s.ReadFile(ctx, rp)
+			if errors.Is(err, fs.ErrNotExist) {
+				// Without the snapshot's revision: a file missing on both
+				// sides fails alike, as its target is then unchanged.
+				err = fs.ErrNotExist
+			}
 			return b, rp, err
 		}
 		for _, f := range ch.Raw {

@@ -506,3 +506,41 @@ func TestArgoCDKustomizeBuildOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestUnexpandedApplicationSetIsNotPlannedAsRemoved pins that an
+// ApplicationSet kplan cannot expand on one side (here a clusters
+// generator without .kplan.yaml argocdClusters) leaves the Applications it
+// makes on the other side failed, naming why: Argo CD still makes them
+// (the in-cluster one the same), so the plan neither prunes everything
+// they sync nor adds it.
+func TestUnexpandedApplicationSetIsNotPlannedAsRemoved(t *testing.T) {
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+	set := func(generator string) string {
+		return "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata: {name: apps, namespace: argocd}\nspec:\n  goTemplate: true\n  generators:\n" + generator +
+			"  template:\n    metadata: {name: 'app-{{.env}}'}\n    spec:\n      source: {repoURL: 'https://github.com/example/deploy.git', targetRevision: HEAD, path: app}\n" +
+			"      destination: {server: 'https://kubernetes.default.svc', namespace: '{{.env}}'}\n"
+	}
+	list := "  - list: {elements: [{env: dev}]}\n"
+	write(t, dir, map[string]string{"app/kustomization.yaml": "resources: [cm.yaml]\n", "app/cm.yaml": cm("settings", "k: v"), "set.yaml": set(list)})
+	listed := commit(t, dir, "a list generator")
+	write(t, dir, map[string]string{"set.yaml": set("  - matrix:\n      generators:\n      - clusters: {}\n" + strings.ReplaceAll(list, "  - ", "      - "))})
+	matrix := commit(t, dir, "every cluster")
+	for _, c := range []struct{ base, head, failed string }{{listed, matrix, "head"}, {matrix, listed, "base"}} {
+		full, _, _ := plans(t, dir, c.base, c.head)
+		if len(full.Overlays) != 1 || full.Overlays[0].Path != "argocd/app-dev" {
+			t.Fatalf("%s side unexpanded: planned %v, want argocd/app-dev", c.failed, changedTargets(full))
+		}
+		o := full.Overlays[0]
+		if o.Status == inventorydiff.Removed || o.Status == inventorydiff.New || len(o.Pruned) > 0 || len(o.Added) > 0 || full.Totals.Pruned > 0 {
+			t.Errorf("%s side unexpanded: argocd/app-dev is %s, adding %d, pruning %d", c.failed, o.Status, len(o.Added), len(o.Pruned))
+		}
+		msg := map[string]string{"base": o.BaseErr, "head": o.HeadErr}[c.failed]
+		for _, want := range []string{"ApplicationSet argocd/apps (set.yaml)", "argocdClusters"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%s side unexpanded: its error %q does not say %q", c.failed, msg, want)
+			}
+		}
+	}
+}
