@@ -176,14 +176,19 @@ func applyEvents(w io.Writer) func(event.Event) {
 	}
 }
 
+// printJSON writes v as apply's -o json: indented, one document.
+func printJSON(w io.Writer, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", data)
+	return err
+}
+
 func printApply(w io.Writer, res *deploy.Result, format string) error {
 	if format == "json" {
-		data, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", data)
-		return err
+		return printJSON(w, res)
 	}
 	mode := ""
 	if res.DryRun {
@@ -221,12 +226,7 @@ func printApply(w io.Writer, res *deploy.Result, format string) error {
 // nothing was written.
 func printDryRun(w io.Writer, res *liveplan.Result, format string) error {
 	if format == "json" {
-		data, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", data)
-		return err
+		return printJSON(w, res)
 	}
 	fmt.Fprintf(w, "kplan apply with %s (dry run: nothing changed)\n", res.Inventory)
 	mark := map[liveplan.Action]string{liveplan.Create: "+", liveplan.Configure: "~", liveplan.Unchanged: "=", liveplan.Prune: "-", liveplan.Keep: " "}

@@ -58,7 +58,7 @@ func (p *Poster) Self(ctx context.Context) (string, error) {
 		return u.Username, nil
 	case ctx.Err() != nil:
 		return "", ctx.Err()
-	case status(err) == http.StatusUnauthorized || status(err) == http.StatusForbidden:
+	case Status(err) == http.StatusUnauthorized || Status(err) == http.StatusForbidden:
 		return "", nil
 	case err != nil:
 		return "", fmt.Errorf("who the token is (GET /user): %w", err)
@@ -147,8 +147,9 @@ func FindBy(ctx context.Context, gl *gitlab.Client, project string, iid int, mar
 	}
 }
 
-// status is the HTTP status GitLab answered err with, 0 for none.
-func status(err error) int {
+// Status is the HTTP status GitLab answered err with, 0 for none: one
+// reading of client-go's errors for the notes and the deploy reports.
+func Status(err error) int {
 	var er *gitlab.ErrorResponse
 	switch {
 	case errors.As(err, &er) && er.Response != nil:
@@ -164,7 +165,7 @@ func status(err error) int {
 // forge.ErrNoPermission: GitLab answers a token that may not write
 // notes (a job token, a reporter's) with one or the other.
 func writeError(what string, err error) error {
-	if s := status(err); s == http.StatusForbidden || s == http.StatusNotFound {
+	if s := Status(err); s == http.StatusForbidden || s == http.StatusNotFound {
 		return fmt.Errorf("%s: %w: %w", what, forge.ErrNoPermission, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)

@@ -145,7 +145,7 @@ func (r *Reporter) setDeployment(t deployer.Target, sha string, status gitlab.De
 }
 
 func protectedHint(err error, env string) error {
-	if status(err) == http.StatusForbidden {
+	if forgegitlab.Status(err) == http.StatusForbidden {
 		return fmt.Errorf("%w (is environment %s protected? allow the token's user to deploy to it)", err, env)
 	}
 	return err
@@ -385,25 +385,13 @@ func (r *Reporter) CanWrite(ctx context.Context, t deployer.Target, username str
 
 func (r *Reporter) canWrite(ctx context.Context, t deployer.Target, id int64, username string) (bool, error) {
 	m, _, err := r.GL.ProjectMembers.GetInheritedProjectMember(t.Repo, id, gitlab.WithContext(ctx))
-	if status(err) == http.StatusNotFound {
+	if forgegitlab.Status(err) == http.StatusNotFound {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("the access of @%s to %s: %w", username, t.Repo, err)
 	}
 	return m.AccessLevel >= gitlab.DeveloperPermissions, nil
-}
-
-func status(err error) int {
-	var er *gitlab.ErrorResponse
-	switch {
-	case errors.As(err, &er) && er.Response != nil:
-		return er.Response.StatusCode
-	case errors.Is(err, gitlab.ErrNotFound):
-		// client-go answers 404 with this sentinel, not an ErrorResponse.
-		return http.StatusNotFound
-	}
-	return 0
 }
 
 // classify says whether a failed request is worth sending again: no
