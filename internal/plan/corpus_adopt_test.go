@@ -1,23 +1,13 @@
 package plan
 
-import (
-	"path/filepath"
-	"testing"
-
-	"github.com/kplan-dev/kplan/internal/testkit"
-)
+import "testing"
 
 // The pull request adopting .kplan.yaml on kubeflow/manifests (two
 // targets, as the README recommends) prunes nothing, flags nothing and
 // renders only its targets' overlays in the full plan; it read "907 to
 // prune, 142 dangerous" before.
 func TestCorpusAdoptingKplanYAMLPrunesNothing(t *testing.T) {
-	tarball := testkit.Corpus(t)
-	dir := t.TempDir()
-	testkit.Untar(t, tarball, dir)
-	repo := filepath.Join(dir, "kubeflow-manifests")
-	git(t, repo, "init", "-q", "-b", "main")
-	base := commit(t, repo, "corpus")
+	repo, base := corpusRepo(t)
 	write(t, repo, map[string]string{".kplan.yaml": "apiVersion: kplan.dev/v1alpha1\nkind: Repository\ntargets:\n" +
 		"  - {name: kubeflow, overlay: example, environment: prod}\n" +
 		"  - {name: istio, overlay: common/istio/istio-install/overlays/oauth2-proxy, environment: prod}\n"})

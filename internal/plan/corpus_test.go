@@ -9,16 +9,22 @@ import (
 	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
+// corpusRepo is the kubeflow corpus (testkit.Corpus) as a git
+// repository of one commit, base.
+func corpusRepo(t *testing.T) (repo, base string) {
+	t.Helper()
+	dir := t.TempDir()
+	testkit.Untar(t, testkit.Corpus(t), dir)
+	repo = filepath.Join(dir, "kubeflow-manifests")
+	git(t, repo, "init", "-q", "-b", "main")
+	return repo, commit(t, repo, "corpus")
+}
+
 // On a real, large repository the changed-only plan equals the full plan
 // for a one-application change and for a change to a file many overlays
 // read.
 func TestCorpusChangedOnlyEqualsFull(t *testing.T) {
-	tarball := testkit.Corpus(t)
-	dir := t.TempDir()
-	testkit.Untar(t, tarball, dir)
-	repo := filepath.Join(dir, "kubeflow-manifests")
-	git(t, repo, "init", "-q", "-b", "main")
-	base := commit(t, repo, "corpus")
+	repo, base := corpusRepo(t)
 	edit := func(rel, old, new string) {
 		p := filepath.Join(repo, rel)
 		data, err := os.ReadFile(p)
