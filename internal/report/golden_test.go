@@ -62,26 +62,32 @@ func inventoryRenamedPlan(t *testing.T) *inventorydiff.Plan {
 // format and diff style: testdata/<plan>.<style>.<md|txt|json>.golden.
 // After a deliberate change, go test ./internal/report -update rewrites
 // them; review the diff as the change's user-visible part.
+// goldenFormats compares p's Markdown, text and JSON reports with opts
+// to testdata/<name>.{md,txt,json}.golden.
+func goldenFormats(t *testing.T, p *inventorydiff.Plan, opts Options, name string) {
+	t.Helper()
+	var text bytes.Buffer
+	if err := TextWith(&text, p, opts); err != nil {
+		t.Fatal(err)
+	}
+	js, err := JSONWith(p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ext, got := range map[string]string{
+		"md":   MarkdownWith(p, "<!-- kplan:plan -->\n", MaxCommentSize, opts),
+		"txt":  text.String(),
+		"json": string(js),
+	} {
+		testkit.Golden(t, filepath.Join("testdata", name+"."+ext+".golden"), got)
+	}
+}
+
 func TestGoldenReports(t *testing.T) {
 	for name, plan := range map[string]func(*testing.T) *inventorydiff.Plan{"sample": samplePlan, "rich": richPlan, "inventory-renamed": inventoryRenamedPlan} {
 		for _, style := range []string{DiffFields, DiffUnified} {
 			opts := Options{DiffStyle: style}
-			p := plan(t)
-			var text bytes.Buffer
-			if err := TextWith(&text, p, opts); err != nil {
-				t.Fatal(err)
-			}
-			js, err := JSONWith(p, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for ext, got := range map[string]string{
-				"md":   MarkdownWith(p, "<!-- kplan:plan -->\n", MaxCommentSize, opts),
-				"txt":  text.String(),
-				"json": string(js),
-			} {
-				testkit.Golden(t, filepath.Join("testdata", name+"."+style+"."+ext+".golden"), got)
-			}
+			goldenFormats(t, plan(t), opts, name+"."+style)
 		}
 	}
 }

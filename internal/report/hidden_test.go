@@ -48,21 +48,7 @@ func TestHiddenByDefaultGolden(t *testing.T) {
 	if p.Totals.Changed != 1 || p.Totals.Added != 1 {
 		t.Errorf("totals %+v: want the image change and the added ConfigMap only", p.Totals)
 	}
-	var text bytes.Buffer
-	if err := TextWith(&text, p, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	js, err := JSONWith(p, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for ext, got := range map[string]string{
-		"md":   MarkdownWith(p, "<!-- kplan:plan -->\n", MaxCommentSize, Options{}),
-		"txt":  text.String(),
-		"json": string(js),
-	} {
-		testkit.Golden(t, filepath.Join("testdata", "hidden-by-default."+ext+".golden"), got)
-	}
+	goldenFormats(t, p, Options{}, "hidden-by-default")
 }
 
 // TestNoLongerPlannedGolden pins how a report says which overlays the
@@ -74,21 +60,7 @@ func TestNoLongerPlannedGolden(t *testing.T) {
 	for i := range 12 {
 		p.NoLongerPlanned = append(p.NoLongerPlanned, "apps/app-"+string(rune('a'+i))+"/overlays/demo")
 	}
-	var text bytes.Buffer
-	if err := TextWith(&text, p, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	js, err := JSONWith(p, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for ext, got := range map[string]string{
-		"md":   MarkdownWith(p, "<!-- kplan:plan -->\n", MaxCommentSize, Options{}),
-		"txt":  text.String(),
-		"json": string(js),
-	} {
-		testkit.Golden(t, filepath.Join("testdata", "no-longer-planned."+ext+".golden"), got)
-	}
+	goldenFormats(t, p, Options{}, "no-longer-planned")
 }
 
 // TestVariantNoteGolden pins how a report shows an object the change
