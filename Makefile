@@ -94,16 +94,16 @@ FUZZ_TARGETS := \
 	./internal/webhook:FuzzDelivery \
 	./internal/forge/gitlab:FuzzDecode \
 	./internal/forge/gitlab:FuzzFromCI \
-	./internal/prcomment:FuzzParseReviewed \
+	./internal/markers:FuzzParseReviewed \
 	./internal/flux:FuzzSecretMasking \
 	./internal/chartindex:FuzzParseIndex \
 	./internal/flux:FuzzSubstituteKnown \
-	./internal/helmrelease:FuzzParseRelease \
-	./internal/helmrelease:FuzzValuesFrom \
-	./internal/helmrelease:FuzzLoadChart \
-	./internal/helmrelease:FuzzChallenge \
-	./internal/helmrelease:FuzzBuildDependencies \
-	./internal/helmrelease:FuzzNewestTag \
+	./internal/helm:FuzzParseRelease \
+	./internal/helm:FuzzValuesFrom \
+	./internal/helm:FuzzLoadChart \
+	./internal/helm:FuzzChallenge \
+	./internal/helm:FuzzBuildDependencies \
+	./internal/helm:FuzzNewestTag \
 	./internal/declared:FuzzRGFile
 
 fuzz:

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kplan-dev/kplan/internal/prcomment"
+	"github.com/kplan-dev/kplan/internal/markers"
 	"github.com/kplan-dev/kplan/test/githubapi"
 	"github.com/kplan-dev/kplan/test/gittest"
 )
@@ -22,11 +22,11 @@ func TestPlanDigestIsStableAndPerOverlay(t *testing.T) {
 	defer gh.Close()
 	gh.AddToken("ghs_test", githubapi.Identity{Login: "github-actions[bot]"})
 
-	reviewed := func(ws string) (prcomment.Reviewed, map[string]string) {
+	reviewed := func(ws string) (markers.Reviewed, map[string]string) {
 		t.Helper()
 		r := newRunner(t, ws, pullRequestEvent(t, "opened.payload.json", s.fork, s.pr), gh.URL(), "ghs_test")
 		body := planComment(t, r, gh, ws)
-		rv, ok, err := prcomment.ParseReviewed(body)
+		rv, ok, err := markers.ParseReviewed(body)
 		if err != nil || !ok {
 			t.Fatalf("the plan comment has no reviewed-plan marker (%v):\n%s", err, body)
 		}
@@ -55,7 +55,7 @@ func TestPlanDigestIsStableAndPerOverlay(t *testing.T) {
 		t.Errorf("marker commits %s..%s, want %s..%s", first.Base, first.Head, s.moved, s.merge)
 	}
 	a := js["overlays/a"]
-	if !strings.HasPrefix(a, "sha256:") || len(a) != 71 || first.Digests["overlays/a"] != prcomment.ShortDigest(a) {
+	if !strings.HasPrefix(a, "sha256:") || len(a) != 71 || first.Digests["overlays/a"] != markers.ShortDigest(a) {
 		t.Errorf("overlay a: JSON digest %q, marker %q", a, first.Digests["overlays/a"])
 	}
 	// b, which the change cannot affect, was not rendered: it has no

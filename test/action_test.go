@@ -16,7 +16,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/action"
 	"github.com/kplan-dev/kplan/internal/demo"
-	"github.com/kplan-dev/kplan/internal/prcomment"
+	"github.com/kplan-dev/kplan/internal/markers"
 	"github.com/kplan-dev/kplan/test/githubapi"
 	"github.com/kplan-dev/kplan/test/gittest"
 )
@@ -151,7 +151,7 @@ func TestActionCommentsAndEditsInPlace(t *testing.T) {
 		t.Fatalf("%d comments, want the seeded one and kplan's", len(comments))
 	}
 	first := comments[1]
-	for _, want := range []string{prcomment.PlanMarker, "1 to add, 5 to change, 4 to prune in 3 of 3 overlays", "<code>overlays/enterprise</code></b> — overlay removed", "Dangerous"} {
+	for _, want := range []string{markers.PlanMarker, "1 to add, 5 to change, 4 to prune in 3 of 3 overlays", "<code>overlays/enterprise</code></b> — overlay removed", "Dangerous"} {
 		if !strings.Contains(first.Body, want) {
 			t.Errorf("comment lacks %q:\n%s", want, first.Body)
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-github/v60/github"
 	"github.com/sethvargo/go-githubactions"
 
-	"github.com/kplan-dev/kplan/internal/prcomment"
+	"github.com/kplan-dev/kplan/internal/markers"
 	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/githubapi"
 	"github.com/kplan-dev/kplan/test/gittest"
@@ -87,9 +87,9 @@ func TestActionStrangersMarkedCommentGetsNoPlan(t *testing.T) {
 			gh.AddToken("tok", githubapi.Identity{Login: tt.login})
 			// Bait: marked comments by a stranger, posted before kplan's
 			// first run, and by the workflow's bot when kplan is another.
-			baits := []githubapi.Comment{gh.SeedComment(owner, repo, 2, "mallory", prcomment.PlanMarker+"\nNo changes. Approve away!")}
+			baits := []githubapi.Comment{gh.SeedComment(owner, repo, 2, "mallory", markers.PlanMarker+"\nNo changes. Approve away!")}
 			if tt.login != "github-actions[bot]" {
-				baits = append(baits, gh.SeedComment(owner, repo, 2, "github-actions[bot]", prcomment.PlanMarker+"\nsomeone else's plan"))
+				baits = append(baits, gh.SeedComment(owner, repo, 2, "github-actions[bot]", markers.PlanMarker+"\nsomeone else's plan"))
 			}
 			r := newRunner(t, ws, pullRequestEvent(t, "opened.payload.json", base, head), gh.URL(), "tok")
 			r.env["INPUT_COMMENT-AUTHOR"] = tt.commentAuthor
@@ -118,7 +118,7 @@ func TestActionStrangersMarkedCommentGetsNoPlan(t *testing.T) {
 			// The plan of an earlier push, then a re-run: kplan's comment
 			// is edited (or, not knowing it, another posted); the bait
 			// never.
-			stale := prcomment.PlanMarker + "\nthe plan of an earlier push"
+			stale := markers.PlanMarker + "\nthe plan of an earlier push"
 			if _, _, err := gh.Client("tok").Issues.EditComment(t.Context(), owner, repo, own.ID, &github.IssueComment{Body: &stale}); err != nil {
 				t.Fatal(err)
 			}

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/kplan-dev/kplan/internal/gitlabci"
-	"github.com/kplan-dev/kplan/internal/prcomment"
+	"github.com/kplan-dev/kplan/internal/markers"
 	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/gitlabapi"
 )
@@ -105,7 +105,7 @@ func TestGitLabPipelinePostsThenEditsOneNote(t *testing.T) {
 	gl := gitlabapi.New()
 	defer gl.Close()
 	gl.AddToken("glpat-kplan", gitlabapi.User{Username: glBot})
-	bait := gl.SeedNote(glProject, 1, "mallory", prcomment.PlanMarker+"\nnothing to see here")
+	bait := gl.SeedNote(glProject, 1, "mallory", markers.PlanMarker+"\nnothing to see here")
 
 	ws := runnerCheckout(t, srv, "refs/merge-requests/1/merge")
 	j := newGitLabJob(gl, ws, map[string]string{"CI_MERGE_REQUEST_EVENT_TYPE": "merged_result", "CI_COMMIT_SHA": merge,
@@ -118,7 +118,7 @@ func TestGitLabPipelinePostsThenEditsOneNote(t *testing.T) {
 		t.Fatalf("notes: %+v, want mallory's untouched and one by %s", notes, glBot)
 	}
 	first := notes[1]
-	for _, want := range []string{prcomment.PlanMarker, "1 to add, 5 to change, 4 to prune in 3 of 3 overlays", "overlay removed"} {
+	for _, want := range []string{markers.PlanMarker, "1 to add, 5 to change, 4 to prune in 3 of 3 overlays", "overlay removed"} {
 		if !strings.Contains(first.Body, want) {
 			t.Errorf("note lacks %q:\n%s", want, first.Body)
 		}

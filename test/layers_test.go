@@ -27,11 +27,11 @@ var layers = [][]string{
 	// Render.
 	{"internal/render", "internal/rendercache"},
 	// What a render becomes: releases rendered, inventories, dangers.
-	{"internal/helmrelease", "internal/declared", "internal/danger", "internal/resourcegroup"},
+	{"internal/helm", "internal/declared", "internal/danger", "internal/resourcegroup"},
 	// Targets: Flux's, Argo CD's, the repository's, the webhook's; the diff.
 	{"internal/flux", "internal/argocd", "internal/inventorydiff", "internal/repoconfig", "internal/config"},
 	// Uses of a diff; the deploy engine; receiving deliveries.
-	{"internal/overlap", "internal/prcomment", "internal/deploy", "internal/ghauth", "internal/webhook"},
+	{"internal/overlap", "internal/markers", "internal/deploy", "internal/ghauth", "internal/webhook"},
 	// Reports and the forge; converging targets.
 	{"internal/shard", "internal/report", "internal/forge/github", "internal/forge/gitlab",
 		"internal/liveplan", "internal/deployer", "internal/leader"},

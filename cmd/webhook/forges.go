@@ -13,7 +13,7 @@ import (
 	gldeploys "github.com/kplan-dev/kplan/internal/forge/gitlab/deploys"
 	"github.com/kplan-dev/kplan/internal/ghauth"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
-	"github.com/kplan-dev/kplan/internal/prcomment"
+	"github.com/kplan-dev/kplan/internal/markers"
 )
 
 // forges is the wiring of the forges one webhook serves: GitHub's always,
@@ -139,7 +139,7 @@ func (f *forges) Approvals(ctx context.Context, t deployer.Target, sha string, p
 }
 
 // ReviewedPlan implements deployer.Reviews.
-func (f *forges) ReviewedPlan(ctx context.Context, t deployer.Target, pr int) (*prcomment.Reviewed, error) {
+func (f *forges) ReviewedPlan(ctx context.Context, t deployer.Target, pr int) (*markers.Reviewed, error) {
 	return f.reporter(t).ReviewedPlan(ctx, t, pr)
 }
 

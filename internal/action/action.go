@@ -28,8 +28,8 @@ import (
 	"github.com/kplan-dev/kplan/internal/gitbase"
 	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/markers"
 	"github.com/kplan-dev/kplan/internal/plan"
-	"github.com/kplan-dev/kplan/internal/prcomment"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/report"
 	"github.com/kplan-dev/kplan/internal/shard"
@@ -246,11 +246,11 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	// The reviewed-plan marker lets the webhook prove, on merge, that it
 	// applies what this comment showed.
-	reviewed, err := prcomment.ReviewedMarker(report.Reviewed(p))
+	reviewed, err := markers.ReviewedMarker(report.Reviewed(p))
 	if err != nil {
 		return fmt.Errorf("the reviewed-plan marker: %w", err)
 	}
-	md, _ := report.MarkdownFit(p, prcomment.PlanMarker+"\n"+reviewed+"\n", report.MaxCommentSize, copts)
+	md, _ := report.MarkdownFit(p, markers.PlanMarker+"\n"+reviewed+"\n", report.MaxCommentSize, copts)
 	if err := writeOutputs(a, p, opts, getenv); err != nil {
 		return err
 	}
@@ -470,7 +470,7 @@ func comment(ctx context.Context, a *githubactions.Action, getenv func(string) s
 	if err != nil {
 		return fmt.Errorf("GITHUB_API_URL %q: %w", getenv("GITHUB_API_URL"), err)
 	}
-	res, err := commenter.Upsert(ctx, repo, number, prcomment.PlanMarker, md)
+	res, err := commenter.Upsert(ctx, repo, number, markers.PlanMarker, md)
 	if errors.Is(err, forge.ErrNoPermission) {
 		a.Warningf("the token cannot comment on %s#%d (a pull request from a fork?): the plan is in the job summary only", repo, number)
 		return nil

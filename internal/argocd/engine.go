@@ -23,7 +23,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/crash"
-	"github.com/kplan-dev/kplan/internal/helmrelease"
+	"github.com/kplan-dev/kplan/internal/helm"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
@@ -65,7 +65,7 @@ type Options struct {
 type Engine struct {
 	k      *render.Kustomizer
 	opts   Options
-	charts *helmrelease.Charts
+	charts *helm.Charts
 	pulled sync.Map // pulledMayOutput's answers
 }
 
@@ -76,7 +76,7 @@ func New(opts Options) *Engine {
 	if opts.Memo == nil {
 		opts.Memo = closure.NewMemo()
 	}
-	return &Engine{k: render.NewKustomizer(ro), opts: opts, charts: helmrelease.NewCharts(opts.Render, opts.ChartCache)}
+	return &Engine{k: render.NewKustomizer(ro), opts: opts, charts: helm.NewCharts(opts.Render, opts.ChartCache)}
 }
 
 // Target is one Application's render.
@@ -419,7 +419,7 @@ func (e *Engine) pulledMayOutput(ctx context.Context, src Source) bool {
 	}
 	may := true
 	tgz, _, err := e.charts.Pull(ctx, src.RepoURL, src.Chart, src.TargetRevision)
-	if helmrelease.Refused(err) {
+	if helm.Refused(err) {
 		may = false
 	}
 	if err == nil {

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/kplan-dev/kplan/internal/helmrelease"
+	"github.com/kplan-dev/kplan/internal/helm"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -84,17 +84,17 @@ func (e *Engine) helm(ctx context.Context, s *snapshot.Snapshot, t *Target, src 
 		if err := sigsyaml.Unmarshal(b, &v); err != nil {
 			return nil, fmt.Errorf("helm.valueFiles %s: %w", p, err)
 		}
-		vals = helmrelease.MergeMaps(vals, v)
+		vals = helm.MergeMaps(vals, v)
 	}
 	switch {
 	case h.ValuesObject != nil:
-		vals = helmrelease.MergeMaps(vals, h.ValuesObject)
+		vals = helm.MergeMaps(vals, h.ValuesObject)
 	case h.Values != "":
 		var v map[string]any
 		if err := sigsyaml.Unmarshal([]byte(h.Values), &v); err != nil {
 			return nil, fmt.Errorf("helm.values: %w", err)
 		}
-		vals = helmrelease.MergeMaps(vals, v)
+		vals = helm.MergeMaps(vals, v)
 	}
 	// The repo server keeps parameters in maps by name (the last of a
 	// name wins) and passes every --set before every --set-string, and
@@ -132,7 +132,7 @@ func (e *Engine) helm(ctx context.Context, s *snapshot.Snapshot, t *Target, src 
 			return nil, fmt.Errorf("helm.fileParameters %s: %w", fp.Name, err)
 		}
 	}
-	return helmrelease.Template(ctx, ch, vals, helmrelease.TemplateOptions{
+	return helm.Template(ctx, ch, vals, helm.TemplateOptions{
 		Name:        cmp.Or(h.ReleaseName, t.Application.Name),
 		Namespace:   cmp.Or(h.Namespace, t.Namespace),
 		IncludeCRDs: !h.SkipCrds,
@@ -190,7 +190,7 @@ func (e *Engine) chart(ctx context.Context, s *snapshot.Snapshot, src Source) (*
 			return got, len(got) > 0, err
 		}
 	}
-	err := helmrelease.BuildDependencies(ctx, files, helmrelease.DependencySource{Local: local, Remote: e.charts})
+	err := helm.BuildDependencies(ctx, files, helm.DependencySource{Local: local, Remote: e.charts})
 	if err != nil {
 		return nil, "", fmt.Errorf("%s%w", what, err)
 	}

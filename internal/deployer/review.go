@@ -14,8 +14,8 @@ import (
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/markers"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
-	"github.com/kplan-dev/kplan/internal/prcomment"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -30,7 +30,7 @@ type Reviews interface {
 	// ReviewedPlan reads the reviewed-plan marker of kplan's plan comment
 	// on pull request pr; nil when there is none. It is the reviewer's
 	// view, and decides only for a pull request with no review at all.
-	ReviewedPlan(ctx context.Context, t Target, pr int) (*prcomment.Reviewed, error)
+	ReviewedPlan(ctx context.Context, t Target, pr int) (*markers.Reviewed, error)
 	// CanWrite says whether login may push to t's repository: only such a
 	// user's approval, or acknowledgement label, counts.
 	CanWrite(ctx context.Context, t Target, login string) (bool, error)
@@ -176,7 +176,7 @@ func (r *Review) verdict() string {
 		return "not changed by " + r.ref()
 	case Differs:
 		return fmt.Sprintf("differs from what was approved in %s at %s by @%s: the merge renders %s, which no standing approval renders on what the cluster runs (a push after the approval, or a commit no one approved between the one deployed and the merge)",
-			r.ref(), short(r.Commit), r.By, prcomment.ShortDigest(r.Applied))
+			r.ref(), short(r.Commit), r.By, markers.ShortDigest(r.Applied))
 	case NotApproved:
 		if r.PR == 0 {
 			return "not approved (the commit came from no " + r.change() + ")"
@@ -186,7 +186,7 @@ func (r *Review) verdict() string {
 		return fmt.Sprintf("%s has no review; applied exactly as its plan comment showed", r.ref())
 	case PlanDiffers:
 		return fmt.Sprintf("%s has no review; differs from the plan reviewed in %s: the plan rendered %s as %s, the merge renders %s",
-			r.ref(), r.ref(), short(r.Head), r.Reviewed, prcomment.ShortDigest(r.Applied))
+			r.ref(), r.ref(), short(r.Head), r.Reviewed, markers.ShortDigest(r.Applied))
 	case NotReviewed:
 		return fmt.Sprintf("%s has no review; not reviewed: %s", r.ref(), r.Err)
 	default:
@@ -310,7 +310,7 @@ func (d *Deployer) planNote(ctx context.Context, t Target, r *Review) string {
 	if diff := plan.Settings.Differ(t.RenderSettings()); diff != "" {
 		return "the plan comment rendered with other settings: " + diff
 	}
-	if want, ok := plan.Digests[t.Overlay]; ok && want != prcomment.ShortDigest(r.Applied) {
+	if want, ok := plan.Digests[t.Overlay]; ok && want != markers.ShortDigest(r.Applied) {
 		return "the plan comment showed another render of this target: the branch changed it after the plan"
 	}
 	return ""
@@ -453,7 +453,7 @@ func (d *Deployer) planComment(ctx context.Context, log *slog.Logger, t Target, 
 		r.Verdict, r.Err = NotReviewed, fmt.Sprintf("the plan did not render %s (the change could not affect it then), but the merge changes it", t.Overlay)
 	case !ok:
 		r.Verdict, r.Err = NotReviewed, fmt.Sprintf("the plan has no render of %s on head (it failed or is absent)", t.Overlay)
-	case want == prcomment.ShortDigest(r.Applied):
+	case want == markers.ShortDigest(r.Applied):
 		r.Verdict, r.Reviewed = AsReviewed, want
 	default:
 		r.Verdict, r.Reviewed = PlanDiffers, want

@@ -16,14 +16,14 @@ import (
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
-	"github.com/kplan-dev/kplan/internal/prcomment"
+	"github.com/kplan-dev/kplan/internal/markers"
 )
 
 // fakeReviews is the forge's record of the PR a merge came from: its
 // approvals and its plan comment; writers may push to the repository.
 type fakeReviews struct {
 	approvals Approvals
-	plan      *prcomment.Reviewed
+	plan      *markers.Reviewed
 	writers   map[string]bool
 	err       error
 }
@@ -34,7 +34,7 @@ func (f fakeReviews) Approvals(ctx context.Context, t Target, sha string, pr int
 	return a, f.err
 }
 
-func (f fakeReviews) ReviewedPlan(ctx context.Context, t Target, pr int) (*prcomment.Reviewed, error) {
+func (f fakeReviews) ReviewedPlan(ctx context.Context, t Target, pr int) (*markers.Reviewed, error) {
 	return f.plan, f.err
 }
 
@@ -96,10 +96,10 @@ func TestDeployAppliesWhatWasApproved(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return prcomment.ShortDigest(digest)
+		return markers.ShortDigest(digest)
 	}
-	planOf := func(m *fakeMirror, sha string) *prcomment.Reviewed {
-		return &prcomment.Reviewed{Base: "b", Head: sha, Digests: map[string]string{"app": digestOf(m, sha)}}
+	planOf := func(m *fakeMirror, sha string) *markers.Reviewed {
+		return &markers.Reviewed{Base: "b", Head: sha, Digests: map[string]string{"app": digestOf(m, sha)}}
 	}
 	for _, tc := range []struct {
 		name     string
@@ -135,10 +135,10 @@ func TestDeployAppliesWhatWasApproved(t *testing.T) {
 		{name: "no review at all: the plan comment's render", reviews: func(m *fakeMirror) fakeReviews { return fakeReviews{plan: planOf(m, "c")} },
 			require: true, applied: []string{"c"}, verdict: AsReviewed, says: "#3 has no review; applied exactly as its plan comment showed"},
 		{name: "no review at all: a plan that did not render the target", reviews: func(m *fakeMirror) fakeReviews {
-			return fakeReviews{plan: &prcomment.Reviewed{Base: "b", Head: "c", Digests: map[string]string{}}}
+			return fakeReviews{plan: &markers.Reviewed{Base: "b", Head: "c", Digests: map[string]string{}}}
 		}, require: true, verdict: NotReviewed, says: "the plan has no render of app on head (it failed or is absent)"},
 		{name: "no review at all: a plan that skipped the target the merge changes", reviews: func(m *fakeMirror) fakeReviews {
-			return fakeReviews{plan: &prcomment.Reviewed{Base: "b", Head: "c", Digests: map[string]string{}, Skipped: []string{"app"}}}
+			return fakeReviews{plan: &markers.Reviewed{Base: "b", Head: "c", Digests: map[string]string{}, Skipped: []string{"app"}}}
 		}, require: true, verdict: NotReviewed, says: "the plan did not render app (the change could not affect it then), but the merge changes it"},
 		{name: "no review at all: a plan rendered with other settings", reviews: func(m *fakeMirror) fakeReviews {
 			p := planOf(m, "c")
@@ -394,7 +394,7 @@ func (f reviewsByPR) Approvals(ctx context.Context, t Target, sha string, pr int
 	return f[pr].Approvals(ctx, t, sha, pr)
 }
 
-func (f reviewsByPR) ReviewedPlan(ctx context.Context, t Target, pr int) (*prcomment.Reviewed, error) {
+func (f reviewsByPR) ReviewedPlan(ctx context.Context, t Target, pr int) (*markers.Reviewed, error) {
 	return f[pr].plan, nil
 }
 

@@ -15,7 +15,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
-	"github.com/kplan-dev/kplan/internal/prcomment"
+	"github.com/kplan-dev/kplan/internal/markers"
 )
 
 // Marker finds the deploy comment on a pull request or merge request.
@@ -124,8 +124,8 @@ func Comment(byTarget map[string]deployer.Outcome) string {
 		b.WriteString("\n**To retry**: fix the cause (the error above says what failed) and merge again, or wait for the next resync, which retries every failed target at the branch's newest commit.\n")
 	}
 	out := b.String()
-	if len(out) > prcomment.MaxBodyChars {
-		out = out[:prcomment.MaxBodyChars-100] + "\n\n…(cut to fit the comment size limit)\n"
+	if len(out) > markers.MaxBodyChars {
+		out = out[:markers.MaxBodyChars-100] + "\n\n…(cut to fit the comment size limit)\n"
 	}
 	return out
 }

@@ -21,7 +21,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/crash"
-	"github.com/kplan-dev/kplan/internal/helmrelease"
+	"github.com/kplan-dev/kplan/internal/helm"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/rendercache"
 	"github.com/kplan-dev/kplan/internal/snapshot"
@@ -74,7 +74,7 @@ type Engine struct {
 	gen    *genMemo
 	builds sync.Map // build key → *kept: both sides of a plan share a build of the same inputs
 	posts  sync.Map // post-build key → *keptPost: and its post-build with the same variables
-	charts *helmrelease.Charts
+	charts *helm.Charts
 	// repoCharts memoizes, per snapshot, the repository charts its
 	// HelmReleases name (helm.go).
 	repoCharts sync.Map

@@ -17,12 +17,12 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/kplan-dev/kplan/internal/crash"
-	"github.com/kplan-dev/kplan/internal/helmrelease"
+	"github.com/kplan-dev/kplan/internal/helm"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
 // HelmReleases are rendered as helm-controller renders them
-// (internal/helmrelease), once every target of a side is built: the
+// (internal/helm), once every target of a side is built: the
 // sources and values they read may come from any Flux Kustomization of
 // the cluster. Their objects join their target's, each with its own
 // identity, so the plan diffs them as any other object.
@@ -44,12 +44,12 @@ const sourceGroup = "source.toolkit.fluxcd.io"
 type releaseRender struct {
 	id      string // namespace/name of the HelmRelease
 	objects []*yaml.RNode
-	err     error // *helmrelease.UnavailableError or a render failure
+	err     error // *helm.UnavailableError or a render failure
 }
 
 // helmCharts is the chart fetcher and cache of an engine's options.
-func helmCharts(opts Options) *helmrelease.Charts {
-	return helmrelease.NewCharts(opts.Render, opts.ChartCache)
+func helmCharts(opts Options) *helm.Charts {
+	return helm.NewCharts(opts.Render, opts.ChartCache)
 }
 
 // renderReleases renders the HelmReleases of res's built targets and
@@ -59,7 +59,7 @@ func helmCharts(opts Options) *helmrelease.Charts {
 func (e *Engine) renderReleases(ctx context.Context, s *snapshot.Snapshot, res *Result, upgraded func(cluster, release string) bool) map[string][]releaseRender {
 	// Each cluster's releases find their sources and values among what
 	// that cluster applies.
-	envs := map[string]helmrelease.Env{}
+	envs := map[string]helm.Env{}
 	out := map[string][]releaseRender{}
 	for _, t := range res.Targets {
 		if t.Err != nil || t.Deferred {
@@ -71,7 +71,7 @@ func (e *Engine) renderReleases(ctx context.Context, s *snapshot.Snapshot, res *
 			envs[t.Cluster] = env
 		}
 		for _, o := range t.Objects {
-			if !helmrelease.Is(o.GetApiVersion(), o.GetKind()) {
+			if !helm.Is(o.GetApiVersion(), o.GetKind()) {
 				continue
 			}
 			rr := releaseRender{id: o.GetNamespace() + "/" + o.GetName()}
@@ -96,7 +96,7 @@ func applyReleases(res *Result, rendered map[string][]releaseRender, drop func(t
 	for _, t := range res.Targets {
 		var failed []string
 		for _, rr := range rendered[t.Name()] {
-			var un *helmrelease.UnavailableError
+			var un *helm.UnavailableError
 			switch {
 			case errors.As(rr.err, &un):
 				t.NotRendered = append(t.NotRendered, fmt.Sprintf("HelmRelease %s is not rendered: %s", rr.id, strings.TrimPrefix(un.Error(), "HelmRelease "+rr.id+": ")))
@@ -129,7 +129,7 @@ func (e *Engine) renderPlan(ctx context.Context, snaps [2]*snapshot.Snapshot, re
 	onBase := map[string]bool{}
 	for _, t := range res[0].Targets {
 		for _, o := range t.Objects {
-			if helmrelease.Is(o.GetApiVersion(), o.GetKind()) {
+			if helm.Is(o.GetApiVersion(), o.GetKind()) {
 				onBase[t.Cluster+"\x00"+o.GetNamespace()+"/"+o.GetName()] = true
 			}
 		}
@@ -139,7 +139,7 @@ func (e *Engine) renderPlan(ctx context.Context, snaps [2]*snapshot.Snapshot, re
 		other := r[1-i]
 		applyReleases(res[i], r[i], func(target, rel string) (string, bool) {
 			for _, rr := range other[target] {
-				var un *helmrelease.UnavailableError
+				var un *helm.UnavailableError
 				if rr.id == rel && errors.As(rr.err, &un) {
 					return "it cannot be (" + strings.TrimPrefix(un.Error(), "HelmRelease "+rel+": ") + ")", true
 				}
@@ -152,20 +152,20 @@ func (e *Engine) renderPlan(ctx context.Context, snaps [2]*snapshot.Snapshot, re
 // renderRelease renders one HelmRelease object, what its Secrets' values
 // make masked as postBuild masks what Secret variables make: the twin
 // render, with a token for each such value, says which fields they made.
-func (e *Engine) renderRelease(ctx context.Context, o *yaml.RNode, env helmrelease.Env, upgrade bool) ([]*yaml.RNode, error) {
+func (e *Engine) renderRelease(ctx context.Context, o *yaml.RNode, env helm.Env, upgrade bool) ([]*yaml.RNode, error) {
 	m, err := asMap(o)
 	if err != nil {
 		return nil, fmt.Errorf("HelmRelease %s/%s: %w", o.GetNamespace(), o.GetName(), err)
 	}
-	rel, err := helmrelease.Parse(m)
+	rel, err := helm.Parse(m)
 	if err != nil {
 		return nil, err
 	}
 	if rel.Spec.Suspend {
-		return nil, &helmrelease.UnavailableError{Release: rel.ID(), Reason: "suspended: helm-controller installs nothing of it"}
+		return nil, &helm.UnavailableError{Release: rel.ID(), Reason: "suspended: helm-controller installs nothing of it"}
 	}
 	env.Upgrade = upgrade
-	p, err := helmrelease.Prepare(ctx, rel, env)
+	p, err := helm.Prepare(ctx, rel, env)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +212,7 @@ func (e *Engine) renderRelease(ctx context.Context, o *yaml.RNode, env helmrelea
 // side's targets apply (sources the repository declares when no built
 // target applies them: a target the plan left unbuilt), this repository's
 // files for its GitRepositories, the engine's charts.
-func (e *Engine) helmEnv(ctx context.Context, s *snapshot.Snapshot, res *Result, cluster string) helmrelease.Env {
+func (e *Engine) helmEnv(ctx context.Context, s *snapshot.Snapshot, res *Result, cluster string) helm.Env {
 	sources := map[string]map[string]any{} // kind/ns/name
 	for _, t := range res.Targets {
 		if t.Cluster != cluster {
@@ -228,7 +228,7 @@ func (e *Engine) helmEnv(ctx context.Context, s *snapshot.Snapshot, res *Result,
 	}
 	pool := res.pools[cluster]
 	declared := sync.OnceValue(func() map[string][]map[string]any { return declaredSources(ctx, s) })
-	return helmrelease.Env{
+	return helm.Env{
 		Source: func(kind, ns, name string) map[string]any {
 			if m := sources[kind+"/"+ns+"/"+name]; m != nil {
 				return m
@@ -245,12 +245,12 @@ func (e *Engine) helmEnv(ctx context.Context, s *snapshot.Snapshot, res *Result,
 			}
 			return match
 		},
-		Values: func(kind, ns, name string) (*helmrelease.ValuesSource, bool) {
+		Values: func(kind, ns, name string) (*helm.ValuesSource, bool) {
 			vs, ok := pool[poolKey(kind, ns, name)]
 			if !ok {
 				return nil, false
 			}
-			return &helmrelease.ValuesSource{Data: vs.values, Secret: vs.secret, Unknown: vs.unknown}, true
+			return &helm.ValuesSource{Data: vs.values, Secret: vs.secret, Unknown: vs.unknown}, true
 		},
 		Local: func(ctx context.Context, kind, ns, name, dir string) (map[string][]byte, bool, error) {
 			if kind != "GitRepository" || !slices.Contains(e.opts.Sources, ns+"/"+name) {
@@ -402,7 +402,7 @@ func (e *Engine) repoChartsOf(ctx context.Context, s *snapshot.Snapshot) map[str
 			for _, m := range yamlMaps(data) {
 				api, _, _ := unstructured.NestedString(m, "apiVersion")
 				kind, _, _ := unstructured.NestedString(m, "kind")
-				if !helmrelease.Is(api, kind) {
+				if !helm.Is(api, kind) {
 					continue
 				}
 				ref, _, _ := unstructured.NestedStringMap(m, "spec", "chart", "spec", "sourceRef")

@@ -8,7 +8,7 @@ import (
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
-	"github.com/kplan-dev/kplan/internal/helmrelease"
+	"github.com/kplan-dev/kplan/internal/helm"
 )
 
 // How a release's render reaches its target: rendered objects join it; a
@@ -20,7 +20,7 @@ func TestApplyReleases(t *testing.T) {
 	obj := func(name string) *yaml.RNode {
 		return yaml.MustParse("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + ", namespace: ns}\n")
 	}
-	unavailable := &helmrelease.UnavailableError{Release: "ns/app", Reason: "cannot be fetched"}
+	unavailable := &helm.UnavailableError{Release: "ns/app", Reason: "cannot be fetched"}
 	for _, tc := range []struct {
 		name        string
 		rr          releaseRender

@@ -27,9 +27,9 @@ import (
 	"github.com/kplan-dev/kplan/internal/gitbase"
 	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/markers"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/plan"
-	"github.com/kplan-dev/kplan/internal/prcomment"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/report"
 )
@@ -196,11 +196,11 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	// The reviewed-plan marker lets the webhook prove, on merge, that it
 	// applies what this note showed.
-	reviewed, err := prcomment.ReviewedMarker(report.Reviewed(p))
+	reviewed, err := markers.ReviewedMarker(report.Reviewed(p))
 	if err != nil {
 		return fmt.Errorf("the reviewed-plan marker: %w", err)
 	}
-	md, _ := report.MarkdownFit(p, prcomment.PlanMarker+"\n"+reviewed+"\n", report.MaxCommentSize, copts)
+	md, _ := report.MarkdownFit(p, markers.PlanMarker+"\n"+reviewed+"\n", report.MaxCommentSize, copts)
 	if in.Comment {
 		if err := note(ctx, pl, in.Token, md, log); err != nil {
 			return err
@@ -236,7 +236,7 @@ func note(ctx context.Context, pl gitlab.Pipeline, token, md string, log *slog.L
 	if err != nil {
 		return err
 	}
-	res, err := commenter.Upsert(ctx, pl.Change.Repo, pl.Change.Number, prcomment.PlanMarker, md)
+	res, err := commenter.Upsert(ctx, pl.Change.Repo, pl.Change.Number, markers.PlanMarker, md)
 	if errors.Is(err, forge.ErrNoPermission) {
 		log.Warn("the token cannot write notes on the merge request: the plan is in the job log and its artifact only", "mr", pl.Change.Number)
 		return nil

@@ -7,16 +7,16 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/forge"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
-	"github.com/kplan-dev/kplan/internal/prcomment"
+	"github.com/kplan-dev/kplan/internal/markers"
 )
 
 // Marker identifies the live plan's sticky comment, beside the plan's
-// (prcomment.PlanMarker) and the deploy reports.
+// (markers.PlanMarker) and the deploy reports.
 const Marker = "<!-- kplan:live -->"
 
 // maxBody leaves room under GitHub's limit for the marker and the note
 // that the comment was cut.
-const maxBody = prcomment.MaxBodyChars - 1000
+const maxBody = markers.MaxBodyChars - 1000
 
 // maxFields bounds the field changes shown per object.
 const maxFields = 30

@@ -13,7 +13,7 @@ import (
 // client, or a dynamic client of kplan's own. What linked them was a
 // package of the deploy side imported where a pure one does
 // (internal/declared), then Helm's install action and repository getters
-// (internal/helmrelease renders through Helm's engine, and
+// (internal/helm renders through Helm's engine, and
 // internal/chartindex reads indexes, so that neither links them).
 //
 // client-go's dynamic package is still compiled in, imported by two

@@ -11,7 +11,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/danger"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
-	"github.com/kplan-dev/kplan/internal/prcomment"
+	"github.com/kplan-dev/kplan/internal/markers"
 )
 
 // Diff styles: how a report shows what changed inside objects.
@@ -444,8 +444,8 @@ func nonNil(s []string) []string {
 // Reviewed is what the plan comment records, hidden, for the webhook to
 // compare the merge's apply with: the commits and each rendered overlay's
 // head digest.
-func Reviewed(p *inventorydiff.Plan) prcomment.Reviewed {
-	r := prcomment.Reviewed{Base: p.Base, Head: p.Head, Digests: map[string]string{}, Settings: p.Settings}
+func Reviewed(p *inventorydiff.Plan) markers.Reviewed {
+	r := markers.Reviewed{Base: p.Base, Head: p.Head, Digests: map[string]string{}, Settings: p.Settings}
 	for _, o := range p.Overlays {
 		switch {
 		case o.HeadDigest != "":

@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-github/v60/github"
 
 	"github.com/kplan-dev/kplan/internal/forge"
-	"github.com/kplan-dev/kplan/internal/prcomment"
+	"github.com/kplan-dev/kplan/internal/markers"
 )
 
 // Poster keeps sticky comments through one client: forge.Commenter for
@@ -105,8 +105,8 @@ func (p *Poster) Upsert(ctx context.Context, fullName string, number int, marker
 	if !strings.Contains(body, marker) {
 		body = marker + "\n" + body
 	}
-	if n := utf8.RuneCountInString(body); n > prcomment.MaxBodyChars {
-		return forge.CommentResult{}, fmt.Errorf("comment on %s/%s#%d: %w: %d characters, maximum %d", owner, repo, number, forge.ErrTooLong, n, prcomment.MaxBodyChars)
+	if n := utf8.RuneCountInString(body); n > markers.MaxBodyChars {
+		return forge.CommentResult{}, fmt.Errorf("comment on %s/%s#%d: %w: %d characters, maximum %d", owner, repo, number, forge.ErrTooLong, n, markers.MaxBodyChars)
 	}
 
 	self, err := p.Self(ctx)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/forge"
 	"github.com/kplan-dev/kplan/internal/forge/github"
-	"github.com/kplan-dev/kplan/internal/prcomment"
+	"github.com/kplan-dev/kplan/internal/markers"
 	"github.com/kplan-dev/kplan/test/githubapi"
 )
 
@@ -21,7 +21,7 @@ const (
 	pr     = 17
 	writer = "ghs_writer"
 	fork   = "ghs_fork"
-	marker = prcomment.PlanMarker
+	marker = markers.PlanMarker
 	// bot is whom writer's and fork's comments are by: GitHub will not
 	// tell an installation token (GET /user answers 403).
 	bot = "github-actions[bot]"
@@ -194,7 +194,7 @@ func TestErrors(t *testing.T) {
 		{name: "bad token", token: "nope"},
 		{name: "server error", token: writer, failN: 1},
 		{name: "empty marker", token: writer, marker: " "},
-		{name: "too long", token: writer, body: strings.Repeat("x", prcomment.MaxBodyChars), tooLong: true},
+		{name: "too long", token: writer, body: strings.Repeat("x", markers.MaxBodyChars), tooLong: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

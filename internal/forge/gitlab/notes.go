@@ -12,7 +12,7 @@ import (
 	gitlab "gitlab.com/gitlab-org/api/client-go"
 
 	"github.com/kplan-dev/kplan/internal/forge"
-	"github.com/kplan-dev/kplan/internal/prcomment"
+	"github.com/kplan-dev/kplan/internal/markers"
 )
 
 // Poster keeps marked notes on merge requests through one client:
@@ -77,8 +77,8 @@ func (p *Poster) Upsert(ctx context.Context, project string, iid int, marker, bo
 	if !strings.Contains(body, marker) {
 		body = marker + "\n" + body
 	}
-	if n := utf8.RuneCountInString(body); n > prcomment.MaxBodyChars {
-		return forge.CommentResult{}, fmt.Errorf("note on %s!%d: %w: %d characters, maximum %d", project, iid, forge.ErrTooLong, n, prcomment.MaxBodyChars)
+	if n := utf8.RuneCountInString(body); n > markers.MaxBodyChars {
+		return forge.CommentResult{}, fmt.Errorf("note on %s!%d: %w: %d characters, maximum %d", project, iid, forge.ErrTooLong, n, markers.MaxBodyChars)
 	}
 	self, err := p.Self(ctx)
 	if err != nil {

@@ -11,14 +11,14 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/forge"
 	"github.com/kplan-dev/kplan/internal/forge/gitlab"
-	"github.com/kplan-dev/kplan/internal/prcomment"
+	"github.com/kplan-dev/kplan/internal/markers"
 	"github.com/kplan-dev/kplan/test/gitlabapi"
 )
 
 const (
 	project = "platform/team/infra"
 	iid     = 17
-	marker  = prcomment.PlanMarker
+	marker  = markers.PlanMarker
 	bot     = "project_15_bot_3f2a"
 )
 
@@ -109,7 +109,7 @@ func TestNoteErrors(t *testing.T) {
 	if !errors.Is(err, forge.ErrNoPermission) {
 		t.Errorf("read-only token: %v, want ErrNoPermission", err)
 	}
-	_, err = poster(t, s, "glpat-writer").Upsert(ctx, project, iid, marker, strings.Repeat("x", prcomment.MaxBodyChars))
+	_, err = poster(t, s, "glpat-writer").Upsert(ctx, project, iid, marker, strings.Repeat("x", markers.MaxBodyChars))
 	if !errors.Is(err, forge.ErrTooLong) {
 		t.Errorf("long body: %v, want ErrTooLong", err)
 	}

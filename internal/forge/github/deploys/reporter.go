@@ -34,7 +34,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/deployer"
 	"github.com/kplan-dev/kplan/internal/deployreport"
 	forgegithub "github.com/kplan-dev/kplan/internal/forge/github"
-	"github.com/kplan-dev/kplan/internal/prcomment"
+	"github.com/kplan-dev/kplan/internal/markers"
 )
 
 // maxSummaries bounds the pull requests whose comment is kept in memory.
@@ -243,13 +243,13 @@ func (r *Reporter) commentOp(o deployer.Outcome) *op {
 // ReviewedPlan reads the plan kplan's Action recorded in its comment on
 // pull request pr: only the plan author's comment counts, so a marker
 // anyone else posts is ignored.
-func (r *Reporter) ReviewedPlan(ctx context.Context, t deployer.Target, pr int) (*prcomment.Reviewed, error) {
+func (r *Reporter) ReviewedPlan(ctx context.Context, t deployer.Target, pr int) (*markers.Reviewed, error) {
 	owner, repo := split(t.Repo)
-	c, err := forgegithub.FindBy(ctx, r.GH, owner, repo, pr, prcomment.PlanMarker, cmp.Or(r.PlanAuthor, "github-actions[bot]"))
+	c, err := forgegithub.FindBy(ctx, r.GH, owner, repo, pr, markers.PlanMarker, cmp.Or(r.PlanAuthor, "github-actions[bot]"))
 	if err != nil || c == nil {
 		return nil, err
 	}
-	plan, ok, err := prcomment.ParseReviewed(c.GetBody())
+	plan, ok, err := markers.ParseReviewed(c.GetBody())
 	if err != nil || !ok {
 		// A plan comment from before digests, or damaged: nothing to
 		// compare with.

@@ -33,7 +33,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/deployer"
 	"github.com/kplan-dev/kplan/internal/deployreport"
 	forgegitlab "github.com/kplan-dev/kplan/internal/forge/gitlab"
-	"github.com/kplan-dev/kplan/internal/prcomment"
+	"github.com/kplan-dev/kplan/internal/markers"
 )
 
 // ErrApprovalsKept refuses to read approvals as approving the merged
@@ -289,7 +289,7 @@ func (r *Reporter) Interrupted(ctx context.Context, t deployer.Target) (bool, er
 
 // ReviewedPlan reads the plan the CI job recorded in its note on merge
 // request mr: only PlanAuthor's note counts.
-func (r *Reporter) ReviewedPlan(ctx context.Context, t deployer.Target, mr int) (*prcomment.Reviewed, error) {
+func (r *Reporter) ReviewedPlan(ctx context.Context, t deployer.Target, mr int) (*markers.Reviewed, error) {
 	author := r.PlanAuthor
 	if author == "" {
 		var err error
@@ -297,11 +297,11 @@ func (r *Reporter) ReviewedPlan(ctx context.Context, t deployer.Target, mr int) 
 			return nil, err
 		}
 	}
-	n, err := forgegitlab.FindBy(ctx, r.GL, t.Repo, mr, prcomment.PlanMarker, author)
+	n, err := forgegitlab.FindBy(ctx, r.GL, t.Repo, mr, markers.PlanMarker, author)
 	if err != nil || n == nil {
 		return nil, err
 	}
-	plan, ok, err := prcomment.ParseReviewed(n.Body)
+	plan, ok, err := markers.ParseReviewed(n.Body)
 	if err != nil || !ok {
 		return nil, err
 	}

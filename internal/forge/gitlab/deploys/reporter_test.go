@@ -15,7 +15,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/deployer"
 	"github.com/kplan-dev/kplan/internal/deployreport"
 	forgegitlab "github.com/kplan-dev/kplan/internal/forge/gitlab"
-	"github.com/kplan-dev/kplan/internal/prcomment"
+	"github.com/kplan-dev/kplan/internal/markers"
 	"github.com/kplan-dev/kplan/test/gitlabapi"
 )
 
@@ -152,15 +152,15 @@ func TestApprovals(t *testing.T) {
 // The reviewed plan is read from the plan author's note only.
 func TestReviewedPlanIsTheAuthorsNote(t *testing.T) {
 	s, r := newReporter(t)
-	marker, err := prcomment.ReviewedMarker(prcomment.Reviewed{Digests: map[string]string{"overlays/prod": "abc"}})
+	marker, err := markers.ReviewedMarker(markers.Reviewed{Digests: map[string]string{"overlays/prod": "abc"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.SeedNote(project, 7, "mallory", prcomment.PlanMarker+"\n"+strings.ReplaceAll(marker, "abc", "evil"))
+	s.SeedNote(project, 7, "mallory", markers.PlanMarker+"\n"+strings.ReplaceAll(marker, "abc", "evil"))
 	if plan, err := r.ReviewedPlan(context.Background(), prod, 7); plan != nil || err != nil {
 		t.Fatalf("a stranger's plan note was read: %+v, %v", plan, err)
 	}
-	s.SeedNote(project, 7, bot, prcomment.PlanMarker+"\n"+marker)
+	s.SeedNote(project, 7, bot, markers.PlanMarker+"\n"+marker)
 	plan, err := r.ReviewedPlan(context.Background(), prod, 7)
 	if err != nil || plan == nil || plan.Digests["overlays/prod"] != "abc" {
 		t.Errorf("plan: %+v, %v", plan, err)

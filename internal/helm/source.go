@@ -1,4 +1,4 @@
-package helmrelease
+package helm
 
 import (
 	"bytes"

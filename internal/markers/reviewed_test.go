@@ -1,4 +1,4 @@
-package prcomment
+package markers
 
 import (
 	"crypto/sha256"

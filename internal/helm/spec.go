@@ -1,5 +1,9 @@
-// Package helmrelease renders a Flux HelmRelease (helm.toolkit.fluxcd.io
-// v2, v2beta1, v2beta2) as helm-controller renders it before applying:
+// Package helm is kplan's Helm engine, for Flux and Argo CD alike: the one
+// owner of charts (Charts: fetched from Helm repositories and OCI
+// registries under the network policy, cached, dependencies built) and
+// of rendering them with the Helm SDK. It renders a Flux HelmRelease
+// (helm.toolkit.fluxcd.io v2, v2beta1, v2beta2) as helm-controller renders
+// it before applying:
 // its chart from the source it names, its values composed from the
 // chart's defaults, spec.valuesFrom and spec.values, templated in process
 // with the Helm SDK (no helm binary, no cluster), then its kustomize
@@ -9,7 +13,7 @@
 // Secrets, the repository's chart directories and the network come from
 // the caller (Env), so that it sees what Flux would see and fetches only
 // what kplan's network policy allows.
-package helmrelease
+package helm
 
 import (
 	"crypto/sha256"
