@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/apply/event"
 	"sigs.k8s.io/cli-utils/pkg/common"
 	"sigs.k8s.io/cli-utils/pkg/inventory"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/watcher"
 	"sigs.k8s.io/cli-utils/pkg/object"
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -122,12 +123,15 @@ func (r *Result) Failed() bool {
 // Engine applies to one cluster.
 type Engine struct {
 	factory cmdutil.Factory
+	// statusWatcher makes the status watcher an apply reads, behind its
+	// statusGate: cli-utils' default; a test gives a noisier one.
+	statusWatcher func(dynamic.Interface, meta.RESTMapper) watcher.StatusWatcher
 }
 
 // New makes an Engine for the cluster getter points at (a kubeconfig and
 // context, or in-cluster config).
 func New(getter genericclioptions.RESTClientGetter) *Engine {
-	return &Engine{factory: cmdutil.NewFactory(getter)}
+	return &Engine{factory: cmdutil.NewFactory(getter), statusWatcher: defaultWatcher}
 }
 
 // Apply applies objs and prunes what the inventory object invObj recorded
@@ -192,7 +196,9 @@ func (e *Engine) Apply(ctx context.Context, invObj *unstructured.Unstructured, o
 		return res, err
 	}
 
-	applier, err := apply.NewApplierBuilder().WithFactory(e.factory).WithDynamicClient(tolerantDynamic{dyn}).WithInventoryClient(invClient).Build()
+	gate := newStatusGate()
+	applier, err := apply.NewApplierBuilder().WithFactory(e.factory).WithDynamicClient(tolerantDynamic{dyn}).WithInventoryClient(invClient).
+		WithStatusWatcher(gate.watcher(e.statusWatcher(tolerantDynamic{dyn}, mapper))).Build()
 	if err != nil {
 		return res, fmt.Errorf("build applier: %w", err)
 	}
@@ -207,7 +213,7 @@ func (e *Engine) Apply(ctx context.Context, invObj *unstructured.Unstructured, o
 	if opts.DryRun {
 		aopts.DryRunStrategy = common.DryRunServer
 	}
-	c := collector{objs: objs, before: before, dryRun: opts.DryRun, onEvent: opts.OnEvent}
+	c := collector{objs: objs, before: before, dryRun: opts.DryRun, onEvent: opts.OnEvent, gate: gate}
 	if takenBack {
 		ns := inventoryNamespaceID(inv)
 		c.takenBack = &ns
@@ -235,6 +241,7 @@ type collector struct {
 	// the inventory (takeBackNamespace); nil otherwise.
 	takenBack *object.ObjMetadata
 	onEvent   func(event.Event) // sees every event, if set
+	gate      *statusGate       // opened by the events that say the inventory task ended
 
 	versions map[object.ObjMetadata]string // the rendered apiVersion of each object
 }
@@ -259,6 +266,9 @@ func (c *collector) collect(events <-chan event.Event) ([]ObjectResult, error) {
 	}
 	var fatal []error
 	for ev := range events {
+		if c.gate != nil {
+			c.gate.seen(ev)
+		}
 		if c.onEvent != nil {
 			c.onEvent(ev)
 		}
