@@ -2,12 +2,16 @@ module github.com/kplan-dev/kplan/tools
 
 go 1.26.0
 
-tool github.com/rhysd/actionlint/cmd/actionlint
+tool (
+	github.com/fzipp/gocyclo/cmd/gocyclo
+	github.com/rhysd/actionlint/cmd/actionlint
+)
 
 require (
 	github.com/bmatcuk/doublestar/v4 v4.10.0 // indirect
 	github.com/clipperhouse/uax29/v2 v2.7.0 // indirect
 	github.com/fatih/color v1.19.0 // indirect
+	github.com/fzipp/gocyclo v0.6.0 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
 	github.com/mattn/go-runewidth v0.0.21 // indirect

@@ -43,15 +43,41 @@ func glanceRepo(t *testing.T) string {
 
 func TestDiffAtAGlance(t *testing.T) {
 	dir := glanceRepo(t)
-	diff := func(format string, extra ...string) string {
-		t.Helper()
-		out, stderr, err := kplan(t, nil, append([]string{"diff", "-C", dir, "--base", "main~1", "--head", "main", "-o", format}, extra...)...)
-		if err != nil {
-			t.Fatalf("diff -o %s %q: %v\n%s", format, extra, err, stderr)
-		}
-		return out
+	md, text := glanceDiff(t, dir, "markdown"), glanceDiff(t, dir, "text")
+	checkGlanceMarkdown(t, md)
+	checkGlanceText(t, text)
+	checkNoSeedKeys(t, md, text)
+	checkGlanceJSON(t, glanceDiff(t, dir, "json"))
+
+	// In this order: the second commits .kplan.yaml, the third plans it.
+	for _, tc := range []struct {
+		name  string
+		check func(t *testing.T, dir string)
+	}{
+		{"ignore rules hide noise and say what they hid", checkIgnoreRulesSayWhatTheyHid},
+		{"rules from .kplan.yaml", checkIgnoreRulesFromFile},
+		{"a Secret cannot be ignored", checkSecretCannotBeIgnored},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.check(t, dir) })
 	}
-	md, text := diff("markdown"), diff("text")
+}
+
+// glanceDiff is kplan diff's output in format on dir's last commit,
+// with extra flags.
+func glanceDiff(t *testing.T, dir, format string, extra ...string) string {
+	t.Helper()
+	out, stderr, err := kplan(t, nil, append([]string{"diff", "-C", dir, "--base", "main~1", "--head", "main", "-o", format}, extra...)...)
+	if err != nil {
+		t.Fatalf("diff -o %s %q: %v\n%s", format, extra, err, stderr)
+	}
+	return out
+}
+
+// checkGlanceMarkdown: the Markdown report sums the plan in a table,
+// lists the image change, shows the change once for the objects that
+// have it alike, and says what kplan did.
+func checkGlanceMarkdown(t *testing.T, md string) {
+	t.Helper()
 	for _, want := range []string{
 		"### kplan: 0 to add, 9 to change, 1 to prune in 3 of 3 overlays",
 		"| Overlay | Add | Change | Prune | |\n|---|---:|---:|---:|---|\n| `overlays/a` | 0 | 3 | 0 |  |\n| `overlays/b` | 0 | 3 | 0 |  |\n| `overlays/c` | 0 | 3 | 1 | ⚠️ 1 dangerous |\n",
@@ -70,6 +96,11 @@ func TestDiffAtAGlance(t *testing.T) {
 	if n := strings.Count(md, `"web:1" → "web:2"`); n != 1 {
 		t.Errorf("markdown shows the image change %d times, want once:\n%s", n, md)
 	}
+}
+
+// checkGlanceText: the text report shows the change once too.
+func checkGlanceText(t *testing.T, text string) {
+	t.Helper()
 	for _, want := range []string{
 		"  ~ Deployment web (a)\n    same change in 2 other Deployments: web (b) in overlays/b, web (c) in overlays/c\n",
 		"  ~ Deployment web (c): same change as Deployment web (a) in overlays/a\n",
@@ -79,12 +110,24 @@ func TestDiffAtAGlance(t *testing.T) {
 			t.Errorf("text lacks %q:\n%s", want, text)
 		}
 	}
+}
+
+// checkNoSeedKeys: neither report shows seed keys or unchanged
+// inventory hashes.
+func checkNoSeedKeys(t *testing.T, md, text string) {
+	t.Helper()
 	for form, out := range map[string]string{"markdown": md, "text": text} {
 		// Seed keys are for machines; inventory hashes that did not move say nothing.
 		if strings.Contains(out, "apps_v1_Deployment|") || strings.Contains(out, "inventory ") {
 			t.Errorf("%s shows seed keys or unchanged inventory hashes:\n%s", form, out)
 		}
 	}
+}
+
+// checkGlanceJSON: the JSON plan lists the image change with the
+// objects it reaches, and names objects by seed key.
+func checkGlanceJSON(t *testing.T, out string) {
+	t.Helper()
 	var js struct {
 		Images []struct {
 			Old, New string
@@ -92,76 +135,81 @@ func TestDiffAtAGlance(t *testing.T) {
 		}
 		Overlays []struct{ Changed []string }
 	}
-	if err := json.Unmarshal([]byte(diff("json")), &js); err != nil {
+	if err := json.Unmarshal([]byte(out), &js); err != nil {
 		t.Fatal(err)
 	}
 	if len(js.Images) != 1 || js.Images[0].Old != "web:1" || js.Images[0].New != "web:2" || len(js.Images[0].Objects) != 3 ||
 		js.Images[0].Objects[2].Key != "apps_v1_Deployment|c|web" || !slices.Contains(js.Overlays[0].Changed, "apps_v1_Deployment|a|web") {
 		t.Errorf("JSON images and keys: %+v", js)
 	}
+}
 
-	t.Run("ignore rules hide noise and say what they hid", func(t *testing.T) {
-		// The default noise set off: these rules would count nothing
-		// it hides first.
-		rules := []string{"--no-default-ignore", "--ignore-field", "metadata.annotations.checksum/*,metadata.labels.helm.sh/chart",
-			"--ignore-kind", "HorizontalPodAutoscaler", "--ignore-kind", "PersistentVolumeClaim", "--ignore-field", "stringData"}
-		md, text := diff("markdown", rules...), diff("text", rules...)
-		for _, want := range []string{
-			"### kplan: 0 to add, 6 to change, 1 to prune in 3 of 3 overlays",
-			"- `field metadata.annotations.checksum/*` (command line): hid 3 field changes\n",
-			"- `field metadata.labels.helm.sh/chart` (command line): hid 0 field changes\n",
-			"- `kind HorizontalPodAutoscaler` (command line): hid 3 field changes (3 objects left with no change)\n",
-			"- `kind PersistentVolumeClaim` (command line): hid 0 field changes; 1 matching change still shown",
-			"- `field stringData` (command line): hid 0 field changes; 3 matching changes still shown",
-			"- PersistentVolumeClaim data (c)\n",
-			"@@ Secret creds (a) @@\n  same change in 2 other Secrets",
-			"! stringData.password (value hidden)",
-		} {
-			if !strings.Contains(md, want) {
-				t.Errorf("markdown lacks %q:\n%s", want, md)
-			}
+// checkIgnoreRulesSayWhatTheyHid: ignore rules hide noise and say what
+// they hid.
+func checkIgnoreRulesSayWhatTheyHid(t *testing.T, dir string) {
+	// The default noise set off: these rules would count nothing
+	// it hides first.
+	rules := []string{"--no-default-ignore", "--ignore-field", "metadata.annotations.checksum/*,metadata.labels.helm.sh/chart",
+		"--ignore-kind", "HorizontalPodAutoscaler", "--ignore-kind", "PersistentVolumeClaim", "--ignore-field", "stringData"}
+	md, text := glanceDiff(t, dir, "markdown", rules...), glanceDiff(t, dir, "text", rules...)
+	for _, want := range []string{
+		"### kplan: 0 to add, 6 to change, 1 to prune in 3 of 3 overlays",
+		"- `field metadata.annotations.checksum/*` (command line): hid 3 field changes\n",
+		"- `field metadata.labels.helm.sh/chart` (command line): hid 0 field changes\n",
+		"- `kind HorizontalPodAutoscaler` (command line): hid 3 field changes (3 objects left with no change)\n",
+		"- `kind PersistentVolumeClaim` (command line): hid 0 field changes; 1 matching change still shown",
+		"- `field stringData` (command line): hid 0 field changes; 3 matching changes still shown",
+		"- PersistentVolumeClaim data (c)\n",
+		"@@ Secret creds (a) @@\n  same change in 2 other Secrets",
+		"! stringData.password (value hidden)",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
-		if strings.Contains(md, "checksum/config:") || strings.Contains(md, "HorizontalPodAutoscaler web") || strings.Contains(md, "maxReplicas") {
-			t.Errorf("an ignored change is shown:\n%s", md)
+	}
+	if strings.Contains(md, "checksum/config:") || strings.Contains(md, "HorizontalPodAutoscaler web") || strings.Contains(md, "maxReplicas") {
+		t.Errorf("an ignored change is shown:\n%s", md)
+	}
+	if !strings.Contains(text, "Ignored kind HorizontalPodAutoscaler (command line): hid 3 field changes (3 objects left with no change).\n") {
+		t.Errorf("text does not say what was ignored:\n%s", text)
+	}
+	var js struct {
+		Ignored []struct {
+			Rule                  string
+			Fields, Objects, Kept int
 		}
-		if !strings.Contains(text, "Ignored kind HorizontalPodAutoscaler (command line): hid 3 field changes (3 objects left with no change).\n") {
-			t.Errorf("text does not say what was ignored:\n%s", text)
-		}
-		var js struct {
-			Ignored []struct {
-				Rule                  string
-				Fields, Objects, Kept int
-			}
-			Totals struct{ Changed int }
-		}
-		if err := json.Unmarshal([]byte(diff("json", rules...)), &js); err != nil {
-			t.Fatal(err)
-		}
-		if len(js.Ignored) != 5 || js.Ignored[3].Rule != "kind HorizontalPodAutoscaler" || js.Ignored[3].Objects != 3 || js.Totals.Changed != 6 {
-			t.Errorf("JSON ignored: %+v", js)
-		}
-	})
+		Totals struct{ Changed int }
+	}
+	if err := json.Unmarshal([]byte(glanceDiff(t, dir, "json", rules...)), &js); err != nil {
+		t.Fatal(err)
+	}
+	if len(js.Ignored) != 5 || js.Ignored[3].Rule != "kind HorizontalPodAutoscaler" || js.Ignored[3].Objects != 3 || js.Totals.Changed != 6 {
+		t.Errorf("JSON ignored: %+v", js)
+	}
+}
 
-	t.Run("rules from .kplan.yaml", func(t *testing.T) {
-		write(t, dir, map[string]string{".kplan.yaml": "ignore:\n  kinds: [HorizontalPodAutoscaler]\n"})
-		git(t, dir, "add", "-A")
-		git(t, dir, "commit", "-qm", "ignore HPAs")
-		out, stderr, err := kplan(t, nil, "diff", "-C", dir, "--base", "main~2", "--head", "main", "-o", "markdown")
-		if err != nil {
-			t.Fatalf("%v\n%s", err, stderr)
-		}
-		if !strings.Contains(out, "- `kind HorizontalPodAutoscaler` (.kplan.yaml): hid 3 field changes (3 objects left with no change)") ||
-			!strings.Contains(out, "6 to change, 1 to prune in 3 of 3 overlays") {
-			t.Errorf("the file's rules are not applied and reported:\n%s", out)
-		}
-	})
+// checkIgnoreRulesFromFile: rules from .kplan.yaml, committed on top,
+// are applied and reported.
+func checkIgnoreRulesFromFile(t *testing.T, dir string) {
+	write(t, dir, map[string]string{".kplan.yaml": "ignore:\n  kinds: [HorizontalPodAutoscaler]\n"})
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-qm", "ignore HPAs")
+	out, stderr, err := kplan(t, nil, "diff", "-C", dir, "--base", "main~2", "--head", "main", "-o", "markdown")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(out, "- `kind HorizontalPodAutoscaler` (.kplan.yaml): hid 3 field changes (3 objects left with no change)") ||
+		!strings.Contains(out, "6 to change, 1 to prune in 3 of 3 overlays") {
+		t.Errorf("the file's rules are not applied and reported:\n%s", out)
+	}
+}
 
-	t.Run("a Secret cannot be ignored", func(t *testing.T) {
-		_, _, err := kplan(t, nil, "diff", "-C", dir, "--base", "main~1", "--ignore-kind", "Secret")
-		if err == nil || !strings.Contains(err.Error(), "Secret") {
-			t.Errorf("err = %v, want --ignore-kind Secret refused", err)
-		}
-	})
+// checkSecretCannotBeIgnored: --ignore-kind Secret is refused.
+func checkSecretCannotBeIgnored(t *testing.T, dir string) {
+	_, _, err := kplan(t, nil, "diff", "-C", dir, "--base", "main~1", "--ignore-kind", "Secret")
+	if err == nil || !strings.Contains(err.Error(), "Secret") {
+		t.Errorf("err = %v, want --ignore-kind Secret refused", err)
+	}
 }
 
 // kustomize's deprecation warnings are notes on the overlays whose files

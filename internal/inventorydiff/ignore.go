@@ -185,140 +185,196 @@ func glob(pattern, s string) bool {
 // unchanged. Each rule is recorded in p.Ignored with what it hid, even
 // when that is nothing.
 func (p *Plan) Ignore(rules ...IgnoreRules) {
-	type applied struct {
-		rule   *IgnoredRule
-		field  string
-		kind   string
-		scoped *ScopedRule
-	}
-	// fieldRule says whether a field rule (not a kind rule) matches field
-	// change f of c in overlay o.
-	fieldRule := func(a applied, o string, c Change, f FieldChange) bool {
-		if a.scoped != nil {
-			return a.scoped.Overlay == o && a.scoped.Hidden[c.Key][f.Path]
-		}
-		return a.field != "" && matchPath(a.field, f.Path)
-	}
-	// touched are the objects each source hid something in, by overlay
-	// and key; fields, the field changes it hid.
-	touched := map[string]map[[2]string]bool{}
-	fields := map[string]int{}
-	hide := func(r *IgnoredRule, overlay, key string, n int) {
-		if touched[r.Source] == nil {
-			touched[r.Source] = map[[2]string]bool{}
-		}
-		touched[r.Source][[2]string{overlay, key}] = true
-		fields[r.Source] += n
-	}
-	var all []applied
-	for _, r := range rules {
-		for _, f := range r.Fields {
-			all = append(all, applied{rule: &IgnoredRule{Rule: "field " + f, Source: r.Source}, field: f})
-		}
-		for _, k := range r.Kinds {
-			all = append(all, applied{rule: &IgnoredRule{Rule: "kind " + k, Source: r.Source}, kind: k})
-		}
-		for i := range r.Scoped {
-			all = append(all, applied{rule: &IgnoredRule{Rule: r.Scoped[i].Rule, Source: r.Source}, scoped: &r.Scoped[i]})
-		}
-	}
+	all := appliedRules(rules)
 	if len(all) == 0 {
 		return
 	}
+	ig := &ignorer{rules: all, touched: map[string]map[[2]string]bool{}, fields: map[string]int{}}
 	for i := range p.Overlays {
-		o := &p.Overlays[i]
-		for _, a := range all {
-			if a.kind == "" {
-				continue
-			}
-			for _, k := range append(append([]string{}, o.Added...), o.Pruned...) {
-				if Kind(k) == a.kind {
-					a.rule.Kept++
-				}
-			}
-		}
-		flagged := map[string]bool{}
-		for _, f := range o.Dangerous {
-			flagged[f.Object] = true
-		}
-		kept := o.Changed[:0]
-		for _, c := range o.Changed {
-			kind := Kind(c.Key)
-			if flagged[c.Key] {
-				// A dangerous change shows whole: the finding points at it.
-				for _, a := range all {
-					if a.kind == kind || slices.ContainsFunc(c.Fields, func(f FieldChange) bool { return fieldRule(a, o.Path, c, f) }) {
-						a.rule.Kept++
-					}
-				}
-				kept = append(kept, c)
-				continue
-			}
-			if kind != "Secret" {
-				hid := false
-				for _, a := range all {
-					if a.kind != "" && a.kind == kind {
-						a.rule.Objects++
-						a.rule.Fields += len(c.Fields)
-						hide(a.rule, o.Path, c.Key, len(c.Fields))
-						hid = true
-						break
-					}
-				}
-				if hid {
-					o.Unchanged++
-					continue
-				}
-			}
-			fields := c.Fields[:0:0]
-			for _, f := range c.Fields {
-				var by *IgnoredRule
-				for _, a := range all {
-					if fieldRule(a, o.Path, c, f) {
-						by = a.rule
-						break
-					}
-				}
-				switch {
-				case by == nil:
-					fields = append(fields, f)
-				case f.Hidden || (kind == "Secret" && secretPath(f.Path)):
-					by.Kept++ // a Secret's data always shows that it changed
-					fields = append(fields, f)
-				default:
-					by.Fields++
-					hide(by, o.Path, c.Key, 1)
-				}
-			}
-			if len(fields) == 0 && len(c.Fields) > 0 && c.BaseKey == "" {
-				// Every change ignored: the object is unchanged for review.
-				for _, f := range c.Fields {
-					for _, a := range all {
-						if fieldRule(a, o.Path, c, f) {
-							a.rule.Objects++
-							break
-						}
-					}
-					break
-				}
-				o.Unchanged++
-				continue
-			}
-			c.Fields = fields
-			kept = append(kept, c)
-		}
-		o.Changed = kept
-		if o.Status == Changed && !o.HasChanges() {
-			o.Status = Unchanged
-		}
+		ig.overlay(&p.Overlays[i])
 	}
 	for _, a := range all {
 		p.Ignored = append(p.Ignored, *a.rule)
 	}
 	for _, r := range rules {
-		if t := touched[r.Source]; len(t) > 0 && !slices.ContainsFunc(p.Hidden, func(h Hidden) bool { return h.Source == r.Source }) {
-			p.Hidden = append(p.Hidden, Hidden{Source: r.Source, Fields: fields[r.Source], Objects: len(t)})
+		if t := ig.touched[r.Source]; len(t) > 0 && !slices.ContainsFunc(p.Hidden, func(h Hidden) bool { return h.Source == r.Source }) {
+			p.Hidden = append(p.Hidden, Hidden{Source: r.Source, Fields: ig.fields[r.Source], Objects: len(t)})
 		}
 	}
 	p.Totals = Sum(p.Overlays)
+}
+
+// appliedRule is one rule being applied: a field pattern, a kind or a
+// scoped rule, and the record of what it hid.
+type appliedRule struct {
+	rule   *IgnoredRule
+	field  string
+	kind   string
+	scoped *ScopedRule
+}
+
+// appliedRules are the rules one by one, in the order they match: each
+// source's fields, then its kinds, then its scoped rules.
+func appliedRules(rules []IgnoreRules) []appliedRule {
+	var all []appliedRule
+	for _, r := range rules {
+		for _, f := range r.Fields {
+			all = append(all, appliedRule{rule: &IgnoredRule{Rule: "field " + f, Source: r.Source}, field: f})
+		}
+		for _, k := range r.Kinds {
+			all = append(all, appliedRule{rule: &IgnoredRule{Rule: "kind " + k, Source: r.Source}, kind: k})
+		}
+		for i := range r.Scoped {
+			all = append(all, appliedRule{rule: &IgnoredRule{Rule: r.Scoped[i].Rule, Source: r.Source}, scoped: &r.Scoped[i]})
+		}
+	}
+	return all
+}
+
+// matchesField says whether a field rule (not a kind rule) matches field
+// change f of c in overlay o.
+func (a appliedRule) matchesField(o string, c Change, f FieldChange) bool {
+	if a.scoped != nil {
+		return a.scoped.Overlay == o && a.scoped.Hidden[c.Key][f.Path]
+	}
+	return a.field != "" && matchPath(a.field, f.Path)
+}
+
+// ignorer applies rules overlay by overlay.
+type ignorer struct {
+	rules []appliedRule
+	// touched are the objects each source hid something in, by overlay
+	// and key; fields, the field changes it hid.
+	touched map[string]map[[2]string]bool
+	fields  map[string]int
+}
+
+// hide records that r hid n field changes of object key in overlay.
+func (ig *ignorer) hide(r *IgnoredRule, overlay, key string, n int) {
+	if ig.touched[r.Source] == nil {
+		ig.touched[r.Source] = map[[2]string]bool{}
+	}
+	ig.touched[r.Source][[2]string{overlay, key}] = true
+	ig.fields[r.Source] += n
+}
+
+// overlay applies the rules to o's changes in place: a dangerous change
+// is kept whole, an object of an ignored kind or whose every change is
+// ignored counts as unchanged, and the rest keep the field changes no
+// rule hides.
+func (ig *ignorer) overlay(o *Overlay) {
+	ig.keepAddedAndPruned(o)
+	flagged := map[string]bool{}
+	for _, f := range o.Dangerous {
+		flagged[f.Object] = true
+	}
+	kept := o.Changed[:0]
+	for _, c := range o.Changed {
+		if flagged[c.Key] {
+			// A dangerous change shows whole: the finding points at it.
+			ig.keepDangerous(o.Path, c)
+			kept = append(kept, c)
+			continue
+		}
+		if ig.hideKind(o.Path, c) {
+			o.Unchanged++
+			continue
+		}
+		fields := ig.hideFields(o.Path, c)
+		if len(fields) == 0 && len(c.Fields) > 0 && c.BaseKey == "" {
+			// Every change ignored: the object is unchanged for review.
+			ig.hideObject(o.Path, c)
+			o.Unchanged++
+			continue
+		}
+		c.Fields = fields
+		kept = append(kept, c)
+	}
+	o.Changed = kept
+	if o.Status == Changed && !o.HasChanges() {
+		o.Status = Unchanged
+	}
+}
+
+// keepAddedAndPruned counts, for each kind rule, the added and pruned
+// objects of its kind: shown, whatever the rule.
+func (ig *ignorer) keepAddedAndPruned(o *Overlay) {
+	for _, a := range ig.rules {
+		if a.kind == "" {
+			continue
+		}
+		for _, k := range append(append([]string{}, o.Added...), o.Pruned...) {
+			if Kind(k) == a.kind {
+				a.rule.Kept++
+			}
+		}
+	}
+}
+
+// keepDangerous counts, for each rule matching the dangerous change c
+// (its kind or one of its fields), a change kept.
+func (ig *ignorer) keepDangerous(overlay string, c Change) {
+	kind := Kind(c.Key)
+	for _, a := range ig.rules {
+		if a.kind == kind || slices.ContainsFunc(c.Fields, func(f FieldChange) bool { return a.matchesField(overlay, c, f) }) {
+			a.rule.Kept++
+		}
+	}
+}
+
+// hideKind hides c whole if the first kind rule naming its kind does (a
+// Secret never), saying whether it did.
+func (ig *ignorer) hideKind(overlay string, c Change) bool {
+	kind := Kind(c.Key)
+	if kind == "Secret" {
+		return false
+	}
+	for _, a := range ig.rules {
+		if a.kind != "" && a.kind == kind {
+			a.rule.Objects++
+			a.rule.Fields += len(c.Fields)
+			ig.hide(a.rule, overlay, c.Key, len(c.Fields))
+			return true
+		}
+	}
+	return false
+}
+
+// hideFields returns the field changes of c the rules leave: each one
+// the first matching rule hides, unless its value is hidden already (a
+// Secret's data always shows that it changed).
+func (ig *ignorer) hideFields(overlay string, c Change) []FieldChange {
+	kind := Kind(c.Key)
+	fields := c.Fields[:0:0]
+	for _, f := range c.Fields {
+		var by *IgnoredRule
+		for _, a := range ig.rules {
+			if a.matchesField(overlay, c, f) {
+				by = a.rule
+				break
+			}
+		}
+		switch {
+		case by == nil:
+			fields = append(fields, f)
+		case f.Hidden || (kind == "Secret" && secretPath(f.Path)):
+			by.Kept++ // a Secret's data always shows that it changed
+			fields = append(fields, f)
+		default:
+			by.Fields++
+			ig.hide(by, overlay, c.Key, 1)
+		}
+	}
+	return fields
+}
+
+// hideObject counts c, every change of which was ignored, as an object
+// hidden whole by the first rule matching its first field change.
+func (ig *ignorer) hideObject(overlay string, c Change) {
+	for _, a := range ig.rules {
+		if a.matchesField(overlay, c, c.Fields[0]) {
+			a.rule.Objects++
+			return
+		}
+	}
 }

@@ -143,29 +143,74 @@ func Parse(data []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	c, err := decode(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := errors.Join(c.check()...); err != nil {
+		return nil, err
+	}
+	if !versioned {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("%s has no apiVersion and kind: reading it as %s %s; add \"apiVersion: %s\" and \"kind: %s\" at its top, as unversioned files will be refused in a later version", File, APIVersion, Kind, APIVersion, Kind))
+	}
+	return c, nil
+}
+
+// decode reads the file's fields, refusing one this version does not
+// know; an empty file is an empty Config.
+func decode(data []byte) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true) // a misspelt field must not fall back to a default
 	var c Config
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s: %w", File, err)
 	}
+	return &c, nil
+}
+
+// check validates every setting, section by section in the order the
+// problems are reported, and fills in the targets' defaults.
+func (c *Config) check() []error {
 	var errs []error
-	bad := func(i int, field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: targets[%d].%s: %s", File, i, field, fmt.Sprintf(format, args...)))
-	}
-	ignoring := len(c.Ignore.Fields)+len(c.Ignore.Kinds) > 0 || c.Ignore.Defaults != nil
-	if len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 && c.Flux == nil && len(c.FluxClusters) == 0 && c.ArgoCD == nil && len(c.ArgoCDRepoURLs) == 0 && c.ArgoCDClusters == nil && !c.ArgoCDNewGitFileGlobbing && c.ArgoCDKustomizeBuildOptions == "" {
+	if c.declaresNothing() {
 		errs = append(errs, fmt.Errorf("%s: targets: list at least one target (or delete the file to plan every overlay)", File))
 	}
+	errs = append(errs, c.checkFluxClusters()...)
+	if _, err := ParseBuildOptions(c.ArgoCDKustomizeBuildOptions); err != nil {
+		errs = append(errs, fmt.Errorf("%s: argocdKustomizeBuildOptions: %w", File, err))
+	}
+	errs = append(errs, c.checkArgoCDClusters()...)
+	errs = append(errs, c.Ignore.check()...)
+	if err := danger.CheckIDs(c.Dangerous.Disable); err != nil {
+		errs = append(errs, fmt.Errorf("%s: dangerous.disable: %w", File, err))
+	}
+	return append(errs, c.checkTargets()...)
+}
+
+// declaresNothing says whether the file sets nothing at all: no target,
+// ignore rule, danger setting, Flux or Argo CD setting.
+func (c *Config) declaresNothing() bool {
+	ignoring := len(c.Ignore.Fields)+len(c.Ignore.Kinds) > 0 || c.Ignore.Defaults != nil
+	return len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 && c.Flux == nil && len(c.FluxClusters) == 0 && c.ArgoCD == nil && len(c.ArgoCDRepoURLs) == 0 && c.ArgoCDClusters == nil && !c.ArgoCDNewGitFileGlobbing && c.ArgoCDKustomizeBuildOptions == ""
+}
+
+// checkFluxClusters refuses a fluxClusters entry without a usable name
+// or a directory inside the repository, in name order.
+func (c *Config) checkFluxClusters() []error {
+	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(c.FluxClusters)) {
 		dir := c.FluxClusters[name]
 		if name == "" || strings.ContainsAny(name, ": ") || dir == "" || path.IsAbs(dir) || slices.Contains(strings.Split(path.Clean(dir), "/"), "..") {
 			errs = append(errs, fmt.Errorf("%s: fluxClusters: %q: %q: name each cluster (no spaces or colons) and give the repository directory its flux-system Kustomization applies (e.g. production: clusters/production)", File, name, dir))
 		}
 	}
-	if _, err := ParseBuildOptions(c.ArgoCDKustomizeBuildOptions); err != nil {
-		errs = append(errs, fmt.Errorf("%s: argocdKustomizeBuildOptions: %w", File, err))
-	}
+	return errs
+}
+
+// checkArgoCDClusters refuses an argocdClusters entry without a name or
+// a server, and a name given twice.
+func (c *Config) checkArgoCDClusters() []error {
+	var errs []error
 	clusters := map[string]int{}
 	for i, cl := range c.ArgoCDClusters {
 		if cl.Name == "" || cl.Server == "" {
@@ -177,12 +222,19 @@ func Parse(data []byte) (*Config, error) {
 		}
 		clusters[cl.Name] = i
 	}
-	for i, f := range c.Ignore.Fields {
+	return errs
+}
+
+// check refuses a field pattern that names no field, an empty kind and
+// the Secret kind.
+func (ig Ignore) check() []error {
+	var errs []error
+	for i, f := range ig.Fields {
 		if strings.Trim(f, "*. ") == "" {
 			errs = append(errs, fmt.Errorf("%s: ignore.fields[%d]: %q: name a field path (e.g. metadata.annotations.checksum/*)", File, i, f))
 		}
 	}
-	for i, k := range c.Ignore.Kinds {
+	for i, k := range ig.Kinds {
 		switch strings.TrimSpace(k) {
 		case "":
 			errs = append(errs, fmt.Errorf("%s: ignore.kinds[%d]: empty: name a kind", File, i))
@@ -190,48 +242,59 @@ func Parse(data []byte) (*Config, error) {
 			errs = append(errs, fmt.Errorf("%s: ignore.kinds[%d]: a Secret's changes are never ignored (their values never show anyway)", File, i))
 		}
 	}
-	if err := danger.CheckIDs(c.Dangerous.Disable); err != nil {
-		errs = append(errs, fmt.Errorf("%s: dangerous.disable: %w", File, err))
-	}
+	return errs
+}
+
+// checkTargets validates each target and fills in its defaults; a name
+// is unique case-insensitively.
+func (c *Config) checkTargets() []error {
+	var errs []error
 	names := map[string]int{}
 	for i := range c.Targets {
-		t := &c.Targets[i]
-		switch {
-		case t.Name == "":
-			bad(i, "name", "required")
-		case len(validation.IsDNS1123Subdomain(strings.ToLower(t.Name))) > 0:
-			bad(i, "name", "%q: use letters, digits, '-' and '.'", t.Name)
-		default:
-			if j, dup := names[strings.ToLower(t.Name)]; dup {
-				bad(i, "name", "%q is also targets[%d]", t.Name, j)
-			}
-			names[strings.ToLower(t.Name)] = i
-		}
-		o := strings.TrimSuffix(strings.TrimPrefix(t.Overlay, "./"), "/")
-		switch {
-		case o == "":
-			bad(i, "overlay", "required: the overlay's directory, relative to the repository root")
-		case path.IsAbs(o) || path.Clean(o) == ".." || strings.HasPrefix(path.Clean(o), "../"):
-			bad(i, "overlay", "%q: must be a directory inside the repository, relative to its root", t.Overlay)
-		default:
-			t.Overlay = path.Clean(o)
-		}
-		if t.Environment == "" {
-			t.Environment = t.Name
-		}
-		if t.Namespace == "" {
-			t.Namespace = DefaultNamespace
-		} else if msgs := validation.IsDNS1123Label(t.Namespace); len(msgs) > 0 {
-			bad(i, "namespace", "%q: %s", t.Namespace, strings.Join(msgs, "; "))
-		}
+		errs = append(errs, c.Targets[i].check(i, names)...)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	return errs
+}
+
+// targetError is a problem with field of targets[i].
+func targetError(i int, field, format string, args ...any) error {
+	return fmt.Errorf("%s: targets[%d].%s: %s", File, i, field, fmt.Sprintf(format, args...))
+}
+
+// check validates targets[i]'s name (names maps the names before it,
+// lower-cased, to their index), overlay and namespace, and fills in its
+// cleaned overlay, its environment and its namespace.
+func (t *Target) check(i int, names map[string]int) []error {
+	var errs []error
+	switch {
+	case t.Name == "":
+		errs = append(errs, targetError(i, "name", "required"))
+	case len(validation.IsDNS1123Subdomain(strings.ToLower(t.Name))) > 0:
+		errs = append(errs, targetError(i, "name", "%q: use letters, digits, '-' and '.'", t.Name))
+	default:
+		if j, dup := names[strings.ToLower(t.Name)]; dup {
+			errs = append(errs, targetError(i, "name", "%q is also targets[%d]", t.Name, j))
+		}
+		names[strings.ToLower(t.Name)] = i
 	}
-	if !versioned {
-		c.Warnings = append(c.Warnings, fmt.Sprintf("%s has no apiVersion and kind: reading it as %s %s; add \"apiVersion: %s\" and \"kind: %s\" at its top, as unversioned files will be refused in a later version", File, APIVersion, Kind, APIVersion, Kind))
+	o := strings.TrimSuffix(strings.TrimPrefix(t.Overlay, "./"), "/")
+	switch {
+	case o == "":
+		errs = append(errs, targetError(i, "overlay", "required: the overlay's directory, relative to the repository root"))
+	case path.IsAbs(o) || path.Clean(o) == ".." || strings.HasPrefix(path.Clean(o), "../"):
+		errs = append(errs, targetError(i, "overlay", "%q: must be a directory inside the repository, relative to its root", t.Overlay))
+	default:
+		t.Overlay = path.Clean(o)
 	}
-	return &c, nil
+	if t.Environment == "" {
+		t.Environment = t.Name
+	}
+	if t.Namespace == "" {
+		t.Namespace = DefaultNamespace
+	} else if msgs := validation.IsDNS1123Label(t.Namespace); len(msgs) > 0 {
+		errs = append(errs, targetError(i, "namespace", "%q: %s", t.Namespace, strings.Join(msgs, "; ")))
+	}
+	return errs
 }
 
 // version checks the file's apiVersion and kind before anything else, so
