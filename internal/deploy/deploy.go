@@ -122,6 +122,10 @@ func (r *Result) Failed() bool {
 // Engine applies to one cluster.
 type Engine struct {
 	factory cmdutil.Factory
+	// Checks are the pre-apply checks Apply and the live plan's dry run
+	// (RunChecks) run; nil is Checks(). A test sets checks that record
+	// what they are given.
+	Checks []Check
 }
 
 // New makes an Engine for the cluster getter points at (a kubeconfig and
@@ -177,7 +181,7 @@ func (e *Engine) Apply(ctx context.Context, invObj *unstructured.Unstructured, o
 	if err != nil {
 		return res, err
 	}
-	if err := RunChecks(CheckInput{Inventory: inv, Previous: prev, Objects: objs, Options: opts}); err != nil {
+	if err := e.RunChecks(CheckInput{Inventory: inv, Previous: prev, Objects: objs, Options: opts}); err != nil {
 		return res, err
 	}
 	before, err := existingVersions(ctx, dyn, mapper, objs)
