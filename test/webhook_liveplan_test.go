@@ -384,7 +384,7 @@ func TestLivePlanCost(t *testing.T) {
 	// new.
 	head := append([]*unstructured.Unstructured{ns}, cms(0, n-n/10, "new")...)
 	head = append(head, cms(n, n+n/10, "new")...)
-	res, err := liveplan.New(getter).Plan(ctx, liveplan.Input{Inventory: inv.DeepCopy(), Objects: head, Namespace: "cost", Prune: true, Deployed: cloneAll(deployed)})
+	res, err := liveplan.New(getter).Plan(ctx, liveplan.Input{Inventory: inv.DeepCopy(), Objects: head, Options: deploy.Options{Namespace: "cost"}, Deployed: cloneAll(deployed)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +398,7 @@ func TestLivePlanCost(t *testing.T) {
 	rows := len(res.Rows)
 	t.Logf("live plan of %d objects (%d rows): %.2f s, %.2f ms per object", len(head), rows, res.Took.Seconds(), res.Took.Seconds()*1000/float64(rows))
 
-	res, err = liveplan.New(getter).Plan(ctx, liveplan.Input{Inventory: inv.DeepCopy(), Objects: cloneAll(deployed), Namespace: "cost", Deployed: cloneAll(deployed)})
+	res, err = liveplan.New(getter).Plan(ctx, liveplan.Input{Inventory: inv.DeepCopy(), Objects: cloneAll(deployed), Options: deploy.Options{Namespace: "cost", NoPrune: true}, Deployed: cloneAll(deployed)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,13 +25,13 @@ import (
 
 func applyCmd() *cobra.Command {
 	var (
-		rf                          renderFlags
-		kubeconfig, kubecontext     string
-		namespace, policy           string
-		propagation, rgFile         string
-		timeout                     time.Duration
-		dryRun, allowEmpty, noPrune bool
-		replace                     bool
+		rf                      renderFlags
+		kubeconfig, kubecontext string
+		rgFile                  string
+		// opts are the flags the apply takes, bound as the webhook's
+		// deploys bind a target's (deploy.OptionsOf): the dry run and
+		// the apply both take them whole.
+		opts deploy.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "apply DIR",
@@ -44,15 +44,17 @@ func applyCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	f.StringVar(&kubecontext, "context", "", "kubeconfig context (default: its current context)")
-	f.StringVarP(&namespace, "namespace", "n", "", "namespace of the namespaced objects (and the inventory) rendered without one (default: the context's namespace, else default)")
-	f.BoolVar(&dryRun, "dry-run", false, "server-side dry run: show what would happen, change nothing")
-	f.StringVar(&policy, "inventory-policy", "must-match", "must-match, adopt-if-no-inventory or adopt-all")
-	f.StringVar(&propagation, "prune-propagation", "Background", "Background, Foreground or Orphan")
-	f.DurationVar(&timeout, "timeout", 5*time.Minute, "bound on the whole apply, reconciliation included (0: no limit)")
-	f.BoolVar(&allowEmpty, "allow-empty", false, "apply an overlay that renders no objects, pruning everything")
-	f.BoolVar(&noPrune, "no-prune", false, "apply without deleting anything")
+	f.StringVarP(&opts.Namespace, "namespace", "n", "", "namespace of the namespaced objects (and the inventory) rendered without one (default: the context's namespace, else default)")
+	f.BoolVar(&opts.DryRun, "dry-run", false, "server-side dry run: show what would happen, change nothing")
+	f.StringVar(&opts.InventoryPolicy, "inventory-policy", "must-match", "must-match, adopt-if-no-inventory or adopt-all")
+	f.StringVar(&opts.PrunePropagation, "prune-propagation", "Background", "Background, Foreground or Orphan")
+	// The bound on the whole apply is also the reconcile's: the wait is
+	// the apply's last step.
+	f.DurationVar(&opts.ReconcileTimeout, "timeout", 5*time.Minute, "bound on the whole apply, reconciliation included (0: no limit)")
+	f.BoolVar(&opts.AllowEmpty, "allow-empty", false, "apply an overlay that renders no objects, pruning everything")
+	f.BoolVar(&opts.NoPrune, "no-prune", false, "apply without deleting anything")
 	f.StringVar(&rgFile, "rg-file", resourcegroup.DefaultFile, "ResourceGroup file in the overlay, used when the render has no inventory")
-	f.BoolVar(&replace, "allow-replace-inventory", false, "apply even when it would prune every object the inventory holds while adding others (an overlay copied with its inventory)")
+	f.BoolVar(&opts.AllowReplaceInventory, "allow-replace-inventory", false, "apply even when it would prune every object the inventory holds while adding others (an overlay copied with its inventory)")
 	format := outputFlag(cmd, "text", "text or json")
 	rf.register(f)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -66,20 +68,20 @@ func applyCmd() *cobra.Command {
 		}
 		defer closeGit()
 		ctx := cmd.Context()
-		if timeout > 0 {
+		if opts.ReconcileTimeout > 0 {
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
+			ctx, cancel = context.WithTimeout(ctx, opts.ReconcileTimeout)
 			defer cancel()
 		}
 		getter := deploy.NewGetter(kubeconfig, kubecontext)
 		if err := haveCluster(getter); err != nil {
 			return err
 		}
-		if namespace == "" {
+		if opts.Namespace == "" {
 			// As kubectl: the context's namespace, else default.
-			namespace, _, err = getter.ToRawKubeConfigLoader().Namespace()
-			if err != nil || namespace == "" {
-				namespace = deploy.DefaultNamespace
+			opts.Namespace, _, err = getter.ToRawKubeConfigLoader().Namespace()
+			if err != nil || opts.Namespace == "" {
+				opts.Namespace = deploy.DefaultNamespace
 			}
 		}
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
@@ -92,17 +94,16 @@ func applyCmd() *cobra.Command {
 		_, hasKptfile, _ := resourcegroup.KptfileInventory(dir)
 		// As the webhook's deploys: ropts fetch what --remote-hosts allows.
 		target, err := deploy.Prepare(ctx, deploy.Source{FS: fSys}, deploy.Settings{
-			Overlay: rel[0], Display: dir, Namespace: namespace, Render: ropts,
+			Overlay: rel[0], Display: dir, Namespace: opts.Namespace, Render: ropts,
 			RGFile: rgFile, RGFileExplicit: cmd.Flags().Changed("rg-file"), HasKptfile: hasKptfile}, deploy.Online)
 		if err != nil {
 			return err
 		}
-		if dryRun {
+		if opts.DryRun {
 			// What the live plans and drift checks compute: each object
 			// dry-run applied and compared with the live one, so an
 			// unchanged object says so and a changed one shows its fields.
-			lp, err := liveplan.New(getter).Plan(ctx, liveplan.Input{Inventory: target.Inventory, Objects: target.Objects,
-				Namespace: namespace, Policy: policy, Prune: !noPrune, AllowReplaceInventory: replace})
+			lp, err := liveplan.New(getter).Plan(ctx, liveplan.Input{Inventory: target.Inventory, Objects: target.Objects, Options: opts})
 			if err != nil {
 				return fmt.Errorf("apply --dry-run: %w", err)
 			}
@@ -111,14 +112,10 @@ func applyCmd() *cobra.Command {
 			}
 			return printDryRun(cmd.OutOrStdout(), lp, *format)
 		}
-		res, err := deploy.New(getter).Apply(ctx, target.Inventory, target.Objects, deploy.Options{
-			InventoryPolicy: policy, PrunePropagation: propagation,
-			ReconcileTimeout: timeout, AllowEmpty: allowEmpty, NoPrune: noPrune,
-			Namespace: namespace, AllowReplaceInventory: replace,
-			OnEvent: applyEvents(cmd.ErrOrStderr()),
-		})
+		opts.OnEvent = applyEvents(cmd.ErrOrStderr())
+		res, err := deploy.New(getter).Apply(ctx, target.Inventory, target.Objects, opts)
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && err != nil {
-			err = fmt.Errorf("apply: not done within --timeout %s: %w", timeout, err)
+			err = fmt.Errorf("apply: not done within --timeout %s: %w", opts.ReconcileTimeout, err)
 		}
 		// A summary of counts before a failure would read as "0 failed".
 		if res != nil && (err == nil || len(res.Objects) > 0) {

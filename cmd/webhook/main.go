@@ -34,9 +34,6 @@ import (
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
 	"github.com/kplan-dev/kplan/internal/forge"
-	"github.com/kplan-dev/kplan/internal/forge/github"
-	"github.com/kplan-dev/kplan/internal/forge/github/deploys"
-	"github.com/kplan-dev/kplan/internal/ghauth"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/leader"
 	"github.com/kplan-dev/kplan/internal/liveplan"
@@ -60,37 +57,71 @@ func runMain(ctx context.Context, args []string, getenv func(string) string, std
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return runWith(ctx, forgeTable(), config.Load, args, getenv, stdout, stderr)
+}
+
+// runWith is run serving the forges of table, with the configuration
+// load reads: a test serves a forge of its own through them.
+func runWith(ctx context.Context, table []forgeRow, load func(string) (*config.Config, error), args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(ctx, table, args, stdout, stderr)
+	if err != nil || o == nil {
+		return err // --help printed, or a usage error
+	}
+	if o.showVersion {
+		_, err := fmt.Fprintf(stdout, "kplan-webhook %s\n", version.String())
+		return err
+	}
+	a, err := newApp(o, table, load, getenv, o.logger(stderr))
+	if err != nil {
+		return err
+	}
+	ls, err := a.listen(getenv)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "kplan-webhook listening on http://%s with %d targets and %d branches that take theirs from the repository%s; %s\n", ls.public.Addr(), len(a.targets), len(a.sources), ls.replica, ls.metricsAt)
+	return a.serve(ctx, ls)
+}
+
+// webhookFlags are kplan-webhook's flags, parsed.
+type webhookFlags struct {
+	configPath, listen, metricsListen string
+	debug, showVersion                bool
+	livePlans, driftChecks            bool
+	le                                electionFlags
+	// forges are the constructors of the forges of the table, configured
+	// by their own flags.
+	forges map[string]newForgeClient
+}
+
+// parseFlags parses args; nil flags and no error is --help printed.
+func parseFlags(ctx context.Context, table []forgeRow, args []string, stdout, stderr io.Writer) (*webhookFlags, error) {
 	parsed := false
 	cmd := &cobra.Command{
 		Use:   "kplan-webhook",
 		Short: "kplan-webhook deploys on merge",
 		Long: "kplan-webhook deploys on merge: GitHub calls it when a pull request merges (or a branch\n" +
 			"is pushed), and it makes every configured target converge on that commit, then reports\n" +
-			"back to GitHub (docs/webhook.md).\n\n" + environmentHelp(),
+			"back to GitHub (docs/webhook.md).\n\n" + environmentHelp(table),
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Flags parsed, run goes on to wire the webhook: RunE only says so.
 		RunE: func(*cobra.Command, []string) error { parsed = true; return nil },
 	}
+	o := &webhookFlags{forges: map[string]newForgeClient{}}
 	fs := cmd.Flags()
-	configPath := fs.String("config", "/etc/kplan/webhook.yaml", "configuration file")
-	listen := fs.String("listen", ":8080", "address to serve /webhook, /healthz and /readyz on (the one GitHub reaches)")
-	metricsListen := fs.String("metrics-listen", "127.0.0.1:9090", "address to serve /metrics and /drift on, apart from --listen: they name targets and clusters; \"\" serves neither")
-	debug := fs.Bool("debug", false, "log at debug level")
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	planAuthor := fs.String("plan-author", "github-actions[bot]", "login whose kplan plan comment a merge is compared with (the Action's token's user)")
-	gitLabPlanAuthor := fs.String("gitlab-plan-author", "", "GitLab username whose kplan plan note a merge is compared with (the CI job's access token's user); default: KPLAN_GITLAB_TOKEN's own user")
-	livePlans := fs.Bool("live-plans", true, "dry-run each opened or pushed pull request against its targets' clusters and post what apply would do there now as a comment")
-	driftChecks := fs.Bool("drift-checks", true, "dry-run each target's deployed commit at every resync interval and export what drifted (kplan_drift_objects, GET /drift)")
-	var le electionFlags
-	fs.BoolVar(&le.enabled, "leader-elect", false, "run as one of several replicas: the one holding a Kubernetes Lease deploys, the others forward deliveries to it")
-	fs.StringVar(&le.name, "leader-election-id", "kplan-webhook", "name of the Lease")
-	fs.StringVar(&le.namespace, "leader-election-namespace", "", "namespace of the Lease (default $POD_NAMESPACE, else the pod's service account namespace)")
-	fs.StringVar(&le.advertise, "advertise-address", "", "host:port the other replicas forward deliveries to (default $POD_IP and the port of --listen)")
-	fs.DurationVar(&le.lease, "leader-elect-lease-duration", 15*time.Second, "how long the other replicas wait after the leader's last renewal before taking over")
-	fs.DurationVar(&le.renew, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops deploying")
-	fs.DurationVar(&le.retry, "leader-elect-retry-period", 2*time.Second, "how often the replicas try to acquire or renew the Lease")
+	fs.StringVar(&o.configPath, "config", "/etc/kplan/webhook.yaml", "configuration file")
+	fs.StringVar(&o.listen, "listen", ":8080", "address to serve /webhook, /healthz and /readyz on (the one GitHub reaches)")
+	fs.StringVar(&o.metricsListen, "metrics-listen", "127.0.0.1:9090", "address to serve /metrics and /drift on, apart from --listen: they name targets and clusters; \"\" serves neither")
+	fs.BoolVar(&o.debug, "debug", false, "log at debug level")
+	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+	for _, row := range table {
+		o.forges[row.Forge] = row.Bind(fs)
+	}
+	fs.BoolVar(&o.livePlans, "live-plans", true, "dry-run each opened or pushed pull request against its targets' clusters and post what apply would do there now as a comment")
+	fs.BoolVar(&o.driftChecks, "drift-checks", true, "dry-run each target's deployed commit at every resync interval and export what drifted (kplan_drift_objects, GET /drift)")
+	o.le.bind(fs)
 	cmd.SetArgs(singleDash(args, fs))
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
@@ -98,239 +129,271 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("%w\nRun 'kplan-webhook --help' for usage", err)
 	})
 	if err := cmd.ExecuteContext(ctx); err != nil || !parsed {
-		return err // --help printed, or a usage error
+		return nil, err
 	}
-	if *showVersion {
-		_, err := fmt.Fprintf(stdout, "kplan-webhook %s\n", version.String())
-		return err
-	}
+	return o, nil
+}
+
+func (o *webhookFlags) logger(stderr io.Writer) *slog.Logger {
 	level := slog.LevelInfo
-	if *debug {
+	if o.debug {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	return slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+}
 
-	cfg, err := config.Load(*configPath)
+// app is the webhook wired: what its phases (newApp, listen, serve)
+// hand on to the next.
+type app struct {
+	flags   *webhookFlags
+	cfg     *config.Config
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	secret  []byte
+	forges  *forges
+	targets []deployer.Target
+	sources []deployer.Source
+	mirrors *gitmirror.Mirrors
+	// gitBases holds the git remote bases renders fetch: the deployer
+	// prunes every cache under it, the live plans' and the drift
+	// checks' included.
+	gitBases      string
+	deployMetrics *deployer.Prometheus
+	drift         *liveplan.Drift
+	handler       *webhook.Handler
+	// fence, with --leader-elect, refuses the deployer's writes to the
+	// clusters once this replica's hold on the Lease lapsed by its own
+	// clock; nil without it.
+	fence   *leader.Fence
+	elector *leader.Elector // nil without --leader-elect
+	// current is the deployer that takes deliveries: the only one
+	// without --leader-elect, else the one of this replica's term while
+	// it leads.
+	current term
+}
+
+// newApp reads the configuration and the secrets and wires the forges,
+// the deploys and the handler of deliveries.
+func newApp(o *webhookFlags, table []forgeRow, load func(string) (*config.Config, error), getenv func(string) string, log *slog.Logger) (*app, error) {
+	cfg, err := load(o.configPath)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
 	}
-	secret, _, err := config.Secrets(getenv)
-	if err != nil {
-		return err
+	a := &app{flags: o, cfg: cfg, log: log}
+	if a.secret, _, err = config.Secrets(getenv); err != nil {
+		return nil, err
 	}
-	// One source of GitHub tokens for the API client and the git mirror:
-	// a token, a token file re-read when it changes, or a GitHub App whose
-	// installation tokens are minted and refreshed (internal/ghauth).
-	auth, err := config.GitHubAuthFrom(getenv)
-	if err != nil {
-		return err
-	}
-	tokens, err := ghauth.New(auth, cfg.APIBaseURL, nil)
-	if err != nil {
-		return err
-	}
-	gh, err := github.NewClient(cfg.APIBaseURL, ghauth.Transport(tokens, nil))
-	if err != nil {
-		return fmt.Errorf("%s: apiBaseURL: %w", cfg.File, err)
+	// Each repository's reports, comments, tokens and refs go to its own
+	// forge.
+	if a.forges, err = newForges(table, o.forges, forgeEnv{Config: cfg, Getenv: getenv, Logger: log}); err != nil {
+		return nil, err
 	}
 	// Metrics on /metrics: a registry of this process, no globals.
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	hookMetrics, err := webhook.NewMetrics(reg)
-	if err != nil {
-		return err
+	a.reg = prometheus.NewRegistry()
+	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := a.wireDeploys(); err != nil {
+		return nil, err
 	}
+	if err := a.wireHandler(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
 
-	var targets []deployer.Target
+// wireDeploys makes what the deploys, the live plans and the drift
+// checks share: the targets, the git mirrors and their metrics.
+func (a *app) wireDeploys() error {
+	cfg := a.cfg
 	for _, ref := range cfg.AllTargets() {
-		targets = append(targets, deployer.TargetOf(ref))
+		a.targets = append(a.targets, deployer.TargetOf(ref))
 	}
-	var sources []deployer.Source
 	for _, s := range cfg.Sources() {
 		// The configuration's own targets of the repository reserve their
 		// names.
-		sources = append(sources, deployer.Source{Source: s, Reserved: cfg.TargetNames(s.Repo)})
+		a.sources = append(a.sources, deployer.Source{Source: s, Reserved: cfg.TargetNames(s.Repo)})
 	}
 	repos := map[string]string{}
 	for _, r := range cfg.Repositories {
 		repos[cfg.CloneURL(r.Name)] = r.Name
 	}
-	ghReporter := deploys.NewReporter(gh, log)
-	ghReporter.PlanAuthor = *planAuthor
-	// Each repository's reports, comments, tokens and refs go to its own
-	// forge: GitHub's, or GitLab's for repositories configured on it.
-	reporter, err := newForges(cfg, getenv, ghReporter, tokens, *gitLabPlanAuthor, log)
-	if err != nil {
-		return err
-	}
-	mirrors := &gitmirror.Mirrors{Dir: filepath.Join(cfg.StateDir, "mirrors"), Tokens: reporter, Repos: repos, ChangeRefs: reporter.ChangeRefs(repos), Logger: log}
+	a.mirrors = &gitmirror.Mirrors{Dir: filepath.Join(cfg.StateDir, "mirrors"), Tokens: a.forges, Repos: repos, ChangeRefs: a.forges.ChangeRefs(repos), Logger: a.log}
 	var names []string
-	for _, t := range targets {
+	for _, t := range a.targets {
 		names = append(names, t.Key())
 	}
 	// Metrics are made once: a replica runs a deployer per leadership term.
-	deployMetrics, err := deployer.NewPrometheus(reg, names...)
-	if err != nil {
+	var err error
+	if a.deployMetrics, err = deployer.NewPrometheus(a.reg, names...); err != nil {
 		return err
 	}
-	// The git remote bases renders fetch: the deployer prunes every cache
-	// under it, the live plans' and the drift checks' included.
-	gitBases := filepath.Join(cfg.StateDir, "git-bases")
-	planner := func(t config.Target) liveplan.Planner {
-		return liveplan.New(deploy.NewGetter(t.Kubeconfig, t.Context))
-	}
-	newLive := func() *liveplan.Runner {
-		if !*livePlans {
-			return nil
-		}
-		return &liveplan.Runner{Mirrors: liveplan.GitMirror{Mirrors: mirrors}, Planner: planner, Post: liveplan.CommentPoster{Comments: reporter}, Logger: log.With("component", "liveplan"),
-			GitBases: gitBases}
-	}
-	driftMetrics, err := liveplan.NewDriftMetrics(reg)
+	a.gitBases = filepath.Join(cfg.StateDir, "git-bases")
+	driftMetrics, err := liveplan.NewDriftMetrics(a.reg)
 	if err != nil {
 		return err
 	}
 	// One record of drift for every term: GET /drift shows the last checks.
-	drift := &liveplan.Drift{Targets: cfg.AllTargets(), Mirrors: liveplan.GitMirror{Mirrors: mirrors}, Planner: planner,
-		Interval: cfg.ResyncInterval, Metrics: driftMetrics, Logger: log.With("component", "drift"), GitBases: gitBases}
-	if !*driftChecks {
-		drift.Interval = 0
+	a.drift = &liveplan.Drift{Targets: cfg.AllTargets(), Mirrors: liveplan.GitMirror{Mirrors: a.mirrors}, Planner: planner,
+		Interval: cfg.ResyncInterval, Metrics: driftMetrics, Logger: a.log.With("component", "drift"), GitBases: a.gitBases}
+	if !a.flags.driftChecks {
+		a.drift.Interval = 0
 	}
-	// fence, with --leader-elect, refuses the deployer's writes to the
-	// clusters once this replica's hold on the Lease lapsed by its own
-	// clock; nil without it.
-	var fence *leader.Fence
-	newDeployer := func() *deployer.Deployer {
-		dep := deployer.New(targets, deployer.GitMirror{Mirrors: mirrors}, reporter, engines(fence), log, sources...)
-		dep.Resync = cfg.ResyncInterval
-		dep.Metrics = deployMetrics
-		dep.Reviews = reporter
-		dep.GitBases = gitBases
-		dep.GitBasesMaxAge = cfg.GitBasesMaxAge
-		return dep
+	if !a.flags.le.enabled {
+		a.current.set(a.newDeployer(), a.newLive())
 	}
+	return nil
+}
 
-	// current is the deployer that takes deliveries: the only one without
-	// --leader-elect, else the one of this replica's term while it leads.
-	var current term
-	var elector *leader.Elector
-	if !le.enabled {
-		current.set(newDeployer(), newLive())
+func planner(t config.Target) liveplan.Planner {
+	return liveplan.New(deploy.NewGetter(t.Kubeconfig, t.Context))
+}
+
+// newDeployer makes the deployer of a term.
+func (a *app) newDeployer() *deployer.Deployer {
+	dep := deployer.New(a.targets, deployer.GitMirror{Mirrors: a.mirrors}, a.forges, engines(a.fence), a.log, a.sources...)
+	dep.Resync = a.cfg.ResyncInterval
+	dep.Metrics = a.deployMetrics
+	dep.Reviews = a.forges
+	dep.GitBases = a.gitBases
+	dep.GitBasesMaxAge = a.cfg.GitBasesMaxAge
+	return dep
+}
+
+// newLive makes the live plans' runner of a term; nil with
+// --live-plans=false.
+func (a *app) newLive() *liveplan.Runner {
+	if !a.flags.livePlans {
+		return nil
 	}
-	h, err := webhook.New(webhook.Options{
-		Secret: secret, Config: cfg, Receiver: reporter.receiver(), Logger: log, Observe: hookMetrics.Observe,
-		Ready: func() error {
-			if dep := current.get(); dep != nil {
-				return dep.Ready()
-			}
-			if _, addr := elector.Route(); addr != "" {
-				return nil // deliveries go to the leader
-			}
-			return errors.New("no replica leads yet")
-		},
-		LivePlan: func(i webhook.Intent) {
-			// Only the deployer's replica (the leader) plans: the others
-			// forward deliveries to it.
-			live := current.live()
-			if live == nil {
-				log.Warn("live plan delivery received while no live plans run here (disabled, or leadership ended)", "delivery", i.DeliveryID, "pr", i.PR)
-				return
-			}
-			live.Submit(liveplan.Request{Repo: i.Repo, CloneURL: i.CloneURL, Base: i.Branch, PR: i.PR, SHA: i.SHA, Delivery: i.DeliveryID, Targets: i.Targets})
-		},
-		Enqueue: func(i webhook.Intent) {
-			dep := current.get()
-			if dep == nil {
-				// Leadership ended between routing and here: the next
-				// leader's term starts with a resync of every target, which
-				// deploys the branch, this commit or newer.
-				log.Warn("delivery received as leadership ended; the next leader deploys the branch tip", "delivery", i.DeliveryID, "sha", i.SHA)
-				return
-			}
-			for _, t := range i.Targets {
-				if err := dep.Submit(t.Name, deployer.Request{SHA: i.SHA, PR: i.PR, Delivery: i.DeliveryID, Acknowledged: i.AcknowledgedBy}); err != nil {
-					log.Error("submit", "target", t.Name, "err", err)
-				}
-			}
-		},
-	})
+	return &liveplan.Runner{Mirrors: liveplan.GitMirror{Mirrors: a.mirrors}, Planner: planner, Post: liveplan.CommentPoster{Comments: a.forges}, Logger: a.log.With("component", "liveplan"),
+		GitBases: a.gitBases}
+}
+
+// wireHandler makes the handler of deliveries, which hands their intents
+// to the current term.
+func (a *app) wireHandler() error {
+	hookMetrics, err := webhook.NewMetrics(a.reg)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", *listen, err)
+	a.handler, err = webhook.New(webhook.Options{
+		Secret: a.secret, Config: a.cfg, Receiver: a.forges.receiver(), Logger: a.log, Observe: hookMetrics.Observe,
+		Ready: a.ready, LivePlan: a.livePlan, Enqueue: a.enqueue,
+	})
+	return err
+}
+
+// ready is /readyz: the deployer's readiness, or a leader to forward to.
+func (a *app) ready() error {
+	if dep := a.current.get(); dep != nil {
+		return dep.Ready()
 	}
-	log.Info("GitHub credentials", "kind", ghauth.Describe(tokens))
-	var front http.Handler = h
-	replica := ""
-	if le.enabled {
-		if elector, front, err = le.setup(getenv, ln.Addr(), secret, reporter.receiver(), h, reg, log); err != nil {
-			ln.Close()
-			return err
+	if _, addr := a.elector.Route(); addr != "" {
+		return nil // deliveries go to the leader
+	}
+	return errors.New("no replica leads yet")
+}
+
+// livePlan submits a change's live plan. Only the deployer's replica
+// (the leader) plans: the others forward deliveries to it.
+func (a *app) livePlan(i webhook.Intent) {
+	live := a.current.live()
+	if live == nil {
+		a.log.Warn("live plan delivery received while no live plans run here (disabled, or leadership ended)", "delivery", i.DeliveryID, "pr", i.PR)
+		return
+	}
+	live.Submit(liveplan.Request{Repo: i.Repo, CloneURL: i.CloneURL, Base: i.Branch, PR: i.PR, SHA: i.SHA, Delivery: i.DeliveryID, Targets: i.Targets})
+}
+
+// enqueue submits a delivery's deploys to the current term's deployer.
+func (a *app) enqueue(i webhook.Intent) {
+	dep := a.current.get()
+	if dep == nil {
+		// Leadership ended between routing and here: the next
+		// leader's term starts with a resync of every target, which
+		// deploys the branch, this commit or newer.
+		a.log.Warn("delivery received as leadership ended; the next leader deploys the branch tip", "delivery", i.DeliveryID, "sha", i.SHA)
+		return
+	}
+	for _, t := range i.Targets {
+		if err := dep.Submit(t.Name, deployer.Request{SHA: i.SHA, PR: i.PR, Delivery: i.DeliveryID, Acknowledged: i.AcknowledgedBy}); err != nil {
+			a.log.Error("submit", "target", t.Name, "err", err)
 		}
-		fence = elector.Fence()
-		replica = fmt.Sprintf(" as replica %s, campaigning for Lease %s/%s", le.identity, le.namespace, le.name)
+	}
+}
+
+// listeners are what serve serves: the public listener (behind the
+// forwarder to the leader with --leader-elect) and the metrics one.
+type listeners struct {
+	public    net.Listener
+	front     http.Handler
+	metrics   net.Listener // nil: --metrics-listen ""
+	replica   string       // " as replica ...", or ""
+	metricsAt string       // for the start-up line
+}
+
+// listen opens the listeners and, with --leader-elect, makes the elector
+// and the forwarder in front of the handler.
+func (a *app) listen(getenv func(string) string) (*listeners, error) {
+	o := a.flags
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", o.listen, err)
+	}
+	ls := &listeners{public: ln, front: a.handler, metricsAt: `no /metrics or /drift (--metrics-listen is "")`}
+	if o.le.enabled {
+		if a.elector, ls.front, err = o.le.setup(getenv, ln.Addr(), a.secret, a.forges.receiver(), a.handler, a.reg, a.log); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		a.fence = a.elector.Fence()
+		ls.replica = fmt.Sprintf(" as replica %s, campaigning for Lease %s/%s", o.le.identity, o.le.namespace, o.le.name)
 	}
 	// /metrics and /drift name targets, clusters and drifted fields: they
 	// are served on their own listener, which the deploy manifests'
 	// Service exposes apart from the port an Ingress routes to GitHub.
 	// The public listener answers 404 for them.
-	var metricsLn net.Listener
-	metricsAt := `no /metrics or /drift (--metrics-listen is "")`
-	if *metricsListen != "" {
-		if metricsLn, err = net.Listen("tcp", *metricsListen); err != nil {
+	if o.metricsListen != "" {
+		if ls.metrics, err = net.Listen("tcp", o.metricsListen); err != nil {
 			ln.Close()
-			return fmt.Errorf("--metrics-listen on %s: %w", *metricsListen, err)
+			return nil, fmt.Errorf("--metrics-listen on %s: %w", o.metricsListen, err)
 		}
-		metricsAt = fmt.Sprintf("/metrics and /drift on http://%s", metricsLn.Addr())
+		ls.metricsAt = fmt.Sprintf("/metrics and /drift on http://%s", ls.metrics.Addr())
 	}
-	fmt.Fprintf(stdout, "kplan-webhook listening on http://%s with %d targets and %d branches that take theirs from the repository%s; %s\n", ln.Addr(), len(targets), len(sources), replica, metricsAt)
+	return ls, nil
+}
+
+// serve serves the listeners and runs the deploys until ctx ends, a
+// server fails or the deploys crash, then shuts down.
+func (a *app) serve(ctx context.Context, ls *listeners) error {
 	// The body is read at the client's pace: bound it.
 	// Headers sit outside the webhook's body budget: keep them small.
-	srv := &http.Server{Handler: front, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
+	srv := &http.Server{Handler: ls.front, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
 	metricsMux := http.NewServeMux()
-	metricsMux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	metricsMux.Handle("GET /drift", drift)
+	metricsMux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}))
+	metricsMux.Handle("GET /drift", a.drift)
 	metricsSrv := &http.Server{Handler: metricsMux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	runDeploys := func() {
-		if elector == nil {
-			runTerm(runCtx, current.get(), current.live(), drift)
-			return
-		}
-		// A fresh deployer per term: it resyncs every target against its
-		// branch when it starts (what was deployed is recorded in the
-		// cluster), and stops deploying the moment leadership is lost.
-		elector.Run(runCtx, func(ctx context.Context) {
-			dep, live := newDeployer(), newLive()
-			current.set(dep, live)
-			defer current.set(nil, nil)
-			runTerm(ctx, dep, live, drift)
-		})
-	}
 	// The deploys' goroutine: a kplan bug there (a panic a deploy or live
 	// plan did not recover) ends run with an error, so the program exits
 	// 1 asking for a report, never with Go's 2.
 	termErr := make(chan error, 1)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := crash.Catch(func() error { runDeploys(); return nil }); err != nil {
+	wg.Go(func() {
+		if err := crash.Catch(func() error { a.runDeploys(runCtx); return nil }); err != nil {
 			termErr <- err
 		}
-	}()
+	})
 	serveErr := make(chan error, 2)
-	go func() { serveErr <- srv.Serve(ln) }()
-	if metricsLn != nil {
-		go func() { serveErr <- metricsSrv.Serve(metricsLn) }()
+	go func() { serveErr <- srv.Serve(ls.public) }()
+	if ls.metrics != nil {
+		go func() { serveErr <- metricsSrv.Serve(ls.metrics) }()
 	}
+	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:
@@ -339,7 +402,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	shutdown, done := context.WithTimeout(context.Background(), 10*time.Second)
 	defer done()
 	srv.Shutdown(shutdown)
-	if metricsLn != nil {
+	if ls.metrics != nil {
 		metricsSrv.Shutdown(shutdown)
 	}
 	cancel()
@@ -350,31 +413,47 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return err
 }
 
-// environment is what kplan-webhook reads from its environment, listed
-// in --help: secrets never go in flags or the configuration file.
-var environment = [][2]string{
-	{config.EnvWebhookSecret, "the secret GitHub signs deliveries with"},
-	{config.EnvWebhookSecretFile, "... or a file holding it (a mounted Secret)"},
-	{config.EnvGitHubToken, "a token for GitHub's API and git"},
-	{config.EnvGitHubTokenFile, "... or a file holding it, re-read when it changes"},
-	{config.EnvGitHubAppID, "a GitHub App instead of a token: its ID,"},
-	{config.EnvGitHubAppPrivateKey, "its private key (PEM)"},
-	{config.EnvGitHubAppPrivateKeyFile, "... or the key's file"},
-	{config.EnvGitHubAppInstallationID, "the installation to act as (default: looked up per repository)"},
-	{config.EnvGitLabToken, "forge: gitlab repositories: an access token (api scope) for GitLab's API and git"},
-	{config.EnvGitLabTokenFile, "... or a file holding it, re-read when it changes"},
-	{config.EnvGitLabWebhookSecret, "the GitLab webhook's secret token (default: the webhook secret)"},
-	{config.EnvGitLabWebhookSecretFile, "... or a file holding it"},
-	{"KUBECONFIG", "--leader-elect: the cluster holding the Lease (default: in-cluster)"},
-	{"POD_NAME", "--leader-elect: this replica's name (default: the hostname)"},
-	{"POD_NAMESPACE", "--leader-elect: default of --leader-election-namespace"},
-	{"POD_IP", "--leader-elect: default host of --advertise-address"},
+// runDeploys runs the terms of this replica until ctx ends: one without
+// --leader-elect, else one per leadership.
+func (a *app) runDeploys(ctx context.Context) {
+	if a.elector == nil {
+		runTerm(ctx, a.current.get(), a.current.live(), a.drift)
+		return
+	}
+	// A fresh deployer per term: it resyncs every target against its
+	// branch when it starts (what was deployed is recorded in the
+	// cluster), and stops deploying the moment leadership is lost.
+	a.elector.Run(ctx, func(ctx context.Context) {
+		dep, live := a.newDeployer(), a.newLive()
+		a.current.set(dep, live)
+		defer a.current.set(nil, nil)
+		runTerm(ctx, dep, live, a.drift)
+	})
 }
 
-func environmentHelp() string {
+// environment is what kplan-webhook reads from its environment, listed
+// in --help: secrets never go in flags or the configuration file. Each
+// forge of the table lists its own.
+func environment(table []forgeRow) [][2]string {
+	env := [][2]string{
+		{config.EnvWebhookSecret, "the secret GitHub signs deliveries with"},
+		{config.EnvWebhookSecretFile, "... or a file holding it (a mounted Secret)"},
+	}
+	for _, row := range table {
+		env = append(env, row.Env...)
+	}
+	return append(env, [][2]string{
+		{"KUBECONFIG", "--leader-elect: the cluster holding the Lease (default: in-cluster)"},
+		{"POD_NAME", "--leader-elect: this replica's name (default: the hostname)"},
+		{"POD_NAMESPACE", "--leader-elect: default of --leader-election-namespace"},
+		{"POD_IP", "--leader-elect: default host of --advertise-address"},
+	}...)
+}
+
+func environmentHelp(table []forgeRow) string {
 	var b strings.Builder
 	b.WriteString("Environment:\n")
-	for _, e := range environment {
+	for _, e := range environment(table) {
 		fmt.Fprintf(&b, "  %-34s %s\n", e[0], e[1])
 	}
 	return strings.TrimSuffix(b.String(), "\n")
@@ -463,6 +542,16 @@ type electionFlags struct {
 	name, namespace     string
 	advertise, identity string
 	lease, renew, retry time.Duration
+}
+
+func (f *electionFlags) bind(fs *pflag.FlagSet) {
+	fs.BoolVar(&f.enabled, "leader-elect", false, "run as one of several replicas: the one holding a Kubernetes Lease deploys, the others forward deliveries to it")
+	fs.StringVar(&f.name, "leader-election-id", "kplan-webhook", "name of the Lease")
+	fs.StringVar(&f.namespace, "leader-election-namespace", "", "namespace of the Lease (default $POD_NAMESPACE, else the pod's service account namespace)")
+	fs.StringVar(&f.advertise, "advertise-address", "", "host:port the other replicas forward deliveries to (default $POD_IP and the port of --listen)")
+	fs.DurationVar(&f.lease, "leader-elect-lease-duration", 15*time.Second, "how long the other replicas wait after the leader's last renewal before taking over")
+	fs.DurationVar(&f.renew, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops deploying")
+	fs.DurationVar(&f.retry, "leader-elect-retry-period", 2*time.Second, "how often the replicas try to acquire or renew the Lease")
 }
 
 // setup makes the elector and the front that forwards deliveries to the

@@ -54,8 +54,20 @@ func (r *Refusal) Unwrap() []error { return []error{ErrRefused, r.Err} }
 
 // RunChecks runs the checks on in and returns the first refusal, a
 // *Refusal; nil when every check lets the apply go on.
-func RunChecks(in CheckInput) error {
-	for _, c := range Checks() {
+func RunChecks(in CheckInput) error { return runChecks(Checks(), in) }
+
+// RunChecks runs the engine's checks on in, as Apply does before it
+// changes anything: the live plan runs them through the engine it reads
+// the inventory with.
+func (e *Engine) RunChecks(in CheckInput) error {
+	if e.Checks != nil {
+		return runChecks(e.Checks, in)
+	}
+	return RunChecks(in)
+}
+
+func runChecks(checks []Check, in CheckInput) error {
+	for _, c := range checks {
 		if err := c.Check(in); err != nil {
 			return &Refusal{Check: c.Name(), Err: err}
 		}

@@ -126,6 +126,10 @@ type Engine struct {
 	// statusWatcher makes the status watcher an apply reads, behind its
 	// statusGate: cli-utils' default; a test gives a noisier one.
 	statusWatcher func(dynamic.Interface, meta.RESTMapper) watcher.StatusWatcher
+	// Checks are the pre-apply checks Apply and the live plan's dry run
+	// (RunChecks) run; nil is Checks(). A test sets checks that record
+	// what they are given.
+	Checks []Check
 }
 
 // New makes an Engine for the cluster getter points at (a kubeconfig and
@@ -181,7 +185,7 @@ func (e *Engine) Apply(ctx context.Context, invObj *unstructured.Unstructured, o
 	if err != nil {
 		return res, err
 	}
-	if err := RunChecks(CheckInput{Inventory: inv, Previous: prev, Objects: objs, Options: opts}); err != nil {
+	if err := e.RunChecks(CheckInput{Inventory: inv, Previous: prev, Objects: objs, Options: opts}); err != nil {
 		return res, err
 	}
 	before, err := existingVersions(ctx, dyn, mapper, objs)

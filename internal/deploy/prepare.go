@@ -90,6 +90,20 @@ func SettingsOf(t config.Target) Settings {
 	}
 }
 
+// OptionsOf is how a target of the webhook's configuration (or of a
+// repository's targets file) applies: the one place a target's apply
+// options are read, as SettingsOf is for its render. The deployer
+// applies with them, and the live plan and the drift check plan with
+// them, so that the pre-apply checks (Checks) see in a preview what they
+// see in the deploy. The options no target sets (DryRun, AllowEmpty,
+// PrunePropagation, OnEvent) are kplan apply's flags.
+func OptionsOf(t config.Target) Options {
+	return Options{
+		InventoryPolicy: t.InventoryPolicy, ReconcileTimeout: t.ReconcileTimeout, NoPrune: !t.Prune,
+		Namespace: t.Namespace, AllowReplaceInventory: t.AllowReplaceInventory,
+	}
+}
+
 // Prepared is a target ready to apply: its objects and the one
 // inventory they are recorded in.
 type Prepared struct {

@@ -673,10 +673,7 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	log.Info("deploying", "sha", sha, "pr", r.PR, "delivery", r.Delivery)
 	o := Outcome{Target: t, SHA: sha, PR: r.PR, Started: time.Now(), Review: review}
 	d.Report.Started(ctx, t, sha, r.PR)
-	o.Result, o.Err = eng.Apply(ctx, target.Inventory, target.Objects, deploy.Options{
-		InventoryPolicy: t.InventoryPolicy, ReconcileTimeout: t.ReconcileTimeout, NoPrune: !t.Prune,
-		Namespace: t.Namespace, AllowReplaceInventory: t.AllowReplaceInventory,
-	})
+	o.Result, o.Err = eng.Apply(ctx, target.Inventory, target.Objects, deploy.OptionsOf(t.Target))
 	o.Reason = applyReason(ctx, o.Result, o.Err)
 	if o.Reason == ReasonObjectsFailed {
 		msg := "some objects failed, were skipped or did not reconcile"

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/crash"
+	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/test/githttp"
@@ -213,5 +215,22 @@ func TestPanicFailsItsDeployOnly(t *testing.T) {
 	d.drain(context.Background(), d.workers["prod"])
 	if !slices.Equal(eng.applied, []string{"c"}) {
 		t.Errorf("after the crash, applied %q, want c", eng.applied)
+	}
+}
+
+// A target applies with the options deploy.OptionsOf takes from its
+// settings, those the live plan and its pre-apply checks preview with
+// (liveplan's TestLivePlanChecksSeeTheDeploysOptions).
+func TestDeployAppliesWithTheTargetsOptions(t *testing.T) {
+	prod := Target{Target: config.Target{Name: "prod", Overlay: "app", Namespace: "shop",
+		Settings: config.Settings{Prune: true, InventoryPolicy: "adopt-all", ReconcileTimeout: 42 * time.Second, AllowReplaceInventory: true}},
+		Repo: "octo/cfg", Branch: "main", CloneURL: "https://git.example/octo/cfg.git"}
+	m := newFakeMirror("b", overlay("b"))
+	eng := &fakeEngine{}
+	d := New([]Target{prod}, m, &outcomes{}, func(Target) Engine { return eng }, slog.New(slog.DiscardHandler))
+	d.Submit("prod", Request{SHA: "b"})
+	d.drain(context.Background(), d.workers["prod"])
+	if want := deploy.OptionsOf(prod.Target); len(eng.opts) != 1 || !reflect.DeepEqual(eng.opts[0], want) {
+		t.Errorf("applied with %+v, want %+v", eng.opts, want)
 	}
 }

@@ -134,7 +134,8 @@ type fakeEngine struct {
 	mu        sync.Mutex
 	ann       map[string]string
 	applied   []string
-	failApply int // applies that fail before one succeeds
+	opts      []deploy.Options // each apply's
+	failApply int              // applies that fail before one succeeds
 }
 
 func (e *fakeEngine) State(ctx context.Context, inv *unstructured.Unstructured) (deploy.State, error) {
@@ -147,6 +148,7 @@ func (e *fakeEngine) Apply(ctx context.Context, inv *unstructured.Unstructured, 
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	res := &deploy.Result{Inventory: deploy.InventoryOf(inv)}
+	e.opts = append(e.opts, opts)
 	for _, o := range objs {
 		commit, _, _ := unstructured.NestedString(o.Object, "data", "commit")
 		e.applied = append(e.applied, commit)

@@ -196,7 +196,12 @@ func (d *Drift) Check(ctx context.Context, ref config.TargetRef) DriftStatus {
 			return fail(fmt.Errorf("render %s at the deployed commit %s: %w", t.Overlay, short(st.DeployedSHA), err))
 		}
 	}
-	res, err := pl.Plan(ctx, Input{Inventory: tg.Inventory, Objects: tg.Objects, Namespace: t.Namespace, Policy: t.InventoryPolicy, Deployed: tg.Objects})
+	// Drift is the deployed objects moved away from their render: what
+	// the inventory holds beyond them is the next deploy's to prune, not
+	// drift, so none is listed.
+	opts := deploy.OptionsOf(t)
+	opts.NoPrune = true
+	res, err := pl.Plan(ctx, Input{Inventory: tg.Inventory, Objects: tg.Objects, Options: opts, Deployed: tg.Objects})
 	if err != nil {
 		return fail(err)
 	}

@@ -127,16 +127,12 @@ func (r *Result) Findings() []Finding {
 type Input struct {
 	Inventory *unstructured.Unstructured
 	Objects   []*unstructured.Unstructured
-	// Namespace receives namespaced objects rendered without one.
-	Namespace string
-	// Policy is the target's inventory policy (must-match by default).
-	Policy string
-	// Prune says the target prunes: objects the live inventory lists and
-	// the render does not are pruned.
-	Prune bool
-	// AllowReplaceInventory is the target's: the deploy may prune every
-	// object its inventory holds while it adds others.
-	AllowReplaceInventory bool
+	// Options are the deploy's (deploy.OptionsOf, or kplan apply's
+	// flags): the plan puts namespaced objects rendered without a
+	// namespace in their Namespace, follows their InventoryPolicy, lists
+	// the objects apply prunes unless NoPrune, and hands them to the
+	// deploy's pre-apply checks as they are, as the deploy does.
+	Options deploy.Options
 	// Deployed is what the deployed commit renders; an object rendered
 	// the same there whose live copy apply would change (or create
 	// again) has drifted. nil: drift is not looked for.
@@ -162,7 +158,7 @@ func New(c Cluster) *Engine { return &Engine{cluster: c, deploy: deploy.New(c)} 
 // dry-run deleted. Nothing is written.
 func (e *Engine) Plan(ctx context.Context, in Input) (*Result, error) {
 	start := time.Now()
-	ns := cmp.Or(in.Namespace, "default")
+	ns := cmp.Or(in.Options.Namespace, deploy.DefaultNamespace)
 	invObj := in.Inventory.DeepCopy()
 	if invObj.GetNamespace() == "" {
 		invObj.SetNamespace(ns)
@@ -181,7 +177,7 @@ func (e *Engine) Plan(ctx context.Context, in Input) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to the cluster: %w", err)
 	}
-	p := &planner{lists: map[string]*liveList{}, dyn: dyn, mapper: mapper, inv: id, policy: cmp.Or(in.Policy, "must-match"), deployed: map[string]*unstructured.Unstructured{}}
+	p := &planner{lists: map[string]*liveList{}, dyn: dyn, mapper: mapper, inv: id, policy: cmp.Or(in.Options.InventoryPolicy, "must-match"), deployed: map[string]*unstructured.Unstructured{}}
 	objs := p.defaulted(in.Objects, ns)
 	for _, o := range p.defaulted(in.Deployed, ns) {
 		p.deployed[Key(o)] = o
@@ -216,16 +212,16 @@ func (e *Engine) Plan(ctx context.Context, in Input) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// What the deploy's own checks say, on what it is about to apply.
-	err = deploy.RunChecks(deploy.CheckInput{Inventory: id, Previous: prev, Objects: objs,
-		Options: deploy.Options{NoPrune: !in.Prune, AllowReplaceInventory: in.AllowReplaceInventory, Namespace: ns}})
+	// What the deploy's own checks say, on what it is about to apply,
+	// with the options it applies with.
+	err = e.deploy.RunChecks(deploy.CheckInput{Inventory: id, Previous: prev, Objects: objs, Options: in.Options})
 	switch {
 	case errors.Is(err, deploy.ErrRefused):
 		res.Refused = err.Error()
 	case err != nil:
 		return nil, err
 	}
-	if in.Prune {
+	if !in.Options.NoPrune {
 		for _, m := range prev {
 			if rendered[refOf(m.GroupKind, m.Namespace, m.Name)] {
 				continue

@@ -39,7 +39,7 @@ func TestLivePlanShowsTheDeployRefusal(t *testing.T) {
 	}
 	prod := func() []*unstructured.Unstructured { return []*unstructured.Unstructured{cm("prod-a"), cm("prod-b")} }
 
-	res, err := New(getter).Plan(ctx, Input{Inventory: inv.DeepCopy(), Objects: prod(), Prune: true})
+	res, err := New(getter).Plan(ctx, Input{Inventory: inv.DeepCopy(), Objects: prod()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestLivePlanShowsTheDeployRefusal(t *testing.T) {
 		t.Errorf("the deploy: %v; the live plan said: %s", err, res.Refused)
 	}
 
-	res, err = New(getter).Plan(ctx, Input{Inventory: inv.DeepCopy(), Objects: prod(), Prune: true, AllowReplaceInventory: true})
+	res, err = New(getter).Plan(ctx, Input{Inventory: inv.DeepCopy(), Objects: prod(), Options: deploy.Options{AllowReplaceInventory: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

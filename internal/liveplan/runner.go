@@ -246,8 +246,7 @@ func (r *Runner) planTarget(ctx context.Context, req Request, t config.Target, s
 		return
 	}
 	pl := r.Planner(t)
-	in := Input{Inventory: tg.Inventory, Objects: tg.Objects, Namespace: t.Namespace, Policy: t.InventoryPolicy, Prune: t.Prune,
-		AllowReplaceInventory: t.AllowReplaceInventory}
+	in := Input{Inventory: tg.Inventory, Objects: tg.Objects, Options: deploy.OptionsOf(t)}
 	st, err := pl.State(ctx, tg.Inventory)
 	switch {
 	case err != nil:
