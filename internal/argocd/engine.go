@@ -735,64 +735,7 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 		}
 	}
 	for _, src := range t.Spec.AllSources() {
-		if src.Chart != "" {
-			// A pulled chart: its $ref value files and file parameters
-			// are the repository's; the chart's version is the
-			// Application's file.
-			for _, p := range helmFiles(src) {
-				if rp, inRepo, ok := resolve("", p, refs, e.opts.Repos, buildEnv(t, src)); ok && inRepo {
-					u.Path(rp)
-				}
-			}
-			continue
-		}
-		if !e.opts.Repos.Has(src.RepoURL) || (src.Ref != "" && src.Path == "") {
-			continue
-		}
-		dir := cleanPath(src.Path)
-		u.Path(dir)
-		switch kindOf(s, src) {
-		case kindKustomize:
-			// Which kind a source is depends on the files at its top.
-			u.Path(join(dir, "Chart.yaml"))
-			u.Add(b.Overlay(dir))
-			if k := src.Kustomize; k != nil {
-				for _, c := range k.Components {
-					u.Add(b.Overlay(join(dir, c)))
-					u.Path(join(dir, c))
-				}
-				for _, p := range k.Patches {
-					if f, ok := p["path"].(string); ok {
-						u.Path(join(dir, f))
-					}
-				}
-			}
-		case kindHelm:
-			for _, f := range tree(s, dir, true) {
-				u.Path(f)
-			}
-			for _, p := range helmFiles(src) {
-				if rp, inRepo, ok := resolve(dir, p, refs, e.opts.Repos, buildEnv(t, src)); ok && inRepo {
-					u.Path(rp)
-				}
-			}
-			// The file:// dependencies helm dependency build copies in.
-			for _, d := range fileDependencies(ctx, s, dir) {
-				u.Path(d)
-				for _, f := range tree(s, d, true) {
-					u.Path(f)
-				}
-			}
-		case kindDirectory:
-			recurse := src.Directory != nil && src.Directory.Recurse
-			for _, f := range tree(s, dir, recurse) {
-				u.Path(f)
-			}
-			for _, n := range konfig.RecognizedKustomizationFileNames() {
-				u.Path(join(dir, n))
-			}
-			u.Path(join(dir, "Chart.yaml"))
-		}
+		e.sourceClosure(ctx, s, b, u, t, src, refs)
 	}
 	t.own = u.Paths()
 	if t.Parent != nil && t.Parent.Closure != nil {
@@ -805,6 +748,72 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 		}
 	}
 	return u.Closure()
+}
+
+// sourceClosure adds to u what one source of t reads of the repository,
+// by the kind of source it is; refs are t's sources by ref name.
+func (e *Engine) sourceClosure(ctx context.Context, s *snapshot.Snapshot, b *closure.Builder, u *closure.Union, t *Target, src Source, refs map[string]Source) {
+	if src.Chart != "" {
+		// A pulled chart: its $ref value files and file parameters are
+		// the repository's; the chart's version is the Application's
+		// file.
+		e.valueFiles(u, t, src, "", refs)
+		return
+	}
+	if !e.opts.Repos.Has(src.RepoURL) || (src.Ref != "" && src.Path == "") {
+		return
+	}
+	dir := cleanPath(src.Path)
+	u.Path(dir)
+	switch kindOf(s, src) {
+	case kindKustomize:
+		// Which kind a source is depends on the files at its top.
+		u.Path(join(dir, "Chart.yaml"))
+		u.Add(b.Overlay(dir))
+		if k := src.Kustomize; k != nil {
+			for _, c := range k.Components {
+				u.Add(b.Overlay(join(dir, c)))
+				u.Path(join(dir, c))
+			}
+			for _, p := range k.Patches {
+				if f, ok := p["path"].(string); ok {
+					u.Path(join(dir, f))
+				}
+			}
+		}
+	case kindHelm:
+		for _, f := range tree(s, dir, true) {
+			u.Path(f)
+		}
+		e.valueFiles(u, t, src, dir, refs)
+		// The file:// dependencies helm dependency build copies in.
+		for _, d := range fileDependencies(ctx, s, dir) {
+			u.Path(d)
+			for _, f := range tree(s, d, true) {
+				u.Path(f)
+			}
+		}
+	case kindDirectory:
+		recurse := src.Directory != nil && src.Directory.Recurse
+		for _, f := range tree(s, dir, recurse) {
+			u.Path(f)
+		}
+		for _, n := range konfig.RecognizedKustomizationFileNames() {
+			u.Path(join(dir, n))
+		}
+		u.Path(join(dir, "Chart.yaml"))
+	}
+}
+
+// valueFiles adds to u the value files and file parameters of a Helm
+// source that are the repository's, relative to dir ("" for a pulled
+// chart: only $ref paths are).
+func (e *Engine) valueFiles(u *closure.Union, t *Target, src Source, dir string, refs map[string]Source) {
+	for _, p := range helmFiles(src) {
+		if rp, inRepo, ok := resolve(dir, p, refs, e.opts.Repos, buildEnv(t, src)); ok && inRepo {
+			u.Path(rp)
+		}
+	}
 }
 
 // helmFiles are the value files and file parameters' paths of a Helm

@@ -129,6 +129,29 @@ func (g *genCtx) params(gen map[string]any, where string, outer *paramSet, depth
 		}
 		spec = filled
 	}
+	sets, tmpl, err := g.generate(kind, spec, where, depth)
+	if err != nil {
+		return nil, nil, err
+	}
+	if outer != nil {
+		for i := range sets {
+			// What the first generator's parameters came from chose
+			// these too.
+			sets[i].inputs = union(sets[i].inputs, outer.inputs)
+		}
+	}
+	if sets, err = g.selected(gen["selector"], sets, where, depth); err != nil {
+		return nil, nil, err
+	}
+	if len(sets) > maxParamSets {
+		return nil, nil, fmt.Errorf("%s makes more than %d parameter sets", where, maxParamSets)
+	}
+	return sets, tmpl, nil
+}
+
+// generate evaluates a generator of kind from its spec: its parameter
+// sets, before its selector, and its template.
+func (g *genCtx) generate(kind string, spec any, where string, depth int) ([]paramSet, map[string]any, error) {
 	var sets []paramSet
 	var tmpl map[string]any
 	var err error
@@ -155,22 +178,7 @@ func (g *genCtx) params(gen map[string]any, where string, outer *paramSet, depth
 		tmpl = c.Template
 		sets, err = g.clusters(c)
 	case "matrix", "merge":
-		if depth >= 2 {
-			return nil, nil, fmt.Errorf("%s: a %s generator inside a generator inside a matrix or merge (Argo CD nests them one level)", where, kind)
-		}
-		var c combiner
-		if err := convertStrict(spec, &c); err != nil {
-			return nil, nil, fmt.Errorf("%s.%s: %v", where, kind, err)
-		}
-		if kind == "matrix" && c.MergeKeys != nil {
-			return nil, nil, fmt.Errorf("%s.matrix: mergeKeys is a merge generator's", where)
-		}
-		tmpl = c.Template
-		if kind == "matrix" {
-			sets, err = g.matrix(c, where+".matrix", depth)
-		} else {
-			sets, err = g.merge(c, where+".merge", depth)
-		}
+		return g.combine(kind, spec, where, depth)
 	default:
 		why := map[string]string{
 			"scmProvider":             "it lists a forge's repositories at run time",
@@ -181,39 +189,57 @@ func (g *genCtx) params(gen map[string]any, where string, outer *paramSet, depth
 		return nil, nil, fmt.Errorf("%s: the %s generator is not evaluated (%s)", where, kind, cmp.Or(why, "kplan does not know it"))
 	}
 	if err != nil {
-		if kind == "matrix" || kind == "merge" {
-			return nil, nil, err // named where it failed
-		}
 		return nil, nil, fmt.Errorf("%s.%s: %v", where, kind, err)
 	}
-	if outer != nil {
-		for i := range sets {
-			// What the first generator's parameters came from chose
-			// these too.
-			sets[i].inputs = union(sets[i].inputs, outer.inputs)
-		}
-	}
-	if sel, ok := gen["selector"]; ok && sel != nil && (depth < 2 || g.spec.ApplyNestedSelectors) {
-		var ls labelSelector
-		if err := convert(sel, &ls); err != nil {
-			return nil, nil, fmt.Errorf("%s.selector: %v", where, err)
-		}
-		kept := sets[:0]
-		for _, ps := range sets {
-			ok, err := ls.matches(flattenParams(ps.p))
-			if err != nil {
-				return nil, nil, fmt.Errorf("%s.selector: %v", where, err)
-			}
-			if ok {
-				kept = append(kept, ps)
-			}
-		}
-		sets = kept
-	}
-	if len(sets) > maxParamSets {
-		return nil, nil, fmt.Errorf("%s makes more than %d parameter sets", where, maxParamSets)
-	}
 	return sets, tmpl, nil
+}
+
+// combine evaluates a matrix or merge generator (kind) from its spec.
+func (g *genCtx) combine(kind string, spec any, where string, depth int) ([]paramSet, map[string]any, error) {
+	if depth >= 2 {
+		return nil, nil, fmt.Errorf("%s: a %s generator inside a generator inside a matrix or merge (Argo CD nests them one level)", where, kind)
+	}
+	var c combiner
+	if err := convertStrict(spec, &c); err != nil {
+		return nil, nil, fmt.Errorf("%s.%s: %v", where, kind, err)
+	}
+	if kind == "matrix" && c.MergeKeys != nil {
+		return nil, nil, fmt.Errorf("%s.matrix: mergeKeys is a merge generator's", where)
+	}
+	var sets []paramSet
+	var err error
+	if kind == "matrix" {
+		sets, err = g.matrix(c, where+".matrix", depth)
+	} else {
+		sets, err = g.merge(c, where+".merge", depth)
+	}
+	if err != nil {
+		return nil, nil, err // named where it failed
+	}
+	return sets, c.Template, nil
+}
+
+// selected are the sets a generator's selector (sel, nil: none) keeps;
+// below a matrix or merge only with applyNestedSelectors.
+func (g *genCtx) selected(sel any, sets []paramSet, where string, depth int) ([]paramSet, error) {
+	if sel == nil || (depth >= 2 && !g.spec.ApplyNestedSelectors) {
+		return sets, nil
+	}
+	var ls labelSelector
+	if err := convert(sel, &ls); err != nil {
+		return nil, fmt.Errorf("%s.selector: %v", where, err)
+	}
+	kept := sets[:0]
+	for _, ps := range sets {
+		ok, err := ls.matches(flattenParams(ps.p))
+		if err != nil {
+			return nil, fmt.Errorf("%s.selector: %v", where, err)
+		}
+		if ok {
+			kept = append(kept, ps)
+		}
+	}
+	return kept, nil
 }
 
 // list is a list generator's elements, then its elementsYaml's. With the

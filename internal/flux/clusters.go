@@ -109,63 +109,83 @@ type cluster struct {
 // bootstrap directories whose sync file is a placeholder), and says why
 // any instance is not one.
 func (e *Engine) entries(ctx context.Context, s *snapshot.Snapshot, declared []Declared, instances []Instance, self, root func(i int) bool) ([]Declared, map[int]string, []Skipped) {
-	named := map[int]string{} // entry index → configured name
-	byPath := map[string]int{}
+	f := &entryPoints{s: s, declared: declared, named: map[int]string{}, byPath: map[string]int{}}
 	for i, d := range declared {
 		if e.skip(d.Kustomization) == "" && self(i) {
-			if _, dup := byPath[d.Path()]; !dup {
-				byPath[d.Path()] = i
+			if _, dup := f.byPath[d.Path()]; !dup {
+				f.byPath[d.Path()] = i
 			}
-		}
-	}
-	var skipped []Skipped
-	add := func(k *Kustomization, name string) {
-		if i, ok := byPath[k.Path()]; ok {
-			if name != "" {
-				named[i] = name
-			}
-			return
-		}
-		if !s.Index.IsDir(k.Path()) && k.Path() != "." {
-			skipped = append(skipped, Skipped{ID: k.ID(), File: k.File, Reason: fmt.Sprintf("its path %s is not a directory of the repository", k.Path())})
-			return
-		}
-		declared = append(declared, Declared{Kustomization: k, NamespaceSet: true, entry: true})
-		byPath[k.Path()] = len(declared) - 1
-		if name != "" {
-			named[len(declared)-1] = name
 		}
 	}
 	for _, name := range sortedKeys(e.opts.Clusters) {
-		add(syncKustomization("flux-system", "flux-system", cleanPath(e.opts.Clusters[name]), ""), name)
+		f.add(syncKustomization("flux-system", "flux-system", cleanPath(e.opts.Clusters[name]), ""), name)
 	}
 	for _, in := range instances {
 		if in.Kind != "GitRepository" {
-			skipped = append(skipped, Skipped{ID: in.Namespace + "/" + in.Name, File: in.File, Reason: fmt.Sprintf("its FluxInstance syncs from a %s, not this repository", in.Kind)})
+			f.skipped = append(f.skipped, Skipped{ID: in.Namespace + "/" + in.Name, File: in.File, Reason: fmt.Sprintf("its FluxInstance syncs from a %s, not this repository", in.Kind)})
 			continue
 		}
-		add(syncKustomization(in.Namespace, in.Name, in.Path, in.File), "")
+		f.add(syncKustomization(in.Namespace, in.Name, in.Path, in.File), "")
 	}
-	// `flux bootstrap` writes <dir>/flux-system/gotk-sync.yaml; flux
-	// operator leaves it a placeholder declaring nothing (as
-	// fluxcd/flux2-kustomize-helm-example does).
+	f.placeholders()
+	f.unsynced(e, root)
+	return f.declared, f.named, f.skipped
+}
+
+// entryPoints are the clusters' entry points as entries finds them.
+type entryPoints struct {
+	s        *snapshot.Snapshot
+	declared []Declared
+	named    map[int]string // entry index → configured name
+	byPath   map[string]int // entry path → its index
+	skipped  []Skipped
+}
+
+// add makes the Kustomization syncing k's path an entry point, named
+// name when not "": the declared one building that path, else k.
+func (f *entryPoints) add(k *Kustomization, name string) {
+	if i, ok := f.byPath[k.Path()]; ok {
+		if name != "" {
+			f.named[i] = name
+		}
+		return
+	}
+	if !f.s.Index.IsDir(k.Path()) && k.Path() != "." {
+		f.skipped = append(f.skipped, Skipped{ID: k.ID(), File: k.File, Reason: fmt.Sprintf("its path %s is not a directory of the repository", k.Path())})
+		return
+	}
+	f.declared = append(f.declared, Declared{Kustomization: k, NamespaceSet: true, entry: true})
+	f.byPath[k.Path()] = len(f.declared) - 1
+	if name != "" {
+		f.named[len(f.declared)-1] = name
+	}
+}
+
+// placeholders adds the bootstrap directories whose sync file declares
+// nothing: `flux bootstrap` writes <dir>/flux-system/gotk-sync.yaml;
+// flux operator leaves it a placeholder declaring nothing (as
+// fluxcd/flux2-kustomize-helm-example does).
+func (f *entryPoints) placeholders() {
 	declares := map[string]bool{}
-	for _, d := range declared {
+	for _, d := range f.declared {
 		declares[d.File] = true
 	}
-	for _, p := range s.Index.Paths() {
+	for _, p := range f.s.Index.Paths() {
 		if path.Base(p) != "gotk-sync.yaml" || path.Base(path.Dir(p)) != "flux-system" || declares[p] {
 			continue
 		}
-		add(syncKustomization("flux-system", "flux-system", path.Dir(path.Dir(p)), ""), "")
+		f.add(syncKustomization("flux-system", "flux-system", path.Dir(path.Dir(p)), ""), "")
 	}
-	// Root Kustomizations (no other one reads them) of the same name
-	// declared in different directories no entry point applies: each
-	// directory is a cluster's, synced by a flux-system Kustomization
-	// that is not in git (Flux's two-cluster example before it committed
-	// its bootstrap files).
+}
+
+// unsynced adds the directories of root Kustomizations (no other one
+// reads them) of the same name declared in different directories no
+// entry point applies: each directory is a cluster's, synced by a
+// flux-system Kustomization that is not in git (Flux's two-cluster
+// example before it committed its bootstrap files).
+func (f *entryPoints) unsynced(e *Engine, root func(i int) bool) {
 	dirs := map[string][]string{} // ID → directories declaring it
-	for i, d := range declared {
+	for i, d := range f.declared {
 		if d.entry || d.File == "" || !root(i) || e.skip(d.Kustomization) != "" {
 			continue
 		}
@@ -177,17 +197,23 @@ func (e *Engine) entries(ctx context.Context, s *snapshot.Snapshot, declared []D
 		if len(dirs[id]) < 2 {
 			continue
 		}
-	dir:
 		for _, dir := range dirs[id] {
-			for p := range byPath {
-				if p == "." || dir == p || strings.HasPrefix(dir, p+"/") {
-					continue dir // an entry point's build may read it
-				}
+			if !f.underEntry(dir) {
+				f.add(syncKustomization("flux-system", "flux-system", dir, ""), "")
 			}
-			add(syncKustomization("flux-system", "flux-system", dir, ""), "")
 		}
 	}
-	return declared, named, skipped
+}
+
+// underEntry says whether an entry point's build may read dir: it is at
+// or under an entry point's path.
+func (f *entryPoints) underEntry(dir string) bool {
+	for p := range f.byPath {
+		if p == "." || dir == p || strings.HasPrefix(dir, p+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // clusters groups declared into clusters: each entry point with what it

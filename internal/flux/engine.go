@@ -351,137 +351,195 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 
 // buildCluster builds one cluster's targets into res: its roots first
 // (its entry point, or for the unnamed cluster those no member reads),
-// then the Kustomizations their builds output.
+// then the Kustomizations their builds output, level by level; then, in
+// rounds, the declared ones no build output that a failed build reads.
 func (e *Engine) buildCluster(ctx context.Context, s *snapshot.Snapshot, c cluster, declared []Declared, allReaders [][]string, deferrable func(*Target) bool, res *Result) {
-	member := map[int]bool{}
-	ids := map[string]bool{}
-	for _, i := range c.members {
-		member[i] = true
-		ids[declared[i].ID()] = true
-	}
-	readers := map[int][]string{}
-	for _, i := range c.members {
-		for _, r := range allReaders[i] {
-			if ids[r] {
-				readers[i] = append(readers[i], r)
-			}
-		}
-	}
-	pool := varPool{}
-	res.pools[c.name] = pool
-	arts := map[string]*artifact{}
-	targets := map[string]*Target{}
-	matched := map[int]bool{}
-	var level []*Kustomization
-	for _, i := range c.members {
-		if i == c.entry || (c.entry < 0 && len(readers[i]) == 0) {
-			k := *declared[i].Kustomization
-			level = append(level, &k)
-			matched[i] = true
-		}
-	}
+	b := newClusterBuild(e, s, c, declared, allReaders, deferrable, res)
+	level := b.roots()
 	for round := 0; ; round++ {
-		for depth := 0; len(level) > 0; depth++ {
-			if depth == maxDepth {
-				for _, k := range level {
-					res.Skipped = append(res.Skipped, Skipped{ID: k.ID(), Cluster: c.name, File: k.File, Reason: fmt.Sprintf("more than %d levels of Flux Kustomizations applying Flux Kustomizations", maxDepth)})
-				}
-				break
-			}
-			var built []*Target
-			for _, k := range level {
-				if _, dup := targets[k.ID()]; dup {
-					continue // a Kustomization applying itself (flux-system)
-				}
-				why := e.skip(k)
-				if kind, _ := k.Source(); kind == "ExternalArtifact" && why == "" {
-					why = inArtifact(k, arts)
-				}
-				if why != "" {
-					res.Skipped = append(res.Skipped, Skipped{ID: k.ID(), Cluster: c.name, File: k.File, Reason: why})
-					if p := targets[k.Parent]; p != nil {
-						p.Notes = append(p.Notes, fmt.Sprintf("Kustomization %s is not planned: %s", k.ID(), why))
-					}
-					continue
-				}
-				t := &Target{Kustomization: k, Cluster: c.name}
-				targets[k.ID()] = t
-				built = append(built, t)
-			}
-			e.buildAll(ctx, s, e.opts.Scratch, built, deferrable)
-			for _, t := range built {
-				if t.Err == nil {
-					pool.add(t.ID(), t.Objects)
-					e.artifacts(t.Objects, arts)
-				}
-			}
-			level = nil
-			for _, t := range built {
-				if t.Err == nil && !t.Deferred {
-					e.postBuild(ctx, t, pool)
-					// What the cluster holds is the post-built objects
-					// (later levels substitute from them, helm-controller's
-					// valuesFrom reads them).
-					pool.add(t.ID(), t.Objects)
-				}
-				if t.Err != nil || t.Deferred {
-					continue
-				}
-				for _, o := range t.Objects {
-					if !IsKustomization(o.GetApiVersion(), o.GetKind()) {
-						continue
-					}
-					child, err := fromNode(o.Copy(), "", "default")
-					if err != nil {
-						t.Notes = append(t.Notes, err.Error())
-						continue
-					}
-					child.Parent = t.ID()
-					for _, i := range c.members {
-						d := declared[i]
-						if d.Name == child.Name && d.File != "" && t.Closure != nil && slices.Contains(t.Closure.Paths, d.File) {
-							child.File, matched[i] = d.File, true
-							break
-						}
-					}
-					level = append(level, child)
-				}
-			}
-		}
-		// Declared ones no build output: built from their file when the
-		// build that reads it failed (so the plan still shows them),
-		// skipped otherwise (Flux does not apply them).
-		level = nil
-		for _, i := range c.members {
-			d := declared[i]
-			if matched[i] {
-				continue
-			}
-			matched[i] = true
-			if _, ok := targets[d.ID()]; ok {
-				continue
-			}
-			var failed []string
-			for _, r := range readers[i] {
-				if t := targets[r]; t != nil && t.Err != nil {
-					failed = append(failed, r)
-				}
-			}
-			if len(failed) > 0 || round > 0 {
-				k := *d.Kustomization
-				level = append(level, &k)
-				continue
-			}
-			res.Skipped = append(res.Skipped, Skipped{ID: d.ID(), Cluster: c.name, File: d.File, Reason: "no Flux Kustomization of the repository applies it (the ones reading its file do not output it)"})
-		}
-		if len(level) == 0 {
+		b.levels(ctx, level)
+		if level = b.unmatched(round); len(level) == 0 {
 			break
 		}
 	}
-	complete(targets)
-	for _, t := range targets {
+	complete(b.targets)
+	for _, t := range b.targets {
 		res.Targets = append(res.Targets, t)
 	}
+}
+
+// clusterBuild is one cluster's build under way (buildCluster).
+type clusterBuild struct {
+	e          *Engine
+	s          *snapshot.Snapshot
+	c          cluster
+	declared   []Declared
+	deferrable func(*Target) bool
+	res        *Result
+	// readers are, for each member, the IDs of the members reading its
+	// file.
+	readers map[int][]string
+	pool    varPool // what the cluster holds, to substitute from
+	arts    map[string]*artifact
+	targets map[string]*Target // by ID
+	// matched are the members a build output, or a round built.
+	matched map[int]bool
+}
+
+func newClusterBuild(e *Engine, s *snapshot.Snapshot, c cluster, declared []Declared, allReaders [][]string, deferrable func(*Target) bool, res *Result) *clusterBuild {
+	b := &clusterBuild{e: e, s: s, c: c, declared: declared, deferrable: deferrable, res: res,
+		readers: map[int][]string{}, pool: varPool{}, arts: map[string]*artifact{}, targets: map[string]*Target{}, matched: map[int]bool{}}
+	ids := map[string]bool{}
+	for _, i := range c.members {
+		ids[declared[i].ID()] = true
+	}
+	for _, i := range c.members {
+		for _, r := range allReaders[i] {
+			if ids[r] {
+				b.readers[i] = append(b.readers[i], r)
+			}
+		}
+	}
+	res.pools[c.name] = b.pool
+	return b
+}
+
+// roots are the cluster's first level: its entry point, or for the
+// unnamed cluster the members no member reads.
+func (b *clusterBuild) roots() []*Kustomization {
+	var level []*Kustomization
+	for _, i := range b.c.members {
+		if i == b.c.entry || (b.c.entry < 0 && len(b.readers[i]) == 0) {
+			k := *b.declared[i].Kustomization
+			level = append(level, &k)
+			b.matched[i] = true
+		}
+	}
+	return level
+}
+
+// levels builds level, then the Kustomizations its builds output, and
+// so on, at most maxDepth levels deep.
+func (b *clusterBuild) levels(ctx context.Context, level []*Kustomization) {
+	for depth := 0; len(level) > 0; depth++ {
+		if depth == maxDepth {
+			for _, k := range level {
+				b.skipped(k, fmt.Sprintf("more than %d levels of Flux Kustomizations applying Flux Kustomizations", maxDepth))
+			}
+			return
+		}
+		built := b.newTargets(level)
+		b.e.buildAll(ctx, b.s, b.e.opts.Scratch, built, b.deferrable)
+		for _, t := range built {
+			if t.Err == nil {
+				b.pool.add(t.ID(), t.Objects)
+				b.e.artifacts(t.Objects, b.arts)
+			}
+		}
+		level = nil
+		for _, t := range built {
+			if t.Err != nil || t.Deferred {
+				continue
+			}
+			b.e.postBuild(ctx, t, b.pool)
+			// What the cluster holds is the post-built objects (later
+			// levels substitute from them, helm-controller's valuesFrom
+			// reads them).
+			b.pool.add(t.ID(), t.Objects)
+			level = append(level, b.children(t)...)
+		}
+	}
+}
+
+// newTargets are the targets of a level's Kustomizations, but those
+// already targets (a Kustomization applying itself: flux-system) and
+// those skipped, which their parent's notes name.
+func (b *clusterBuild) newTargets(level []*Kustomization) []*Target {
+	var built []*Target
+	for _, k := range level {
+		if _, dup := b.targets[k.ID()]; dup {
+			continue
+		}
+		why := b.e.skip(k)
+		if kind, _ := k.Source(); kind == "ExternalArtifact" && why == "" {
+			why = inArtifact(k, b.arts)
+		}
+		if why != "" {
+			b.skipped(k, why)
+			if p := b.targets[k.Parent]; p != nil {
+				p.Notes = append(p.Notes, fmt.Sprintf("Kustomization %s is not planned: %s", k.ID(), why))
+			}
+			continue
+		}
+		t := &Target{Kustomization: k, Cluster: b.c.name}
+		b.targets[k.ID()] = t
+		built = append(built, t)
+	}
+	return built
+}
+
+// children are the Flux Kustomizations t's build outputs, each matched
+// to the member declaring it in a file t's build reads.
+func (b *clusterBuild) children(t *Target) []*Kustomization {
+	var out []*Kustomization
+	for _, o := range t.Objects {
+		if !IsKustomization(o.GetApiVersion(), o.GetKind()) {
+			continue
+		}
+		child, err := fromNode(o.Copy(), "", "default")
+		if err != nil {
+			t.Notes = append(t.Notes, err.Error())
+			continue
+		}
+		child.Parent = t.ID()
+		for _, i := range b.c.members {
+			d := b.declared[i]
+			if d.Name == child.Name && d.File != "" && t.Closure != nil && slices.Contains(t.Closure.Paths, d.File) {
+				child.File, b.matched[i] = d.File, true
+				break
+			}
+		}
+		out = append(out, child)
+	}
+	return out
+}
+
+// unmatched are the declared members no build output: built from their
+// file when the build that reads it failed (so the plan still shows
+// them), or in a later round; skipped otherwise (Flux does not apply
+// them).
+func (b *clusterBuild) unmatched(round int) []*Kustomization {
+	var level []*Kustomization
+	for _, i := range b.c.members {
+		d := b.declared[i]
+		if b.matched[i] {
+			continue
+		}
+		b.matched[i] = true
+		if _, ok := b.targets[d.ID()]; ok {
+			continue
+		}
+		if round > 0 || b.readByFailed(i) {
+			k := *d.Kustomization
+			level = append(level, &k)
+			continue
+		}
+		b.skipped(d.Kustomization, "no Flux Kustomization of the repository applies it (the ones reading its file do not output it)")
+	}
+	return level
+}
+
+// readByFailed says whether a build that failed reads member i's file.
+func (b *clusterBuild) readByFailed(i int) bool {
+	return slices.ContainsFunc(b.readers[i], func(r string) bool {
+		t := b.targets[r]
+		return t != nil && t.Err != nil
+	})
+}
+
+// skipped records that k is not a target of the cluster, and why.
+func (b *clusterBuild) skipped(k *Kustomization, why string) {
+	b.res.Skipped = append(b.res.Skipped, Skipped{ID: k.ID(), Cluster: b.c.name, File: k.File, Reason: why})
 }
 
 // skip says why k is not a target, or "".

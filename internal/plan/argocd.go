@@ -3,6 +3,7 @@ package plan
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -14,18 +15,38 @@ import (
 	"github.com/kplan-dev/kplan/internal/repoconfig"
 )
 
-// argoEngine is the Argo CD engine of a plan: this repository is its git
-// remotes and head's .kplan.yaml argocdRepoURLs; the branch it merges
-// into is the plan's base as named; Argo CD's clusters are head's
+// argoEngine is the registry's row of Argo CD (internal/argocd): the
+// repository's Argo CD Applications are the plan's targets, each planned
+// by its identity ([cluster: ]namespace/name) instead of the directories
+// its render reads.
+type argoEngine struct{}
+
+// detect says whether to plan Argo CD Applications: Options.ArgoCD
+// when set, else head's .kplan.yaml `argocd:`, else off when that file
+// lists targets, else whether either side holds an Application with a
+// source in this repository (head: in a changed file). The engine it
+// opens for that plans the change, with what it learnt.
+func (argoEngine) detect(ctx context.Context, c *change) (engineRun, error) {
+	e := newArgoEngine(ctx, c)
+	on, err := argoMode(ctx, e, c)
+	if err != nil || !on {
+		return nil, err
+	}
+	return argoRun{e}, nil
+}
+
+// newArgoEngine is the Argo CD engine of a plan: this repository is its
+// git remotes and head's .kplan.yaml argocdRepoURLs; the branch it
+// merges into is the plan's base as named; Argo CD's clusters are head's
 // .kplan.yaml argocdClusters.
-func (p *planner) argoEngine(ctx context.Context, sides [2]*side) *argocd.Engine {
-	cfg, _ := readTargets(ctx, sides[1].s)
+func newArgoEngine(ctx context.Context, c *change) *argocd.Engine {
+	cfg := c.config
 	var urls []string
 	if cfg != nil {
 		urls = append(urls, cfg.ArgoCDRepoURLs...)
 	}
-	if p.opts.RepoDir != "" {
-		if out, err := (gitcli.Repo{Dir: p.opts.RepoDir}).Run(ctx, "remote", "-v"); err == nil {
+	if c.opts.RepoDir != "" {
+		if out, err := (gitcli.Repo{Dir: c.opts.RepoDir}).Run(ctx, "remote", "-v"); err == nil {
 			for _, line := range strings.Split(string(out), "\n") {
 				if f := strings.Fields(line); len(f) >= 2 {
 					urls = append(urls, f[1])
@@ -33,9 +54,9 @@ func (p *planner) argoEngine(ctx context.Context, sides [2]*side) *argocd.Engine
 			}
 		}
 	}
-	opts := argocd.Options{Render: p.opts.Render, Repos: argocd.NewRepos(urls...), Revisions: p.baseBranches(ctx), NewGitFileGlobbing: cfg != nil && cfg.ArgoCDNewGitFileGlobbing}
-	if !p.opts.Full {
-		opts.ChartCache = p.opts.CacheDir // shared with Flux HelmReleases' charts
+	opts := argocd.Options{Render: c.opts.Render, Repos: argocd.NewRepos(urls...), Revisions: baseBranches(ctx, c.opts), NewGitFileGlobbing: cfg != nil && cfg.ArgoCDNewGitFileGlobbing}
+	if !c.opts.Full {
+		opts.ChartCache = c.opts.CacheDir // shared with Flux HelmReleases' charts
 	}
 	if cfg != nil && cfg.ArgoCDKustomizeBuildOptions != "" {
 		// argocd-cm's kustomize.buildOptions: how Argo CD builds, over
@@ -48,8 +69,8 @@ func (p *planner) argoEngine(ctx context.Context, sides [2]*side) *argocd.Engine
 	if cfg != nil && cfg.ArgoCDClusters != nil {
 		// Argo CD's clusters are not in git: both sides see head's.
 		opts.ClustersFile = repoconfig.File
-		for _, c := range cfg.ArgoCDClusters {
-			opts.Clusters = append(opts.Clusters, argocd.Cluster{Name: c.Name, Server: c.Server, Labels: c.Labels, Annotations: c.Annotations})
+		for _, cl := range cfg.ArgoCDClusters {
+			opts.Clusters = append(opts.Clusters, argocd.Cluster{Name: cl.Name, Server: cl.Server, Labels: cl.Labels, Annotations: cl.Annotations})
 		}
 	}
 	return argocd.New(opts)
@@ -59,10 +80,10 @@ func (p *planner) argoEngine(ctx context.Context, sides [2]*side) *argocd.Engine
 // ("main", "origin/main") and the branch of the Action's base label
 // ("main at 1a2b3c4"); when the base names no branch (a commit, HEAD~),
 // the repository's checked-out branch too.
-func (p *planner) baseBranches(ctx context.Context) []string {
-	label, _, _ := strings.Cut(p.opts.BaseLabel, " at ")
+func baseBranches(ctx context.Context, opts Options) []string {
+	label, _, _ := strings.Cut(opts.BaseLabel, " at ")
 	var revs []string
-	for _, r := range []string{p.opts.Base, label} {
+	for _, r := range []string{opts.Base, label} {
 		for _, prefix := range []string{"refs/heads/", "refs/remotes/origin/", "origin/"} {
 			r = strings.TrimPrefix(r, prefix)
 		}
@@ -70,10 +91,10 @@ func (p *planner) baseBranches(ctx context.Context) []string {
 			revs = append(revs, r)
 		}
 	}
-	if p.opts.RepoDir == "" {
+	if opts.RepoDir == "" {
 		return revs
 	}
-	g := gitcli.Repo{Dir: p.opts.RepoDir}
+	g := gitcli.Repo{Dir: opts.RepoDir}
 	for _, r := range revs {
 		for _, ref := range []string{"refs/heads/" + r, "refs/remotes/origin/" + r} {
 			if _, err := g.Run(ctx, "show-ref", "--verify", "-q", ref); err == nil {
@@ -87,30 +108,27 @@ func (p *planner) baseBranches(ctx context.Context) []string {
 	return revs
 }
 
-// argoMode says whether to plan Argo CD Applications: Options.ArgoCD
-// when set, else head's .kplan.yaml `argocd:`, else off when that file
-// lists targets, else whether either side holds an Application with a
-// source in this repository (head: in a changed file).
-func (p *planner) argoMode(ctx context.Context, e *argocd.Engine, sides [2]*side, changed map[string]bool) (bool, error) {
-	if p.opts.ArgoCD != nil {
-		return *p.opts.ArgoCD, nil
+// argoMode is detect's answer, e searching the sides.
+func argoMode(ctx context.Context, e *argocd.Engine, c *change) (bool, error) {
+	if c.opts.ArgoCD != nil {
+		return *c.opts.ArgoCD, nil
 	}
-	cfg, _ := readTargets(ctx, sides[1].s)
+	cfg := c.config
 	if cfg != nil && cfg.ArgoCD != nil {
 		return *cfg.ArgoCD, nil
 	}
 	if cfg.HasTargets() {
 		return false, nil
 	}
-	for i, sd := range sides {
+	for i, s := range c.snaps {
 		var paths []string
 		if i == 1 {
-			paths = slices.Sorted(maps.Keys(changed))
+			paths = slices.Sorted(maps.Keys(c.changed))
 			if len(paths) == 0 {
 				continue
 			}
 		}
-		found, err := e.Found(ctx, sd.s, paths)
+		found, err := e.Found(ctx, s, paths)
 		if err != nil || found {
 			return found, err
 		}
@@ -118,27 +136,25 @@ func (p *planner) argoMode(ctx context.Context, e *argocd.Engine, sides [2]*side
 	return false, nil
 }
 
-// planArgo plans the Argo CD Applications of both sides when Argo mode
-// is on (nil otherwise), each a target planned by its identity
-// ([cluster: ]namespace/name) instead of the directories its render
-// reads.
-func (p *planner) planArgo(ctx context.Context, sides [2]*side, changed, skip map[string]bool) (*engineMode, error) {
-	e := p.argoEngine(ctx, sides)
-	on, err := p.argoMode(ctx, e, sides, changed)
-	if err != nil || !on {
-		return nil, err
-	}
-	if p.opts.Shard.On() {
-		return nil, fmt.Errorf("--shard: Argo CD mode plans its Applications in one run; plan without --shard (or with --argocd=false)")
-	}
-	res, err := e.Plan(ctx, sides[0].s, sides[1].s, skip)
+// argoRun is Argo CD detected on a change, with the engine that detected
+// it.
+type argoRun struct{ e *argocd.Engine }
+
+func (argoRun) shardRefusal() error {
+	return errors.New("--shard: Argo CD mode plans its Applications in one run; plan without --shard (or with --argocd=false)")
+}
+
+// plan renders the Argo CD Applications of both sides, and reads what
+// their sync options and ignoreDifferences do to their plans.
+func (r argoRun) plan(ctx context.Context, c *change) (*engineMode, error) {
+	res, err := r.e.Plan(ctx, c.snaps[0], c.snaps[1], c.skip)
 	if err != nil {
 		return nil, fmt.Errorf("Argo CD Applications: %w", err)
 	}
 	m := newEngineMode("Argo CD")
-	for i, sd := range sides {
+	for i, s := range c.snaps {
 		for _, sk := range res[i].Skipped {
-			p.log.Info("Argo CD object not planned", "side", sd.s.Rev, "id", sk.ID, "file", sk.File, "reason", sk.Reason)
+			c.log.Info("Argo CD object not planned", "side", s.Rev, "id", sk.ID, "file", sk.File, "reason", sk.Reason)
 		}
 		for _, t := range res[i].Targets {
 			m.add(i, argoTarget(t))
@@ -149,45 +165,14 @@ func (p *planner) planArgo(ctx context.Context, sides [2]*side, changed, skip ma
 		for _, n := range names {
 			todo = append(todo, res[1].Target(n))
 		}
-		e.Render(ctx, sides[1].s, todo)
+		r.e.Render(ctx, c.snaps[1], todo)
 		out := map[string]inventorydiff.Side{}
 		for _, t := range todo {
 			out[t.Name()] = argoTarget(t).side()
 		}
 		return out
 	}
-	// What each Application's sync options and ignoreDifferences do to
-	// its plan, read as its sides are compared.
-	sync := map[string]argoSync{}
-	m.compared = func(ctx context.Context, name string, pr *pair) {
-		b, h := res[0].Target(name), res[1].Target(name)
-		if pr.present[0] {
-			pr.sides[0].Keeps = argoKeeps(b, h)
-		}
-		eff := syncEffects(pr.sides[0], pr.sides[1], b, h)
-		var notes []string
-		eff.ignore, notes = argoIgnore(ctx, name, pr.sides[0], pr.sides[1], h)
-		eff.notes = append(eff.notes, notes...)
-		sync[name] = eff
-	}
-	m.decorated = func(o *inventorydiff.Overlay) {
-		if o.Status != inventorydiff.Unchanged {
-			for _, n := range sync[o.Path].notes {
-				o.Notes = append(o.Notes, "Argo CD: "+n)
-			}
-		}
-		o.Dangerous = append(o.Dangerous, sync[o.Path].findings...)
-	}
-	m.ignoreRules = func() []inventorydiff.IgnoreRules {
-		var out []inventorydiff.IgnoreRules
-		for _, name := range slices.Sorted(maps.Keys(sync)) {
-			if r := sync[name].ignore; len(r.Scoped) > 0 {
-				out = append(out, r)
-			}
-		}
-		return out
-	}
-	m.dropRead(sides)
+	argoSyncRules(m, res)
 	return m, nil
 }
 

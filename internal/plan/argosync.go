@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -20,6 +21,42 @@ type argoSync struct {
 	findings []danger.Finding
 	// ignore are its spec.ignoreDifferences as noise rules.
 	ignore inventorydiff.IgnoreRules
+}
+
+// argoSyncRules makes the mode read, as each Application's sides are
+// compared, what its sync options and ignoreDifferences do to its plan:
+// the notes and findings (rule argocd-protection-removed) its plan gets,
+// and the noise rules the plan counts.
+func argoSyncRules(m *engineMode, res [2]*argocd.Result) {
+	sync := map[string]argoSync{}
+	m.compared = func(ctx context.Context, name string, pr *pair) {
+		b, h := res[0].Target(name), res[1].Target(name)
+		if pr.present[0] {
+			pr.sides[0].Keeps = argoKeeps(b, h)
+		}
+		eff := syncEffects(pr.sides[0], pr.sides[1], b, h)
+		var notes []string
+		eff.ignore, notes = argoIgnore(ctx, name, pr.sides[0], pr.sides[1], h)
+		eff.notes = append(eff.notes, notes...)
+		sync[name] = eff
+	}
+	m.decorated = func(o *inventorydiff.Overlay) {
+		if o.Status != inventorydiff.Unchanged {
+			for _, n := range sync[o.Path].notes {
+				o.Notes = append(o.Notes, "Argo CD: "+n)
+			}
+		}
+		o.Dangerous = append(o.Dangerous, sync[o.Path].findings...)
+	}
+	m.ignoreRules = func() []inventorydiff.IgnoreRules {
+		var out []inventorydiff.IgnoreRules
+		for _, name := range slices.Sorted(maps.Keys(sync)) {
+			if r := sync[name].ignore; len(r.Scoped) > 0 {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
 }
 
 // argoKeeps is the base side's Keeps of an Application: an object

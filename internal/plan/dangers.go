@@ -26,10 +26,10 @@ func (p *planner) keepHeadKeys(overlay string, h inventorydiff.Side) {
 }
 
 // clusters are which overlays head deploys to one cluster: .kplan.yaml's
-// targets by environment, Flux and Argo CD targets by the cluster
-// applying them, and the overlays the webhook's configuration deploys
-// (Options.DeployedTo) by cluster. Discovered overlays no one of them
-// names are not known to meet anywhere.
+// targets by environment, the engines' targets (Flux, Argo CD) by the
+// cluster applying them, and the overlays the webhook's configuration
+// deploys (Options.DeployedTo) by cluster. Discovered overlays no one of
+// them names are not known to meet anywhere.
 func (p *planner) clusters(head *side) overlap.Clusters {
 	c := overlap.Clusters{Environments: map[string][]string{}}
 	if head.targets != nil {
@@ -37,9 +37,9 @@ func (p *planner) clusters(head *side) overlap.Clusters {
 		for _, t := range head.targets.Targets {
 			c.Environments[t.Overlay] = append(c.Environments[t.Overlay], t.Environment)
 		}
-	} else if ms := p.engines(); len(ms) > 0 {
+	} else if len(p.modes) > 0 {
 		c.Targets = true
-		for _, m := range ms {
+		for _, m := range p.modes {
 			m.clusters(&c)
 		}
 	}
@@ -68,7 +68,7 @@ func (p *planner) notRendered(head *side) []string {
 	var out []string
 	for i := range p.overlays {
 		o := &p.overlays[i]
-		if o.HeadInventory == nil && o.HeadErr == "" && o.Status == inventorydiff.Unchanged && o.HeadHash == "" && head.overlays[o.Path] && !p.flux.has(o.Path) && !p.argo.has(o.Path) {
+		if o.HeadInventory == nil && o.HeadErr == "" && o.Status == inventorydiff.Unchanged && o.HeadHash == "" && head.overlays[o.Path] && !p.isEngineTarget(o.Path) {
 			out = append(out, o.Path)
 		}
 	}

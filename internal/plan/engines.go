@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"maps"
 	"slices"
 
@@ -14,13 +15,82 @@ import (
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/overlap"
 	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/rendercache"
+	"github.com/kplan-dev/kplan/internal/repoconfig"
+	"github.com/kplan-dev/kplan/internal/snapshot"
 )
+
+// engine is a row of the plan's registry of engines (defaultEngines, or
+// the rows a test passes to execute): another engine applying the
+// repository's targets (a Flux Kustomization, an Argo CD Application),
+// which the planner plans as targets instead of the overlays their
+// builds read. The planner knows engines only through this door, small
+// and declared here where it is used: it detects each row on the
+// change, refuses a sharded plan when one is on, plans the rows in
+// order and treats their targets alike (engineMode).
+//
+// The plain kustomize overlays are no row. They are what the engines'
+// targets are cut from (engineMode.dropRead), and their path is
+// genuinely different: planned overlay by overlay rather than a side at
+// once, each build cached and shared between the sides, sharded, moved.
+// A row shape that fits both would be the planner itself; the overlays
+// are its build phase instead.
+type engine interface {
+	// detect says whether the engine applies this change's targets: its
+	// flag (Options), else head's .kplan.yaml, else what the sides hold.
+	// On, it returns the engine opened on the change, which plans it;
+	// off, nil. It runs while the planner discovers the overlays.
+	detect(ctx context.Context, c *change) (engineRun, error)
+}
+
+// engineRun is an engine detected on a change.
+type engineRun interface {
+	// shardRefusal is the error a sharded plan fails with: an engine
+	// plans its targets in one run (a Flux Kustomization builds after
+	// the ones it depends on, an Application renders Applications).
+	shardRefusal() error
+	// plan plans the targets of both sides, leaving unbuilt those the
+	// change cannot affect (c.skip), as the planner compares them.
+	plan(ctx context.Context, c *change) (*engineMode, error)
+}
+
+// prefetcher is a row whose detection reads the base's files: it starts
+// reading them while the head is opened (the longest read of a plan,
+// mostly git unpacking), and its detect finds them remembered.
+type prefetcher interface {
+	prefetch(ctx context.Context, opts Options, base *snapshot.Snapshot)
+}
+
+// defaultEngines is the registry of every plan: Flux first, Argo CD
+// second, the order their targets' notes and rules are written in. A
+// test adds a row by passing execute its own list.
+func defaultEngines() []engine {
+	return []engine{fluxEngine{}, argoEngine{}}
+}
+
+// change is what an engine reads of the change it plans.
+type change struct {
+	opts  Options
+	log   *slog.Logger
+	snaps [2]*snapshot.Snapshot // base, head
+	// config is head's .kplan.yaml, nil when it has none: both sides
+	// are planned with head's engine settings.
+	config  *repoconfig.Config
+	changed map[string]bool // every changed path
+	// skip are the changed paths by which the targets the change cannot
+	// affect are left unbuilt; nil builds all (Options.Full, Warm).
+	skip map[string]bool
+	// cache is the render cache, nil when there is none; version names
+	// the code in its keys.
+	cache   *rendercache.Cache
+	version string
+}
 
 // engineTarget is one target of a mode in which another engine applies
 // what the plan shows (a Flux Kustomization, an Argo CD Application), as
-// the planner reads it. Both modes hand their targets over in this shape
-// so the plan treats them alike: filters, closures, comparison, notes,
-// clusters and the duplicate-object rule are written once, here.
+// the planner reads it. Every engine hands its targets over in this
+// shape so the plan treats them alike: filters, closures, comparison,
+// notes, clusters and the duplicate-object rule are written once, here.
 type engineTarget struct {
 	name    string // its identity in the plan ([cluster: ]namespace/name)
 	path    string // the directory it builds, which filters select too ("" none)
@@ -39,7 +109,8 @@ type engineTarget struct {
 	changeNotes func(pruning, deleted bool) []string
 }
 
-// engineMode is the targets of both sides of one such mode.
+// engineMode is the targets of both sides of one such mode, as an
+// engine's plan returns them, with the engine's own hooks.
 type engineMode struct {
 	label   string // "Flux", "Argo CD": prefixes the notes
 	targets [2]map[string]*engineTarget
@@ -56,19 +127,15 @@ type engineMode struct {
 	decorated func(o *inventorydiff.Overlay)
 	// ignoreRules, when set, are the mode's noise rules, counted as any.
 	ignoreRules func() []inventorydiff.IgnoreRules
-	built       int // target sides built, for the plan's work
+	// settings, when set, records the mode in the plan's settings.
+	settings func(*inventorydiff.Settings)
+	built    int // target sides built, for the plan's work
 }
 
-// engines are the plan's modes in which another engine applies the
-// targets, Flux's first.
-func (p *planner) engines() []*engineMode {
-	var out []*engineMode
-	for _, m := range []*engineMode{p.flux, p.argo} {
-		if m != nil {
-			out = append(out, m)
-		}
-	}
-	return out
+// isEngineTarget says whether name is the target of an engine the plan
+// planned.
+func (p *planner) isEngineTarget(name string) bool {
+	return slices.ContainsFunc(p.modes, func(m *engineMode) bool { return m.has(name) })
 }
 
 func newEngineMode(label string) *engineMode {

@@ -15,7 +15,7 @@ var ErrNoMatch = errors.New("matches no overlay")
 // empty plan. Front ends name the patterns as their users gave them.
 type NoMatchError struct {
 	Include, Exclude []string
-	// Known are a few of the directories (or Flux Kustomizations) the
+	// Known are a few of the directories (or engines' targets) the
 	// patterns could have matched, for the message.
 	Known []string
 }
@@ -51,8 +51,8 @@ const maxKnown = 5
 
 // checkFilter refuses filter patterns that match none of what the plan
 // could plan: each side's overlays (its .kplan.yaml targets, else every
-// kustomization that builds on its own) and, in Flux mode, the Flux
-// Kustomizations by path and namespace/name.
+// kustomization that builds on its own) and the targets of the engines
+// planned (a Flux Kustomization by path and namespace/name).
 func (p *planner) checkFilter(sides [2]*side) error {
 	f := p.opts.Filter
 	if !f.On() {
@@ -70,7 +70,7 @@ func (p *planner) checkFilter(sides [2]*side) error {
 			}
 		}
 	}
-	for _, m := range p.engines() {
+	for _, m := range p.modes {
 		names = append(names, m.names()...)
 	}
 	slices.Sort(names)

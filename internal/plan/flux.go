@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,17 +10,42 @@ import (
 	"github.com/kplan-dev/kplan/internal/flux"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
+	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
-// fluxMode says whether to plan Flux Kustomizations: Options.Flux when
+// fluxEngine is the registry's row of Flux (internal/flux): the
+// repository's Flux Kustomizations are the plan's targets, each planned
+// by its identity (cluster: namespace/name) instead of the kustomize
+// directories its build reads.
+type fluxEngine struct{}
+
+// prefetch searches the base's YAML for Flux Kustomizations when Flux
+// mode is left to detection: what it finds is remembered by content, and
+// detect asks again (and fails the plan with any error or crash).
+func (fluxEngine) prefetch(ctx context.Context, opts Options, base *snapshot.Snapshot) {
+	if opts.Flux == nil {
+		_, _ = flux.Discover(ctx, base)
+	}
+}
+
+// detect says whether to plan Flux Kustomizations: Options.Flux when
 // set, else head's .kplan.yaml `flux:`, else off when that file lists
 // targets (kplan deploys them), else whether either side holds a Flux
 // Kustomization whose source is the repository.
-func (p *planner) fluxMode(ctx context.Context, sides [2]*side, changed map[string]bool) (bool, error) {
-	if p.opts.Flux != nil {
-		return *p.opts.Flux, nil
+func (fluxEngine) detect(ctx context.Context, c *change) (engineRun, error) {
+	on, err := fluxMode(ctx, c)
+	if err != nil || !on {
+		return nil, err
 	}
-	cfg, _ := readTargets(ctx, sides[1].s)
+	return fluxRun{}, nil
+}
+
+// fluxMode is detect's answer.
+func fluxMode(ctx context.Context, c *change) (bool, error) {
+	if c.opts.Flux != nil {
+		return *c.opts.Flux, nil
+	}
+	cfg := c.config
 	if cfg != nil && cfg.Flux != nil {
 		return *cfg.Flux, nil
 	}
@@ -29,15 +55,15 @@ func (p *planner) fluxMode(ctx context.Context, sides [2]*side, changed map[stri
 	if cfg != nil && len(cfg.FluxClusters) > 0 {
 		return true, nil
 	}
-	for i, sd := range sides {
+	for i, s := range c.snaps {
 		var found *flux.Found
 		var err error
 		if i == 1 {
 			// Base declares none from the repository: head can only in a
 			// file the change touched.
-			found, err = flux.DiscoverIn(ctx, sd.s, slices.Sorted(maps.Keys(changed)))
+			found, err = flux.DiscoverIn(ctx, s, slices.Sorted(maps.Keys(c.changed)))
 		} else {
-			found, err = flux.Discover(ctx, sd.s)
+			found, err = flux.Discover(ctx, s)
 		}
 		if err != nil {
 			return false, err
@@ -54,37 +80,37 @@ func (p *planner) fluxMode(ctx context.Context, sides [2]*side, changed map[stri
 	return false, nil
 }
 
-// planFluxTargets builds the Flux Kustomizations of both sides (those
-// the change cannot affect are left unbuilt; changed nil builds all),
-// each a target planned by its identity (cluster: namespace/name)
-// instead of the kustomize directories its build reads.
-func (p *planner) planFluxTargets(ctx context.Context, sides [2]*side, changed map[string]bool) (*engineMode, error) {
-	cfg, _ := readTargets(ctx, sides[1].s)
+// fluxRun is Flux detected on a change.
+type fluxRun struct{}
+
+func (fluxRun) shardRefusal() error {
+	return errors.New("--shard: Flux mode plans its targets in one run; plan without --shard (or with --flux=false)")
+}
+
+// plan builds the Flux Kustomizations of both sides (those the change
+// cannot affect are left unbuilt; c.skip nil builds all).
+func (fluxRun) plan(ctx context.Context, c *change) (*engineMode, error) {
 	var clusters map[string]string
-	if cfg != nil {
-		clusters = cfg.FluxClusters
+	if c.config != nil {
+		clusters = c.config.FluxClusters
 	}
-	fo := flux.Options{Render: p.opts.Render, Clusters: clusters}
-	if !p.opts.Full {
-		fo.ChartCache = p.opts.CacheDir
+	fo := flux.Options{Render: c.opts.Render, Clusters: clusters}
+	if !c.opts.Full {
+		fo.ChartCache = c.opts.CacheDir
 	}
-	if p.cache != nil {
+	if c.cache != nil {
 		// Root and parent Kustomizations read what an app's change leaves
 		// alone: kept, they are not built again.
-		if p.version == "" {
-			p.version = buildVersion()
-		}
-		fo.Cache, fo.CacheVersion = p.cache, p.version
+		fo.Cache, fo.CacheVersion = c.cache, c.version
 	}
-	e := flux.New(fo)
-	res, err := e.Plan(ctx, sides[0].s, sides[1].s, changed)
+	res, err := flux.New(fo).Plan(ctx, c.snaps[0], c.snaps[1], c.skip)
 	if err != nil {
 		return nil, fmt.Errorf("Flux Kustomizations: %w", err)
 	}
 	m := newEngineMode("Flux")
-	for i, sd := range sides {
+	for i, s := range c.snaps {
 		for _, sk := range res[i].Skipped {
-			p.log.Info("Flux Kustomization not planned", "side", sd.s.Rev, "id", sk.ID, "file", sk.File, "reason", sk.Reason)
+			c.log.Info("Flux Kustomization not planned", "side", s.Rev, "id", sk.ID, "file", sk.File, "reason", sk.Reason)
 		}
 		for _, t := range res[i].Targets {
 			m.add(i, &engineTarget{
@@ -97,6 +123,7 @@ func (p *planner) planFluxTargets(ctx context.Context, sides [2]*side, changed m
 			})
 		}
 	}
-	m.dropRead(sides)
+	// The plan's settings say Flux planned it.
+	m.settings = func(s *inventorydiff.Settings) { s.Flux = true }
 	return m, nil
 }

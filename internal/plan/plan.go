@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/kplan-dev/kplan/internal/crash"
-	"github.com/kplan-dev/kplan/internal/flux"
 	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/render"
@@ -112,7 +111,7 @@ func Execute(ctx context.Context, opts Options) (*inventorydiff.Plan, Stats, err
 	if opts.Shard.On() {
 		return nil, Stats{}, fmt.Errorf("shard %s: a share of a plan is planned with Share, for kplan merge", opts.Shard)
 	}
-	p, plan, err := execute(ctx, opts)
+	p, plan, err := execute(ctx, opts, defaultEngines())
 	if err != nil {
 		return nil, Stats{}, err
 	}
@@ -127,14 +126,16 @@ func Share(ctx context.Context, opts Options, version string) (shard.Part, error
 	if !opts.Shard.On() {
 		return shard.Part{}, errors.New("no shard to plan: say which share (e.g. 2/3)")
 	}
-	p, plan, err := execute(ctx, opts)
+	p, plan, err := execute(ctx, opts, defaultEngines())
 	if err != nil {
 		return shard.Part{}, err
 	}
 	return shard.NewPart(plan, p.facts, opts.Shard, version, opts.Fingerprint()), nil
 }
 
-func execute(ctx context.Context, opts Options) (*planner, *inventorydiff.Plan, error) {
+// execute plans with the registry engines (defaultEngines; a test
+// passes its own rows: toyengine_test.go).
+func execute(ctx context.Context, opts Options, engines []engine) (*planner, *inventorydiff.Plan, error) {
 	start := time.Now()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -156,13 +157,13 @@ func execute(ctx context.Context, opts Options) (*planner, *inventorydiff.Plan, 
 		defer crash.Recover(&err) // a render that needs the schema meets the same panic, in its overlay
 		kust.Warm()               // CPU work while git reads the commits
 	}()
-	base, head, searched, err := open(ctx, opts)
+	base, head, prefetched, err := open(ctx, opts, engines)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer base.Blobs().Close() // both sides share it
 	opts.Logger.Debug("opened", "took", time.Since(start).Round(time.Microsecond))
-	p := &planner{opts: opts, log: opts.Logger, kust: kust, fluxSearched: searched}
+	p := &planner{opts: opts, log: opts.Logger, kust: kust, engines: engines, prefetched: prefetched}
 	plan, err := p.run(ctx, base, head)
 	if err != nil {
 		return nil, nil, err
@@ -186,10 +187,11 @@ func execute(ctx context.Context, opts Options) (*planner, *inventorydiff.Plan, 
 // listed from the base's listing and their diff; a work tree head takes
 // the files git sees unmodified from the index.
 //
-// When Flux mode is left to detection, the base's YAML is searched for
-// Flux Kustomizations meanwhile (the longest read of a plan, mostly git
-// unpacking): searched is closed when that is done.
-func open(ctx context.Context, opts Options) (base, head *snapshot.Snapshot, searched <-chan struct{}, err error) {
+// Meanwhile the engines that detect themselves from the base's files
+// read them (prefetcher: Flux searches the base's YAML, the longest read
+// of a plan, mostly git unpacking): prefetched is closed when they are
+// done.
+func open(ctx context.Context, opts Options, engines []engine) (base, head *snapshot.Snapshot, prefetched <-chan struct{}, err error) {
 	blobs := snapshot.NewBlobs(opts.RepoDir)
 	var wg sync.WaitGroup
 	var herr error
@@ -202,17 +204,8 @@ func open(ctx context.Context, opts Options) (base, head *snapshot.Snapshot, sea
 		}()
 	}
 	base, err = snapshot.Open(ctx, opts.RepoDir, opts.Base, blobs)
-	if err == nil && opts.Flux == nil {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			// What it finds is remembered by content; fluxMode asks again
-			// (and fails the plan with a crash this one recovers from).
-			var err error
-			defer crash.Recover(&err)
-			flux.Discover(ctx, base)
-		}()
-		searched = done
+	if err == nil {
+		prefetched = prefetch(ctx, opts, engines, base)
 	}
 	wg.Wait()
 	if err != nil {
@@ -224,7 +217,28 @@ func open(ctx context.Context, opts Options) (base, head *snapshot.Snapshot, sea
 	if herr != nil {
 		return nil, nil, nil, fmt.Errorf("load head: %w", herr)
 	}
-	return base, head, searched, nil
+	return base, head, prefetched, nil
+}
+
+// prefetch runs the prefetches of the rows that have one on the base;
+// the channel is closed once all are done.
+func prefetch(ctx context.Context, opts Options, engines []engine, base *snapshot.Snapshot) <-chan struct{} {
+	var wg sync.WaitGroup
+	for _, e := range engines {
+		if pf, ok := e.(prefetcher); ok {
+			wg.Go(func() {
+				// A crash here is met again by the row's detect, which
+				// fails the plan with it.
+				_ = crash.Catch(func() error { pf.prefetch(ctx, opts, base); return nil })
+			})
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		wg.Wait()
+	}()
+	return done
 }
 
 // RenderWorkingTree renders overlays (paths relative to dir) as they are

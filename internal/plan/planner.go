@@ -47,15 +47,13 @@ type planner struct {
 
 	// closures of every overlay on each side, for the files none reads.
 	closures [2]map[string]*closure.Closure
-	// flux holds the Flux Kustomizations planned as targets; nil when
-	// Flux mode is off.
-	flux *engineMode
-	// argo holds the Argo CD Applications planned as targets; nil when
-	// Argo CD mode is off.
-	argo *engineMode
-	// fluxSearched, when not nil, is closed once the base's YAML has
-	// been searched for Flux Kustomizations (open).
-	fluxSearched <-chan struct{}
+	// engines is the plan's registry (defaultEngines unless a test's);
+	// modes are the engines planned, in its order.
+	engines []engine
+	modes   []*engineMode
+	// prefetched is closed once the rows' prefetches of the base are
+	// done (open).
+	prefetched <-chan struct{}
 
 	mu       sync.Mutex
 	overlays []inventorydiff.Overlay
@@ -93,7 +91,8 @@ type side struct {
 	// adopting are the targets head's .kplan.yaml declares, on a base
 	// that has none: its overlays render into their namespaces (adopt).
 	adopting *repoconfig.Config
-	disabled []string // .kplan.yaml's dangerous.disable
+	disabled []string      // .kplan.yaml's dangerous.disable
+	filter   render.Filter // what discovery plans: the plan's filter, within the targets
 }
 
 // namespace is where the overlay's namespaced objects rendered without a
@@ -157,70 +156,167 @@ type pair struct {
 	left    int
 }
 
+// run is the plan of head against base, in named phases: open the
+// sides (their .kplan.yaml, the changed paths, the render cache), detect
+// the engines while the overlays are discovered, plan the engines'
+// targets, build the overlays, decorate what was compared, run the rules
+// across overlays and targets, then the noise filters.
 func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inventorydiff.Plan, error) {
 	done := p.phases()
-	snaps := [2]*snapshot.Snapshot{base, head}
+	sides, c, err := p.open(ctx, base, head)
+	if err != nil {
+		return nil, err
+	}
+	dctx, stop := context.WithCancel(ctx)
+	detected, wait := p.detect(dctx, c)
+	defer func() {
+		// A plan failing first ends the detections before its files
+		// close.
+		stop()
+		wait()
+	}()
+	if err := p.discover(ctx, sides, c.changed); err != nil {
+		return nil, err
+	}
+	done("discovered")
+	if err := p.planEngines(ctx, sides, c, detected); err != nil {
+		return nil, err
+	}
+	unread, err := p.buildOverlays(ctx, sides, c, done)
+	if err != nil {
+		return nil, err
+	}
+	done("built")
+	p.decorate(ctx, sides)
+	if err := p.acrossTargets(ctx, sides); err != nil {
+		return nil, err
+	}
+	plan := &inventorydiff.Plan{Base: base.Rev, Head: head.Rev, BaseLabel: p.opts.BaseLabel, HeadLabel: p.opts.HeadLabel,
+		Overlays: p.overlays, Totals: inventorydiff.Sum(p.overlays), Unread: unread, Settings: p.settings(), NoLongerPlanned: p.unplanned}
+	plan.Ignore(p.ignoreRules(sides[1])...)
+	return plan, nil
+}
+
+// open reads each side's .kplan.yaml, lists the changed paths and opens
+// the render cache: what an engine reads of the change (change), and the
+// planner's sides before discovery.
+func (p *planner) open(ctx context.Context, base, head *snapshot.Snapshot) ([2]*side, *change, error) {
+	c := &change{opts: p.opts, log: p.log, snaps: [2]*snapshot.Snapshot{base, head}}
 	var sides [2]*side
-	var filters []render.Filter
-	for i, s := range snaps {
+	for i, s := range c.snaps {
 		cfg, err := readTargets(ctx, s)
 		if err != nil && i == 0 {
 			// A broken file on base must not stop the PR that mends it.
 			p.log.Warn("the base commit's targets cannot be read; planning its overlays as discovered", "err", err)
 			cfg = nil
 		} else if err != nil {
-			return nil, err
+			return sides, nil, err
 		}
 		if cfg != nil && i == 1 {
+			c.config = cfg
 			for _, w := range cfg.Warnings {
 				p.log.Warn(w, "commit", s.Rev)
 			}
 		}
-		var ignore repoconfig.Ignore
-		var disabled []string
-		if cfg != nil {
-			ignore, disabled = cfg.Ignore, cfg.Dangerous.Disable
-		}
-		if !cfg.HasTargets() {
-			cfg = nil // only ignore rules: overlays are discovered
-		}
-		f := p.opts.Filter
-		if cfg != nil {
-			f.Targets = cfg.Overlays()
-		}
-		filters = append(filters, f)
-		sides[i] = &side{s: s, targets: cfg, ignore: ignore, disabled: disabled, overlays: map[string]bool{}}
+		sides[i] = p.newSide(s, cfg)
 	}
 	// Every changed path, for the files no overlay reads; the changed-only
 	// plan skips overlays by it too, and head's discovery reads only it.
-	changed := snapshot.Changed(base.Index, head.Index)
-	// Flux detection searches the repository's YAML, mostly in git: while
-	// discovery reads the kustomizations.
-	type answer struct {
-		on  bool
-		err error
+	c.changed = snapshot.Changed(base.Index, head.Index)
+	c.skip = c.changed
+	if p.opts.Full || p.opts.Warm {
+		c.skip = nil
 	}
-	fluxOn := make(chan answer, 1)
-	go func() {
-		if p.fluxSearched != nil {
-			<-p.fluxSearched
-		}
-		var on bool
-		err := crash.Catch(func() (err error) {
-			on, err = p.fluxMode(ctx, sides, changed)
-			return err
-		})
-		fluxOn <- answer{on, err}
-	}()
-	memo := closure.NewMemo()
-	trees, err := render.DiscoverChange(base.FS, head.FS, changed, [2]render.Filter(filters), memo)
+	if err := p.openCache(ctx); err != nil {
+		return sides, nil, err
+	}
+	c.cache = p.cache
+	if p.cache != nil {
+		c.version = p.version
+	}
+	return sides, c, nil
+}
+
+// newSide is the side of s before discovery, with its .kplan.yaml cfg
+// (nil: none).
+func (p *planner) newSide(s *snapshot.Snapshot, cfg *repoconfig.Config) *side {
+	sd := &side{s: s, overlays: map[string]bool{}, filter: p.opts.Filter}
+	if cfg != nil {
+		sd.ignore, sd.disabled = cfg.Ignore, cfg.Dangerous.Disable
+	}
+	if cfg.HasTargets() {
+		// Without targets, only ignore rules: overlays are discovered.
+		sd.targets = cfg
+		sd.filter.Targets = cfg.Overlays()
+	}
+	return sd
+}
+
+// openCache opens the render cache, unless the plan is full; its keys
+// name the code, and with helm, the helm that made them.
+func (p *planner) openCache(ctx context.Context) error {
+	if p.opts.Full || p.opts.CacheDir == "" {
+		return nil
+	}
+	c, err := rendercache.Open(p.opts.CacheDir)
 	if err != nil {
-		return nil, fmt.Errorf("discover overlays of %s and %s: %w", base.Rev, head.Rev, err)
+		return err
+	}
+	p.cache = c
+	p.version = buildVersion()
+	if p.opts.Render.EnableHelm {
+		// Stored renders depend on the helm that made them.
+		p.version += " " + helmVersion(ctx, p.opts.Render.HelmCommand)
+	}
+	return nil
+}
+
+// detection is one row's detection on the change, once done.
+type detection struct {
+	run engineRun // nil: the engine applies none of the change's targets
+	err error
+}
+
+// detect starts detecting every row of the registry on the change, each
+// on its own goroutine once the base is prefetched: their searches of
+// the repository's YAML, mostly in git, run while discovery reads the
+// kustomizations. The channels answer in the registry's order; wait
+// returns once every detection is done.
+func (p *planner) detect(ctx context.Context, c *change) (answers []<-chan detection, wait func()) {
+	var wg sync.WaitGroup
+	answers = make([]<-chan detection, len(p.engines))
+	for i, e := range p.engines {
+		ch := make(chan detection, 1)
+		answers[i] = ch
+		wg.Go(func() {
+			select {
+			case <-p.prefetched:
+			case <-ctx.Done():
+			}
+			var d detection
+			d.err = crash.Catch(func() (err error) {
+				d.run, err = e.detect(ctx, c)
+				return err
+			})
+			ch <- d
+		})
+	}
+	return answers, wg.Wait
+}
+
+// discover finds each side's overlays, and the closures' builders that
+// read them.
+func (p *planner) discover(ctx context.Context, sides [2]*side, changed map[string]bool) error {
+	base, head := sides[0].s, sides[1].s
+	memo := closure.NewMemo()
+	trees, err := render.DiscoverChange(base.FS, head.FS, changed, [2]render.Filter{sides[0].filter, sides[1].filter}, memo)
+	if err != nil {
+		return fmt.Errorf("discover overlays of %s and %s: %w", base.Rev, head.Rev, err)
 	}
 	copts := closure.Options{EnableHelm: p.opts.Render.EnableHelm, Memo: memo, Shared: closure.NewShared(changed)}
 	for i, sd := range sides {
 		if err := render.Prepare(sd.s.FS, trees[i]); err != nil {
-			return nil, fmt.Errorf("%s: %w", sd.s.Rev, err)
+			return fmt.Errorf("%s: %w", sd.s.Rev, err)
 		}
 		sd.tree = trees[i]
 		sd.closures = closure.New(closure.SnapshotSource(ctx, sd.s), copts)
@@ -241,61 +337,68 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 		}
 	}
 	p.adopt(sides)
-	done("discovered")
-	skip := changed
-	if p.opts.Full || p.opts.Warm {
-		skip = nil
-	}
-	if !p.opts.Full {
-		if p.opts.CacheDir != "" {
-			c, err := rendercache.Open(p.opts.CacheDir)
-			if err != nil {
-				return nil, err
-			}
-			p.cache = c
-			if p.opts.Render.EnableHelm {
-				// Stored renders depend on the helm that made them.
-				p.version = buildVersion() + " " + helmVersion(ctx, p.opts.Render.HelmCommand)
-			}
-		}
-	}
+	return nil
+}
 
-	if a := <-fluxOn; a.err != nil {
-		return nil, a.err
-	} else if a.on {
+// planEngines plans the targets of each engine detected on the change,
+// in the registry's order, and drops the overlays their builds read.
+// An engine plans its targets in one run: a sharded plan is refused.
+func (p *planner) planEngines(ctx context.Context, sides [2]*side, c *change, detected []<-chan detection) error {
+	for _, ch := range detected {
+		var d detection
+		select {
+		case d = <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if d.err != nil {
+			return d.err
+		}
+		if d.run == nil {
+			continue
+		}
 		if p.opts.Shard.On() {
-			return nil, fmt.Errorf("--shard: Flux mode plans its targets in one run; plan without --shard (or with --flux=false)")
+			return d.run.shardRefusal()
 		}
-		if p.flux, err = p.planFluxTargets(ctx, sides, skip); err != nil {
-			return nil, err
+		m, err := d.run.plan(ctx, c)
+		if err != nil {
+			return err
 		}
+		m.dropRead(sides)
+		p.modes = append(p.modes, m)
 	}
-	if p.argo, err = p.planArgo(ctx, sides, changed, skip); err != nil {
-		return nil, err
-	}
+	return nil
+}
+
+// buildOverlays plans the overlays: their closures decide what to build
+// (the engines' targets are compared meanwhile), then the builds run and
+// the overlays on one side only are compared, as moves first. It returns
+// the changed files no build reads.
+func (p *planner) buildOverlays(ctx context.Context, sides [2]*side, c *change, done func(string)) ([]inventorydiff.UnreadFile, error) {
 	if err := p.checkFilter(sides); err != nil {
 		return nil, err
 	}
-	jobs, err := p.jobs(sides, skip)
+	jobs, err := p.jobs(sides, c.skip)
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range p.engines() {
+	for _, m := range p.modes {
 		m.addClosures(p.closures)
 		m.compare(ctx, p)
 	}
-	unread := p.unread(sides, changed)
+	unread := p.unread(sides, c.changed)
 	done("closures")
 	if err := p.runJobs(ctx, sides, jobs); err != nil {
 		return nil, err
 	}
 	p.compareLonely(sides)
-	off := disabledRules(sides)
-	p.facts.Clusters, p.facts.NoDuplicates = p.clusters(sides[1]), off[danger.DuplicateObject]
-	if err := p.checkSharedInventories(ctx, sides[1]); err != nil {
-		return nil, err
-	}
-	done("built")
+	return unread, nil
+}
+
+// decorate sorts the overlays' plans and names on each its targets and
+// file, the notes of its kustomizations and those of the engine applying
+// it. The rules across overlays come after: they add to these notes.
+func (p *planner) decorate(ctx context.Context, sides [2]*side) {
 	slices.SortFunc(p.overlays, func(a, b inventorydiff.Overlay) int { return cmp.Compare(a.Path, b.Path) })
 	notes := newNotes(ctx, sides[1])
 	for i := range p.overlays {
@@ -314,12 +417,26 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 			o.Notes = notes.overlay(o.Path)
 		}
 	}
-	for _, m := range p.engines() {
+	for _, m := range p.modes {
 		m.decorate(p)
+	}
+}
+
+// acrossTargets runs the rules across the overlays and targets: shared
+// inventories and duplicate objects among those deploying to one
+// cluster; then takes out the findings of the rules .kplan.yaml turns
+// off.
+func (p *planner) acrossTargets(ctx context.Context, sides [2]*side) error {
+	off := disabledRules(sides)
+	p.facts.Clusters, p.facts.NoDuplicates = p.clusters(sides[1]), off[danger.DuplicateObject]
+	if err := p.checkSharedInventories(ctx, sides[1]); err != nil {
+		return err
+	}
+	for _, m := range p.modes {
 		m.keysForDuplicates(ctx, p)
 	}
 	if err := p.duplicates(ctx, sides[1]); err != nil {
-		return nil, err
+		return err
 	}
 	if p.owned != nil {
 		p.facts.Keys = p.headKeys
@@ -328,26 +445,30 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	for i := range p.overlays {
 		p.overlays[i].Dangerous = danger.Without(p.overlays[i].Dangerous, off)
 	}
-	plan := &inventorydiff.Plan{Base: base.Rev, Head: head.Rev, BaseLabel: p.opts.BaseLabel, HeadLabel: p.opts.HeadLabel,
-		Overlays: p.overlays, Totals: inventorydiff.Sum(p.overlays), Unread: unread, Settings: p.settings(), NoLongerPlanned: p.unplanned}
+	return nil
+}
+
+// ignoreRules are the plan's noise filters, in the order they count what
+// they hide: the defaults, the caller's, head's .kplan.yaml's, then the
+// engines'.
+func (p *planner) ignoreRules(head *side) []inventorydiff.IgnoreRules {
 	var rules []inventorydiff.IgnoreRules
-	if !p.opts.NoDefaultIgnore && (sides[1].ignore.Defaults == nil || *sides[1].ignore.Defaults) {
+	if !p.opts.NoDefaultIgnore && (head.ignore.Defaults == nil || *head.ignore.Defaults) {
 		// First: a change a team's own rule also matches is counted as
 		// the default's, which they can turn off to see it.
 		rules = append(rules, inventorydiff.DefaultIgnore())
 	}
 	rules = append(rules, p.opts.Ignore)
-	if ig := sides[1].ignore; len(ig.Fields)+len(ig.Kinds) > 0 {
+	if ig := head.ignore; len(ig.Fields)+len(ig.Kinds) > 0 {
 		// Head's rules: a pull request that adds one sees what it hides.
 		rules = append(rules, inventorydiff.IgnoreRules{Fields: ig.Fields, Kinds: ig.Kinds, Source: repoconfig.File})
 	}
-	for _, m := range p.engines() {
+	for _, m := range p.modes {
 		if m.ignoreRules != nil {
 			rules = append(rules, m.ignoreRules()...)
 		}
 	}
-	plan.Ignore(rules...)
-	return plan, nil
+	return rules
 }
 
 // runJobs settles, loads and builds jobs, delivering each side.
@@ -410,159 +531,189 @@ func (p *planner) phases() func(name string) {
 // jobs decides what to build: every overlay on each side it exists on,
 // except overlays the change cannot affect.
 func (p *planner) jobs(sides [2]*side, changed map[string]bool) ([]*job, error) {
-	all := map[string]bool{}
+	set := map[string]bool{}
 	for _, sd := range sides {
 		for o := range sd.overlays {
-			all[o] = true
+			set[o] = true
 		}
 	}
-	// Each side on its own core. The builders share their memo of parsed
-	// kustomizations, so the head goes through its overlays backwards:
-	// the sides then parse different files until they meet. Unless the
-	// plan is full, an overlay is probed first — does its closure meet
-	// the change? — and only those the plan may build get their paths:
-	// the union of every overlay's paths costs more than the rest.
+	all := slices.Sorted(maps.Keys(set))
+	if err := p.findClosures(sides, all, changed); err != nil {
+		return nil, err
+	}
+	if p.opts.Shard.On() {
+		p.owned = p.share(sides, all, changed)
+	}
+	var jobs []*job
+	for _, o := range all {
+		jobs = append(jobs, p.overlayJobs(sides, o, changed)...)
+	}
+	return jobs, nil
+}
+
+// findClosures finds the closure of every overlay on each side
+// (p.closures), each side on its own core. The builders share their memo
+// of parsed kustomizations, so the head goes through its overlays
+// backwards: the sides then parse different files until they meet.
+// Unless the plan is full, an overlay is probed first — does its closure
+// meet the change? — and only those the plan may build get their paths:
+// the union of every overlay's paths costs more than the rest.
+func (p *planner) findClosures(sides [2]*side, all []string, changed map[string]bool) error {
 	var closures [2]map[string]*closure.Closure
-	var wg sync.WaitGroup
-	var errs [2]error
-	for i, sd := range sides {
-		closures[i] = map[string]*closure.Closure{}
-		p.met[i] = map[string]bool{}
+	for i := range sides {
+		closures[i], p.met[i] = map[string]*closure.Closure{}, map[string]bool{}
+	}
+	full := p.opts.Full || p.opts.Warm
+	err := bySide(sides, func(i int, sd *side) {
 		overlays := slices.Sorted(maps.Keys(sd.overlays))
 		if i == 1 {
 			slices.Reverse(overlays)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// A panic reading a kustomization is its closure's Err; one
-			// here is the walk's own, and ends the plan.
-			defer crash.Recover(&errs[i])
-			if p.opts.Full || p.opts.Warm {
-				for _, o := range overlays {
-					closures[i][o] = sd.closures.Overlay(o)
-				}
-				return
-			}
-			probe := sd.closures.Probe(changed)
+		if full {
 			for _, o := range overlays {
-				p.met[i][o], closures[i][o] = probe.Overlay(o)
+				closures[i][o] = sd.closures.Overlay(o)
 			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs[:]...); err != nil {
-		return nil, err
+			return
+		}
+		probe := sd.closures.Probe(changed)
+		for _, o := range overlays {
+			p.met[i][o], closures[i][o] = probe.Overlay(o)
+		}
+	})
+	if err != nil {
+		return err
 	}
 	p.closures = closures
-	if !p.opts.Full && !p.opts.Warm {
-		// Those the change may affect, or that fail on discovery, need
-		// their paths: to load, to key the cache, to weigh the shards.
-		var need []string
-		for _, o := range slices.Sorted(maps.Keys(all)) {
-			var present [2]bool
-			var cs [2]*closure.Closure
-			for i, sd := range sides {
-				present[i], cs[i] = sd.overlays[o], closures[i][o]
-			}
-			if !p.skip(sides, o, present, cs, changed) {
-				need = append(need, o)
-			}
-		}
-		for i, sd := range sides {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer crash.Recover(&errs[i])
-				for _, o := range need {
-					if sd.overlays[o] {
-						closures[i][o] = sd.closures.Overlay(o)
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs[:]...); err != nil {
-			return nil, err
-		}
-		p.met = [2]map[string]bool{}
+	if full {
+		return nil
 	}
-	if p.opts.Shard.On() {
-		p.owned = p.share(sides, slices.Sorted(maps.Keys(all)), changed)
+	// Those the change may affect, or that fail on discovery, need
+	// their paths: to load, to key the cache, to weigh the shards.
+	var need []string
+	for _, o := range all {
+		present, cs := p.closuresOf(sides, o)
+		if !p.skip(sides, o, present, cs, changed) {
+			need = append(need, o)
+		}
 	}
-	var jobs []*job
-	for _, o := range slices.Sorted(maps.Keys(all)) {
-		pr := &pair{}
-		var cs [2]*closure.Closure
-		for i, sd := range sides {
+	err = bySide(sides, func(i int, sd *side) {
+		for _, o := range need {
 			if sd.overlays[o] {
-				pr.present[i] = true
-				cs[i] = closures[i][o]
+				closures[i][o] = sd.closures.Overlay(o)
 			}
 		}
-		if p.owned != nil && !p.owned[o] {
-			// Its shard plans it; merge checks it against this shard's.
-			if sides[0].tree.Errors[o] == nil && sides[1].tree.Errors[o] == nil && p.skip(sides, o, pr.present, cs, changed) {
-				p.elsewhere = append(p.elsewhere, o)
+	})
+	p.met = [2]map[string]bool{}
+	return err
+}
+
+// bySide runs fn for each side on its own goroutine. A panic reading a
+// kustomization is its closure's Err; one here is the walk's own, and
+// ends the plan.
+func bySide(sides [2]*side, fn func(i int, sd *side)) error {
+	var wg sync.WaitGroup
+	var errs [2]error
+	for i, sd := range sides {
+		wg.Go(func() {
+			defer crash.Recover(&errs[i])
+			fn(i, sd)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs[:]...)
+}
+
+// closuresOf says on which sides the overlay is, with its closure there.
+func (p *planner) closuresOf(sides [2]*side, o string) (present [2]bool, cs [2]*closure.Closure) {
+	for i, sd := range sides {
+		if sd.overlays[o] {
+			present[i], cs[i] = true, p.closures[i][o]
+		}
+	}
+	return present, cs
+}
+
+// overlayJobs are the builds of one overlay: none when another shard
+// plans it, when it fails without a build, or when the change cannot
+// affect it (it is compared at once); else one per side, or one serving
+// both.
+func (p *planner) overlayJobs(sides [2]*side, o string, changed map[string]bool) []*job {
+	present, cs := p.closuresOf(sides, o)
+	if p.owned != nil && !p.owned[o] {
+		// Its shard plans it; merge checks it against this shard's.
+		if sides[0].tree.Errors[o] == nil && sides[1].tree.Errors[o] == nil && p.skip(sides, o, present, cs, changed) {
+			p.elsewhere = append(p.elsewhere, o)
+		}
+		return nil
+	}
+	p.stats.Overlays++
+	if failed := p.failed(sides, o, cs); failed[0] != nil || failed[1] != nil {
+		pr := pair{present: present}
+		for i := range sides {
+			pr.sides[i] = unrendered()
+			if failed[i] != nil {
+				pr.sides[i] = inventorydiff.Side{Err: failed[i]}
 			}
+		}
+		p.compare(o, pr)
+		return nil
+	}
+	if p.skip(sides, o, present, cs, changed) {
+		p.stats.Skipped++
+		p.compare(o, pair{present: present, sides: [2]inventorydiff.Side{unrendered(), unrendered()}})
+		return nil
+	}
+	return p.builds(sides, o, present, cs)
+}
+
+// failed are the overlay's failures on each side before any build: its
+// discovery's, or a closure that failed, which is a bug reading the
+// overlay's kustomizations (closure.Closure.Err).
+func (p *planner) failed(sides [2]*side, o string, cs [2]*closure.Closure) [2]error {
+	var failed [2]error
+	for i, sd := range sides {
+		if failed[i] = sd.tree.Errors[o]; failed[i] == nil && cs[i] != nil && cs[i].Err != nil {
+			p.logCrash(o, cs[i].Err)
+			failed[i] = cs[i].Err
+		}
+	}
+	return failed
+}
+
+// builds are the jobs building the overlay on the sides it is present
+// on, keyed by the content their closures read.
+func (p *planner) builds(sides [2]*side, o string, present [2]bool, cs [2]*closure.Closure) []*job {
+	pr := &pair{present: present}
+	var js [2]*job
+	for i, sd := range sides {
+		if !present[i] {
 			continue
 		}
-		p.stats.Overlays++
-		// A closure that failed is a bug reading the overlay's
-		// kustomizations (closure.Closure.Err): the overlay fails with it.
-		var failed [2]error
-		for i, sd := range sides {
-			if failed[i] = sd.tree.Errors[o]; failed[i] == nil && cs[i] != nil && cs[i].Err != nil {
-				p.logCrash(o, cs[i].Err)
-				failed[i] = cs[i].Err
-			}
-		}
-		if failed[0] != nil || failed[1] != nil {
-			for i := range sides {
-				pr.sides[i] = unrendered()
-				if failed[i] != nil {
-					pr.sides[i] = inventorydiff.Side{Err: failed[i]}
-				}
-			}
-			p.compare(o, *pr)
-			continue
-		}
-		if p.skip(sides, o, pr.present, cs, changed) {
-			p.stats.Skipped++
-			p.compare(o, pair{present: pr.present, sides: [2]inventorydiff.Side{unrendered(), unrendered()}})
-			continue
-		}
-		var js [2]*job
-		for i, sd := range sides {
-			if !pr.present[i] {
-				continue
-			}
-			pr.left++
-			js[i] = &job{overlay: o, side: i, c: cs[i], pair: pr}
-			if cs[i].Bounded() {
-				js[i].content = p.cacheKey(sd.s, cs[i])
-				if p.cache != nil {
-					js[i].key = js[i].content
-				}
-			}
-		}
-		// One render per distinct input: a side whose closure reads what
-		// the other's reads renders the same objects (the closure is
-		// every path the build reads), so one build serves both, with or
-		// without a cache, in a full plan as in a changed-only one (an
-		// overlay whose namespace or ResourceGroup file changes).
-		if b, h := js[0], js[1]; b != nil && h != nil && b.content != "" && b.content == h.content && !p.opts.NoReuse {
-			b.twin = true
-			jobs = append(jobs, b)
-			continue
-		}
-		for _, j := range js {
-			if j != nil {
-				jobs = append(jobs, j)
+		pr.left++
+		js[i] = &job{overlay: o, side: i, c: cs[i], pair: pr}
+		if cs[i].Bounded() {
+			js[i].content = p.cacheKey(sd.s, cs[i])
+			if p.cache != nil {
+				js[i].key = js[i].content
 			}
 		}
 	}
-	return jobs, nil
+	// One render per distinct input: a side whose closure reads what
+	// the other's reads renders the same objects (the closure is every
+	// path the build reads), so one build serves both, with or without
+	// a cache, in a full plan as in a changed-only one (an overlay whose
+	// namespace or ResourceGroup file changes).
+	if b, h := js[0], js[1]; b != nil && h != nil && b.content != "" && b.content == h.content && !p.opts.NoReuse {
+		b.twin = true
+		return []*job{b}
+	}
+	var out []*job
+	for _, j := range js {
+		if j != nil {
+			out = append(out, j)
+		}
+	}
+	return out
 }
 
 // deliverRender delivers a build's result to the job's side, and to the
@@ -688,7 +839,12 @@ func (p *planner) refusal(u *url.URL) error {
 
 // settings are the render settings the plan used, recorded with it.
 func (p *planner) settings() inventorydiff.Settings {
-	s := inventorydiff.Settings{Helm: p.opts.Render.EnableHelm, LoadRestrictorNone: p.opts.Render.LoadRestrictorNone, Flux: p.flux != nil}
+	s := inventorydiff.Settings{Helm: p.opts.Render.EnableHelm, LoadRestrictorNone: p.opts.Render.LoadRestrictorNone}
+	for _, m := range p.modes {
+		if m.settings != nil {
+			m.settings(&s)
+		}
+	}
 	if n, ok := p.opts.Render.Remote.(interface{ Names() []string }); ok {
 		s.RemoteHosts = n.Names()
 	}
