@@ -3,7 +3,7 @@ GO ?= go
 # The binaries the Dockerfile builds; CI builds the same ones.
 BINARIES := ./cmd/action ./cmd/kplan ./cmd/webhook ./cmd/kplan-gitlab
 
-.PHONY: demo demo-deploy test vet unit lint build bench cluster screenshots fuzz
+.PHONY: demo demo-deploy test vet unit race corpus lint build bench cluster cluster-apiserver cluster-helm screenshots fuzz
 
 # timed runs a step saying what it does first and how long it took after:
 # on a fresh machine a step compiles for minutes, and silence reads as a
@@ -23,7 +23,14 @@ demo:
 demo-deploy: cluster
 	$(GO) run ./test/deploydemo
 
-test: vet build lint cluster unit
+# The steps that only compile run side by side (vet, and the cluster and
+# helm binaries, each from its own module): on a fresh machine each spends
+# much of its time downloading modules or linking on one core, so together
+# they take little more than the longest alone. Then the binaries and
+# lint, then the tests (unit runs the race tests beside the corpus checks).
+test:
+	@$(MAKE) --no-print-directory -j3 vet cluster-apiserver cluster-helm
+	@$(MAKE) --no-print-directory build lint unit
 	@echo "make test: passed"
 
 vet:
@@ -47,8 +54,12 @@ lint:
 # etcd and kube-apiserver for the tests that need a real cluster, built
 # from tools/cluster (about 4 minutes the first time, then cached), and
 # helm and kustomize for the Helm tests, from tools/helm (as long again).
-cluster:
+cluster: cluster-apiserver cluster-helm
+
+cluster-apiserver:
 	$(call timed,etcd and kube-apiserver for the tests (first time: about 4 minutes; then cached in ~/.cache/kplan),$(GO) run ./internal/testcluster/prebuild)
+
+cluster-helm:
 	$(call timed,helm and kustomize for the Helm tests (first time: about 4 minutes; then cached),$(GO) run ./internal/testhelm/prebuild)
 
 # Benchmarks print ratios against a peer measured in the same run (the
@@ -61,13 +72,21 @@ bench: cluster
 	$(GO) run ./bench -corpus ../shared/corpus/kubeflow-manifests.tar.gz -runs 3
 
 # Every test with the race detector (-vet=off: make vet ran every check
-# go test would repeat per package), then the corpus checks (closure
-# soundness, changed-only equals full on kubeflow/manifests) without it,
-# which would make their hundreds of renders take many minutes. The corpus
-# is KPLAN_CORPUS, default ../shared/corpus/kubeflow-manifests.tar.gz.
+# go test would repeat per package), and beside it the corpus checks
+# (closure soundness, changed-only equals full on kubeflow/manifests)
+# without it, which would make their hundreds of renders take many
+# minutes. They run side by side: the race tests end on the end-to-end
+# package, which mostly waits on the processes it starts, and the corpus
+# checks fill that core. The corpus is KPLAN_CORPUS, default
+# ../shared/corpus/kubeflow-manifests.tar.gz.
 unit:
+	@$(MAKE) --no-print-directory -j2 race corpus
+
+race:
 	$(call timed,every test with the race detector (compiles each package's tests first),$(GO) test -race -vet=off -count=1 -timeout 20m ./...)
-	@corpus=$${KPLAN_CORPUS:-../shared/corpus/kubeflow-manifests.tar.gz}; test -f "$$corpus" || echo "make unit: no corpus at $$corpus (KPLAN_CORPUS): the corpus checks skip"
+
+corpus:
+	@corpus=$${KPLAN_CORPUS:-../shared/corpus/kubeflow-manifests.tar.gz}; test -f "$$corpus" || echo "make corpus: no corpus at $$corpus (KPLAN_CORPUS): the corpus checks skip"
 	$(call timed,corpus checks on kubeflow/manifests,$(GO) test -count=1 -run Corpus -timeout 20m ./internal/closure ./internal/plan)
 
 # The PR comment as GitHub shows it, in docs/ (needs Debian's chromium and

@@ -154,6 +154,8 @@ func trickle(t *testing.T, addr string, declared int, interval time.Duration, st
 // answered 202 in time (deliverWhile) while they trickle. Each slow body is
 // answered 408 when its 10 s deadline passes, and /metrics counts them.
 func TestWebhookSlowBodyAttack(t *testing.T) {
+	// Parallel: it spends its half minute waiting for the body timeout.
+	t.Parallel()
 	const slow = 64
 	e := newIngressEnv(t)
 	addr := strings.TrimPrefix(e.url, "http://")
