@@ -186,7 +186,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if !*livePlans {
 			return nil
 		}
-		return &liveplan.Runner{Mirrors: liveplan.GitMirror{Mirrors: mirrors}, Planner: planner, Post: liveplan.CommentPoster{Comments: reporter}, Logger: log.With("component", "liveplan"),
+		return &liveplan.Runner{Mirrors: liveplan.GitMirror{Mirrors: mirrors}, Planner: planner, Post: liveplan.CommentPoster{Comments: reporter, MaxChars: reporter.maxCommentChars}, Logger: log.With("component", "liveplan"),
 			GitBases: gitBases}
 	}
 	driftMetrics, err := liveplan.NewDriftMetrics(reg)

@@ -237,7 +237,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	artifact := "the file `kplan-report.md` (the `report-file` output: upload it with actions/upload-artifact to keep it)"
 	sopts := opts
 	sopts.Complete = artifact
-	summary, _ := report.MarkdownFit(p, "", report.MaxSummarySize, sopts)
+	summary, _ := report.MarkdownFitBytes(p, "", github.MaxSummaryBytes, sopts)
 	a.AddStepSummary(summary)
 	copts := opts
 	copts.Complete = artifact
@@ -250,7 +250,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("the reviewed-plan marker: %w", err)
 	}
-	md, _ := report.MarkdownFit(p, markers.PlanMarker+"\n"+reviewed+"\n", report.MaxCommentSize, copts)
+	md, _ := report.MarkdownFit(p, markers.PlanMarker+"\n"+reviewed+"\n", github.MaxCommentChars, copts)
 	if err := writeOutputs(a, p, opts, getenv); err != nil {
 		return err
 	}

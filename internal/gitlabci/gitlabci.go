@@ -200,7 +200,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("the reviewed-plan marker: %w", err)
 	}
-	md, _ := report.MarkdownFit(p, markers.PlanMarker+"\n"+reviewed+"\n", report.MaxCommentSize, copts)
+	md, _ := report.MarkdownFit(p, markers.PlanMarker+"\n"+reviewed+"\n", gitlab.MaxCommentChars, copts)
 	if in.Comment {
 		if err := note(ctx, pl, in.Token, md, log); err != nil {
 			return err
