@@ -167,6 +167,51 @@ func TestActionInputsDocumented(t *testing.T) {
 	}
 }
 
+// TestGitLabInputsDocumented: every input of the GitLab CI/CD components
+// (templates/*.yml, their spec:inputs) has its row in docs/gitlab.md's
+// inputs table, and the table names no input a component lacks.
+func TestGitLabInputsDocumented(t *testing.T) {
+	files, err := filepath.Glob("../templates/*.yml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("templates: %v %v", files, err)
+	}
+	inputs := map[string]string{} // input → its component
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A component is its spec, ---, then its jobs.
+		spec, _, _ := strings.Cut(string(data), "\n---\n")
+		var c struct {
+			Spec struct {
+				Inputs map[string]yaml.Node `yaml:"inputs"`
+			} `yaml:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(spec), &c); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for name := range c.Spec.Inputs {
+			inputs[name] = filepath.Base(f)
+		}
+	}
+	page, err := os.ReadFile("../docs/gitlab.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(page)
+	for name, file := range inputs {
+		if !strings.Contains(doc, "| `"+name+"` |") {
+			t.Errorf("docs/gitlab.md: input %s of %s has no row in the inputs table", name, file)
+		}
+	}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\|").FindAllStringSubmatch(doc, -1) {
+		if _, ok := inputs[m[1]]; !ok {
+			t.Errorf("docs/gitlab.md documents input %s, which no component in templates/ has", m[1])
+		}
+	}
+}
+
 // TestPackageTable: docs/development.md lists every package of the module
 // with the first sentence of its doc comment, as `go list ./...` says
 // them; -update writes the table.
