@@ -13,6 +13,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
@@ -209,6 +210,59 @@ func TestGitLabInputsDocumented(t *testing.T) {
 		if _, ok := inputs[m[1]]; !ok {
 			t.Errorf("docs/gitlab.md documents input %s, which no component in templates/ has", m[1])
 		}
+	}
+}
+
+// TestWebhookConfigDocumented checks the webhook's configuration keys
+// against the docs both ways. Every key the parser knows is a key of
+// internal/config/example.yaml (TestExampleHasEveryField, which asks the
+// parser), and each of them is a key in docs/webhook.md; every webhook
+// configuration the docs show (README.md and docs/*.md: a YAML block of
+// kind WebhookConfig) parses, so that none names a key the parser lacks.
+func TestWebhookConfigDocumented(t *testing.T) {
+	example, err := os.ReadFile("../internal/config/example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(example, &doc); err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile("../docs/webhook.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
+			if key := n.Content[i].Value; !regexp.MustCompile(`(?m)^[\s-]*` + regexp.QuoteMeta(key) + `:`).Match(page) {
+				t.Errorf("docs/webhook.md: the configuration key %s is not in the reference", key)
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(&doc)
+	block := regexp.MustCompile("(?ms)^```ya?ml\n(.*?)^```")
+	shown := 0
+	for _, path := range docPages(t) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range block.FindAllStringSubmatch(string(data), -1) {
+			if !regexp.MustCompile(`(?m)^kind: WebhookConfig$`).MatchString(b[1]) {
+				continue
+			}
+			shown++
+			if _, err := config.Parse(path, []byte(b[1])); err != nil {
+				t.Errorf("%s shows a webhook configuration that does not parse: %v", path, err)
+			}
+		}
+	}
+	if shown < 3 {
+		t.Errorf("%d webhook configurations found in the docs: is the check blind?", shown)
 	}
 }
 
