@@ -1,6 +1,10 @@
 // Package action is the GitHub Action: on a pull request it plans what
 // merging it will do (see commits.go for which two commits), posts or
-// edits one PR comment, and writes the job summary and outputs.
+// edits one PR comment, and writes the job summary and outputs. It is an
+// adapter onto the flow the GitLab job shares (internal/prflow): it maps
+// the inputs and the event onto the flow's settings and change, and keeps
+// what only GitHub has (the job summary, annotations, step outputs,
+// sharded runs, workflow commands stopped around repository text).
 package action
 
 import (

@@ -5,7 +5,10 @@
 // the overlays the change breaks (and, if asked, on dangerous changes).
 // The GitLab CI/CD component in templates/kplan-plan.yml runs it; it is
 // configured by CI/CD variables (Settings) and reads the pipeline from
-// GitLab's predefined variables (internal/forge/gitlab.FromCI).
+// GitLab's predefined variables (internal/forge/gitlab.FromCI). It is an
+// adapter onto the flow the Action shares (internal/prflow): what is
+// GitLab's own here is the variables' names, the commits a pipeline
+// plans (commits.go), the artifact directory and the note.
 package gitlabci
 
 import (

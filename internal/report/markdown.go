@@ -189,7 +189,7 @@ func (m *md) render(d detail, maxRows int, open bool) string {
 			what = fmt.Sprintf("Added objects' YAML and the changes of all but the first %d overlays are", m.sections)
 		}
 		if m.opts.Complete != "" {
-			fmt.Fprintf(&b, "> [!NOTE]\n> %s not in this comment (GitHub's size limit): the complete report is %s.\n\n", what, m.opts.Complete)
+			fmt.Fprintf(&b, "> [!NOTE]\n> %s not in this comment (the forge's size limit): the complete report is %s.\n\n", what, m.opts.Complete)
 		} else {
 			fmt.Fprintf(&b, "> [!NOTE]\n> %s not in this report (--max-bytes %d): print it without --max-bytes for them.\n\n", what, m.limit)
 		}
