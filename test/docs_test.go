@@ -13,6 +13,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
@@ -164,6 +165,104 @@ func TestActionInputsDocumented(t *testing.T) {
 		if _, ok := action.Inputs[m[1]]; !ok {
 			t.Errorf("docs/action.md documents input %s, which action.yml does not have", m[1])
 		}
+	}
+}
+
+// TestGitLabInputsDocumented: every input of the GitLab CI/CD components
+// (templates/*.yml, their spec:inputs) has its row in docs/gitlab.md's
+// inputs table, and the table names no input a component lacks.
+func TestGitLabInputsDocumented(t *testing.T) {
+	files, err := filepath.Glob("../templates/*.yml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("templates: %v %v", files, err)
+	}
+	inputs := map[string]string{} // input → its component
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A component is its spec, ---, then its jobs.
+		spec, _, _ := strings.Cut(string(data), "\n---\n")
+		var c struct {
+			Spec struct {
+				Inputs map[string]yaml.Node `yaml:"inputs"`
+			} `yaml:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(spec), &c); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for name := range c.Spec.Inputs {
+			inputs[name] = filepath.Base(f)
+		}
+	}
+	page, err := os.ReadFile("../docs/gitlab.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(page)
+	for name, file := range inputs {
+		if !strings.Contains(doc, "| `"+name+"` |") {
+			t.Errorf("docs/gitlab.md: input %s of %s has no row in the inputs table", name, file)
+		}
+	}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\|").FindAllStringSubmatch(doc, -1) {
+		if _, ok := inputs[m[1]]; !ok {
+			t.Errorf("docs/gitlab.md documents input %s, which no component in templates/ has", m[1])
+		}
+	}
+}
+
+// TestWebhookConfigDocumented checks the webhook's configuration keys
+// against the docs both ways. Every key the parser knows is a key of
+// internal/config/example.yaml (TestExampleHasEveryField, which asks the
+// parser), and each of them is a key in docs/webhook.md; every webhook
+// configuration the docs show (README.md and docs/*.md: a YAML block of
+// kind WebhookConfig) parses, so that none names a key the parser lacks.
+func TestWebhookConfigDocumented(t *testing.T) {
+	example, err := os.ReadFile("../internal/config/example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(example, &doc); err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile("../docs/webhook.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
+			if key := n.Content[i].Value; !regexp.MustCompile(`(?m)^[\s-]*` + regexp.QuoteMeta(key) + `:`).Match(page) {
+				t.Errorf("docs/webhook.md: the configuration key %s is not in the reference", key)
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(&doc)
+	block := regexp.MustCompile("(?ms)^```ya?ml\n(.*?)^```")
+	shown := 0
+	for _, path := range docPages(t) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range block.FindAllStringSubmatch(string(data), -1) {
+			if !regexp.MustCompile(`(?m)^kind: WebhookConfig$`).MatchString(b[1]) {
+				continue
+			}
+			shown++
+			if _, err := config.Parse(path, []byte(b[1])); err != nil {
+				t.Errorf("%s shows a webhook configuration that does not parse: %v", path, err)
+			}
+		}
+	}
+	if shown < 3 {
+		t.Errorf("%d webhook configurations found in the docs: is the check blind?", shown)
 	}
 }
 

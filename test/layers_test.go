@@ -37,6 +37,8 @@ var layers = [][]string{
 		"internal/liveplan", "internal/deployer", "internal/leader"},
 	// Façades: the plan, the job's verdict on it, a deploy's report.
 	{"internal/plan", "internal/gate", "internal/deployreport"},
+	// The pull request flow the CI front ends adapt onto.
+	{"internal/prflow"},
 	// Front ends: the Action, GitLab CI's job, each forge's deploy reports.
 	{"internal/action", "internal/gitlabci", "internal/forge/github/deploys", "internal/forge/gitlab/deploys"},
 	// Mains and the tests of the whole.

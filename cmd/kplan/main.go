@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,7 +25,6 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/kplan-dev/kplan/internal/batchgc"
-	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/demo"
 	"github.com/kplan-dev/kplan/internal/gitbase"
@@ -33,10 +33,10 @@ import (
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 	_ "github.com/kplan-dev/kplan/internal/noi18n" // before kubectl's packages start
 	"github.com/kplan-dev/kplan/internal/plan"
+	"github.com/kplan-dev/kplan/internal/prflow"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
 	"github.com/kplan-dev/kplan/internal/report"
-	"github.com/kplan-dev/kplan/internal/shard"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 	"github.com/kplan-dev/kplan/internal/version"
 )
@@ -131,6 +131,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if level == slog.LevelDebug {
 		log.SetOutput(stderr)
 	}
+	root := rootCmd(logger)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetContext(ctx)
+	return root.ExecuteContext(ctx)
+}
+
+// rootCmd is kplan's command tree: every command and flag (docs/cli.md
+// documents each, TestFlagsDocumented).
+func rootCmd(logger *slog.Logger) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kplan",
 		Short: "kplan shows what merging a change to kustomize overlays would do to a cluster",
@@ -142,10 +153,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Args:          cobra.NoArgs,
 		RunE:          func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.SetContext(ctx)
 	root.SetUsageTemplate(root.UsageTemplate() + "\n" + exitCodes + "\n")
 	root.SetVersionTemplate("kplan {{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
@@ -155,7 +162,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	for _, c := range root.Commands() {
 		completeOutput(c)
 	}
-	return root.ExecuteContext(ctx)
+	return root
 }
 
 // outputFlag registers -o/--output, kubectl's name, with --format, the
@@ -268,17 +275,12 @@ func (r *renderFlags) options() (render.Options, func(), error) {
 
 func diffCmd(logger *slog.Logger) *cobra.Command {
 	var (
-		rf                    renderFlags
-		dir, base, head       string
-		overlays, exclude     string
-		failOnError, exitCode bool
-		full                  bool
-		cacheDir              string
-		diffStyle             string
-		ignoreFields          []string
-		ignoreKinds           []string
-		shardFlag             string
-		noDefaultIgnore       bool
+		rf              renderFlags
+		o               prflow.Options // the flags the CI front ends take as inputs too
+		dir, base, head string
+		exitCode        bool
+		full            bool
+		cacheDir        string
 	)
 	cmd := &cobra.Command{
 		Use:   "diff --base REV [--head REV] [OVERLAY...]",
@@ -293,34 +295,38 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 	f.StringVar(&base, "base", "", "base revision (branch, tag or commit), required")
 	f.StringVar(&head, "head", "", "head revision; empty compares the working tree as it is on disk")
 	format := outputFlag(cmd, report.Formats[0].Name, report.FormatNames())
-	f.StringVar(&overlays, "overlays", "", "comma-separated globs of overlay directories to plan (default all); a kustomization they match is planned even if another lists it")
-	f.StringVar(&exclude, "exclude", "", "comma-separated globs of overlay directories to skip")
-	f.BoolVar(&failOnError, "fail-on-error", true, "exit 1 when the change breaks an overlay (fails on head, not on base, or now shares an inventory)")
+	f.StringVar(&o.Overlays, "overlays", "", "comma-separated globs of overlay directories to plan (default all); a kustomization they match is planned even if another lists it")
+	f.StringVar(&o.Exclude, "exclude", "", "comma-separated globs of overlay directories to skip")
+	f.BoolVar(&o.FailOnError, "fail-on-error", true, "exit 1 when the change breaks an overlay (fails on head, not on base, or now shares an inventory)")
 	f.BoolVar(&exitCode, "exit-code", false, "exit 2 when the plan has changes")
 	f.BoolVar(&full, "full", false, "render every overlay on both sides, not only those the change can affect")
 	f.StringVar(&cacheDir, "cache-dir", "", "keep renders in this directory between runs (ignored with --full)")
 	fluxMode := f.Bool("flux", false, "plan the repository's Flux Kustomizations as Flux applies them, one target each (--flux=false: plan kustomize directories only; default: .kplan.yaml's flux:, else on when a Kustomization's source is the flux-system GitRepository)")
 	argoMode := f.Bool("argocd", false, "plan the repository's Argo CD Applications as Argo CD syncs them, one target each (--argocd=false: off; default: .kplan.yaml's argocd:, else on when an Application's source is this repository, by its git remotes or .kplan.yaml's argocdRepoURLs)")
-	f.StringVar(&diffStyle, "diff-style", report.DiffFields, "how changes inside objects are shown: fields (each changed field, multi-line values as line diffs, added objects' YAML) or unified (every object's YAML as unified diffs, as kustomize build | diff -u)")
-	f.StringSliceVar(&ignoreFields, "ignore-field", nil, "leave out changes of fields matching this path pattern (repeatable; e.g. 'metadata.annotations.checksum/*', * matches any characters); the report says how many each hid; adds, prunes, dangers and Secret data are never hidden")
-	f.StringSliceVar(&ignoreKinds, "ignore-kind", nil, "leave out changes in place of objects of this kind (repeatable; their adds and prunes still show; Secret is refused)")
+	f.StringVar(&o.DiffStyle, "diff-style", report.DiffFields, "how changes inside objects are shown: fields (each changed field, multi-line values as line diffs, added objects' YAML) or unified (every object's YAML as unified diffs, as kustomize build | diff -u)")
+	f.StringSliceVar(&o.IgnoreFields, "ignore-field", nil, "leave out changes of fields matching this path pattern (repeatable; e.g. 'metadata.annotations.checksum/*', * matches any characters); the report says how many each hid; adds, prunes, dangers and Secret data are never hidden")
+	f.StringSliceVar(&o.IgnoreKinds, "ignore-kind", nil, "leave out changes in place of objects of this kind (repeatable; their adds and prunes still show; Secret is refused)")
 	maxBytes := maxBytesFlag(cmd)
-	webhookConfig := f.String("webhook-config", "", "the webhook's configuration file: overlays its targets deploy to one cluster meet there, for the duplicate-object rule (as .kplan.yaml's environments)")
-	repository := f.String("repository", "", "with --webhook-config naming several repositories: this repository's name in it (owner/name)")
-	f.BoolVar(&noDefaultIgnore, "no-default-ignore", false, "show the changes the default noise set hides (chart and version labels, checksum/* annotations, caBundle); the report counts what it hid")
+	f.StringVar(&o.WebhookConfig, "webhook-config", "", "the webhook's configuration file: overlays its targets deploy to one cluster meet there, for the duplicate-object rule (as .kplan.yaml's environments)")
+	f.StringVar(&o.Repository, "repository", "", "with --webhook-config naming several repositories: this repository's name in it (owner/name)")
+	f.BoolVar(&o.NoDefaultIgnore, "no-default-ignore", false, "show the changes the default noise set hides (chart and version labels, checksum/* annotations, caBundle); the report counts what it hid")
 	noReuse := f.Bool("no-render-reuse", false, "render both sides of an overlay even when they read the same content (for make bench's before/after)")
 	_ = f.MarkHidden("no-render-reuse")
-	f.StringVar(&shardFlag, "shard", "", "plan share I of N of the overlays (e.g. 2/3) and write it as a part for kplan merge (with -o json); merge applies --exit-code and --fail-on-error")
+	f.StringVar(&o.Shard, "shard", "", "plan share I of N of the overlays (e.g. 2/3) and write it as a part for kplan merge (with -o json); merge applies --exit-code and --fail-on-error")
 	rf.register(f)
 	completeRefs(cmd, "base", "head")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if base == "" {
 			return errors.New("diff: --base is required (e.g. --base main)")
 		}
-		share, err := shard.Parse(shardFlag)
-		if err != nil {
-			return fmt.Errorf("--shard: %w", err)
+		if f.Changed("argocd") {
+			o.ArgoCD = argoMode
 		}
+		opts, err := o.Plan(diffWords)
+		if err != nil {
+			return err
+		}
+		share := opts.Shard
 		if share.On() && *format != "json" {
 			return fmt.Errorf("--shard %s writes a part for kplan merge: add -o json (kplan merge prints the plan in any format)", share)
 		}
@@ -332,36 +338,16 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 		if _, err := report.LookupFormat(*format); err != nil {
 			return fmt.Errorf("--output: %w", err)
 		}
-		if err := report.CheckDiffStyle(diffStyle); err != nil {
-			return fmt.Errorf("--diff-style: %w", err)
-		}
 		if err := checkMaxBytes(cmd, *format, *maxBytes); err != nil {
 			return err
 		}
-		var flux *bool
 		if f.Changed("flux") {
-			flux = fluxMode
+			opts.Flux = fluxMode
 		}
-		var argo *bool
-		if f.Changed("argocd") {
-			argo = argoMode
-		}
-		opts := plan.Options{
-			RepoDir: dir, Base: base, Head: head,
-			Filter: render.Filter{Include: append(render.Patterns(overlays), args...), Exclude: render.Patterns(exclude)},
-			Render: ropts, Logger: logger, Full: full, CacheDir: cacheDir,
-			Ignore:   inventorydiff.IgnoreRules{Fields: ignoreFields, Kinds: ignoreKinds, Source: "command line"},
-			Progress: progress(cmd.ErrOrStderr()), Flux: flux, Shard: share, ArgoCD: argo, NoDefaultIgnore: noDefaultIgnore,
-			NoReuse: *noReuse,
-		}
-		if *webhookConfig != "" {
-			if opts.DeployedTo, err = config.DeployedTo(*webhookConfig, *repository); err != nil {
-				return fmt.Errorf("--webhook-config: %w", err)
-			}
-		}
-		if err := opts.Validate(); err != nil {
-			return plan.NameOptions(err, optionFlags)
-		}
+		opts.RepoDir, opts.Base, opts.Head = dir, base, head
+		opts.Filter.Include = append(opts.Filter.Include, args...)
+		opts.Render, opts.Logger, opts.Full, opts.CacheDir = ropts, logger, full, cacheDir
+		opts.Progress, opts.NoReuse = progress(cmd.ErrOrStderr()), *noReuse
 		reportKustomizeWarnings(cmd.Context())
 		if share.On() {
 			// The shards of one run must plan the same overlays alike:
@@ -376,13 +362,20 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 		if err != nil {
 			return plan.NameFilter(err, patternName(cmd, dir, args))
 		}
-		if err := report.Write(cmd.OutOrStdout(), p, *format, report.Options{DiffStyle: diffStyle, MaxBytes: *maxBytes}); err != nil {
+		if err := report.Write(cmd.OutOrStdout(), p, *format, report.Options{DiffStyle: o.DiffStyle, MaxBytes: *maxBytes}); err != nil {
 			return err
 		}
-		return planExit(p, failOnError, exitCode)
+		return planExit(p, o.FailOnError, exitCode)
 	}
 	return cmd
 }
+
+// diffFlags are kplan diff's flags by the CI front ends' input names,
+// where the two differ.
+var diffFlags = map[string]string{"ignore-fields": "ignore-field", "ignore-kinds": "ignore-kind"}
+
+// diffWords name prflow.Options' settings as kplan diff's flags.
+var diffWords = prflow.Words{Name: func(input string) string { return "--" + cmp.Or(diffFlags[input], input) }}
 
 // patternName names a filter pattern that matches nothing as kplan
 // diff's user gave it: --exclude, --overlays, or an OVERLAY argument. An
@@ -438,9 +431,6 @@ func planExit(p *inventorydiff.Plan, failOnError, exitCode bool) error {
 	}
 	return nil
 }
-
-// optionFlags name plan.Options' fields as kplan diff's flags.
-var optionFlags = map[string]string{"Ignore": "--ignore-field/--ignore-kind", "Shard": "--shard"}
 
 // checkFormat refuses an output format before any work is done.
 func checkFormat(got string, want ...string) error {

@@ -71,6 +71,8 @@ func (gitHubForge) Route() forge.Route {
 // ChangeRefs are GitHub's refs/pull/N/*, the mirror's default.
 func (gitHubForge) ChangeRefs() (head, merge string) { return "", "" }
 
+func (gitHubForge) MaxCommentChars() int { return github.MaxCommentChars }
+
 // Token implements gitmirror.TokenSource.
 func (g gitHubForge) Token(ctx context.Context, repo string) (string, error) {
 	return g.tokens.Token(ctx, repo)

@@ -71,6 +71,8 @@ func (g gitLabForge) Route() forge.Route {
 // ChangeRefs are GitLab's merge request refs.
 func (gitLabForge) ChangeRefs() (head, merge string) { return gitlab.HeadRef, gitlab.MergeRef }
 
+func (gitLabForge) MaxCommentChars() int { return gitlab.MaxCommentChars }
+
 // Token implements gitmirror.TokenSource.
 func (g gitLabForge) Token(ctx context.Context, repo string) (string, error) {
 	return g.tokens.Token(ctx, repo)

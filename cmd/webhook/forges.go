@@ -34,6 +34,9 @@ type forgeClient interface {
 	// ChangeRefs are the fmt patterns of the refs a change's head and
 	// merge are fetched by ("" is GitHub's refs/pull/%d/*).
 	ChangeRefs() (head, merge string)
+	// MaxCommentChars is its limit on a comment, in characters: a live
+	// plan is fitted in its own forge's limit.
+	MaxCommentChars() int
 }
 
 // forgeEnv is what a forge's constructor reads: the configuration, the
@@ -200,6 +203,7 @@ func (n nullForge) err() error { return fmt.Errorf("%s: %w", n.forge, errNotServ
 
 func (n nullForge) Route() forge.Route                                       { return forge.Route{Forge: n.forge} }
 func (nullForge) ChangeRefs() (string, string)                               { return "", "" }
+func (nullForge) MaxCommentChars() int                                       { return 0 }
 func (nullForge) Token(context.Context, string) (string, error)              { return "", nil }
 func (nullForge) Started(context.Context, deployer.Target, string, int)      {}
 func (nullForge) Finished(context.Context, deployer.Outcome)                 {}

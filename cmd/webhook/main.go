@@ -267,7 +267,7 @@ func (a *app) newLive() *liveplan.Runner {
 	if !a.flags.livePlans {
 		return nil
 	}
-	return &liveplan.Runner{Mirrors: liveplan.GitMirror{Mirrors: a.mirrors}, Planner: planner, Post: liveplan.CommentPoster{Comments: a.forges}, Logger: a.log.With("component", "liveplan"),
+	return &liveplan.Runner{Mirrors: liveplan.GitMirror{Mirrors: a.mirrors}, Planner: planner, Post: liveplan.CommentPoster{Comments: a.forges, MaxChars: a.forges.maxCommentChars}, Logger: a.log.With("component", "liveplan"),
 		GitBases: a.gitBases}
 }
 

@@ -61,6 +61,8 @@ func (f *toyForge) Route() forge.Route {
 
 func (f *toyForge) ChangeRefs() (string, string) { return "refs/toy/%d/head", "refs/toy/%d/merge" }
 
+func (f *toyForge) MaxCommentChars() int { return 1000 }
+
 func (f *toyForge) Token(_ context.Context, repo string) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -1,6 +1,10 @@
 // Package action is the GitHub Action: on a pull request it plans what
 // merging it will do (see commits.go for which two commits), posts or
-// edits one PR comment, and writes the job summary and outputs.
+// edits one PR comment, and writes the job summary and outputs. It is an
+// adapter onto the flow the GitLab job shares (internal/prflow): it maps
+// the inputs and the event onto the flow's settings and change, and keeps
+// what only GitHub has (the job summary, annotations, step outputs,
+// sharded runs, workflow commands stopped around repository text).
 package action
 
 import (
@@ -11,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -21,60 +24,29 @@ import (
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/kplan-dev/kplan/internal/batchgc"
-	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/forge"
 	"github.com/kplan-dev/kplan/internal/forge/github"
 	"github.com/kplan-dev/kplan/internal/gate"
-	"github.com/kplan-dev/kplan/internal/gitbase"
 	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/markers"
-	"github.com/kplan-dev/kplan/internal/plan"
-	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/prflow"
 	"github.com/kplan-dev/kplan/internal/report"
 	"github.com/kplan-dev/kplan/internal/shard"
-	"github.com/kplan-dev/kplan/internal/version"
 )
 
-// inputs are the action.yml inputs.
+// inputs are the action.yml inputs: the flow's settings (prflow.Read)
+// and the Action's own.
 type inputs struct {
+	prflow.Settings
 	token string
 	// commentAuthor is whom token posts as when GitHub will not say (an
 	// App's installation token); "" is the workflow token's
 	// github-actions[bot].
 	commentAuthor string
-	include       []string
-	exclude       []string
-	workDir       string
-	failOnError   bool
-	comment       bool
-	// loadRestrictorNone is the load-restrictor input, parsed.
-	loadRestrictorNone bool
-	enableHelm         bool
-	cacheDir           string
-	diffStyle          string
-	ignore             inventorydiff.IgnoreRules
-	// defaultIgnore applies the default noise set (input default-ignore).
-	defaultIgnore bool
-	// deployedTo are the clusters the webhook's configuration (input
-	// webhook-config) deploys each overlay of this repository to.
-	deployedTo map[string][]string
-	// remoteHosts may be fetched from by renders; forkRemoteHosts instead
-	// for pull requests from forks and pull_request_target runs.
-	remoteHosts, forkRemoteHosts []string
-	// failOnDangerous fails the step on dangerous findings unless the
-	// pull request carries allowDangerousLabel.
-	failOnDangerous     bool
-	allowDangerousLabel string
-	// shard plans a share of the overlays and writes it as a part for a
-	// later merge run, posting nothing.
-	shard shard.Shard
 	// merge is the directory holding the parts of a sharded run: the
 	// plan is theirs, merged, and nothing is rendered.
 	merge string
-	// argocd is the argocd input: nil ("auto") leaves Argo mode to
-	// .kplan.yaml and detection, as the CLI without --argocd.
-	argocd *bool
 }
 
 // autoCacheDir is the cache-dir input's default: the render cache under
@@ -82,95 +54,23 @@ type inputs struct {
 // restore and save it.
 const autoCacheDir = "auto"
 
+// words name the settings as action.yml's inputs.
+var words = prflow.Words{Name: func(input string) string { return input }, Kind: "Action input"}
+
 func readInputs(a *githubactions.Action) (inputs, error) {
 	in := inputs{
 		token:         a.GetInput("github-token"),
 		commentAuthor: strings.TrimSpace(a.GetInput("comment-author")),
-		include:       render.Patterns(a.GetInput("overlays")),
-		exclude:       render.Patterns(a.GetInput("exclude")),
-		workDir:       a.GetInput("working-directory"),
-		cacheDir:      a.GetInput("cache-dir"),
-		diffStyle:     a.GetInput("diff-style"),
-		ignore: inventorydiff.IgnoreRules{
-			Fields: render.Patterns(a.GetInput("ignore-fields")),
-			Kinds:  render.Patterns(a.GetInput("ignore-kinds")),
-			Source: "Action input",
-		},
+		merge:         strings.TrimSpace(a.GetInput("merge")),
 	}
-	in.remoteHosts = render.Patterns(a.GetInput("remote-hosts"))
-	in.forkRemoteHosts = render.Patterns(a.GetInput("fork-remote-hosts"))
-	in.allowDangerousLabel = strings.TrimSpace(a.GetInput("allow-dangerous-label"))
-	in.merge = strings.TrimSpace(a.GetInput("merge"))
 	var err error
-	if in.shard, err = shard.Parse(strings.TrimSpace(a.GetInput("shard"))); err != nil {
-		return in, fmt.Errorf("input shard: %w", err)
+	if in.Settings, err = prflow.Read(a.GetInput, words, a.Getenv("GITHUB_REPOSITORY")); err != nil {
+		return in, err
 	}
-	if in.shard.On() && in.merge != "" {
+	if in.Plan.Shard.On() && in.merge != "" {
 		return in, errors.New("inputs shard and merge: a step either plans a shard or merges the parts; set one")
 	}
-	if in.argocd, err = autoBoolInput(a.GetInput("argocd")); err != nil {
-		return in, fmt.Errorf("input argocd: %w", err)
-	}
-	bools := []struct {
-		name string
-		def  bool
-		dst  *bool
-	}{{"fail-on-error", true, &in.failOnError}, {"comment", true, &in.comment}, {"enable-helm", false, &in.enableHelm}, {"fail-on-dangerous", false, &in.failOnDangerous}, {"default-ignore", true, &in.defaultIgnore}}
-	for _, b := range bools {
-		*b.dst, err = boolInput(a.GetInput(b.name), b.def)
-		if err != nil {
-			return in, fmt.Errorf("input %s: %w", b.name, err)
-		}
-	}
-	if err := report.CheckDiffStyle(in.diffStyle); err != nil {
-		return in, fmt.Errorf("input diff-style: %w", err)
-	}
-	if in.loadRestrictorNone, err = render.ParseLoadRestrictor(a.GetInput("load-restrictor")); err != nil {
-		return in, fmt.Errorf("input load-restrictor %w", err)
-	}
-	if path := strings.TrimSpace(a.GetInput("webhook-config")); path != "" {
-		if in.deployedTo, err = config.DeployedTo(path, a.Getenv("GITHUB_REPOSITORY")); err != nil {
-			return in, fmt.Errorf("input webhook-config: %w", err)
-		}
-	}
-	if err := in.planOptions().Validate(); err != nil {
-		return in, plan.NameOptions(err, optionInputs)
-	}
 	return in, nil
-}
-
-// planOptions are the plan options the inputs set; planChange adds the
-// commits, the network policy and the cache.
-func (in inputs) planOptions() plan.Options {
-	return plan.Options{
-		Filter: render.Filter{Include: in.include, Exclude: in.exclude},
-		Render: render.Options{LoadRestrictorNone: in.loadRestrictorNone, EnableHelm: in.enableHelm},
-		Ignore: in.ignore, Shard: in.shard, NoDefaultIgnore: !in.defaultIgnore,
-		DeployedTo: in.deployedTo, ArgoCD: in.argocd,
-	}
-}
-
-// optionInputs name plan.Options' fields as the Action's inputs.
-var optionInputs = map[string]string{"Ignore": "inputs ignore-fields/ignore-kinds", "Shard": "input shard"}
-
-func boolInput(v string, def bool) (bool, error) {
-	if v == "" {
-		return def, nil
-	}
-	return strconv.ParseBool(v)
-}
-
-// autoBoolInput reads a true/false/auto input: nil for auto or empty.
-func autoBoolInput(v string) (*bool, error) {
-	v = strings.TrimSpace(v)
-	if v == "" || strings.EqualFold(v, "auto") {
-		return nil, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return nil, fmt.Errorf("%q: want true, false or auto", v)
-	}
-	return &b, nil
 }
 
 // Run is the Action's entrypoint, with the runner's environment.
@@ -207,62 +107,81 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if dir == "" {
 		dir = "."
 	}
-	if in.workDir != "" && in.workDir != "." {
-		dir = filepath.Join(dir, in.workDir)
+	if in.WorkDir != "" && in.WorkDir != "." {
+		dir = filepath.Join(dir, in.WorkDir)
 	}
 	g := gitcli.Repo{Dir: dir, Env: fetchAuth(ctx, dir, gctx.ServerURL, in.token)}
-	var p *inventorydiff.Plan
-	if in.merge != "" {
-		p, err = mergeParts(resolve(gctx.Workspace, in.merge), log)
-	} else {
-		p, err = planChange(ctx, a, g, gctx, ev, in, getenv, log)
+	temp := cmp.Or(getenv("RUNNER_TEMP"), os.TempDir())
+	job := &prflow.Job{
+		Settings: in.Settings, Words: words, Log: log, Stdout: stdout, Repo: g, Change: pr,
+		TempDir: temp, CacheDir: cacheDir(in.CacheDir, temp, gctx.Workspace),
+		Commits: func(ctx context.Context) (prflow.Commits, error) {
+			if pr != nil {
+				return planCommits(ctx, g, gctx.EventName, pr)
+			}
+			return pushCommits(ctx, g, ev.branch)
+		},
+		Group:     func(title string) func() { a.Group(title); return a.EndGroup },
+		WritePart: func(part shard.Part) error { return writePart(a, part, in.Plan.Shard, getenv, log) },
+		WriteFile: func(name string, data []byte) (string, error) { return writeTempFile(name, data, getenv) },
+		Published: func(p *inventorydiff.Plan, files prflow.Files, opts report.Options) (string, error) {
+			annotate(a, p, annotationPrefix(ctx, g, gctx.Workspace))
+			return publish(a, p, files, opts, getenv), nil
+		},
+		MaxCommentChars: github.MaxCommentChars,
+		Post: func(ctx context.Context, md string) error {
+			return comment(ctx, a, getenv, in.token, commentAuthor(in, getenv), ev.repo, pr.Number, md, log)
+		},
+		Gate: gateNames,
 	}
-	if err != nil || p == nil {
-		return err // a shard's part is written: the merge run reports
+	if untrusted(gctx.EventName, pr) {
+		job.Untrusted = "the head is from a fork or the run is pull_request_target"
 	}
-	opts := report.Options{DiffStyle: in.diffStyle, DangerGate: dangerGate(in, pr)}
-	if err := report.TextWith(stdout, p, opts); err != nil {
+	if in.merge == "" {
+		return job.Run(ctx)
+	}
+	p, err := mergeParts(resolve(gctx.Workspace, in.merge), log)
+	if err != nil {
 		return err
 	}
-	annotate(a, p, annotationPrefix(ctx, g, gctx.Workspace))
+	return job.Report(ctx, p)
+}
 
-	// Complete first, then smaller: a file with everything, the job
-	// summary (1 MiB) keeping every field change, the comment (65,536
-	// characters) pointing at both when it has to leave something out.
-	full, _ := report.MarkdownFit(p, "", math.MaxInt, opts)
-	reportFile, err := writeTempFile("kplan-report.md", []byte(full), getenv)
-	if err != nil {
-		return fmt.Errorf("write the Markdown report: %w", err)
-	}
+// publish shows the plan where GitHub shows a run's: the job summary
+// (1 MiB) keeping every field change, and the step's outputs; it says
+// where the complete report is, for the comment (65,536 characters).
+func publish(a *githubactions.Action, p *inventorydiff.Plan, files prflow.Files, opts report.Options, getenv func(string) string) string {
 	artifact := "the file `kplan-report.md` (the `report-file` output: upload it with actions/upload-artifact to keep it)"
 	sopts := opts
 	sopts.Complete = artifact
-	summary, _ := report.MarkdownFit(p, "", report.MaxSummarySize, sopts)
+	summary, _ := report.MarkdownFitBytes(p, "", github.MaxSummaryBytes, sopts)
 	a.AddStepSummary(summary)
-	copts := opts
-	copts.Complete = artifact
+	t := p.Totals
+	a.SetOutput("added", strconv.Itoa(t.Added))
+	a.SetOutput("changed", strconv.Itoa(t.Changed))
+	a.SetOutput("pruned", strconv.Itoa(t.Pruned))
+	a.SetOutput("has-changes", strconv.FormatBool(t.ChangedOverlays > 0))
+	a.SetOutput("dangerous", strconv.FormatBool(t.Dangerous > 0))
+	a.SetOutput("failed", strconv.FormatBool(len(p.IntroducedFailures()) > 0))
+	a.SetOutput("report-json", files.JSON)
+	a.SetOutput("report-file", files.Markdown)
 	if u := runURL(getenv); u != "" {
-		copts.Complete = "[in the job summary](" + u + ") and in " + artifact
+		return "[in the job summary](" + u + ") and in " + artifact
 	}
-	// The reviewed-plan marker lets the webhook prove, on merge, that it
-	// applies what this comment showed.
-	reviewed, err := markers.ReviewedMarker(report.Reviewed(p))
-	if err != nil {
-		return fmt.Errorf("the reviewed-plan marker: %w", err)
+	return artifact
+}
+
+// cacheDir resolves the cache-dir input as action.yml's cache step does:
+// auto is under the runner's temporary directory, a relative path is
+// against the workspace (as actions/cache resolves its path), "" is none.
+func cacheDir(dir, temp, workspace string) string {
+	switch {
+	case dir == autoCacheDir:
+		return filepath.Join(temp, "kplan-cache")
+	case dir != "":
+		return resolve(workspace, dir)
 	}
-	md, _ := report.MarkdownFit(p, markers.PlanMarker+"\n"+reviewed+"\n", report.MaxCommentSize, copts)
-	if err := writeOutputs(a, p, opts, getenv); err != nil {
-		return err
-	}
-	a.SetOutput("report-file", reportFile)
-	if in.comment && pr != nil {
-		if err := comment(ctx, a, getenv, in.token, commentAuthor(in, getenv), ev.repo, pr.Number, md, log); err != nil {
-			return err
-		}
-	}
-	// Only what this change breaks fails the step: an overlay that fails
-	// on base too would turn every pull request red until someone fixes it.
-	return gate.Check(p, in.failOnError, opts.DangerGate, gateNames, log)
+	return ""
 }
 
 // gateNames are the Action's words in the step's failures.
@@ -270,91 +189,12 @@ var gateNames = gate.Names{Change: "pull request", Comment: "the plan comment",
 	NoFailOnError: "set fail-on-error: false", NoFailOnDangerous: "set fail-on-dangerous: false",
 	LabelRerun: "the workflow must run on pull_request types labeled/unlabeled"}
 
-// planChange plans the event's change: a pull request's (commits.go), or
-// a push's, the pushed commit against its first parent, every overlay
-// rendered through the cache so that the branch's pull requests find
-// their base side there. A shard writes its part and returns no plan.
-func planChange(ctx context.Context, a *githubactions.Action, g gitcli.Repo, gctx *githubactions.GitHubContext, ev event, in inputs, getenv func(string) string, log *slog.Logger) (*inventorydiff.Plan, error) {
-	var (
-		c   commits
-		err error
-	)
-	if ev.change != nil {
-		c, err = planCommits(ctx, g, gctx.EventName, ev.change, log)
-	} else {
-		c, err = pushCommits(ctx, g, ev.branch, log)
-	}
-	if err != nil {
-		return nil, err
-	}
-	opts := in.planOptions()
-	policy, fork, err := remotePolicy(in, gctx.EventName, ev.change)
-	if err != nil {
-		return nil, fmt.Errorf("inputs remote-hosts/fork-remote-hosts: %w", err)
-	}
-	if fork {
-		log.Info("the head is from a fork or the run is pull_request_target: renders fetch only from fork-remote-hosts", "hosts", in.forkRemoteHosts)
-	}
-	opts.Render.Remote = policy
-	// Git remote bases are fetched for this job only, from the hosts the
-	// policy allows.
-	gitCache := gitbase.New(filepath.Join(cmp.Or(getenv("RUNNER_TEMP"), os.TempDir()), "kplan-git"), policy)
-	defer gitCache.Close()
-	opts.Render.Git = gitCache
-	cacheDir := in.cacheDir
-	switch {
-	case cacheDir == autoCacheDir:
-		cacheDir = filepath.Join(cmp.Or(getenv("RUNNER_TEMP"), os.TempDir()), "kplan-cache")
-	case cacheDir != "":
-		// As actions/cache resolves its path: against the workspace.
-		cacheDir = resolve(gctx.Workspace, cacheDir)
-	}
-	opts.RepoDir, opts.Base, opts.Head, opts.BaseLabel, opts.HeadLabel = g.Dir, c.base, c.head, c.baseLabel, c.headLabel
-	opts.Logger, opts.CacheDir, opts.Warm = log, cacheDir, ev.change == nil && cacheDir != ""
-	if in.shard.On() {
-		// The shards of one run must plan the same overlays alike (the
-		// same inputs, the same network policy): the part carries
-		// opts.Fingerprint for the merge step to compare.
-		a.Group("kplan: render and compare the overlays the change can affect")
-		part, err := plan.Share(ctx, opts, version.String())
-		a.EndGroup()
-		if err != nil {
-			return nil, plan.NameFilter(err, inputPattern)
-		}
-		return nil, writePart(a, part, in.shard, getenv, log)
-	}
-	a.Group("kplan: render and compare the overlays the change can affect")
-	p, err := plan.Run(ctx, opts)
-	a.EndGroup()
-	return p, plan.NameFilter(err, inputPattern)
-}
-
-// inputPattern names a filter pattern as the Action's inputs give it.
-func inputPattern(pattern string, exclude bool) string {
-	if exclude {
-		return fmt.Sprintf("input exclude %q", pattern)
-	}
-	return fmt.Sprintf("input overlays %q", pattern)
-}
-
 // resolve makes a path of an input absolute against the workspace.
 func resolve(workspace, p string) string {
 	if filepath.IsAbs(p) {
 		return p
 	}
 	return filepath.Join(workspace, p)
-}
-
-// dangerGate is what fail-on-dangerous means for this pull request: the
-// labels are the event's (a workflow that runs on labeled re-plans when
-// a maintainer adds the label).
-func dangerGate(in inputs, pr *forge.Change) report.DangerGate {
-	g := report.DangerGate{Fails: in.failOnDangerous, Label: in.allowDangerousLabel}
-	if !g.Fails || g.Label == "" || pr == nil {
-		return g
-	}
-	g.Acknowledged = pr.HasLabel(g.Label)
-	return g
 }
 
 // fetchAuth lets git fetch the commits to plan with the Action's token, so
@@ -413,26 +253,6 @@ func readEvent(gctx *githubactions.GitHubContext) (event, error) {
 		return event{}, fmt.Errorf("the event payload %s has no pull_request.base.ref, head.sha or number: is it a pull request event?", gctx.EventPath)
 	}
 	return event{change: pr, repo: ev.Repo}, nil
-}
-
-func writeOutputs(a *githubactions.Action, p *inventorydiff.Plan, opts report.Options, getenv func(string) string) error {
-	data, err := report.JSONWith(p, opts)
-	if err != nil {
-		return err
-	}
-	path, err := writeTempFile("kplan-plan.json", data, getenv)
-	if err != nil {
-		return fmt.Errorf("write the JSON report: %w", err)
-	}
-	t := p.Totals
-	a.SetOutput("added", strconv.Itoa(t.Added))
-	a.SetOutput("changed", strconv.Itoa(t.Changed))
-	a.SetOutput("pruned", strconv.Itoa(t.Pruned))
-	a.SetOutput("has-changes", strconv.FormatBool(t.ChangedOverlays > 0))
-	a.SetOutput("dangerous", strconv.FormatBool(t.Dangerous > 0))
-	a.SetOutput("failed", strconv.FormatBool(len(p.IntroducedFailures()) > 0))
-	a.SetOutput("report-json", path)
-	return nil
 }
 
 // workflowBot is whom the workflow's GITHUB_TOKEN, the github-token

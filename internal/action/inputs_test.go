@@ -26,8 +26,8 @@ func TestDiffStyleInput(t *testing.T) {
 		switch {
 		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("diff-style %q: err %v, want one naming %q", c.value, err, c.err)
-		case c.err == "" && (err != nil || in.diffStyle != c.want):
-			t.Errorf("diff-style %q: %q, %v; want %q", c.value, in.diffStyle, err, c.want)
+		case c.err == "" && (err != nil || in.DiffStyle != c.want):
+			t.Errorf("diff-style %q: %q, %v; want %q", c.value, in.DiffStyle, err, c.want)
 		}
 	}
 }
@@ -47,8 +47,8 @@ func TestIgnoreInputs(t *testing.T) {
 		switch {
 		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("%q %q: err %v, want %q", c.fields, c.kinds, err, c.err)
-		case c.err == "" && (err != nil || len(in.ignore.Fields)+len(in.ignore.Kinds) != c.want):
-			t.Errorf("%q %q: %+v, %v", c.fields, c.kinds, in.ignore, err)
+		case c.err == "" && (err != nil || len(in.Plan.Ignore.Fields)+len(in.Plan.Ignore.Kinds) != c.want):
+			t.Errorf("%q %q: %+v, %v", c.fields, c.kinds, in.Plan.Ignore, err)
 		}
 	}
 }
@@ -68,8 +68,8 @@ func TestDangerInputs(t *testing.T) {
 		switch {
 		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("fail-on-dangerous %q: err %v, want %q", c.fail, err, c.err)
-		case c.err == "" && (err != nil || in.failOnDangerous != c.want || in.allowDangerousLabel != c.label):
-			t.Errorf("fail-on-dangerous %q label %q: %v %q, %v", c.fail, c.label, in.failOnDangerous, in.allowDangerousLabel, err)
+		case c.err == "" && (err != nil || in.FailOnDangerous != c.want || in.AllowDangerousLabel != c.label):
+			t.Errorf("fail-on-dangerous %q label %q: %v %q, %v", c.fail, c.label, in.FailOnDangerous, in.AllowDangerousLabel, err)
 		}
 	}
 }
@@ -91,8 +91,8 @@ func TestShardAndMergeInputs(t *testing.T) {
 		switch {
 		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("shard %q merge %q: err %v, want %q", c.shard, c.merge, err, c.err)
-		case c.err == "" && (err != nil || in.shard.String() != c.want || in.merge != c.merge):
-			t.Errorf("shard %q merge %q: %v %q, %v", c.shard, c.merge, in.shard, in.merge, err)
+		case c.err == "" && (err != nil || in.Plan.Shard.String() != c.want || in.merge != c.merge):
+			t.Errorf("shard %q merge %q: %v %q, %v", c.shard, c.merge, in.Plan.Shard, in.merge, err)
 		}
 	}
 }
@@ -112,8 +112,8 @@ func TestDefaultIgnoreInput(t *testing.T) {
 		switch {
 		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("%q: err %v, want %q", c.value, err, c.err)
-		case c.err == "" && (err != nil || in.planOptions().NoDefaultIgnore != c.off):
-			t.Errorf("%q: NoDefaultIgnore %v (%v), want %v", c.value, in.planOptions().NoDefaultIgnore, err, c.off)
+		case c.err == "" && (err != nil || in.Plan.NoDefaultIgnore != c.off):
+			t.Errorf("%q: NoDefaultIgnore %v (%v), want %v", c.value, in.Plan.NoDefaultIgnore, err, c.off)
 		}
 	}
 }
@@ -139,8 +139,8 @@ func TestWebhookConfigInput(t *testing.T) {
 			}
 		case err != nil:
 			t.Errorf("%s: %v", c.repo, err)
-		case !slices.Equal(in.planOptions().DeployedTo["apps/b"], []string{"in-cluster#prod"}):
-			t.Errorf("%s: the plan is told %v", c.repo, in.planOptions().DeployedTo)
+		case !slices.Equal(in.Plan.DeployedTo["apps/b"], []string{"in-cluster#prod"}):
+			t.Errorf("%s: the plan is told %v", c.repo, in.Plan.DeployedTo)
 		}
 	}
 }
@@ -161,7 +161,7 @@ func TestArgoCDInput(t *testing.T) {
 		env := map[string]string{"INPUT_ARGOCD": c.value}
 		a := githubactions.New(githubactions.WithGetenv(func(k string) string { return env[k] }), githubactions.WithWriter(io.Discard))
 		in, err := readInputs(a)
-		got := in.planOptions().ArgoCD
+		got := in.Plan.ArgoCD
 		switch {
 		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("argocd %q: err %v, want %q", c.value, err, c.err)

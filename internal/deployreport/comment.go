@@ -11,11 +11,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
+	"github.com/kplan-dev/kplan/internal/forge"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
-	"github.com/kplan-dev/kplan/internal/markers"
 )
 
 // Marker finds the deploy comment on a pull request or merge request.
@@ -33,12 +34,17 @@ func Environment(t deployer.Target) string {
 	return t.Name
 }
 
-// Clip cuts s to n bytes, marking the cut.
+// Clip cuts s to n bytes, marking the cut (a forge's status fields are
+// bounded in bytes), at the start of a character: never inside one.
 func Clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n-1] + "…"
+	n--
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // Short abbreviates a commit SHA.
@@ -69,8 +75,9 @@ func Counts(res *deploy.Result) string {
 }
 
 // Comment is the deploy comment: one row per target, details per target,
-// and how to retry what failed. Secret values never reach it: only keys.
-func Comment(byTarget map[string]deployer.Outcome) string {
+// and how to retry what failed, in at most maxChars characters (the
+// forge's MaxCommentChars). Secret values never reach it: only keys.
+func Comment(byTarget map[string]deployer.Outcome, maxChars int) string {
 	names := make([]string, 0, len(byTarget))
 	failed := 0
 	for n, o := range byTarget {
@@ -124,8 +131,8 @@ func Comment(byTarget map[string]deployer.Outcome) string {
 		b.WriteString("\n**To retry**: fix the cause (the error above says what failed) and merge again, or wait for the next resync, which retries every failed target at the branch's newest commit.\n")
 	}
 	out := b.String()
-	if len(out) > markers.MaxBodyChars {
-		out = out[:markers.MaxBodyChars-100] + "\n\n…(cut to fit the comment size limit)\n"
+	if utf8.RuneCountInString(out) > maxChars {
+		out = forge.CutChars(out, maxChars-100) + "\n\n…(cut to fit the comment size limit)\n"
 	}
 	return out
 }

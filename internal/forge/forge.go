@@ -82,6 +82,27 @@ var ErrNoPermission = errors.New("token may not write comments")
 // ErrTooLong means the body, with the marker, exceeds the forge's limit.
 var ErrTooLong = errors.New("comment body too long")
 
+// CutChars is s cut to at most n characters, never inside one: forges
+// count a comment's limit in characters (each forge package's
+// MaxCommentChars), and a cut by bytes could split a UTF-8 sequence into
+// a body the forge refuses or shows as garbage.
+func CutChars(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if len(s) <= n { // no more characters than bytes
+		return s
+	}
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j]
+		}
+		i++
+	}
+	return s
+}
+
 // Receiver is a forge's side of the webhook ingress: what its deliveries
 // look like. The ingress (internal/webhook) and the forwarder of a
 // replica that does not lead (internal/leader) bound, read and

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kplan-dev/kplan/internal/forge"
 )
 
 const module = "github.com/kplan-dev/kplan/"
@@ -82,6 +84,19 @@ func checkImporters(t *testing.T, importers, want map[string][]string) {
 		slices.Sort(got)
 		if !slices.Equal(got, w) {
 			t.Errorf("packages importing %s: %q, want %q", pkg, got, w)
+		}
+	}
+}
+
+// CutChars counts characters and never cuts one in two.
+func TestCutChars(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{{"abc", 5, "abc"}, {"abc", 2, "ab"}, {"éèê", 2, "éè"}, {"😀😀", 1, "😀"}, {"abc", 0, ""}, {"é", -1, ""}} {
+		if got := forge.CutChars(c.s, c.n); got != c.want {
+			t.Errorf("CutChars(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
 		}
 	}
 }

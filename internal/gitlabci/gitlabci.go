@@ -5,7 +5,10 @@
 // the overlays the change breaks (and, if asked, on dangerous changes).
 // The GitLab CI/CD component in templates/kplan-plan.yml runs it; it is
 // configured by CI/CD variables (Settings) and reads the pipeline from
-// GitLab's predefined variables (internal/forge/gitlab.FromCI).
+// GitLab's predefined variables (internal/forge/gitlab.FromCI). It is an
+// adapter onto the flow the Action shares (internal/prflow): what is
+// GitLab's own here is the variables' names, the commits a pipeline
+// plans (commits.go), the artifact directory and the note.
 package gitlabci
 
 import (
@@ -15,22 +18,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/kplan-dev/kplan/internal/batchgc"
 	"github.com/kplan-dev/kplan/internal/forge"
 	"github.com/kplan-dev/kplan/internal/forge/gitlab"
 	"github.com/kplan-dev/kplan/internal/gate"
-	"github.com/kplan-dev/kplan/internal/gitbase"
 	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/markers"
-	"github.com/kplan-dev/kplan/internal/netpolicy"
-	"github.com/kplan-dev/kplan/internal/plan"
-	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/prflow"
 	"github.com/kplan-dev/kplan/internal/report"
 )
 
@@ -59,57 +57,45 @@ const (
 // carries the job token, which fetches what the plan needs.
 const remote = "origin"
 
+// variables are the flow's settings the job reads (prflow.Inputs, by the
+// component's input names) and the CI/CD variables that carry them; the
+// flow's other settings are the Action's alone.
+var variables = map[string]string{
+	"overlays": EnvOverlays, "exclude": EnvExclude, "working-directory": EnvWorkDir,
+	"fail-on-error": EnvFailOnError, "fail-on-dangerous": EnvFailOnDangerous, "allow-dangerous-label": EnvAllowDangerousLabel,
+	"comment": EnvComment, "enable-helm": EnvEnableHelm, "load-restrictor": EnvLoadRestrictor, "cache-dir": EnvCacheDir,
+	"diff-style": EnvDiffStyle, "ignore-fields": EnvIgnoreFields, "ignore-kinds": EnvIgnoreKinds,
+	"remote-hosts": EnvRemoteHosts, "fork-remote-hosts": EnvForkRemoteHosts,
+}
+
+// words name the settings as the job's CI/CD variables.
+var words = prflow.Words{Name: func(input string) string { return variables[input] }, Kind: "CI/CD variable"}
+
 // Settings are the job's CI/CD variables, read.
 type Settings struct {
-	Token                        string
-	Include, Exclude             []string
-	WorkDir, CacheDir, ReportDir string
-	FailOnError, FailOnDangerous bool
-	AllowDangerousLabel          string
-	Comment, EnableHelm          bool
-	LoadRestrictorNone           bool
-	DiffStyle                    string
-	Ignore                       inventorydiff.IgnoreRules
-	RemoteHosts, ForkRemoteHosts []string
+	prflow.Settings
+	Token string
+	// ReportDir is where the complete reports are written, kept as the
+	// job's artifact.
+	ReportDir string
 }
 
 // ReadSettings reads the KPLAN_* variables; projectDir is CI_PROJECT_DIR,
 // which relative directories are relative to (GitLab's cache: and
 // artifacts: take paths inside it).
 func ReadSettings(getenv func(string) string, projectDir string) (Settings, error) {
-	s := Settings{
-		Token: getenv(EnvToken), Include: render.Patterns(getenv(EnvOverlays)), Exclude: render.Patterns(getenv(EnvExclude)),
-		WorkDir: getenv(EnvWorkDir), AllowDangerousLabel: getenv(EnvAllowDangerousLabel), DiffStyle: getenv(EnvDiffStyle),
-		Ignore:      inventorydiff.IgnoreRules{Fields: render.Patterns(getenv(EnvIgnoreFields)), Kinds: render.Patterns(getenv(EnvIgnoreKinds)), Source: "CI/CD variable"},
-		RemoteHosts: render.Patterns(getenv(EnvRemoteHosts)), ForkRemoteHosts: render.Patterns(getenv(EnvForkRemoteHosts)),
-		CacheDir:  inside(projectDir, cmp.Or(getenv(EnvCacheDir), ".kplan-cache")),
-		ReportDir: inside(projectDir, cmp.Or(getenv(EnvReportDir), "kplan-report")),
-	}
-	for _, b := range []struct {
-		name string
-		def  bool
-		dst  *bool
-	}{{EnvFailOnError, true, &s.FailOnError}, {EnvComment, true, &s.Comment}, {EnvEnableHelm, false, &s.EnableHelm}, {EnvFailOnDangerous, false, &s.FailOnDangerous}} {
-		v := getenv(b.name)
-		if v == "" {
-			*b.dst = b.def
-			continue
+	get := func(input string) string {
+		if v, ok := variables[input]; ok {
+			return getenv(v)
 		}
-		var err error
-		if *b.dst, err = strconv.ParseBool(v); err != nil {
-			return s, fmt.Errorf("%s=%q: want true or false", b.name, v)
-		}
+		return ""
 	}
-	if err := report.CheckDiffStyle(s.DiffStyle); err != nil {
-		return s, fmt.Errorf("%s: %w", EnvDiffStyle, err)
-	}
+	s := Settings{Token: getenv(EnvToken), ReportDir: inside(projectDir, cmp.Or(getenv(EnvReportDir), "kplan-report"))}
 	var err error
-	if s.LoadRestrictorNone, err = render.ParseLoadRestrictor(getenv(EnvLoadRestrictor)); err != nil {
-		return s, fmt.Errorf("%s %w", EnvLoadRestrictor, err)
+	if s.Settings, err = prflow.Read(get, words, ""); err != nil {
+		return s, err
 	}
-	if err := s.planOptions().Validate(); err != nil {
-		return s, plan.NameOptions(err, map[string]string{"Ignore": "CI/CD variables " + EnvIgnoreFields + "/" + EnvIgnoreKinds})
-	}
+	s.CacheDir = inside(projectDir, cmp.Or(s.CacheDir, ".kplan-cache"))
 	return s, nil
 }
 
@@ -118,14 +104,6 @@ func inside(projectDir, p string) string {
 		return p
 	}
 	return filepath.Join(projectDir, p)
-}
-
-func (s Settings) planOptions() plan.Options {
-	return plan.Options{
-		Filter: render.Filter{Include: s.Include, Exclude: s.Exclude},
-		Render: render.Options{LoadRestrictorNone: s.LoadRestrictorNone, EnableHelm: s.EnableHelm},
-		Ignore: s.Ignore,
-	}
 }
 
 // gateNames are GitLab's words in the job's failures.
@@ -154,74 +132,33 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		dir = filepath.Join(dir, in.WorkDir)
 	}
 	g := gitcli.Repo{Dir: dir}
-	c, err := commitsOf(ctx, g, pl)
-	if err != nil {
-		return err
+	change := pl.Change
+	job := &prflow.Job{
+		Settings: in.Settings, Words: words, Log: log, Stdout: stdout, Repo: g, Change: &change,
+		TempDir: os.TempDir(), CacheDir: in.CacheDir,
+		Commits: func(ctx context.Context) (prflow.Commits, error) { return commitsOf(ctx, g, pl) },
+		WriteFile: func(name string, data []byte) (string, error) {
+			if err := os.MkdirAll(in.ReportDir, 0o755); err != nil {
+				return "", fmt.Errorf("the report directory: %w", err)
+			}
+			path := filepath.Join(in.ReportDir, name)
+			return path, os.WriteFile(path, data, 0o644)
+		},
+		Published: func(*inventorydiff.Plan, prflow.Files, report.Options) (string, error) {
+			artifact := "artifact `" + filepath.Base(in.ReportDir) + "/kplan-report.md`"
+			if pl.JobURL != "" {
+				return "[the job](" + pl.JobURL + ")'s " + artifact, nil
+			}
+			return "the job's " + artifact, nil
+		},
+		MaxCommentChars: gitlab.MaxCommentChars,
+		Post:            func(ctx context.Context, md string) error { return note(ctx, pl, in.Token, md, log) },
+		Gate:            gateNames,
 	}
-	log.Info("commits planned", "pipeline", pl.Kind, "rule", c.rule, "base", c.base, "head", c.head)
-
-	opts := in.planOptions()
-	policy, err := remotePolicy(in, pl.Change)
-	if err != nil {
-		return err
+	if change.Fork {
+		job.Untrusted = "the merge request comes from a fork"
 	}
-	if pl.Change.Fork {
-		log.Info("the merge request comes from a fork: renders fetch only from "+EnvForkRemoteHosts, "hosts", in.ForkRemoteHosts)
-	}
-	opts.Render.Remote = policy
-	gitCache := gitbase.New(filepath.Join(os.TempDir(), "kplan-git"), policy)
-	defer gitCache.Close()
-	opts.Render.Git = gitCache
-	opts.RepoDir, opts.Base, opts.Head, opts.BaseLabel, opts.HeadLabel = g.Dir, c.base, c.head, c.baseLabel, c.headLabel
-	opts.Logger, opts.CacheDir = log, in.CacheDir
-	p, err := plan.Run(ctx, opts)
-	if err != nil {
-		return err
-	}
-
-	ropts := report.Options{DiffStyle: in.DiffStyle, DangerGate: report.DangerGate{Fails: in.FailOnDangerous, Label: in.AllowDangerousLabel}}
-	if ropts.DangerGate.Fails && ropts.DangerGate.Label != "" {
-		ropts.DangerGate.Acknowledged = pl.Change.HasLabel(ropts.DangerGate.Label)
-	}
-	if err := report.TextWith(stdout, p, ropts); err != nil {
-		return err
-	}
-	if err := writeReports(in.ReportDir, p, ropts); err != nil {
-		return err
-	}
-	copts := ropts
-	copts.Complete = "the job's artifact `" + filepath.Base(in.ReportDir) + "/kplan-report.md`"
-	if pl.JobURL != "" {
-		copts.Complete = "[the job](" + pl.JobURL + ")'s artifact `" + filepath.Base(in.ReportDir) + "/kplan-report.md`"
-	}
-	// The reviewed-plan marker lets the webhook prove, on merge, that it
-	// applies what this note showed.
-	reviewed, err := markers.ReviewedMarker(report.Reviewed(p))
-	if err != nil {
-		return fmt.Errorf("the reviewed-plan marker: %w", err)
-	}
-	md, _ := report.MarkdownFit(p, markers.PlanMarker+"\n"+reviewed+"\n", report.MaxCommentSize, copts)
-	if in.Comment {
-		if err := note(ctx, pl, in.Token, md, log); err != nil {
-			return err
-		}
-	}
-	return gate.Check(p, in.FailOnError, ropts.DangerGate, gateNames, log)
-}
-
-// writeReports writes the complete report (Markdown and JSON) where the
-// component's artifacts: keeps them.
-func writeReports(dir string, p *inventorydiff.Plan, opts report.Options) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("the report directory: %w", err)
-	}
-	full, _ := report.MarkdownFit(p, "", math.MaxInt, opts)
-	data, err := report.JSONWith(p, opts)
-	if err != nil {
-		return err
-	}
-	return errors.Join(os.WriteFile(filepath.Join(dir, "kplan-report.md"), []byte(full), 0o644),
-		os.WriteFile(filepath.Join(dir, "kplan-plan.json"), data, 0o644))
+	return job.Run(ctx)
 }
 
 // note keeps the plan as the merge request's one kplan note, found
@@ -250,15 +187,4 @@ func note(ctx context.Context, pl gitlab.Pipeline, token, md string, log *slog.L
 	}
 	log.Info("plan note "+verb, "note", res.URL)
 	return nil
-}
-
-// remotePolicy is the network policy of the renders: a fork's merge
-// request is written by someone the project does not trust, so its
-// renders fetch only from KPLAN_FORK_REMOTE_HOSTS (by default nothing),
-// as a fork's pull request on GitHub.
-func remotePolicy(in Settings, mr forge.Change) (*netpolicy.Policy, error) {
-	if mr.Fork {
-		return netpolicy.New(in.ForkRemoteHosts, "the CI/CD variable "+EnvForkRemoteHosts+": %s (merge requests from forks fetch only from these)")
-	}
-	return netpolicy.New(in.RemoteHosts, "the CI/CD variable "+EnvRemoteHosts+": %s")
 }

@@ -87,3 +87,14 @@ func TestComponentSetsWhatRunReads(t *testing.T) {
 		}
 	}
 }
+
+// The job reads only the flow's settings its component offers: a
+// variable of an Action-only input (a shard, which the job could not
+// merge) is not read.
+func TestReadsOnlyWhatTheComponentOffers(t *testing.T) {
+	env := map[string]string{"KPLAN_SHARD": "1/2", "KPLAN_ARGOCD": "maybe", EnvDiffStyle: "unified"}
+	s, err := ReadSettings(func(k string) string { return env[k] }, "/p")
+	if err != nil || s.Plan.Shard.On() || s.ArgoCD != nil || s.DiffStyle != "unified" {
+		t.Errorf("%+v, %v", s, err)
+	}
+}

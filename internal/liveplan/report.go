@@ -4,24 +4,25 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/kplan-dev/kplan/internal/forge"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
-	"github.com/kplan-dev/kplan/internal/markers"
 )
 
 // Marker identifies the live plan's sticky comment, beside the plan's
 // (markers.PlanMarker) and the deploy reports.
 const Marker = "<!-- kplan:live -->"
 
-// maxBody leaves room under GitHub's limit for the marker and the note
-// that the comment was cut.
-const maxBody = markers.MaxBodyChars - 1000
+// cutRoom is what a cut comment keeps free under the forge's limit for
+// the note that it was cut.
+const cutRoom = 1000
 
 // maxFields bounds the field changes shown per object.
 const maxFields = 30
 
-// Markdown is the live plan comment.
+// Markdown is the live plan comment, whole: CommentPoster fits it in the
+// forge's limit (Fit).
 func Markdown(p *PullPlan) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n### kplan live plan: what merging `%s` into `%s` would do to the clusters now\n\n", Marker, short(p.Head), p.Base)
@@ -32,15 +33,21 @@ func Markdown(p *PullPlan) string {
 		target(&b, t)
 	}
 	fmt.Fprintf(&b, "\n<sub>Server-side dry-run of apply and prune against each target's cluster at %s; the pull request's content rendered with remote resources off. Took %.1f s. Updated on every push.</sub>\n", short(p.Head), p.Took.Seconds())
-	s := b.String()
-	if len(s) > maxBody {
-		s = s[:maxBody]
-		if i := strings.LastIndex(s, "\n"); i > 0 {
-			s = s[:i]
-		}
-		s += "\n\n…the live plan is too long for a comment and was cut here (the webhook's log has it whole).\n"
+	return b.String()
+}
+
+// Fit cuts a live plan comment to maxChars characters (the forge's
+// MaxCommentChars), at the end of a line, saying it was cut; it never
+// cuts a character in two.
+func Fit(s string, maxChars int) string {
+	if utf8.RuneCountInString(s) <= maxChars {
+		return s
 	}
-	return s
+	s = forge.CutChars(s, maxChars-cutRoom)
+	if i := strings.LastIndex(s, "\n"); i > 0 {
+		s = s[:i]
+	}
+	return s + "\n\n…the live plan is too long for a comment and was cut here (the webhook's log has it whole).\n"
 }
 
 func target(b *strings.Builder, t TargetPlan) {
@@ -150,19 +157,25 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // cell escapes a table cell.
 func cell(s string) string {
 	s = oneLine(s)
-	if len(s) > 600 {
-		s = s[:600] + "…"
+	if cut := forge.CutChars(s, 600); len(cut) < len(s) {
+		s = cut + "…"
 	}
 	return strings.ReplaceAll(s, "|", "\\|")
 }
 
 // CommentPoster posts the live plan as a sticky comment (Marker) among
-// the token's own comments, through the forge's Commenter.
-type CommentPoster struct{ Comments forge.Commenter }
+// the token's own comments, through the forge's Commenter, fitted in the
+// limit of the forge that holds the repository.
+type CommentPoster struct {
+	Comments forge.Commenter
+	// MaxChars is the comment limit, in characters, of repo's forge
+	// (github.MaxCommentChars, gitlab.MaxCommentChars).
+	MaxChars func(repo string) int
+}
 
 // Post implements Poster.
 func (g CommentPoster) Post(ctx context.Context, repo string, pr int, body string) error {
-	if _, err := g.Comments.Upsert(ctx, repo, pr, Marker, body); err != nil {
+	if _, err := g.Comments.Upsert(ctx, repo, pr, Marker, Fit(body, g.MaxChars(repo))); err != nil {
 		return fmt.Errorf("live plan comment on %s#%d: %w", repo, pr, err)
 	}
 	return nil

@@ -7,7 +7,3 @@ package markers
 // PlanMarker identifies kplan's plan comment. Other comment kinds use
 // markers of their own so they do not overwrite each other.
 const PlanMarker = "<!-- kplan:plan -->"
-
-// MaxBodyChars is GitHub's limit on a comment body, in characters, marker
-// included.
-const MaxBodyChars = 65536

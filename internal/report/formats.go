@@ -69,7 +69,8 @@ func writeMarkdown(w io.Writer, p *inventorydiff.Plan, opts Options) error {
 	if limit <= 0 {
 		limit = math.MaxInt
 	}
-	_, err := io.WriteString(w, MarkdownWith(p, "", limit, opts))
+	s, _ := MarkdownFitBytes(p, "", limit, opts)
+	_, err := io.WriteString(w, s)
 	return err
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/kplan-dev/kplan/internal/forge/github"
 )
 
 // Every format the front ends offer prints the plan by its name and its
@@ -25,7 +27,7 @@ func TestFormatsAreOfferedAndWritten(t *testing.T) {
 	}
 	want := map[string]string{
 		"": text.String(), "text": text.String(), "json": string(data) + "\n",
-		"markdown": Markdown(p, "", MaxCommentSize), "md": Markdown(p, "", MaxCommentSize),
+		"markdown": Markdown(p, "", github.MaxCommentChars), "md": Markdown(p, "", github.MaxCommentChars),
 	}
 	for name, w := range want {
 		var b bytes.Buffer

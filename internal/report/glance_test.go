@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kplan-dev/kplan/internal/forge/github"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 )
 
@@ -75,7 +76,7 @@ func TestSameChangeLinesAreWrappedAndCountTheOthers(t *testing.T) {
 	if err := Text(&text, p); err != nil {
 		t.Fatal(err)
 	}
-	md := Markdown(p, "", MaxCommentSize)
+	md := Markdown(p, "", github.MaxCommentChars)
 	for form, out := range map[string]string{"text": text.String(), "markdown": md} {
 		if !strings.Contains(out, "same change in 11 other Deployments:\n") || !strings.Contains(out, "  web (n) in clusters/region-01/") || !strings.Contains(out, "and 6 more\n") {
 			t.Errorf("%s does not count the 11 others:\n%s", form, out)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kplan-dev/kplan/internal/danger"
+	"github.com/kplan-dev/kplan/internal/forge/github"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/testkit"
 )
@@ -75,7 +76,7 @@ func goldenFormats(t *testing.T, p *inventorydiff.Plan, opts Options, name strin
 		t.Fatal(err)
 	}
 	for ext, got := range map[string]string{
-		"md":   MarkdownWith(p, "<!-- kplan:plan -->\n", MaxCommentSize, opts),
+		"md":   MarkdownWith(p, "<!-- kplan:plan -->\n", github.MaxCommentChars, opts),
 		"txt":  text.String(),
 		"json": string(js),
 	} {

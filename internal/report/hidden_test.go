@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kplan-dev/kplan/internal/forge/github"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/overlap"
 	"github.com/kplan-dev/kplan/internal/testkit"
@@ -84,5 +85,5 @@ func TestVariantNoteGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.Golden(t, filepath.Join("testdata", "variant-note.txt.golden"), text.String())
-	testkit.Golden(t, filepath.Join("testdata", "variant-note.md.golden"), MarkdownWith(p, "<!-- kplan:plan -->\n", MaxCommentSize, Options{}))
+	testkit.Golden(t, filepath.Join("testdata", "variant-note.md.golden"), MarkdownWith(p, "<!-- kplan:plan -->\n", github.MaxCommentChars, Options{}))
 }

@@ -4,16 +4,12 @@ import (
 	"fmt"
 	"html"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/kplan-dev/kplan/internal/danger"
+	"github.com/kplan-dev/kplan/internal/forge"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 )
-
-// MaxCommentSize is GitHub's limit on an issue comment's body.
-const MaxCommentSize = 65536
-
-// MaxSummarySize is GitHub's limit on one step's job summary (1 MiB).
-const MaxSummarySize = 1 << 20
 
 // openLimit is the size up to which overlays' sections are open: a
 // small plan reads without a click, a large one as its table first.
@@ -30,8 +26,9 @@ const (
 	countsOnly                  // the table of overlays only
 )
 
-// Markdown renders the plan for a PR comment or job summary, fitting it in
-// limit characters (MaxCommentSize for a comment). It drops added
+// Markdown renders the plan for a comment, fitting it in limit
+// characters (the forge's MaxCommentChars: internal/forge/github,
+// internal/forge/gitlab). It drops added
 // objects' YAML, then the tails of long text diffs, then field diffs,
 // then per-object lists, then trailing overlays, rather than fail.
 // header goes first (a hidden marker, say) and counts against limit.
@@ -50,15 +47,51 @@ func MarkdownWith(p *inventorydiff.Plan, header string, limit int, opts Options)
 
 // MarkdownFit is MarkdownWith, and says whether the Markdown is complete:
 // every field change and added object's YAML (or unified diff) is in it.
-// When it is not, it says so, and where opts.Complete points.
+// When it is not, it says so, and where opts.Complete points. limit
+// counts characters, as forges count a comment's.
 func MarkdownFit(p *inventorydiff.Plan, header string, limit int, opts Options) (string, bool) {
+	return fit(p, header, limit, opts, inChars)
+}
+
+// MarkdownFitBytes is MarkdownFit with limit in bytes, for what is
+// bounded in bytes: GitHub's job summary, kplan's --max-bytes.
+func MarkdownFitBytes(p *inventorydiff.Plan, header string, limit int, opts Options) (string, bool) {
+	return fit(p, header, limit, opts, inBytes)
+}
+
+// A measure is a unit a report is fitted in: its size of a string, and
+// the longest prefix of a string within n of it, never cutting a
+// character in two.
+type measure struct {
+	size func(string) int
+	cut  func(s string, n int) string
+}
+
+var (
+	inChars = measure{size: utf8.RuneCountInString, cut: forge.CutChars}
+	inBytes = measure{size: func(s string) int { return len(s) }, cut: cutBytes}
+)
+
+// cutBytes is s cut to at most n bytes at the start of a character.
+func cutBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:max(n, 0)]
+}
+
+func fit(p *inventorydiff.Plan, header string, limit int, opts Options, unit measure) (string, bool) {
+	size := unit.size
 	m := &md{p: p, opts: opts, groups: findGroups(p), images: images(p), sections: -1, limit: limit}
 	for _, d := range []detail{withObjects, withFields, withFieldsCut} {
 		s := header + m.render(d, -1, true)
 		if len(s) > openLimit {
 			s = header + m.render(d, -1, false)
 		}
-		if len(s) <= limit {
+		if size(s) <= limit {
 			return s, d == withObjects
 		}
 	}
@@ -68,7 +101,7 @@ func MarkdownFit(p *inventorydiff.Plan, header string, limit int, opts Options) 
 	// keys only, at half the size allowed).
 	fits := func(n int) bool {
 		m.sections = n
-		return len(header+m.render(withFieldsCut, -1, false)) <= limit
+		return size(header+m.render(withFieldsCut, -1, false)) <= limit
 	}
 	lo, hi := 0, len(p.Overlays)
 	for lo < hi {
@@ -85,7 +118,7 @@ func MarkdownFit(p *inventorydiff.Plan, header string, limit int, opts Options) 
 	}
 	m.sections = -1
 	for _, d := range []detail{tablesOnly, countsOnly} {
-		if s := header + m.render(d, -1, false); len(s) <= limit {
+		if s := header + m.render(d, -1, false); size(s) <= limit {
 			return s, false
 		}
 	}
@@ -93,17 +126,14 @@ func MarkdownFit(p *inventorydiff.Plan, header string, limit int, opts Options) 
 	lo, hi = 0, len(p.Overlays)
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
-		if len(header+m.render(countsOnly, mid, false)) <= limit {
+		if size(header+m.render(countsOnly, mid, false)) <= limit {
 			lo = mid
 		} else {
 			hi = mid - 1
 		}
 	}
-	s := header + m.render(countsOnly, lo, false)
-	if len(s) > limit { // the summary alone is too long: cannot happen for sane limits
-		s = s[:limit]
-	}
-	return s, false
+	// The summary alone too long cannot happen for sane limits.
+	return unit.cut(header+m.render(countsOnly, lo, false), limit), false
 }
 
 // md renders one plan at several levels of detail.
@@ -159,7 +189,7 @@ func (m *md) render(d detail, maxRows int, open bool) string {
 			what = fmt.Sprintf("Added objects' YAML and the changes of all but the first %d overlays are", m.sections)
 		}
 		if m.opts.Complete != "" {
-			fmt.Fprintf(&b, "> [!NOTE]\n> %s not in this comment (GitHub's size limit): the complete report is %s.\n\n", what, m.opts.Complete)
+			fmt.Fprintf(&b, "> [!NOTE]\n> %s not in this comment (the forge's size limit): the complete report is %s.\n\n", what, m.opts.Complete)
 		} else {
 			fmt.Fprintf(&b, "> [!NOTE]\n> %s not in this report (--max-bytes %d): print it without --max-bytes for them.\n\n", what, m.limit)
 		}

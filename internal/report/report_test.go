@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/kplan-dev/kplan/internal/forge/github"
+	"github.com/kplan-dev/kplan/internal/forge/gitlab"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 )
@@ -67,7 +71,7 @@ func TestNoSecretValueInAnyForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	md := Markdown(p, "", MaxCommentSize)
+	md := Markdown(p, "", github.MaxCommentChars)
 	unified := Options{DiffStyle: DiffUnified}
 	var utext bytes.Buffer
 	if err := TextWith(&utext, p, unified); err != nil {
@@ -77,7 +81,7 @@ func TestNoSecretValueInAnyForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	umd := MarkdownWith(p, "", MaxCommentSize, unified)
+	umd := MarkdownWith(p, "", github.MaxCommentChars, unified)
 	for form, out := range map[string]string{"text": text.String(), "json": string(js), "markdown": md,
 		"unified text": utext.String(), "unified json": string(ujs), "unified markdown": umd} {
 		for _, v := range []string{secretPlain, secretB64, "c2VjcmV0"} {
@@ -112,7 +116,7 @@ func TestMarkdownDangerGate(t *testing.T) {
 		{DangerGate{Fails: true, Label: "kplan/allow-dangerous"}, "⚠️ **1 dangerous change**: this check fails until they are fixed or the label `kplan/allow-dangerous` acknowledges them.\n"},
 		{DangerGate{Fails: true, Label: "kplan/allow-dangerous", Acknowledged: true}, "⚠️ **1 dangerous change**: acknowledged by the label `kplan/allow-dangerous`.\n"},
 	} {
-		md := MarkdownWith(samplePlan(t), "", MaxCommentSize, Options{DangerGate: tc.gate})
+		md := MarkdownWith(samplePlan(t), "", github.MaxCommentChars, Options{DangerGate: tc.gate})
 		if !strings.Contains(md, tc.want) || !strings.Contains(md, "> ⚠️ **Dangerous:** prunes Namespace a: deletes every object in the namespace (`prune-stateful`)\n") {
 			t.Errorf("gate %+v: markdown lacks %q:\n%s", tc.gate, tc.want, md)
 		}
@@ -132,7 +136,7 @@ func TestOversizedReport(t *testing.T) {
 		base[path], head[path] = side(t, b...), side(t, h...)
 	}
 	p := inventorydiff.Compare("base", "head", base, head)
-	for _, limit := range []int{MaxCommentSize, 20000, 2000} {
+	for _, limit := range []int{github.MaxCommentChars, 20000, 2000} {
 		md := Markdown(p, "<!-- m -->\n", limit)
 		if len(md) > limit {
 			t.Errorf("limit %d: %d characters", limit, len(md))
@@ -146,11 +150,11 @@ func TestOversizedReport(t *testing.T) {
 	}
 	// Objects' YAML goes first, then the later overlays' field changes:
 	// the first overlays' stay.
-	if md := Markdown(p, "", MaxCommentSize); strings.Contains(md, "```yaml") || !strings.Contains(md, "the changes of all but the first") ||
+	if md := Markdown(p, "", github.MaxCommentChars); strings.Contains(md, "```yaml") || !strings.Contains(md, "the changes of all but the first") ||
 		!strings.Contains(md, "! data.v:") || !strings.Contains(md, "more overlays are in the table above only (size limit)") {
 		t.Errorf("the comment does not keep the first overlays' field changes:\n%.3000s", md)
 	}
-	if md := MarkdownWith(p, "", MaxCommentSize, Options{DiffStyle: DiffUnified}); len(md) > MaxCommentSize || strings.Contains(md, "Unified diff") {
+	if md := MarkdownWith(p, "", github.MaxCommentChars, Options{DiffStyle: DiffUnified}); utf8.RuneCountInString(md) > github.MaxCommentChars || strings.Contains(md, "Unified diff") {
 		t.Errorf("unified style: %d characters; unified diffs must be the first thing dropped", len(md))
 	}
 }
@@ -162,7 +166,7 @@ func TestMarkdownFoldsExistingFailures(t *testing.T) {
 		{Path: "zzz-app", Status: inventorydiff.Changed, Changed: []inventorydiff.Change{{Key: "~G_v1_ConfigMap|default|a"}}},
 	}}
 	p.Totals = inventorydiff.Sum(p.Overlays)
-	md := Markdown(p, "", MaxCommentSize)
+	md := Markdown(p, "", github.MaxCommentChars)
 	app, fold := strings.Index(md, "<code>zzz-app</code>"), strings.Index(md, "<details><summary>1 overlay already failing on base (not caused by this change)</summary>")
 	broken := strings.Index(md, "<code>aaa-broken</code>")
 	if app < 0 || fold < app || broken < fold || !strings.Contains(md[broken:], "</details>") {
@@ -189,7 +193,7 @@ func TestMarkdownFencesHoldAnyText(t *testing.T) {
 		map[string]inventorydiff.Side{"o": side(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: n}\ndata: {README.md: "+encodeString(readme)+"}",
 			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: new, namespace: n}\ndata: {README.md: "+encodeString(readme)+"}")})
 	for _, opts := range []Options{{}, {DiffStyle: DiffUnified}} {
-		md := MarkdownWith(p, "", MaxCommentSize, opts)
+		md := MarkdownWith(p, "", github.MaxCommentChars, opts)
 		// Every block opens with four backticks and closes with them;
 		// the three of the text stay inside.
 		opens := strings.Count(md, "````diff\n") + strings.Count(md, "````yaml\n")
@@ -218,13 +222,13 @@ func TestMarkdownDropsObjectsBeforeFields(t *testing.T) {
 		map[string]inventorydiff.Side{"app": side(t, dep("web:1"))},
 		map[string]inventorydiff.Side{"app": side(t, dep("web:2")), "new": side(t, objs...)})
 	for _, opts := range []Options{{}, {DiffStyle: DiffUnified}} {
-		md := MarkdownWith(p, "", MaxCommentSize, opts)
-		if len(md) > MaxCommentSize || !strings.Contains(md, `! spec.template.spec.containers[name=web].image: "web:1" → "web:2"`) ||
+		md := MarkdownWith(p, "", github.MaxCommentChars, opts)
+		if utf8.RuneCountInString(md) > github.MaxCommentChars || !strings.Contains(md, `! spec.template.spec.containers[name=web].image: "web:1" → "web:2"`) ||
 			!strings.Contains(md, "not in this report (--max-bytes 65536): print it without --max-bytes for them") || strings.Contains(md, "xxxxxxxxxx") {
 			t.Errorf("style %q: %d characters:\n%.2000s", opts.DiffStyle, len(md), md)
 		}
 	}
-	if md := MarkdownWith(p, "", 10*MaxCommentSize, Options{}); !strings.Contains(md, "```yaml\napiVersion: v1\ndata:\n  v: xxx") {
+	if md := MarkdownWith(p, "", 10*github.MaxCommentChars, Options{}); !strings.Contains(md, "```yaml\napiVersion: v1\ndata:\n  v: xxx") {
 		t.Errorf("with room, the added objects' YAML is shown:\n%.2000s", md)
 	}
 }
@@ -250,8 +254,8 @@ func TestMarkdownCutsLongTextDiffsBeforeDroppingFields(t *testing.T) {
 		map[string]inventorydiff.Side{"app": side(t, objs("web:1", "old")...)},
 		map[string]inventorydiff.Side{"app": side(t, objs("web:2", "new")...)})
 	for _, opts := range []Options{{}, {DiffStyle: DiffUnified}} {
-		md := MarkdownWith(p, "", MaxCommentSize, opts)
-		if len(md) > MaxCommentSize || !strings.Contains(md, `! spec.template.spec.containers[name=web].image: "web:1" → "web:2"`) ||
+		md := MarkdownWith(p, "", github.MaxCommentChars, opts)
+		if utf8.RuneCountInString(md) > github.MaxCommentChars || !strings.Contains(md, `! spec.template.spec.containers[name=web].image: "web:1" → "web:2"`) ||
 			!strings.Contains(md, "! data.servers.yaml: text changed") || !strings.Contains(md, "+        version: new-0\n") ||
 			!strings.Contains(md, "more lines of this text diff (size limit)") || strings.Contains(md, "version: new-2999") ||
 			!strings.Contains(md, "text diffs past their first 30 lines are not in this report") {
@@ -259,7 +263,7 @@ func TestMarkdownCutsLongTextDiffsBeforeDroppingFields(t *testing.T) {
 		}
 	}
 	// With room, all of it.
-	if md := MarkdownWith(p, "", 100*MaxCommentSize, Options{}); !strings.Contains(md, "version: new-2999") || strings.Contains(md, "more lines of this text diff") {
+	if md := MarkdownWith(p, "", 100*github.MaxCommentChars, Options{}); !strings.Contains(md, "version: new-2999") || strings.Contains(md, "more lines of this text diff") {
 		t.Errorf("with room, the whole text diff is shown")
 	}
 }
@@ -302,14 +306,46 @@ func TestCommentFillsTheLimitBeforeDroppingFieldChanges(t *testing.T) {
 		base[o], head[o] = side(t, cms(o+"-old")...), side(t, cms(o+"-new")...)
 	}
 	p := inventorydiff.Compare("a", "b", base, head)
-	md, complete := MarkdownFit(p, "", MaxCommentSize, Options{Complete: "in the job summary and the artifact"})
-	if complete || len(md) > MaxCommentSize {
+	md, complete := MarkdownFit(p, "", github.MaxCommentChars, Options{Complete: "in the job summary and the artifact"})
+	if complete || utf8.RuneCountInString(md) > github.MaxCommentChars {
 		t.Fatalf("complete %v, %d bytes", complete, len(md))
 	}
 	if !strings.Contains(md, "+      setting-05 a-new-29-05") {
-		t.Errorf("the comment (%d of %d bytes) keeps no field change:\n%.2000s", len(md), MaxCommentSize, md)
+		t.Errorf("the comment (%d of %d bytes) keeps no field change:\n%.2000s", len(md), github.MaxCommentChars, md)
 	}
 	if !strings.Contains(md, "the complete report is in the job summary and the artifact") || strings.Contains(md, "kplan diff") {
 		t.Errorf("the comment does not point at the complete report:\n%.2000s", md)
+	}
+}
+
+// MarkdownFit counts characters, as forges count a comment's limit, and
+// whatever it leaves out it never cuts a character in two: a plan of
+// multi-byte text fitted in each forge's limit (and in limits so small
+// that only a cut of the table is left) is valid UTF-8 within the limit.
+// MarkdownFitBytes bounds bytes (a job summary, --max-bytes).
+func TestMarkdownFitCountsCharacters(t *testing.T) {
+	var base, head []string
+	for i := range 1500 {
+		doc := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: 配置-%03d, namespace: n}\ndata: {v: \"%s\"}"
+		base = append(base, fmt.Sprintf(doc, i, strings.Repeat("旧", 60)))
+		head = append(head, fmt.Sprintf(doc, i, strings.Repeat("新", 60)))
+	}
+	p := inventorydiff.Compare("a", "b", map[string]inventorydiff.Side{"app": side(t, base...)}, map[string]inventorydiff.Side{"app": side(t, head...)})
+	whole := MarkdownWith(p, "", math.MaxInt, Options{})
+	if n := utf8.RuneCountInString(whole); n <= github.MaxCommentChars || len(whole) <= n {
+		t.Fatalf("the test wants a long multi-byte plan: %d characters, %d bytes", n, len(whole))
+	}
+	for _, limit := range []int{github.MaxCommentChars, gitlab.MaxCommentChars, 20000, 300, 41} {
+		md, complete := MarkdownFit(p, "<!-- kplan:plan -->\n", limit, Options{})
+		if !utf8.ValidString(md) || utf8.RuneCountInString(md) > limit {
+			t.Errorf("limit %d: %d characters, valid UTF-8 %v", limit, utf8.RuneCountInString(md), utf8.ValidString(md))
+		}
+		if fitsWhole := utf8.RuneCountInString(whole)+20 <= limit; complete != fitsWhole {
+			t.Errorf("limit %d: complete %v, want %v", limit, complete, fitsWhole)
+		}
+		b, _ := MarkdownFitBytes(p, "", limit, Options{})
+		if !utf8.ValidString(b) || len(b) > limit {
+			t.Errorf("limit %d bytes: %d bytes, valid UTF-8 %v", limit, len(b), utf8.ValidString(b))
+		}
 	}
 }

@@ -12,8 +12,17 @@ import (
 	"github.com/google/go-github/v60/github"
 
 	"github.com/kplan-dev/kplan/internal/forge"
-	"github.com/kplan-dev/kplan/internal/markers"
 )
+
+// MaxCommentChars is GitHub's limit on an issue or pull request
+// comment's body, in characters, marker included: whoever fits a body for
+// GitHub (the plan comment, the deploy and live plan comments) fits it
+// in this.
+const MaxCommentChars = 65536
+
+// MaxSummaryBytes is GitHub's limit on one step's job summary: 1 MiB, in
+// bytes.
+const MaxSummaryBytes = 1 << 20
 
 // Poster keeps sticky comments through one client: forge.Commenter for
 // GitHub's issue comments. A marked comment is
@@ -105,8 +114,8 @@ func (p *Poster) Upsert(ctx context.Context, fullName string, number int, marker
 	if !strings.Contains(body, marker) {
 		body = marker + "\n" + body
 	}
-	if n := utf8.RuneCountInString(body); n > markers.MaxBodyChars {
-		return forge.CommentResult{}, fmt.Errorf("comment on %s/%s#%d: %w: %d characters, maximum %d", owner, repo, number, forge.ErrTooLong, n, markers.MaxBodyChars)
+	if n := utf8.RuneCountInString(body); n > MaxCommentChars {
+		return forge.CommentResult{}, fmt.Errorf("comment on %s/%s#%d: %w: %d characters, maximum %d", owner, repo, number, forge.ErrTooLong, n, MaxCommentChars)
 	}
 
 	self, err := p.Self(ctx)

@@ -194,7 +194,7 @@ func TestErrors(t *testing.T) {
 		{name: "bad token", token: "nope"},
 		{name: "server error", token: writer, failN: 1},
 		{name: "empty marker", token: writer, marker: " "},
-		{name: "too long", token: writer, body: strings.Repeat("x", markers.MaxBodyChars), tooLong: true},
+		{name: "too long", token: writer, body: strings.Repeat("x", github.MaxCommentChars), tooLong: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

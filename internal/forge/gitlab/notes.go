@@ -12,8 +12,11 @@ import (
 	gitlab "gitlab.com/gitlab-org/api/client-go"
 
 	"github.com/kplan-dev/kplan/internal/forge"
-	"github.com/kplan-dev/kplan/internal/markers"
 )
+
+// MaxCommentChars is GitLab's limit on a note's body, in characters,
+// marker included (1,000,000: a note is not cut at GitHub's 65,536).
+const MaxCommentChars = 1_000_000
 
 // Poster keeps marked notes on merge requests through one client:
 // forge.Commenter for GitLab. A marked note is the client's only when
@@ -77,8 +80,8 @@ func (p *Poster) Upsert(ctx context.Context, project string, iid int, marker, bo
 	if !strings.Contains(body, marker) {
 		body = marker + "\n" + body
 	}
-	if n := utf8.RuneCountInString(body); n > markers.MaxBodyChars {
-		return forge.CommentResult{}, fmt.Errorf("note on %s!%d: %w: %d characters, maximum %d", project, iid, forge.ErrTooLong, n, markers.MaxBodyChars)
+	if n := utf8.RuneCountInString(body); n > MaxCommentChars {
+		return forge.CommentResult{}, fmt.Errorf("note on %s!%d: %w: %d characters, maximum %d", project, iid, forge.ErrTooLong, n, MaxCommentChars)
 	}
 	self, err := p.Self(ctx)
 	if err != nil {

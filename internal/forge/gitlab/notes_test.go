@@ -109,7 +109,7 @@ func TestNoteErrors(t *testing.T) {
 	if !errors.Is(err, forge.ErrNoPermission) {
 		t.Errorf("read-only token: %v, want ErrNoPermission", err)
 	}
-	_, err = poster(t, s, "glpat-writer").Upsert(ctx, project, iid, marker, strings.Repeat("x", markers.MaxBodyChars))
+	_, err = poster(t, s, "glpat-writer").Upsert(ctx, project, iid, marker, strings.Repeat("x", gitlab.MaxCommentChars))
 	if !errors.Is(err, forge.ErrTooLong) {
 		t.Errorf("long body: %v, want ErrTooLong", err)
 	}
@@ -149,5 +149,19 @@ func TestClientFromTakesTheTokenOfTheMoment(t *testing.T) {
 	got, err := p.Upsert(ctx, project, iid, marker, "plan v1")
 	if err != nil || got.Author != bot {
 		t.Fatalf("after the rotation: %+v, %v; want a note by %s", got, err, bot)
+	}
+}
+
+// GitLab's note limit is its own (1,000,000 characters), not GitHub's
+// 65,536: a note of multi-byte characters past GitHub's limit posts
+// whole, counted in characters, not bytes.
+func TestNoteNotCutAtGitHubsLimit(t *testing.T) {
+	s := newServer(t)
+	body := marker + "\n" + strings.Repeat("é", 3*65536)
+	if _, err := poster(t, s, "glpat-writer").Upsert(context.Background(), project, iid, marker, body); err != nil {
+		t.Fatalf("a %d-character note: %v", len([]rune(body)), err)
+	}
+	if ns := s.Notes(project, iid); len(ns) != 1 || ns[0].Body != body {
+		t.Errorf("the note was not kept whole (%d notes)", len(ns))
 	}
 }

@@ -233,7 +233,7 @@ func (r *Reporter) commentOp(o deployer.Outcome) *op {
 				r.summaries[pr] = map[string]deployer.Outcome{}
 			}
 			r.summaries[pr][t.Name] = o
-			body := deployreport.Comment(r.summaries[pr])
+			body := deployreport.Comment(r.summaries[pr], forgegithub.MaxCommentChars)
 			r.mu.Unlock()
 			_, err := r.Comments.Upsert(ctx, t.Repo, pr, Marker, body)
 			return err

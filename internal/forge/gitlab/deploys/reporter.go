@@ -211,7 +211,7 @@ func (r *Reporter) note(ctx context.Context, o deployer.Outcome) error {
 		r.summaries[key] = map[string]deployer.Outcome{}
 	}
 	r.summaries[key][t.Name] = o
-	body := deployreport.Comment(r.summaries[key])
+	body := deployreport.Comment(r.summaries[key], forgegitlab.MaxCommentChars)
 	r.mu.Unlock()
 	_, err := r.Notes.Upsert(ctx, t.Repo, mr, deployreport.Marker, body)
 	return err
