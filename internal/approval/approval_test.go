@@ -2,6 +2,7 @@ package approval_test
 
 import (
 	"context"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -12,7 +13,7 @@ import (
 
 // repo is a test repository whose branch main the tests grow.
 type repo struct {
-	t   *testing.T
+	t   testing.TB
 	dir string
 }
 
@@ -286,4 +287,12 @@ func TestUnaffected(t *testing.T) {
 	if res := r.check(deployed, tip, nil, nil); res.Verdict != approval.VerdictRefused {
 		t.Errorf("a docs push, the whole tree: %s", res.Verdict)
 	}
+}
+
+// gitOut runs git in dir, its failure an error (a merge's conflicts).
+func gitOut(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
 }

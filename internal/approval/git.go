@@ -118,7 +118,7 @@ func (g CLI) Changed(ctx context.Context, a, b string) ([]string, error) {
 	return paths, nil
 }
 
-// Merge implements Git. git merge-tree --write-tree chooses the merge
+// Merge implements Git, without rename detection. git merge-tree --write-tree chooses the merge
 // base itself (--merge-base came in git 2.40), so the three trees are
 // given parentless commits that make base the only one: commit-tree
 // with a fixed identity and date writes the same commits each time.
@@ -135,7 +135,10 @@ func (g CLI) Merge(ctx context.Context, base, ours, theirs string) (string, []st
 	if err != nil {
 		return "", nil, err
 	}
-	out, err := g.Repo.Run(ctx, "merge-tree", "--write-tree", "--name-only", "--no-messages", o, t)
+	// Without rename detection a change applies to the path it was
+	// approved on: a file the branch renamed is a conflict, never the
+	// approved change moved to another path.
+	out, err := g.Repo.Run(ctx, "-c", "merge.renames=false", "merge-tree", "--write-tree", "--name-only", "--no-messages", o, t)
 	var exit *exec.ExitError
 	conflicted := errors.As(err, &exit) && exit.ExitCode() == 1
 	if err != nil && !conflicted {
