@@ -389,7 +389,7 @@ func (c *checker) judge(ctx context.Context, s *Step, p *Pull) (state, error) {
 	}
 	s.Verdict = VerdictRefused
 	if p == nil {
-		notes = append([]string{fmt.Sprintf("came from no merged pull request and changes %s", c.scope)}, notes...)
+		notes = append([]string{fmt.Sprintf("came from no merged pull request and changes what the target reads (%s)", c.scope)}, notes...)
 	}
 	s.Why = strings.Join(notes, "; ")
 	s.Fix = c.fix(s, p, parentOK)
