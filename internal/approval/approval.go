@@ -220,8 +220,16 @@ func (c *checker) history(ctx context.Context, res *Result, start string, descen
 	if err != nil || ok {
 		return err
 	}
+	if by := c.overriddenBy(start); by != "" && start == c.in.Tip {
+		c.approve(tree)
+		res.Steps = append(res.Steps, Step{Kind: KindHistory, Commit: start, Verdict: VerdictOverridden, OverriddenBy: by,
+			Why: fmt.Sprintf("the branch was rewritten to %s, which @%s, who may write, let apply without approval", short(start), by)})
+		return nil
+	}
 	s := Step{Kind: KindHistory, Commit: start, Verdict: VerdictRefused}
 	switch {
+	case start == "":
+		s.Why = fmt.Sprintf("the branch was rewritten (a force-push): %s shares no history with %s, which runs", short(c.in.Tip), short(c.in.Deployed))
 	case !descends && start == c.in.Tip:
 		s.Why = fmt.Sprintf("the branch was rewritten (a force-push): %s is not a descendant of %s, which runs, and differs from it in %s", short(c.in.Tip), short(c.in.Deployed), c.scope)
 	case !descends:

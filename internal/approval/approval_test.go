@@ -178,9 +178,20 @@ func TestForcePushOverAnUnrelatedApprovedPRIsRefused(t *testing.T) {
 	if res := r.check(deployed, m3, rec, nil); res.Verdict != approval.VerdictApproved {
 		t.Errorf("a rewrite back to what runs, then an approved PR: %s %s (%s)", res.Verdict, verdicts(res), res.Why)
 	}
-	// The tip rewound to before what runs: refused.
+	// The tip rewound to before what runs: refused, unless a writer
+	// overrides it.
 	if res := r.check(deployed, fork, rec, nil); res.Verdict != approval.VerdictRefused {
 		t.Errorf("rewound: %s", res.Verdict)
+	}
+	rec.Overrides = []approval.Override{{Commit: fork, User: approval.User{Login: "bob"}}}
+	if res := r.check(deployed, fork, rec, nil); res.Verdict != approval.VerdictApproved || verdicts(res) != "history:overridden" {
+		t.Errorf("rewound, overridden: %s %s", res.Verdict, verdicts(res))
+	}
+	// A history that shares nothing with what runs.
+	r.git("checkout", "-q", "--orphan", "other")
+	other := r.commit(map[string]string{"app/a": "2\n"}, "unrelated")
+	if res := r.check(deployed, other, rec, nil); res.Verdict != approval.VerdictRefused || !strings.Contains(res.Why, "shares no history") {
+		t.Errorf("unrelated: %s (%s)", res.Verdict, res.Why)
 	}
 }
 
