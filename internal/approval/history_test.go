@@ -236,19 +236,23 @@ func (h *history) openPulls() []*genPR {
 // step makes one random event.
 func (h *history) step() {
 	open := h.openPulls()
-	switch k := h.rng.IntN(100); {
-	case k < 18 && len(open) < 6:
+	k := h.rng.IntN(100)
+	if len(open) == 0 && k >= 20 && k < 75 {
+		k = 0 // what needs an open pull request opens one
+	}
+	switch {
+	case k < 20 && len(open) < 6:
 		fork := h.main
 		if h.rng.IntN(3) == 0 {
 			fork = h.pick(h.onMain)
 		}
 		h.openPR(fork)
-	case k < 26 && len(open) > 0:
+	case k < 28:
 		p := open[h.rng.IntN(len(open))]
 		c := h.commitAt(h.head(p), h.change(), fmt.Sprintf("pr %d pushed", p.n))
 		p.commits = append(p.commits, c)
 		h.logf("#%d: pushed %s", p.n, short(c))
-	case k < 48 && len(open) > 0:
+	case k < 55:
 		p := open[h.rng.IntN(len(open))]
 		commit := h.head(p)
 		if h.rng.IntN(4) == 0 {
@@ -271,28 +275,39 @@ func (h *history) step() {
 				}
 			}
 		}
-	case k < 62 && len(open) > 0:
-		h.merge(open[h.rng.IntN(len(open))], h.pick([]string{"merge", "squash", "rebase"}))
-	case k < 76:
+	case k < 75:
+		// Mostly a pull request someone approved (a writer or not, at
+		// its head or not): merging what no one approved ends most
+		// histories' interest.
+		p := open[h.rng.IntN(len(open))]
+		if h.rng.IntN(4) != 0 {
+			if approved := slices.DeleteFunc(slices.Clone(open), func(p *genPR) bool {
+				return !slices.ContainsFunc(p.reviews, func(r approval.Review) bool { return r.State == approval.Approved })
+			}); len(approved) > 0 {
+				p = approved[h.rng.IntN(len(approved))]
+			}
+		}
+		h.merge(p, h.pick([]string{"merge", "squash", "rebase"}))
+	case k < 80:
 		h.setMain(h.commitAt(h.main, h.change(), "direct push"), "push", nil, "direct push")
-	case k < 84:
+	case k < 85:
 		// A revert: of the last commit, or of main to an earlier state.
 		target := h.pick(h.onMain)
 		if h.rng.IntN(2) == 0 && len(h.onMain) > 1 {
 			target = h.onMain[len(h.onMain)-2]
 		}
 		h.setMain(h.commitAt(h.main, h.states[target], "revert to "+short(target)), "revert", nil, "revert to "+short(target))
-	case k < 87:
+	case k < 88:
 		to := h.pick(h.onMain)
 		h.setMain(to, "force", nil, "force-push to "+short(to))
 		if h.rng.IntN(2) == 0 {
 			h.setMain(h.commitAt(to, h.change(), "force-pushed"), "force", nil, "force-pushed a new commit")
 		}
-	case k < 90:
+	case k < 92:
 		who := h.pick([]string{"alice", "carol"})
 		h.perms[who] = h.pick([]string{"read", "write", "none"})
 		h.logf("@%s's permission is now %s", who, h.perms[who])
-	case k < 93 && h.deployed != "" && len(h.onMain) > 1:
+	case k < 95 && h.deployed != "" && len(h.onMain) > 1:
 		c := h.onMain[1+h.rng.IntN(len(h.onMain)-1)]
 		who := h.pick([]string{"bob", "eve"})
 		h.overrides = append(h.overrides, approval.Override{Commit: c, User: approval.User{Login: who}})
