@@ -320,7 +320,7 @@ func (h *history) step() {
 			c := h.commitAt(h.head(p), h.change(), fmt.Sprintf("pr %d pushed", p.n))
 			p.commits = append(p.commits, c)
 		}
-		h.review(p, h.pick([]string{"alice", "bob", "carol", "renovate[bot]"}), approval.Approved, h.pick(p.commits))
+		h.review(p, h.pick(genReviewers), approval.Approved, h.pick(p.commits))
 		h.merge(p, h.pick([]string{"merge", "squash", "rebase"}))
 	}
 }
