@@ -561,9 +561,9 @@ func checkHistory(t *testing.T, seed uint64) {
 }
 
 // TestApprovalHistories checks generated histories (KPLAN_HISTORIES
-// sets how many; 16 by default, about 25 s with -race).
+// sets how many; 48 by default, about 30 s with -race).
 func TestApprovalHistories(t *testing.T) {
-	n := 16
+	n := 48
 	if s := os.Getenv("KPLAN_HISTORIES"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
