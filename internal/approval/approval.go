@@ -157,6 +157,9 @@ type checker struct {
 	// applied to it, so that a revert of the refused step (alone) returns
 	// to an approved state.
 	shadow string
+	// carried says the step judge judged last is its pull request's
+	// approved diff, refused for the refused change its parent holds.
+	carried bool
 	// refused is the first refused step since the target was last in an
 	// approved state (nil: it is).
 	refused *Step
@@ -274,8 +277,9 @@ func (c *checker) next(ctx context.Context, chain []string, i int) (Step, int, e
 			return Step{}, 0, err
 		}
 		// A run that is not the pull request's approved diff may be a
-		// push before a squash: judge its first commit alone.
-		if n == 1 || s.Verdict != VerdictRefused {
+		// push before a squash: judge its first commit alone. A run that
+		// is, refused for the change it carries, stays one step.
+		if n == 1 || s.Verdict != VerdictRefused || c.carried {
 			c.settle(&s, state)
 			return s, n, nil
 		}
@@ -336,6 +340,7 @@ func (c *checker) approve(tree string) {
 // judge sets the verdict of step s (p its pull request, nil for a push).
 func (c *checker) judge(ctx context.Context, s *Step, p *Pull) (state, error) {
 	g := c.g
+	c.carried = false
 	pt, err := g.Tree(ctx, s.Parent)
 	if err != nil {
 		return state{}, err
@@ -367,6 +372,7 @@ func (c *checker) judge(ctx context.Context, s *Step, p *Pull) (state, error) {
 			return st, err
 		}
 		if a != nil && !parentOK {
+			c.carried = true
 			if err := c.applyToShadow(ctx, m); err != nil {
 				return st, err
 			}

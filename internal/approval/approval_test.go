@@ -307,3 +307,25 @@ func gitOut(dir string, args ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }
+
+// A rebase merge of an approved pull request after a refused push is one
+// step, refused for the push it carries, and its approved diff counts once
+// the push is reverted.
+func TestRebaseRunAfterARefusedPush(t *testing.T) {
+	r := newRepo(t, map[string]string{"app/a": "1\n", "app/b": "1\n", "app/c": "1\n"})
+	deployed := r.git("rev-parse", "HEAD")
+	push := r.commit(map[string]string{"app/a": "evil\n"}, "direct push")
+	r.branch("pr", push)
+	r.commit(map[string]string{"app/b": "2\n"}, "pr one")
+	head := r.commit(map[string]string{"app/c": "2\n"}, "pr two")
+	last := r.mergePR("rebase", push, head)
+	rec := &approval.Record{Pulls: []approval.Pull{pull(8, push, head, last, 2, review("alice", approval.Approved, head))}, Permissions: writers}
+	res := r.check(deployed, last, rec, nil)
+	if res.Verdict != approval.VerdictRefused || verdicts(res) != "push:refused pull:refused" || len(res.Steps[1].Commits) != 2 || res.Steps[1].Carries != push {
+		t.Fatalf("%s %s %+v", res.Verdict, verdicts(res), res.Steps)
+	}
+	revert := r.commit(map[string]string{"app/a": "1\n"}, "revert the push")
+	if res := r.check(deployed, revert, rec, nil); res.Verdict != approval.VerdictApproved {
+		t.Errorf("after the revert: %s %s (%s)", res.Verdict, verdicts(res), res.Why)
+	}
+}
