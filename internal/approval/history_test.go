@@ -253,28 +253,7 @@ func (h *history) step() {
 		p.commits = append(p.commits, c)
 		h.logf("#%d: pushed %s", p.n, short(c))
 	case k < 55:
-		p := open[h.rng.IntN(len(open))]
-		commit := h.head(p)
-		if h.rng.IntN(4) == 0 {
-			commit = h.pick(p.commits)
-		}
-		login := h.pick(append(genReviewers, "alice", "bob"))
-		switch s := h.rng.IntN(10); {
-		case s < 6:
-			h.review(p, login, approval.Approved, commit)
-		case s < 7:
-			h.review(p, login, approval.ChangesRequested, commit)
-		case s < 8:
-			h.review(p, login, approval.Commented, commit)
-		default: // an admin dismisses the reviewer's latest approval
-			for i := len(p.reviews) - 1; i >= 0; i-- {
-				if p.reviews[i].State == approval.Approved {
-					p.reviews[i].State = approval.Dismissed
-					h.logf("#%d: @%s's approval at %s dismissed", p.n, p.reviews[i].User.Login, short(p.reviews[i].CommitID))
-					break
-				}
-			}
-		}
+		h.randomReview(open)
 	case k < 75:
 		// Mostly a pull request someone approved (a writer or not, at
 		// its head or not): merging what no one approved ends most
@@ -322,6 +301,33 @@ func (h *history) step() {
 		}
 		h.review(p, h.pick(genReviewers), approval.Approved, h.pick(p.commits))
 		h.merge(p, h.pick([]string{"merge", "squash", "rebase"}))
+	}
+}
+
+// randomReview reviews one of the open pull requests: an approval,
+// changes requested, a comment, or an admin's dismissal of an approval.
+func (h *history) randomReview(open []*genPR) {
+	p := open[h.rng.IntN(len(open))]
+	commit := h.head(p)
+	if h.rng.IntN(4) == 0 {
+		commit = h.pick(p.commits)
+	}
+	login := h.pick(append(genReviewers, "alice", "bob"))
+	switch s := h.rng.IntN(10); {
+	case s < 6:
+		h.review(p, login, approval.Approved, commit)
+	case s < 7:
+		h.review(p, login, approval.ChangesRequested, commit)
+	case s < 8:
+		h.review(p, login, approval.Commented, commit)
+	default: // an admin dismisses the reviewer's latest approval
+		for i := len(p.reviews) - 1; i >= 0; i-- {
+			if p.reviews[i].State == approval.Approved {
+				p.reviews[i].State = approval.Dismissed
+				h.logf("#%d: @%s's approval at %s dismissed", p.n, p.reviews[i].User.Login, short(p.reviews[i].CommitID))
+				break
+			}
+		}
 	}
 }
 
@@ -414,25 +420,7 @@ func model(h *history, reads func(string) bool) (covered bool, why string) {
 	in := func(set []mstate, s mstate) bool {
 		return slices.ContainsFunc(set, func(x mstate) bool { return eq(x, s) })
 	}
-	// apply applies the diff base → head to s, path by path; ok is false
-	// on a conflict in what the target reads.
-	apply := func(base, s, head mstate) (mstate, bool) {
-		out := mstate{}
-		for _, f := range genFiles {
-			b, p, hd := base[f], s[f], head[f]
-			switch {
-			case b == hd, p == hd:
-				out[f] = p
-			case p == b:
-				out[f] = hd
-			case reads(f):
-				return nil, false
-			default:
-				out[f] = p
-			}
-		}
-		return out, true
-	}
+	apply := func(base, s, head mstate) (mstate, bool) { return modelApply(reads, base, s, head) }
 	writer := func(login string) bool {
 		switch h.perms[login] {
 		case "admin", "maintain", "write":
@@ -440,26 +428,7 @@ func model(h *history, reads func(string) bool) (covered bool, why string) {
 		}
 		return false
 	}
-	standing := func(p *genPR) []string {
-		last := map[string]approval.Review{}
-		var order []string
-		for _, rv := range p.reviews {
-			if rv.State == approval.Commented {
-				continue
-			}
-			if _, ok := last[rv.User.Login]; !ok {
-				order = append(order, rv.User.Login)
-			}
-			last[rv.User.Login] = rv
-		}
-		var commits []string
-		for _, login := range order {
-			if rv := last[login]; rv.State == approval.Approved && writer(login) {
-				commits = append(commits, rv.CommitID)
-			}
-		}
-		return commits
-	}
+	standing := func(p *genPR) []string { return modelStanding(p, writer) }
 	S := func(c string) mstate { return h.states[c] }
 	justified := []mstate{S(h.deployed)}
 	shadow, ok := S(h.deployed), true
@@ -506,6 +475,50 @@ func model(h *history, reads func(string) bool) (covered bool, why string) {
 		ok = false
 	}
 	return ok, why
+}
+
+// modelApply applies the diff base → head to s, path by path; ok is
+// false on a conflict in what the target reads.
+func modelApply(reads func(string) bool, base, s, head mstate) (mstate, bool) {
+	out := mstate{}
+	for _, f := range genFiles {
+		b, p, hd := base[f], s[f], head[f]
+		switch {
+		case b == hd, p == hd:
+			out[f] = p
+		case p == b:
+			out[f] = hd
+		case reads(f):
+			return nil, false
+		default:
+			out[f] = p
+		}
+	}
+	return out, true
+}
+
+// modelStanding are the commits p's standing approvals were given on:
+// per reviewer the last review that is not a comment, when it approves
+// and its reviewer may write.
+func modelStanding(p *genPR, writer func(string) bool) []string {
+	last := map[string]approval.Review{}
+	var order []string
+	for _, rv := range p.reviews {
+		if rv.State == approval.Commented {
+			continue
+		}
+		if _, ok := last[rv.User.Login]; !ok {
+			order = append(order, rv.User.Login)
+		}
+		last[rv.User.Login] = rv
+	}
+	var commits []string
+	for _, login := range order {
+		if rv := last[login]; rv.State == approval.Approved && writer(login) {
+			commits = append(commits, rv.CommitID)
+		}
+	}
+	return commits
 }
 
 // histories counts the histories generated in this process, and what
