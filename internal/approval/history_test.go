@@ -574,9 +574,9 @@ func checkHistory(t *testing.T, seed uint64) {
 }
 
 // TestApprovalHistories checks generated histories (KPLAN_HISTORIES
-// sets how many; 48 by default, about 30 s with -race).
+// sets how many; 32 by default, 20 to 35 s with -race).
 func TestApprovalHistories(t *testing.T) {
-	n := 48
+	n := 32
 	if s := os.Getenv("KPLAN_HISTORIES"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
