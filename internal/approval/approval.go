@@ -359,6 +359,11 @@ func (c *checker) judge(ctx context.Context, s *Step, p *Pull) (state, error) {
 		return st, err
 	}
 	if !differs {
+		if by := c.overriddenBy(s.Commit); by != "" && !parentOK {
+			s.Verdict, s.OverriddenBy = VerdictOverridden, by
+			s.Why = fmt.Sprintf("@%s, who may write, let %s apply without approval", by, short(s.Commit))
+			return state{tree: ct, approved: true}, nil
+		}
 		s.Verdict, s.Why = VerdictUnaffected, "changes nothing "+c.scope.String()+" reads"
 		if !parentOK && c.refused != nil {
 			s.Why += fmt.Sprintf("; the tree still holds %s, refused", short(c.refused.Commit))

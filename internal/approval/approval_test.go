@@ -132,6 +132,13 @@ func TestLaunderingADirectPushThroughALaterPRIsRefused(t *testing.T) {
 	if res := r.check(deployed, merge, rec, nil); res.Verdict != approval.VerdictApproved || verdicts(res) != "push:overridden pull:approved" {
 		t.Errorf("overridden by a writer: %s %s", res.Verdict, verdicts(res))
 	}
+	// An override of the tip counts though the tip changes nothing.
+	r.branch("docs", merge)
+	docs := r.commit(map[string]string{"README": "x\n"}, "docs")
+	rec.Overrides = []approval.Override{{Commit: docs, User: approval.User{Login: "bob"}}}
+	if res := r.check(deployed, docs, rec, approval.Dir("app")); res.Verdict != approval.VerdictApproved || verdicts(res) != "push:refused pull:refused push:overridden" {
+		t.Errorf("the tip overridden: %s %s", res.Verdict, verdicts(res))
+	}
 	// Restricted to a target that does not read app/a, the push needs no
 	// approval.
 	rec.Overrides = nil

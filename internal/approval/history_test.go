@@ -435,7 +435,12 @@ func model(h *history, reads func(string) bool) (covered bool, why string) {
 	why = "covered"
 	for _, ev := range h.events[h.deployedN:] {
 		P, C := S(ev.before), S(ev.after)
+		overridden := slices.ContainsFunc(h.overrides, func(o approval.Override) bool { return o.Commit == ev.after && writer(o.User.Login) })
 		if eq(P, C) {
+			if !ok && overridden {
+				ok, shadow = true, C
+				justified = append(justified, C)
+			}
 			continue
 		}
 		if ev.kind == "pull" {
@@ -464,7 +469,7 @@ func model(h *history, reads func(string) bool) (covered bool, why string) {
 			ok, shadow = true, C
 			continue
 		}
-		if slices.ContainsFunc(h.overrides, func(o approval.Override) bool { return o.Commit == ev.after && writer(o.User.Login) }) {
+		if overridden {
 			ok, shadow = true, C
 			justified = append(justified, C)
 			continue
