@@ -270,7 +270,11 @@ func (c *checker) next(ctx context.Context, chain []string, i int) (Step, int, e
 	if err != nil {
 		return Step{}, 0, err
 	}
-	if p, n := c.pullAt(chain, i); p != nil {
+	p, n, err := c.pullAt(ctx, chain, i)
+	if err != nil {
+		return Step{}, 0, err
+	}
+	if p != nil {
 		s := Step{Kind: KindPull, PR: p.Number, Commit: chain[i+n-1], Commits: slices.Clone(chain[i : i+n]), Parent: parent}
 		state, err := c.judge(ctx, &s, p)
 		if err != nil {
@@ -295,19 +299,58 @@ func (c *checker) next(ctx context.Context, chain []string, i int) (Step, int, e
 
 // pullAt finds the merged pull request whose commits start at chain[i]:
 // the first commit from i on that a pull request names as its merge, when
-// the run up to it fits in the pull request's commits.
-func (c *checker) pullAt(chain []string, i int) (*Pull, int) {
+// the run up to it is the pull request's last commits rebased (each with
+// the author, date and message of the pull request's commit in its
+// place: a rebase keeps them, and a push in between has its own).
+func (c *checker) pullAt(ctx context.Context, chain []string, i int) (*Pull, int, error) {
 	for n := 1; n <= c.maxRun && i+n <= len(chain); n++ {
 		p, ok := c.byMerge[chain[i+n-1]]
 		if !ok {
 			continue
 		}
-		if n > max(p.Commits, 1) {
-			return nil, 0
+		if n == 1 {
+			return p, 1, nil
 		}
-		return p, n
+		if n > p.Commits {
+			return nil, 0, nil
+		}
+		same, err := c.rebased(ctx, chain[i:i+n], p.Head.SHA)
+		if err != nil || !same {
+			return nil, 0, err
+		}
+		return p, n, nil
 	}
-	return nil, 0
+	return nil, 0, nil
+}
+
+// rebased says whether run is, commit by commit, the last len(run)
+// commits of the first-parent history of head, rebased: false when head
+// is not in the repository.
+func (c *checker) rebased(ctx context.Context, run []string, head string) (bool, error) {
+	if head == "" {
+		return false, nil
+	}
+	commit := head
+	for k := len(run) - 1; k >= 0; k-- {
+		if commit == "" {
+			return false, nil
+		}
+		want, err := c.g.Authored(ctx, commit)
+		if err != nil {
+			return false, nil // the pull request's commits are not here
+		}
+		got, err := c.g.Authored(ctx, run[k])
+		if err != nil {
+			return false, err
+		}
+		if got != want {
+			return false, nil
+		}
+		if commit, err = c.g.FirstParent(ctx, commit); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // state is a step's outcome for the walk.

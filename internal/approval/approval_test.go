@@ -336,3 +336,27 @@ func TestRebaseRunAfterARefusedPush(t *testing.T) {
 		t.Errorf("after the revert: %s %s (%s)", res.Verdict, verdicts(res), res.Why)
 	}
 }
+
+// A direct push just before a squash merge of a pull request of two
+// commits is a step of its own, not the first commit of a rebase: the
+// pull request's commits are matched by author, date and message. (The
+// property test's seed 86: the push, then a squash whose second commit,
+// pushed after the approval, undid it, passed as the approved diff of a
+// two-commit rebase.)
+func TestAPushBeforeASquashIsItsOwnStep(t *testing.T) {
+	r := newRepo(t, map[string]string{"app/a": "1\n", "app/b": "1\n"})
+	deployed := r.git("rev-parse", "HEAD")
+	r.branch("pr", deployed)
+	approved := r.commit(map[string]string{"app/b": "2\n"}, "pr one")
+	r.git("checkout", "-q", "main")
+	push := r.commit(map[string]string{"app/a": "evil\n"}, "direct push")
+	r.git("checkout", "-q", "pr")
+	r.git("merge", "-q", "--no-edit", "main")
+	head := r.commit(map[string]string{"app/a": "1\n"}, "pr two: undo the push")
+	squash := r.mergePR("squash", push, head)
+	rec := &approval.Record{Pulls: []approval.Pull{pull(6, push, head, squash, 2, review("alice", approval.Approved, approved))}, Permissions: writers}
+	res := r.check(deployed, squash, rec, nil)
+	if res.Verdict != approval.VerdictRefused || verdicts(res) != "push:refused pull:refused" || res.Refused.Commit != push {
+		t.Errorf("%s %s (%s)", res.Verdict, verdicts(res), res.Why)
+	}
+}

@@ -23,6 +23,9 @@ type Git interface {
 	IsAncestor(ctx context.Context, a, b string) (bool, error)
 	// MergeBase is the best common ancestor of a and b ("" for none).
 	MergeBase(ctx context.Context, a, b string) (string, error)
+	// Authored is who wrote a commit, when, and its message: what a
+	// rebase keeps of a commit.
+	Authored(ctx context.Context, commit string) (string, error)
 	// Tree is the tree of a commit (the empty tree for "").
 	Tree(ctx context.Context, commit string) (string, error)
 	// Changed are the paths whose content or mode differs between two
@@ -90,6 +93,11 @@ func (g CLI) MergeBase(ctx context.Context, a, b string) (string, error) {
 		return "", nil
 	}
 	return out, err
+}
+
+// Authored implements Git.
+func (g CLI) Authored(ctx context.Context, commit string) (string, error) {
+	return g.out(ctx, "show", "-s", "--format=%an%x00%ae%x00%ad%x00%B", "--date=raw", "--end-of-options", commit)
 }
 
 // Tree implements Git.
