@@ -126,7 +126,9 @@ FUZZ_TARGETS := \
 	./internal/helm:FuzzChallenge \
 	./internal/helm:FuzzBuildDependencies \
 	./internal/helm:FuzzNewestTag \
-	./internal/declared:FuzzRGFile
+	./internal/declared:FuzzRGFile \
+	./internal/approval:FuzzParseRecord \
+	./internal/approval:FuzzApprovalHistories
 
 fuzz:
 	@failed=; for t in $(FUZZ_TARGETS); do \

@@ -16,7 +16,7 @@ import (
 // codes.
 func TestHelpForEveryCommand(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"help"}, {"diff", "--help"}, {"render", "-h"}, {"apply", "--help"},
-		{"init", "--help"}, {"migrate", "--help"}, {"demo", "--help"}, {"version", "--help"}, {"merge", "--help"}, {"completion", "--help"}, {"help", "diff"}} {
+		{"init", "--help"}, {"migrate", "--help"}, {"demo", "--help"}, {"version", "--help"}, {"merge", "--help"}, {"approval", "--help"}, {"completion", "--help"}, {"help", "diff"}} {
 		out, stderr, err := kplan(t, nil, args...)
 		if err != nil || !strings.Contains(out, "Usage:") || stderr != "" {
 			t.Errorf("kplan %q: err %v, stderr %q, stdout without usage:\n%s", args, err, stderr, out)

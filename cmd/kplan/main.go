@@ -116,7 +116,8 @@ const exitCodes = `Exit codes:
   0  success
   1  any error, usage errors included (and for diff and merge, an overlay the change breaks);
      a crash (a bug in kplan) too, whatever the flags
-  2  diff and merge --exit-code only: the plan has changes`
+  2  diff and merge --exit-code only: the plan has changes
+  3  approval only: the tip is refused (a change no approval covers)`
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	level := slog.LevelWarn
@@ -158,7 +159,7 @@ func rootCmd(logger *slog.Logger) *cobra.Command {
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%w\nRun '%s --help' for usage", err, cmd.CommandPath())
 	})
-	root.AddCommand(diffCmd(logger), mergeCmd(), renderCmd(), applyCmd(), initCmd(), migrateCmd(), demoCmd(logger), versionCmd())
+	root.AddCommand(diffCmd(logger), mergeCmd(), renderCmd(), applyCmd(), initCmd(), migrateCmd(), demoCmd(logger), approvalCmd(), versionCmd())
 	for _, c := range root.Commands() {
 		completeOutput(c)
 	}
