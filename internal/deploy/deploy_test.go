@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/cli-utils/pkg/apply/event"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -37,6 +39,26 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	c.Stop()
 	os.Exit(code)
+}
+
+// runs numbers the names the tests give what they create in the cluster.
+// The cluster outlives a test: `go test -count=N` runs every test N times
+// against the one TestMain starts, and a Namespace is never deleted
+// (there is no controller-manager to finish it). So a test names its
+// Namespace, and whatever it creates outside it (in default, or
+// cluster-scoped: ClusterRoles, CRDs and their groups), with unique.
+var runs atomic.Int64
+
+// unique returns base with a number no other call in this process gave,
+// "base-7": a DNS-1123 label for a base that is one of 60 characters or
+// fewer.
+func unique(t testing.TB, base string) string {
+	t.Helper()
+	name := fmt.Sprintf("%s-%d", base, runs.Add(1))
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		t.Fatalf("unique(%q) = %q: %s", base, name, strings.Join(errs, "; "))
+	}
+	return name
 }
 
 func obj(t testing.TB, y string) *unstructured.Unstructured {
@@ -135,50 +157,52 @@ func eq(t *testing.T, what string, got, want []string) {
 }
 
 func TestApplyPruneAndKeep(t *testing.T) {
-	const ns = "apply-prune"
+	ns := unique(t, "apply-prune")
 	inv := rg(ns, "inventory-00000001")
+	key := func(kind, name string) string { return "~G_v1_" + kind + "|" + ns + "|" + name }
+	nsKey := "~G_v1_Namespace||" + ns
 	first := []string{nsObj(ns), cm(ns, "a", "1"), cm(ns, "b", "1"), cm(ns, "kept", "1", "client.lifecycle.config.k8s.io/deletion", "detach")}
 	res := mustRun(t, inv, first, Options{ReconcileTimeout: 30 * time.Second})
-	eq(t, "created", res.Keys(Created), []string{"~G_v1_ConfigMap|apply-prune|a", "~G_v1_ConfigMap|apply-prune|b", "~G_v1_ConfigMap|apply-prune|kept", "~G_v1_Namespace||apply-prune"})
+	eq(t, "created", res.Keys(Created), []string{key("ConfigMap", "a"), key("ConfigMap", "b"), key("ConfigMap", "kept"), nsKey})
 	for _, o := range res.Objects {
 		if o.Status != "Current" {
 			t.Errorf("%s reconcile status %q, want Current", o.Key, o.Status)
 		}
 	}
-	eq(t, "ResourceGroup", rgResources(t, cluster, ns, "inventory-00000001"), []string{"ConfigMap/a", "ConfigMap/b", "ConfigMap/kept", "Namespace/apply-prune"})
+	eq(t, "ResourceGroup", rgResources(t, cluster, ns, "inventory-00000001"), []string{"ConfigMap/a", "ConfigMap/b", "ConfigMap/kept", "Namespace/" + ns})
 
 	// b and kept leave the overlay; a changes.
 	second := []string{nsObj(ns), cm(ns, "a", "2")}
 	res = mustRun(t, inv, second, Options{})
-	eq(t, "pruned", res.Keys(Pruned), []string{"~G_v1_ConfigMap|apply-prune|b"})
-	eq(t, "left in the cluster", res.Keys(Kept), []string{"~G_v1_ConfigMap|apply-prune|kept"})
-	eq(t, "configured", res.Keys(Configured), []string{"~G_v1_ConfigMap|apply-prune|a"})
-	eq(t, "unchanged", res.Keys(Unchanged), []string{"~G_v1_Namespace||apply-prune"})
+	eq(t, "pruned", res.Keys(Pruned), []string{key("ConfigMap", "b")})
+	eq(t, "left in the cluster", res.Keys(Kept), []string{key("ConfigMap", "kept")})
+	eq(t, "configured", res.Keys(Configured), []string{key("ConfigMap", "a")})
+	eq(t, "unchanged", res.Keys(Unchanged), []string{nsKey})
 	if exists(t, cluster, cmGVR, ns, "b") || !exists(t, cluster, cmGVR, ns, "kept") {
 		t.Error("b must be deleted and kept must stay")
 	}
-	eq(t, "ResourceGroup", rgResources(t, cluster, ns, "inventory-00000001"), []string{"ConfigMap/a", "Namespace/apply-prune"})
+	eq(t, "ResourceGroup", rgResources(t, cluster, ns, "inventory-00000001"), []string{"ConfigMap/a", "Namespace/" + ns})
 
 	// The same render again changes nothing.
 	res = mustRun(t, inv, second, Options{})
-	eq(t, "unchanged", res.Keys(Unchanged), []string{"~G_v1_ConfigMap|apply-prune|a", "~G_v1_Namespace||apply-prune"})
+	eq(t, "unchanged", res.Keys(Unchanged), []string{key("ConfigMap", "a"), nsKey})
 }
 
 func TestDryRunChangesNothing(t *testing.T) {
-	const ns = "dry-run"
+	ns := unique(t, "dry-run")
 	inv := rg(ns, "inventory-00000002")
 	mustRun(t, inv, []string{nsObj(ns), cm(ns, "a", "1")}, Options{})
 	res := mustRun(t, inv, []string{nsObj(ns), cm(ns, "new", "1")}, Options{DryRun: true})
-	eq(t, "would create", res.Keys(Created), []string{"~G_v1_ConfigMap|dry-run|new"})
-	eq(t, "would prune", res.Keys(Pruned), []string{"~G_v1_ConfigMap|dry-run|a"})
+	eq(t, "would create", res.Keys(Created), []string{"~G_v1_ConfigMap|" + ns + "|new"})
+	eq(t, "would prune", res.Keys(Pruned), []string{"~G_v1_ConfigMap|" + ns + "|a"})
 	if !res.DryRun || exists(t, cluster, cmGVR, ns, "new") || !exists(t, cluster, cmGVR, ns, "a") {
 		t.Error("a dry run changed the cluster")
 	}
-	eq(t, "ResourceGroup", rgResources(t, cluster, ns, "inventory-00000002"), []string{"ConfigMap/a", "Namespace/dry-run"})
+	eq(t, "ResourceGroup", rgResources(t, cluster, ns, "inventory-00000002"), []string{"ConfigMap/a", "Namespace/" + ns})
 }
 
 func TestSecondInventoryCannotSteal(t *testing.T) {
-	const ns = "steal"
+	ns := unique(t, "steal")
 	mustRun(t, rg(ns, "owner"), []string{nsObj(ns), cm(ns, "x", "owner")}, Options{})
 	res, err := run(t, cluster, rg(ns, "thief"), []string{cm(ns, "x", "thief")}, Options{})
 	if err != nil {
@@ -186,7 +210,7 @@ func TestSecondInventoryCannotSteal(t *testing.T) {
 	}
 	var got *ObjectResult
 	for i := range res.Objects {
-		if res.Objects[i].Key == "~G_v1_ConfigMap|steal|x" {
+		if res.Objects[i].Key == "~G_v1_ConfigMap|"+ns+"|x" {
 			got = &res.Objects[i]
 		}
 	}
@@ -199,13 +223,13 @@ func TestSecondInventoryCannotSteal(t *testing.T) {
 	}
 	// adopt-all hands it over.
 	res = mustRun(t, rg(ns, "thief"), []string{cm(ns, "x", "thief")}, Options{InventoryPolicy: "adopt-all"})
-	if k := res.Keys(Configured); !slices.Equal(k, []string{"~G_v1_ConfigMap|steal|x"}) {
+	if k := res.Keys(Configured); !slices.Equal(k, []string{"~G_v1_ConfigMap|" + ns + "|x"}) {
 		t.Errorf("adopt-all: configured %q", k)
 	}
 }
 
 func TestEmptyRenderIsRefused(t *testing.T) {
-	const ns = "empty"
+	ns := unique(t, "empty")
 	inv := rg(ns, "inventory-00000003")
 	mustRun(t, inv, []string{nsObj(ns), cm(ns, "a", "1")}, Options{})
 	_, err := run(t, cluster, inv, nil, Options{})
@@ -219,12 +243,14 @@ func TestEmptyRenderIsRefused(t *testing.T) {
 }
 
 func TestCRDAndCustomResourceInOneApply(t *testing.T) {
-	const ns = "crd"
+	ns := unique(t, "crd")
+	// A CRD is cluster-scoped: its group is this run's too.
+	group := unique(t, "crd") + ".example.com"
 	crd := `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {name: widgets.example.com}
+metadata: {name: widgets.` + group + `}
 spec:
-  group: example.com
+  group: ` + group + `
   names: {kind: Widget, plural: widgets, singular: widget}
   scope: Namespaced
   versions:
@@ -232,17 +258,17 @@ spec:
     served: true
     storage: true
     schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}`
-	widget := "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: crd}\nspec: {size: 3}"
+	widget := "apiVersion: " + group + "/v1\nkind: Widget\nmetadata: {name: w, namespace: " + ns + "}\nspec: {size: 3}"
 	// The custom resource comes first on purpose: ordering is kplan's job.
 	res := mustRun(t, rg(ns, "inventory-00000004"), []string{widget, crd, nsObj(ns)}, Options{ReconcileTimeout: time.Minute})
-	eq(t, "created", res.Keys(Created), []string{"apiextensions.k8s.io_v1_CustomResourceDefinition||widgets.example.com", "example.com_v1_Widget|crd|w", "~G_v1_Namespace||crd"})
-	if !exists(t, cluster, schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}, ns, "w") {
+	eq(t, "created", res.Keys(Created), []string{"apiextensions.k8s.io_v1_CustomResourceDefinition||widgets." + group, group + "_v1_Widget|" + ns + "|w", "~G_v1_Namespace||" + ns})
+	if !exists(t, cluster, schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}, ns, "w") {
 		t.Error("the Widget is not in the cluster")
 	}
 }
 
 func TestConfigMapInventory(t *testing.T) {
-	const ns = "cm-inventory"
+	ns := unique(t, "cm-inventory")
 	inv := declared.ConfigMapInventory("root-cm", ns, "")
 	ctx := context.Background()
 	eng := New(NewGetter(cluster.Kubeconfig, ""))
@@ -253,12 +279,12 @@ func TestConfigMapInventory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eq(t, "pruned", res.Keys(Pruned), []string{"~G_v1_ConfigMap|cm-inventory|b"})
+	eq(t, "pruned", res.Keys(Pruned), []string{"~G_v1_ConfigMap|" + ns + "|b"})
 	u, err := dyn(t, cluster).Resource(cmGVR).Namespace(ns).Get(ctx, "root-cm", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.GetLabels()["cli-utils.sigs.k8s.io/inventory-id"] != "root-cm-cm-inventory" {
+	if u.GetLabels()["cli-utils.sigs.k8s.io/inventory-id"] != "root-cm-"+ns {
 		t.Errorf("inventory labels %v", u.GetLabels())
 	}
 	data, _, _ := unstructured.NestedStringMap(u.Object, "data")
@@ -269,11 +295,11 @@ func TestConfigMapInventory(t *testing.T) {
 
 // The namespace holding the inventory is never pruned with it.
 func TestInventoryNamespaceIsKept(t *testing.T) {
-	const ns = "holds-inventory"
+	ns := unique(t, "holds-inventory")
 	inv := rg(ns, "inventory-00000005")
 	mustRun(t, inv, []string{nsObj(ns), cm(ns, "a", "1")}, Options{})
 	res := mustRun(t, inv, []string{cm(ns, "a", "1")}, Options{})
-	eq(t, "left in the cluster", res.Keys(Kept), []string{"~G_v1_Namespace||holds-inventory"})
+	eq(t, "left in the cluster", res.Keys(Kept), []string{"~G_v1_Namespace||" + ns})
 	if !exists(t, cluster, rgGVR, ns, "inventory-00000005") {
 		t.Error("the inventory is gone")
 	}
@@ -336,7 +362,7 @@ func TestServerGoesAwayMidApply(t *testing.T) {
 // config.kubernetes.io/depends-on orders the apply, whatever the render's
 // order.
 func TestDependsOnOrdersTheApply(t *testing.T) {
-	const ns = "depends"
+	ns := unique(t, "depends")
 	first := fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: first, namespace: %s}\ndata: {v: '1'}", ns)
 	second := fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: second, namespace: %s, annotations: {config.kubernetes.io/depends-on: /namespaces/%s/ConfigMap/first}}\ndata: {v: '1'}", ns, ns)
 	var order []string

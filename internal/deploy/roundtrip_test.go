@@ -51,10 +51,11 @@ func TestNamespaceRoundTrip(t *testing.T) {
 		legacy bool
 	}{{"kept by kplan", false}, {"kept before the annotation existed", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			ns := "round-trip"
+			base := "round-trip"
 			if tc.legacy {
-				ns = "round-trip-legacy"
+				base = "round-trip-legacy"
 			}
+			ns := unique(t, base)
 			invName := "inventory-" + ns
 			inv := rg(ns, invName)
 			id := invName + "-" + ns
@@ -136,7 +137,7 @@ func TestNamespaceRoundTrip(t *testing.T) {
 // A Namespace that another inventory owns, or that someone else marked to
 // be kept, is not taken: the inventory policy still decides.
 func TestReturningNamespaceOfSomeoneElse(t *testing.T) {
-	const ns = "not-ours"
+	ns := unique(t, "not-ours")
 	inv := rg(ns, "inventory-not-ours")
 	// Someone else's: created and annotated to be kept by another client.
 	u := obj(t, nsObj(ns))

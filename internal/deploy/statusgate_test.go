@@ -57,7 +57,7 @@ func (w noisyWatcher) Watch(ctx context.Context, ids object.ObjMetadataSet, opts
 // read of the task's objects on every update) on most runs; with it,
 // none, and the apply does what it did.
 func TestStatusUpdatesDuringTheInventoryTaskDoNotRace(t *testing.T) {
-	const ns = "status-gate"
+	ns := unique(t, "status-gate")
 	nsID := object.ObjMetadata{GroupKind: schema.GroupKind{Kind: "Namespace"}, Name: ns}
 	e := New(NewGetter(cluster.Kubeconfig, ""))
 	e.statusWatcher = func(d dynamic.Interface, m meta.RESTMapper) watcher.StatusWatcher {
