@@ -76,25 +76,10 @@ func TestMetricsListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := map[string]string{"KPLAN_WEBHOOK_SECRET": "s", "KPLAN_GITHUB_TOKEN": "t"}
-	ctx, cancel := context.WithCancel(context.Background())
-	stdoutR, stdoutW := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--drift-checks=false", "--live-plans=false"},
-			func(k string) string { return env[k] }, stdoutW, io.Discard)
-		stdoutW.Close()
-	}()
-	t.Cleanup(func() {
-		cancel()
-		go io.Copy(io.Discard, stdoutR)
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
+	line := serve(t, func(ctx context.Context, stdout io.Writer) error {
+		return run(ctx, []string{"--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--drift-checks=false", "--live-plans=false"},
+			func(k string) string { return env[k] }, stdout, io.Discard)
 	})
-	line, err := bufio.NewReader(stdoutR).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
 	public, metrics, ok := listenerURLs(line)
 	if !ok {
 		t.Fatalf("no listener URLs in %q", line)
@@ -234,4 +219,29 @@ func TestSingleDashFlagsStillParse(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--help") {
 		t.Errorf("an unknown flag: %v, want an error pointing to --help", err)
 	}
+}
+
+// serve runs the webhook (start, with its stdout) until the test ends and
+// returns the first line it prints, the one naming its listeners.
+func serve(t *testing.T, start func(ctx context.Context, stdout io.Writer) error) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stdoutR, stdoutW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- start(ctx, stdoutW)
+		stdoutW.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		go io.Copy(io.Discard, stdoutR)
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	line, err := bufio.NewReader(stdoutR).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	return line
 }

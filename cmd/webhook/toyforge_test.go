@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -164,26 +163,11 @@ func TestAThirdForgeIsOneRow(t *testing.T) {
 		t.Errorf("--help does not list the toy forge's environment:\n%s", help)
 	}
 	env := map[string]string{"KPLAN_WEBHOOK_SECRET": "s", "KPLAN_GITHUB_TOKEN": "t", "KPLAN_TOY_TOKEN": "toy-token"}
-	ctx, cancel := context.WithCancel(context.Background())
-	stdoutR, stdoutW := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- runWith(ctx, append(forgeTable(), toyRow(f)), load,
+	line := serve(t, func(ctx context.Context, stdout io.Writer) error {
+		return runWith(ctx, append(forgeTable(), toyRow(f)), load,
 			[]string{"--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--drift-checks=false", "--live-plans=false"},
-			func(k string) string { return env[k] }, stdoutW, io.Discard)
-		stdoutW.Close()
-	}()
-	t.Cleanup(func() {
-		cancel()
-		go io.Copy(io.Discard, stdoutR)
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
+			func(k string) string { return env[k] }, stdout, io.Discard)
 	})
-	line, err := bufio.NewReader(stdoutR).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
 	rest, ok := strings.CutPrefix(line, "kplan-webhook listening on ")
 	if !ok {
 		t.Fatalf("no listener URL in %q", line)
