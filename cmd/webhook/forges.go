@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/kplan-dev/kplan/internal/approval"
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/deployer"
 	"github.com/kplan-dev/kplan/internal/forge"
@@ -24,7 +25,7 @@ type forgeClient interface {
 	// reads them and the secret that verifies them.
 	Route() forge.Route
 	// The deploy reports (Started, Finished, Interrupted, Flush) and the
-	// reviewed-plan check (Approvals, ReviewedPlan, CanWrite).
+	// reviewed-plan check (Pulls, ReviewedPlan, CanWrite).
 	deployer.Reporter
 	deployer.Reviews
 	// The live plans' comments.
@@ -165,9 +166,9 @@ func (f *forges) Flush(ctx context.Context) {
 	}
 }
 
-// Approvals implements deployer.Reviews.
-func (f *forges) Approvals(ctx context.Context, t deployer.Target, sha string, pr int) (deployer.Approvals, error) {
-	return f.of(t.Repo).Approvals(ctx, t, sha, pr)
+// Pulls implements deployer.Reviews.
+func (f *forges) Pulls(ctx context.Context, t deployer.Target, commits []string) ([]approval.Pull, error) {
+	return f.of(t.Repo).Pulls(ctx, t, commits)
 }
 
 // ReviewedPlan implements deployer.Reviews.
@@ -214,8 +215,8 @@ func (n nullForge) Upsert(context.Context, string, int, string, string) (forge.C
 	return forge.CommentResult{}, n.err()
 }
 
-func (n nullForge) Approvals(context.Context, deployer.Target, string, int) (deployer.Approvals, error) {
-	return deployer.Approvals{}, n.err()
+func (n nullForge) Pulls(context.Context, deployer.Target, []string) ([]approval.Pull, error) {
+	return nil, n.err()
 }
 
 func (n nullForge) ReviewedPlan(context.Context, deployer.Target, int) (*markers.Reviewed, error) {

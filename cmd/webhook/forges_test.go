@@ -22,8 +22,8 @@ func TestNullForge(t *testing.T) {
 	if tok, err := f.Token(ctx, "o/r"); tok != "" || err != nil {
 		t.Errorf("Token: %q, %v", tok, err)
 	}
-	if _, err := f.Approvals(ctx, tg, "abc", 1); !errors.Is(err, errNotServed) {
-		t.Errorf("Approvals: %v, want errNotServed", err)
+	if _, err := f.Pulls(ctx, tg, []string{"abc"}); !errors.Is(err, errNotServed) {
+		t.Errorf("Pulls: %v, want errNotServed", err)
 	}
 	if _, err := f.Upsert(ctx, "o/r", 1, "m", "b"); !errors.Is(err, errNotServed) {
 		t.Errorf("Upsert: %v, want errNotServed", err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/kplan-dev/kplan/internal/approval"
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/deployer"
 	"github.com/kplan-dev/kplan/internal/forge"
@@ -80,8 +81,8 @@ func (f *toyForge) Finished(_ context.Context, o deployer.Outcome) {
 func (f *toyForge) Interrupted(context.Context, deployer.Target) (bool, error) { return false, nil }
 func (f *toyForge) Flush(context.Context)                                      {}
 
-func (f *toyForge) Approvals(context.Context, deployer.Target, string, int) (deployer.Approvals, error) {
-	return deployer.Approvals{}, nil
+func (f *toyForge) Pulls(context.Context, deployer.Target, []string) ([]approval.Pull, error) {
+	return nil, nil
 }
 
 func (f *toyForge) ReviewedPlan(context.Context, deployer.Target, int) (*markers.Reviewed, error) {

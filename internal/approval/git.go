@@ -175,3 +175,9 @@ func (g CLI) commitTree(ctx context.Context, tree string, parents ...string) (st
 	out, err := repo.Run(ctx, append(args, "-m", "kplan approval")...)
 	return strings.TrimSpace(string(out)), err
 }
+
+// CommitOf is a parentless commit of tree, the same one each time: what
+// reads commits (a snapshot, a render) can read a tree the rule merged.
+func (g CLI) CommitOf(ctx context.Context, tree string) (string, error) {
+	return g.commitTree(ctx, tree)
+}

@@ -39,6 +39,13 @@ type Pull struct {
 	// puts as many on the branch, the last one merge_commit_sha.
 	Commits int      `json:"commits,omitempty"`
 	Reviews []Review `json:"reviews,omitempty"`
+	// MergedBy is who merged the pull request: a user who may push.
+	MergedBy User `json:"merged_by,omitzero"`
+	// PlanHead (kplan's, not GitHub's) is the head kplan's plan comment
+	// rendered, for a pull request with no review at all: in a repository
+	// that does not review, the writer who merged it approved what the
+	// plan showed, and nothing else.
+	PlanHead string `json:"plan_head,omitempty"`
 }
 
 // Ref is a pull request's base or head.
@@ -113,7 +120,7 @@ func (r *Record) Validate() error {
 		if p.Commits < 0 {
 			return fmt.Errorf("#%d: commits %d: want a count", p.Number, p.Commits)
 		}
-		for name, sha := range map[string]string{"base.sha": p.Base.SHA, "head.sha": p.Head.SHA, "merge_commit_sha": p.Merge} {
+		for name, sha := range map[string]string{"base.sha": p.Base.SHA, "head.sha": p.Head.SHA, "merge_commit_sha": p.Merge, "plan_head": p.PlanHead} {
 			if sha != "" && !objectName.MatchString(sha) {
 				return fmt.Errorf("#%d: %s %q: want a full commit SHA", p.Number, name, sha)
 			}
@@ -162,6 +169,9 @@ func writer(perm string) bool {
 type Approval struct {
 	By     string `json:"by"`
 	Commit string `json:"commit"`
+	// Plan: a pull request with no review, merged by By, a writer, after
+	// kplan's plan comment showed Commit.
+	Plan bool `json:"plan,omitempty"`
 }
 
 // standing are the approvals of p that count, in the order given, and
@@ -192,10 +202,18 @@ func (r *Record) standing(p Pull) (approved []Approval, unreadable []string) {
 		}
 		latest[rv.User.Login] = rv
 	}
+	var plan *Approval
+	if len(p.Reviews) == 0 && p.PlanHead != "" && p.MergedBy.Login != "" {
+		// No review of any state: the merger approved what the plan showed.
+		order, plan = append(order, p.MergedBy.Login), &Approval{By: p.MergedBy.Login, Commit: p.PlanHead, Plan: true}
+	}
 	for _, login := range order {
-		rv := latest[login]
-		if rv.State != Approved || rv.CommitID == "" {
-			continue
+		a := plan
+		if rv := latest[login]; a == nil {
+			if rv.State != Approved || rv.CommitID == "" {
+				continue
+			}
+			a = &Approval{By: login, Commit: rv.CommitID}
 		}
 		perm, ok := r.Permissions[login]
 		if !ok {
@@ -203,7 +221,7 @@ func (r *Record) standing(p Pull) (approved []Approval, unreadable []string) {
 			continue
 		}
 		if writer(perm) {
-			approved = append(approved, Approval{By: login, Commit: rv.CommitID})
+			approved = append(approved, *a)
 		}
 	}
 	return approved, unreadable

@@ -41,6 +41,37 @@ func TestParseRecord(t *testing.T) {
 	}
 }
 
+// A pull request with no review at all, merged by a writer after kplan's
+// plan comment showed plan_head, stands approved by the merger at that
+// head; any review of any state, a merger who may not write, or no plan
+// head, and it does not.
+func TestPlanHeadStandsForTheMerger(t *testing.T) {
+	p := Pull{Number: 3, MergedBy: User{Login: "lead"}, PlanHead: sha1}
+	r := &Record{Permissions: map[string]string{"lead": "maintain", "intern": "triage"}}
+	if a, _ := r.standing(p); len(a) != 1 || a[0] != (Approval{By: "lead", Commit: sha1, Plan: true}) {
+		t.Errorf("standing: %+v", a)
+	}
+	reviewed := p
+	reviewed.Reviews = []Review{{User: User{Login: "bob"}, State: Commented, CommitID: sha2}}
+	intern := p
+	intern.MergedBy.Login = "intern"
+	unknown := p
+	unknown.MergedBy.Login = "ghost"
+	noPlan := p
+	noPlan.PlanHead = ""
+	for name, q := range map[string]Pull{"reviewed": reviewed, "merged by a triager": intern, "merged by an unreadable user": unknown, "no plan": noPlan} {
+		if a, _ := r.standing(q); len(a) != 0 {
+			t.Errorf("%s: standing %+v", name, a)
+		}
+	}
+	if _, unreadable := r.standing(unknown); len(unreadable) != 1 || unreadable[0] != "ghost" {
+		t.Errorf("an unreadable merger is not said: %v", unreadable)
+	}
+	if _, err := Parse([]byte(`{"pulls": [{"number": 3, "base": {"sha": ""}, "head": {"sha": ""}, "plan_head": "abc"}]}`)); err == nil {
+		t.Error("a short plan_head parsed")
+	}
+}
+
 // FuzzParseRecord: a review record (kplan approval --reviews) never
 // panics the parser; what parses survives a round trip, and its standing
 // approvals are only writers' approvals of full commit SHAs.

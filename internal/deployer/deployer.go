@@ -30,10 +30,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kplan-dev/kplan/internal/approval"
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/gitbase"
+	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/keylock"
@@ -153,10 +155,15 @@ type Mirror interface {
 	Merge(ctx context.Context, dir, base, head string) (commit, tree string, err error)
 	// Tree is the tree of commit sha.
 	Tree(ctx context.Context, dir, sha string) (string, error)
+	// Git reads the history of the mirror at dir for the approval rule.
+	Git(dir string) approval.Git
 }
 
 // GitMirror is the Mirror of git mirrors fetched over HTTP.
 type GitMirror struct{ *gitmirror.Mirrors }
+
+// Git implements Mirror.
+func (GitMirror) Git(dir string) approval.Git { return approval.CLI{Repo: gitcli.Repo{Dir: dir}} }
 
 // Snapshot implements Mirror.
 func (GitMirror) Snapshot(ctx context.Context, dir, sha string) (*snapshot.Snapshot, error) {
@@ -659,7 +666,7 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 			ackErr = d.acknowledged(ctx, t, r.Acknowledged)
 		}
 		if r.Acknowledged == "" || ackErr != nil {
-			d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: refusal(t, review, ackErr), Reason: ReasonRefused, Review: review})
+			d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: refusal(t, review, ackErr, r.PR), Reason: ReasonRefused, Review: review})
 			return
 		}
 		review.Acknowledged = r.Acknowledged

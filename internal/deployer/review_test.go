@@ -1,50 +1,203 @@
 package deployer
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
+	"github.com/kplan-dev/kplan/internal/approval"
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/deploy"
+	"github.com/kplan-dev/kplan/internal/gitmirror"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/markers"
+	"github.com/kplan-dev/kplan/test/githttp"
 )
 
-// fakeReviews is the forge's record of the PR a merge came from: its
-// approvals and its plan comment; writers may push to the repository.
+// fakeReviews is the forge's record of a branch's merged pull requests:
+// each with its reviews, merger and plan comment; writers may push, and
+// the permission of an unreadable login cannot be read (GitHub's 404 for
+// bots and deleted users).
 type fakeReviews struct {
-	approvals Approvals
-	plan      *markers.Reviewed
-	writers   map[string]bool
-	err       error
+	mu         sync.Mutex
+	pulls      []approval.Pull
+	plans      map[int]*markers.Reviewed
+	writers    map[string]bool
+	unreadable map[string]bool
+	err        error
+	asked      [][]string // the commits each Pulls call asked about
 }
 
-func (f fakeReviews) Approvals(ctx context.Context, t Target, sha string, pr int) (Approvals, error) {
-	a := f.approvals
-	a.PR = pr
-	return a, f.err
+func (f *fakeReviews) Pulls(ctx context.Context, t Target, commits []string) ([]approval.Pull, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, commits)
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []approval.Pull
+	for _, p := range f.pulls {
+		if slices.Contains(commits, p.Merge) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
-func (f fakeReviews) ReviewedPlan(ctx context.Context, t Target, pr int) (*markers.Reviewed, error) {
-	return f.plan, f.err
+func (f *fakeReviews) ReviewedPlan(ctx context.Context, t Target, pr int) (*markers.Reviewed, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.plans[pr], f.err
 }
 
-func (f fakeReviews) CanWrite(ctx context.Context, t Target, login string) (bool, error) {
+func (f *fakeReviews) CanWrite(ctx context.Context, t Target, login string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.unreadable[login] {
+		return false, fmt.Errorf("the permission of @%s: 404 Not Found", login)
+	}
 	return f.writers[login], f.err
 }
 
-// approvedAt is a PR approved by alice at commit.
-func approvedAt(commit string) Approvals {
-	return Approvals{Reviews: 1, Approved: []Approval{{Commit: commit, By: "alice"}}}
+// world is a config repository served over smart HTTP, its main branch
+// built merge by merge, and the forge's review record of it.
+type world struct {
+	t    *testing.T
+	repo string
+	url  string
+	m    GitMirror
+	rev  *fakeReviews
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	root := t.TempDir()
+	repo := filepath.Join(root, "octo", "cfg.git")
+	if err := os.MkdirAll(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "init", "-q", "-b", "main")
+	srv := githttp.Serve(t, root, "tok")
+	w := &world{t: t, repo: repo, url: srv.URL + "/octo/cfg.git", m: GitMirror{&gitmirror.Mirrors{Dir: t.TempDir(), Token: []byte("tok")}},
+		rev: &fakeReviews{plans: map[int]*markers.Reviewed{}, writers: map[string]bool{"alice": true, "bob": true, "lead": true}, unreadable: map[string]bool{}}}
+	w.commitOn("main", "", overlay("a"), "a")
+	return w
+}
+
+// commitOn commits files (the app overlay replaced, README.md kept) on
+// branch, created at from when given.
+func (w *world) commitOn(branch, from string, files fstest.MapFS, msg string) string {
+	w.t.Helper()
+	if from != "" {
+		git(w.t, w.repo, "checkout", "-q", "-B", branch, from)
+	} else if git(w.t, w.repo, "branch", "--show-current") != branch {
+		git(w.t, w.repo, "checkout", "-q", branch)
+	}
+	for name := range files {
+		if strings.HasPrefix(name, "app/") {
+			os.RemoveAll(filepath.Join(w.repo, "app"))
+			break
+		}
+	}
+	for name, f := range files {
+		os.MkdirAll(filepath.Join(w.repo, filepath.Dir(name)), 0o755)
+		if err := os.WriteFile(filepath.Join(w.repo, name), f.Data, 0o644); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	git(w.t, w.repo, "add", "-A")
+	git(w.t, w.repo, "commit", "-q", "--allow-empty", "-m", msg)
+	return git(w.t, w.repo, "rev-parse", "HEAD")
+}
+
+func (w *world) main() string { return git(w.t, w.repo, "rev-parse", "main") }
+
+// branch is pull request n's head: files committed on a branch of main.
+func (w *world) branch(n int, files fstest.MapFS) string {
+	return w.commitOn(fmt.Sprintf("pr-%d", n), w.main(), files, fmt.Sprintf("PR %d", n))
+}
+
+// merge merges head into main as pull request n, merged by lead; the
+// forge records it with the reviews given.
+func (w *world) merge(n int, head string, reviews ...approval.Review) string {
+	w.t.Helper()
+	base := w.main()
+	git(w.t, w.repo, "checkout", "-q", "main")
+	git(w.t, w.repo, "merge", "-q", "--no-ff", "-m", fmt.Sprintf("Merge #%d", n), head)
+	sha := w.main()
+	w.rev.mu.Lock()
+	w.rev.pulls = append(w.rev.pulls, approval.Pull{Number: n, Base: approval.Ref{Ref: "main", SHA: base}, Head: approval.Ref{SHA: head},
+		Merge: sha, MergedAt: "2026-11-01T10:00:00Z", Commits: 1, MergedBy: approval.User{Login: "lead"}, Reviews: reviews})
+	w.rev.mu.Unlock()
+	return sha
+}
+
+// approved is by's approval of commit.
+func approved(by, commit string) approval.Review {
+	return approval.Review{User: approval.User{Login: by}, State: approval.Approved, CommitID: commit}
+}
+
+// push commits files straight to main.
+func (w *world) push(files fstest.MapFS) string { return w.commitOn("main", "", files, "a push") }
+
+func (w *world) target(require bool) Target {
+	return Target{Target: config.Target{Name: "prod", Overlay: "app", Settings: config.Settings{RequireReviewedPlan: require}},
+		Repo: "octo/cfg", Branch: "main", CloneURL: w.url}
+}
+
+// deploy delivers the tip (merged as pr) to a target whose cluster runs
+// deployed ("": a first deploy), once per request, and returns what was
+// applied and reported.
+func (w *world) deploy(tg Target, deployed string, reqs ...Request) (*fakeEngine, *outcomes) {
+	w.t.Helper()
+	eng := &fakeEngine{}
+	if deployed != "" {
+		eng.ann = map[string]string{deploy.AnnotationSHA: deployed, deploy.AnnotationOutcome: OutcomeSuccess, deploy.AnnotationTarget: "prod"}
+	}
+	rep := &outcomes{}
+	d := New([]Target{tg}, w.m, rep, func(Target) Engine { return eng }, slog.New(slog.DiscardHandler))
+	d.Reviews = w.rev
+	for _, r := range reqs {
+		if err := d.Submit("prod", r); err != nil {
+			w.t.Fatal(err)
+		}
+		d.drain(context.Background(), d.workers["prod"])
+	}
+	return eng, rep
+}
+
+// digestOf is the short digest of the target's render at sha, as kplan's
+// plan comment records it.
+func (w *world) digestOf(sha string) string {
+	w.t.Helper()
+	d := New(nil, w.m, nil, nil, slog.New(slog.DiscardHandler))
+	d.Reviews = w.rev
+	if _, _, err := w.m.Fetch(context.Background(), w.url, "main"); err != nil {
+		w.t.Fatal(err)
+	}
+	dir, err := w.m.FetchCommit(context.Background(), w.url, sha, 0)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	p, err := d.render(context.Background(), w.target(false), dir, sha)
+	if err != nil || p.Planned == nil {
+		w.t.Fatalf("render %s: %v", sha, err)
+	}
+	digest, err := p.Planned.Digest()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return markers.ShortDigest(digest)
 }
 
 // outcomes records each finished deploy whole.
@@ -61,141 +214,195 @@ func (o *outcomes) Finished(ctx context.Context, out Outcome) {
 	o.fakeReporter.Finished(ctx, out)
 }
 
-// A merge is compared with what was approved on its PR, in GitHub's
-// review record: the approved head merged into the merge's first parent,
-// rendered with the target's settings. With requireReviewedPlan only an
-// approved render, a target the PR does not change, or (with no review
-// at all) the plan comment's render is applied; a refusal leaves the
-// cluster untouched and says how to go on.
+// A merge is checked against the forge's review record with the rule of
+// internal/approval, on a real git history: what may be applied is what
+// the cluster runs plus changes each of which a writer approved as a
+// diff. With requireReviewedPlan only such a tip is applied; a refusal
+// leaves the cluster untouched and says how to go on, never "merge an
+// empty commit".
 func TestDeployAppliesWhatWasApproved(t *testing.T) {
-	prod := Target{Target: config.Target{Name: "prod", Overlay: "app"}, Repo: "octo/cfg", Branch: "main", CloneURL: "https://git.example/octo/cfg.git"}
-	// main was b; the merge c of PR 3 renders "c". h is the PR's head as
-	// approved (merged into b: mh, the same tree as c); p a push after
-	// the approval (merged: mp, which renders "p"); u a merge that
-	// changes nothing of the target's (its ConfigMap still says "c").
-	world := func() *fakeMirror {
-		m := newFakeMirror("c", overlay("c"))
-		m.commit("b", "", overlay("b"))
-		m.commit("c", "b", overlay("c"))
-		m.commit("h", "b", overlay("c"))
-		m.commit("mh", "b", overlay("c"))
-		m.commit("p", "b", overlay("p"))
-		m.commit("mp", "b", overlay("p"))
-		m.merges = map[[2]string]string{{"b", "h"}: "mh", {"b", "p"}: "mp"}
-		m.treeOf = map[string]string{"mh": "tree-c"}
-		return m
-	}
-	digestOf := func(m *fakeMirror, sha string) string {
-		d := New(nil, m, nil, nil, slog.New(slog.DiscardHandler))
-		d.Reviews = fakeReviews{}
-		p, err := d.render(context.Background(), prod, "mirror", sha)
-		if err != nil || p.Planned == nil {
-			t.Fatalf("render %s: %v", sha, err)
-		}
-		digest, err := p.Planned.Digest()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return markers.ShortDigest(digest)
-	}
-	planOf := func(m *fakeMirror, sha string) *markers.Reviewed {
-		return &markers.Reviewed{Base: "b", Head: sha, Digests: map[string]string{"app": digestOf(m, sha)}}
+	t.Parallel()
+	type setup struct {
+		deployed, tip string // the commit the cluster runs; main's tip
+		pr            int
 	}
 	for _, tc := range []struct {
-		name     string
-		reviews  func(m *fakeMirror) fakeReviews
-		sha      string // the merge deployed (default c)
-		pr       int    // default 3
-		deployed string // the commit the cluster runs
-		require  bool
-		applied  []string
-		verdict  Verdict
-		says     string
+		name    string
+		build   func(w *world) setup
+		require bool
+		applied []string
+		verdict Verdict
+		says    []string
+		diff    []string
 	}{
-		{name: "approved at the merged head", reviews: func(*fakeMirror) fakeReviews { return fakeReviews{approvals: approvedAt("h")} },
-			require: true, applied: []string{"c"}, verdict: AsApproved, says: "applied exactly as approved in #3 at h by @alice"},
-		{name: "a push after the approval", reviews: func(*fakeMirror) fakeReviews { return fakeReviews{approvals: approvedAt("p")} },
-			verdict: Differs, applied: []string{"c"}, says: "differs from what was approved in #3 at p by @alice"},
-		{name: "a push after the approval, requireReviewedPlan", reviews: func(*fakeMirror) fakeReviews { return fakeReviews{approvals: approvedAt("p")} },
-			require: true, verdict: Differs, says: "refusing to apply (requireReviewedPlan): differs from what was approved in #3 at p; the cluster is unchanged"},
-		{name: "a commit no one approved between the one deployed and the merge", deployed: "b0",
-			reviews: func(*fakeMirror) fakeReviews { return fakeReviews{approvals: approvedAt("h")} },
-			require: true, verdict: Differs, says: "refusing to apply (requireReviewedPlan): differs from what was approved in #3 at h"},
-		{name: "an older approval still matches", reviews: func(*fakeMirror) fakeReviews {
-			return fakeReviews{approvals: Approvals{Reviews: 2, Approved: []Approval{{Commit: "p", By: "bob"}, {Commit: "h", By: "alice"}}}}
-		}, require: true, applied: []string{"c"}, verdict: AsApproved, says: "approved in #3 at h by @alice"},
-		{name: "approved on a head that does not merge", reviews: func(*fakeMirror) fakeReviews { return fakeReviews{approvals: approvedAt("x")} },
-			require: true, verdict: Differs, says: "refusing to apply (requireReviewedPlan): differs from what was approved in #3 at x"},
-		{name: "reviews without approval (dismissed, changes requested)", reviews: func(*fakeMirror) fakeReviews { return fakeReviews{approvals: Approvals{Reviews: 2}} },
-			require: true, verdict: NotApproved, says: "not approved: #3 has no standing approval by a user with write access"},
-		{name: "a target the merge does not change", sha: "u", reviews: func(*fakeMirror) fakeReviews { return fakeReviews{approvals: Approvals{Reviews: 1}} },
-			require: true, applied: []string{"c"}, verdict: Unaffected, says: "not changed by #3"},
-		{name: "a push, not a pull request", pr: -1, reviews: func(*fakeMirror) fakeReviews { return fakeReviews{} },
-			require: true, verdict: NotApproved, says: "not approved (the commit came from no pull request)"},
-		{name: "no review at all: the plan comment's render", reviews: func(m *fakeMirror) fakeReviews { return fakeReviews{plan: planOf(m, "c")} },
-			require: true, applied: []string{"c"}, verdict: AsReviewed, says: "#3 has no review; applied exactly as its plan comment showed"},
-		{name: "no review at all: a plan that did not render the target", reviews: func(m *fakeMirror) fakeReviews {
-			return fakeReviews{plan: &markers.Reviewed{Base: "b", Head: "c", Digests: map[string]string{}}}
-		}, require: true, verdict: NotReviewed, says: "the plan has no render of app on head (it failed or is absent)"},
-		{name: "no review at all: a plan that skipped the target the merge changes", reviews: func(m *fakeMirror) fakeReviews {
-			return fakeReviews{plan: &markers.Reviewed{Base: "b", Head: "c", Digests: map[string]string{}, Skipped: []string{"app"}}}
-		}, require: true, verdict: NotReviewed, says: "the plan did not render app (the change could not affect it then), but the merge changes it"},
-		{name: "no review at all: a plan rendered with other settings", reviews: func(m *fakeMirror) fakeReviews {
-			p := planOf(m, "c")
-			p.Settings.Helm = true
-			return fakeReviews{plan: p}
-		}, require: true, verdict: NotReviewed, says: "the plan rendered with other settings than target prod: helm on in the plan, off here"},
-		{name: "no review at all, no plan comment", reviews: func(*fakeMirror) fakeReviews { return fakeReviews{} },
-			require: true, verdict: NotReviewed, says: "#3 has no kplan plan comment"},
-		{name: "GitHub down, requireReviewedPlan", reviews: func(*fakeMirror) fakeReviews { return fakeReviews{err: errors.New("GET …/reviews: 502")} },
-			require: true, verdict: Unknown, says: "not compared with what was approved (GET …/reviews: 502)"},
+		{name: "approved at the merged head", build: func(w *world) setup {
+			a := w.main()
+			h := w.branch(3, overlay("c"))
+			return setup{a, w.merge(3, h, approved("alice", h)), 3}
+		}, require: true, applied: []string{"c"}, verdict: AsApproved, says: []string{"applied exactly as approved in #3 at ", " by @alice"}},
+		{name: "a push after the approval", build: func(w *world) setup {
+			a := w.main()
+			h := w.branch(3, overlay("c"))
+			p := w.commitOn("pr-3", "", overlay("p"), "pushed after the approval")
+			return setup{a, w.merge(3, p, approved("alice", h)), 3}
+		}, verdict: Differs, applied: []string{"p"}, says: []string{"differs from what was approved in #3 at ", "by @alice"},
+			diff: []string{`~ ConfigMap settings (app): ~ data.commit: "c" → "p"`}},
+		{name: "a push after the approval, requireReviewedPlan", build: func(w *world) setup {
+			a := w.main()
+			h := w.branch(3, overlay("c"))
+			p := w.commitOn("pr-3", "", overlay("p"), "pushed after the approval")
+			return setup{a, w.merge(3, p, approved("alice", h)), 3}
+		}, require: true, verdict: Differs, says: []string{"refusing to apply (requireReviewedPlan): differs from what was approved in #3", "the cluster is unchanged",
+			"have a user with write access approve #3 at"}},
+		{name: "a push no one approved, then an approved merge: not laundered", build: func(w *world) setup {
+			a := w.main()
+			h := w.branch(3, fstest.MapFS{"README.md": {Data: []byte("typo fixed\n")}, "app/kustomization.yaml": overlay("a")["app/kustomization.yaml"],
+				"app/cm.yaml": overlay("a")["app/cm.yaml"], "app/resourcegroup.yaml": overlay("a")["app/resourcegroup.yaml"]})
+			w.push(overlay("evil"))
+			return setup{a, w.merge(3, h, approved("alice", h)), 3}
+		}, require: true, verdict: NotApproved, says: []string{"not approved: the push ", "came from no pull request and changes what the target reads"},
+			diff: []string{`~ ConfigMap settings (app): ~ data.commit: "a" → "evil"`}},
+		{name: "an older approval still matches", build: func(w *world) setup {
+			a := w.main()
+			h := w.branch(3, overlay("c"))
+			p := w.commitOn("pr-3", "", overlay("p"), "pushed")
+			back := w.commitOn("pr-3", "", overlay("c"), "pushed back")
+			return setup{a, w.merge(3, back, approved("alice", h), approved("bob", p)), 3}
+		}, require: true, applied: []string{"c"}, verdict: AsApproved, says: []string{"approved in #3 at ", "by @alice"}},
+		{name: "approved on a commit the repository does not have", build: func(w *world) setup {
+			a := w.main()
+			h := w.branch(3, overlay("c"))
+			return setup{a, w.merge(3, h, approved("alice", strings.Repeat("e", 40))), 3}
+		}, require: true, verdict: Differs, says: []string{"differs from what was approved in #3 at eeeeeee", "not in the repository"}},
+		{name: "reviews without approval (changes requested)", build: func(w *world) setup {
+			a := w.main()
+			h := w.branch(3, overlay("c"))
+			return setup{a, w.merge(3, h, approval.Review{User: approval.User{Login: "alice"}, State: approval.ChangesRequested, CommitID: h}), 3}
+		}, require: true, verdict: NotApproved, says: []string{"not approved: #3 has no standing approval by a user with write access"}},
+		{name: "approved by a user who may not write", build: func(w *world) setup {
+			a := w.main()
+			h := w.branch(3, overlay("c"))
+			return setup{a, w.merge(3, h, approved("mallory", h)), 3}
+		}, require: true, verdict: NotApproved, says: []string{"not approved: #3 has no standing approval"}},
+		{name: "one approver's permission unreadable, a writer's approval still counts", build: func(w *world) setup {
+			w.rev.unreadable["dependabot[bot]"] = true
+			a := w.main()
+			h := w.branch(3, overlay("c"))
+			return setup{a, w.merge(3, h, approved("dependabot[bot]", h), approved("alice", h)), 3}
+		}, require: true, applied: []string{"c"}, verdict: AsApproved, says: []string{"by @alice", "the permission of @dependabot[bot] could not be read: counted as not a writer"}},
+		{name: "a target the merge does not change", build: func(w *world) setup {
+			a := w.main()
+			h := w.commitOn("pr-3", a, fstest.MapFS{"README.md": {Data: []byte("docs\n")}}, "docs")
+			return setup{a, w.merge(3, h), 3}
+		}, require: true, applied: []string{"a"}, verdict: Unaffected, says: []string{"not changed by #3"}},
+		{name: "a push, not a pull request", build: func(w *world) setup {
+			a := w.main()
+			return setup{a, w.push(overlay("p")), 0}
+		}, require: true, verdict: NotApproved, says: []string{"not approved: the push", "came from no pull request", "revert"}},
+		{name: "two approved merges back to back (a merge queue): the tip deploys", build: func(w *world) setup {
+			a := w.main()
+			h3 := w.branch(3, fstest.MapFS{"app/kustomization.yaml": {Data: []byte("resources: [cm.yaml, extra.yaml]\n")}, "app/cm.yaml": overlay("a")["app/cm.yaml"],
+				"app/resourcegroup.yaml": overlay("a")["app/resourcegroup.yaml"], "app/extra.yaml": {Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra, namespace: app}\ndata: {commit: extra}\n")}})
+			git(w.t, w.repo, "checkout", "-q", "main")
+			h4 := w.branch(4, overlay("d"))
+			w.merge(3, h3, approved("alice", h3))
+			return setup{a, w.merge(4, h4, approved("bob", h4)), 4}
+		}, require: true, applied: []string{"d", "extra"}, verdict: AsApproved, says: []string{"applied exactly as approved in #4 at", "by @bob, after 1 earlier change, itself approved"}},
+		{name: "a first deploy checks the merge against the branch before it", build: func(w *world) setup {
+			w.push(overlay("b"))
+			h := w.branch(3, overlay("c"))
+			return setup{"", w.merge(3, h, approved("alice", h)), 3}
+		}, require: true, applied: []string{"c"}, verdict: AsApproved, says: []string{"applied exactly as approved in #3"}},
+		{name: "a force-push: history that does not descend from what runs", build: func(w *world) setup {
+			a := w.main()
+			h := w.branch(3, overlay("c"))
+			deployed := w.merge(3, h, approved("alice", h))
+			if _, _, err := w.m.Fetch(context.Background(), w.url, "main"); err != nil { // the deploy of #3 fetched it
+				w.t.Fatal(err)
+			}
+			git(w.t, w.repo, "checkout", "-q", "main")
+			git(w.t, w.repo, "reset", "-q", "--hard", a)
+			h4 := w.branch(4, fstest.MapFS{"README.md": {Data: []byte("docs\n")}, "app/kustomization.yaml": overlay("a")["app/kustomization.yaml"],
+				"app/cm.yaml": overlay("a")["app/cm.yaml"], "app/resourcegroup.yaml": overlay("a")["app/resourcegroup.yaml"]})
+			w.commitOn("main", "", overlay("rewritten"), "rewritten")
+			return setup{deployed, w.merge(4, h4, approved("alice", h4)), 4}
+		}, require: true, verdict: Refused, says: []string{"refused: the history at", "the branch was rewritten (a force-push)", "does not descend from"}},
+		{name: "no review at all: the merger approved what the plan comment showed", build: func(w *world) setup {
+			a := w.main()
+			h := w.branch(3, overlay("c"))
+			w.rev.plans[3] = &markers.Reviewed{Base: a, Head: h, Digests: map[string]string{"app": w.digestOf(h)}}
+			return setup{a, w.merge(3, h), 3}
+		}, require: true, applied: []string{"c"}, verdict: AsReviewed, says: []string{"#3 has no review; applied exactly as its plan comment showed"}},
+		{name: "no review at all: pushed after the plan", build: func(w *world) setup {
+			a := w.main()
+			h := w.branch(3, overlay("c"))
+			w.rev.plans[3] = &markers.Reviewed{Base: a, Head: h, Digests: map[string]string{"app": w.digestOf(h)}}
+			return setup{a, w.merge(3, w.commitOn("pr-3", "", overlay("late"), "late")), 3}
+		}, require: true, verdict: PlanDiffers, says: []string{"#3 has no review; differs from the plan reviewed in #3 at"},
+			diff: []string{`~ ConfigMap settings (app): ~ data.commit: "c" → "late"`}},
+		{name: "no review at all: a plan that did not render the target", build: func(w *world) setup {
+			a := w.main()
+			h := w.branch(3, overlay("c"))
+			w.rev.plans[3] = &markers.Reviewed{Base: a, Head: h, Digests: map[string]string{}}
+			return setup{a, w.merge(3, h), 3}
+		}, require: true, verdict: NotReviewed, says: []string{"the plan has no render of app on head (it failed or is absent)"}},
+		{name: "no review at all: a plan that skipped the target the merge changes", build: func(w *world) setup {
+			a := w.main()
+			h := w.branch(3, overlay("c"))
+			w.rev.plans[3] = &markers.Reviewed{Base: a, Head: h, Digests: map[string]string{}, Skipped: []string{"app"}}
+			return setup{a, w.merge(3, h), 3}
+		}, require: true, verdict: NotReviewed, says: []string{"the plan did not render app (the change could not affect it then), but the merge changes it"}},
+		{name: "no review at all: a plan rendered with other settings", build: func(w *world) setup {
+			a := w.main()
+			h := w.branch(3, overlay("c"))
+			w.rev.plans[3] = &markers.Reviewed{Base: a, Head: h, Digests: map[string]string{"app": "x"}, Settings: inventorydiff.Settings{Helm: true}}
+			return setup{a, w.merge(3, h), 3}
+		}, require: true, verdict: NotReviewed, says: []string{"the plan rendered with other settings than target prod: helm on in the plan, off here"}},
+		{name: "no review at all, no plan comment", build: func(w *world) setup {
+			a := w.main()
+			h := w.branch(3, overlay("c"))
+			return setup{a, w.merge(3, h), 3}
+		}, require: true, verdict: NotReviewed, says: []string{"#3 has no kplan plan comment"}},
+		{name: "the forge down, requireReviewedPlan", build: func(w *world) setup {
+			a := w.main()
+			h := w.branch(3, overlay("c"))
+			w.rev.err = errors.New("GET …/pulls: 502")
+			return setup{a, w.merge(3, h, approved("alice", h)), 3}
+		}, require: true, verdict: Unknown, says: []string{"not compared with what was approved (GET …/pulls: 502)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := world()
-			m.commit("u", "c", fstest.MapFS{"README.md": {Data: []byte("docs")}, "app/kustomization.yaml": overlay("c")["app/kustomization.yaml"],
-				"app/cm.yaml": overlay("c")["app/cm.yaml"], "app/resourcegroup.yaml": overlay("c")["app/resourcegroup.yaml"]})
-			sha, pr := cmp.Or(tc.sha, "c"), cmp.Or(tc.pr, 3)
-			pr = max(pr, 0)
-			m.tip = sha
-			eng := &fakeEngine{}
-			if tc.deployed != "" {
-				// b0 ← b (a push no one approved) ← c; h merged into b0
-				// is mh0, which lacks b's change.
-				m.commit("b0", "", overlay("b0"))
-				m.commit("b", "b0", overlay("c"))
-				m.commit("mh0", "b0", overlay("h"))
-				m.merges[[2]string{"b0", "h"}] = "mh0"
-				eng.ann = map[string]string{deploy.AnnotationSHA: tc.deployed, deploy.AnnotationOutcome: OutcomeSuccess, deploy.AnnotationTarget: "prod"}
-			}
-			rep := &outcomes{}
-			target := prod
-			target.RequireReviewedPlan = tc.require
-			d := New([]Target{target}, m, rep, func(Target) Engine { return eng }, slog.New(slog.DiscardHandler))
-			d.Reviews = tc.reviews(m)
-			before := maps.Clone(eng.ann)
-			if err := d.Submit("prod", Request{SHA: sha, PR: pr}); err != nil {
-				t.Fatal(err)
-			}
-			d.drain(context.Background(), d.workers["prod"])
-			if !slices.Equal(eng.applied, tc.applied) {
+			t.Parallel()
+			w := newWorld(t)
+			s := tc.build(w)
+			eng, rep := w.deploy(w.target(tc.require), s.deployed, Request{SHA: s.tip, PR: s.pr})
+			if slices.Sort(eng.applied); !slices.Equal(eng.applied, tc.applied) {
 				t.Errorf("applied %q, want %q", eng.applied, tc.applied)
 			}
-			if len(rep.all) != 1 || rep.all[0].Review == nil || rep.all[0].Review.Verdict != tc.verdict {
-				t.Fatalf("outcomes %+v, want one with verdict %s", rep.all, tc.verdict)
+			if len(rep.all) != 1 || rep.all[0].Review == nil {
+				t.Fatalf("outcomes %+v, want one with a review", rep.all)
 			}
 			o := rep.all[0]
+			if o.Review.Verdict != tc.verdict {
+				t.Errorf("verdict %s (%s; %v), want %s", o.Review.Verdict, o.Review.Describe(), o.Err, tc.verdict)
+			}
+			// The deploy comment shows both: the error, and the review's line.
 			said := o.Review.Describe()
 			if o.Err != nil {
-				said = o.Err.Error()
-				if o.Reason != ReasonRefused || !maps.Equal(eng.ann, before) {
-					t.Errorf("refused with reason %s, cluster annotations %v", o.Reason, eng.ann)
+				said = o.Err.Error() + " | " + said
+				if o.Reason != ReasonRefused || len(eng.applied) != 0 {
+					t.Errorf("refused with reason %s, applied %q", o.Reason, eng.applied)
 				}
 			}
-			if !strings.Contains(said, tc.says) {
-				t.Errorf("the reports say %q, want %q", said, tc.says)
+			for _, want := range tc.says {
+				if !strings.Contains(said, want) {
+					t.Errorf("the reports say %q, want %q", said, want)
+				}
 			}
-			if tc.verdict == AsApproved && tc.name == "approved at the merged head" && slices.Contains(m.snapshotOf, "mh") {
-				t.Errorf("the approved merge has the merge's tree, yet it was rendered: read %q", m.snapshotOf)
+			if strings.Contains(said, "empty commit") {
+				t.Errorf("the reports advise an empty commit, which no approval covers: %q", said)
+			}
+			if got := diffLines(o.Review); tc.diff != nil && !slices.Equal(got, tc.diff) {
+				t.Errorf("the difference %q, want %q", got, tc.diff)
 			}
 		})
 	}
@@ -203,10 +410,7 @@ func TestDeployAppliesWhatWasApproved(t *testing.T) {
 
 // withSecret adds a Secret holding value to a commit's overlay.
 func withSecret(tree fstest.MapFS, value string) fstest.MapFS {
-	out := fstest.MapFS{}
-	for k, v := range tree {
-		out[k] = v
-	}
+	out := maps.Clone(tree)
 	out["app/kustomization.yaml"] = &fstest.MapFile{Data: []byte("resources: [cm.yaml, secret.yaml]\n")}
 	out["app/secret.yaml"] = &fstest.MapFile{Data: []byte("apiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: app}\nstringData: {password: " + value + "}\n")}
 	return out
@@ -236,14 +440,13 @@ func diffLines(r *Review) []string {
 // A merge that differs from what was approved says how: the approved
 // head merged into the merge's first parent is rendered and compared
 // object by object and field by field, Secret values hidden; an approved
-// commit that cannot be fetched or rendered is said.
+// commit that does not render is said.
 func TestReviewShowsHowTheMergeDiffers(t *testing.T) {
-	prod := Target{Target: config.Target{Name: "prod", Overlay: "app"}, Repo: "octo/cfg", Branch: "main", CloneURL: "https://git.example/octo/cfg.git"}
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
-		approved fstest.MapFS // the tree of the approved head merged into a, "mr"
-		merged   fstest.MapFS // the tree of the merge, "c"
-		unserved bool         // the approved commit cannot be fetched
+		approved fstest.MapFS // the approved head's overlay
+		merged   fstest.MapFS // what was pushed after it, and merged
 		verdict  Verdict
 		diff     []string
 		diffErr  string
@@ -257,47 +460,36 @@ func TestReviewShowsHowTheMergeDiffers(t *testing.T) {
 			diff: []string{"- Secret creds (app)"}},
 		{name: "a Secret value changed", approved: withSecret(overlay("c"), "hunter2"), merged: withSecret(overlay("c"), "correct-horse"), verdict: Differs,
 			diff: []string{"~ Secret creds (app): ~ stringData.password (value hidden)"}},
-		{name: "the approved commit cannot be fetched", approved: overlay("r"), merged: overlay("c"), unserved: true, verdict: Differs,
-			diffErr: "fetch commit r from https://git.example/octo/cfg.git"},
 		{name: "the approved commit does not render", approved: broken(), merged: overlay("c"), verdict: Differs,
-			diffErr: "what alice approved does not render"},
+			diffErr: "does not render"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := newFakeMirror("c", tc.merged)
-			m.commit("a", "", overlay("a"))
-			m.commit("c", "a", tc.merged)
-			m.commit("r", "a", tc.approved)
-			m.commit("mr", "a", tc.approved)
-			m.merges = map[[2]string]string{{"a", "r"}: "mr"}
-			if tc.unserved {
-				m.unserved = map[string]bool{"r": true}
-			}
-			eng := &fakeEngine{}
-			rep := &outcomes{}
-			d := New([]Target{prod}, m, rep, func(Target) Engine { return eng }, slog.New(slog.DiscardHandler))
-			d.Reviews = fakeReviews{approvals: approvedAt("r")}
-			d.Submit("prod", Request{SHA: "c", PR: 3})
-			d.drain(context.Background(), d.workers["prod"])
+			t.Parallel()
+			w := newWorld(t)
+			a := w.main()
+			r := w.branch(3, tc.approved)
+			c := w.commitOn("pr-3", "", tc.merged, "pushed after the approval")
+			merge := w.merge(3, c, approved("alice", r))
+			eng, rep := w.deploy(w.target(false), a, Request{SHA: merge, PR: 3})
 			if len(rep.all) != 1 || rep.all[0].Review == nil {
 				t.Fatalf("outcomes %+v", rep.all)
 			}
-			r := rep.all[0].Review
-			if r.Verdict != tc.verdict {
-				t.Fatalf("verdict %s, want %s (%s)", r.Verdict, tc.verdict, r.Describe())
+			rv := rep.all[0].Review
+			if rv.Verdict != tc.verdict {
+				t.Fatalf("verdict %s, want %s (%s)", rv.Verdict, tc.verdict, rv.Describe())
 			}
-			eq := func(what string, got, want []string) {
-				if !slices.Equal(got, want) {
-					t.Errorf("%s: %q, want %q", what, got, want)
-				}
+			if got := diffLines(rv); !slices.Equal(got, tc.diff) {
+				t.Errorf("the difference: %q, want %q", got, tc.diff)
 			}
-			eq("the difference", diffLines(r), tc.diff)
-			if !strings.Contains(r.DiffErr, tc.diffErr) || (tc.diffErr == "") != (r.DiffErr == "") {
-				t.Errorf("DiffErr %q, want %q", r.DiffErr, tc.diffErr)
+			if !strings.Contains(rv.DiffErr, tc.diffErr) || (tc.diffErr == "") != (rv.DiffErr == "") {
+				t.Errorf("DiffErr %q, want %q", rv.DiffErr, tc.diffErr)
 			}
 			// The merge applies either way (no requireReviewedPlan).
-			eq("applied", slices.DeleteFunc(eng.applied, func(c string) bool { return c == "" }), []string{"c"})
-			if r.Diff != nil {
-				if all := fmt.Sprintf("%+v", *r.Diff); strings.Contains(all, "hunter2") || strings.Contains(all, "correct-horse") {
+			if len(eng.applied) == 0 {
+				t.Error("nothing applied without requireReviewedPlan")
+			}
+			if rv.Diff != nil {
+				if all := fmt.Sprintf("%+v", *rv.Diff); strings.Contains(all, "hunter2") || strings.Contains(all, "correct-horse") {
 					t.Errorf("a Secret value in the difference: %s", all)
 				}
 			}
@@ -308,58 +500,51 @@ func TestReviewShowsHowTheMergeDiffers(t *testing.T) {
 // The label kplan/apply-unreviewed on the merged PR applies a refused
 // merge once, while it is the branch's tip, and the reports say who
 // acknowledged it; once the branch moved, the tip is checked as usual.
+// An applied override is what runs from then on: the next approved
+// merge is checked from it.
 func TestApplyUnreviewedLabel(t *testing.T) {
-	prod := Target{Target: config.Target{Name: "prod", Overlay: "app", Settings: config.Settings{RequireReviewedPlan: true}},
-		Repo: "octo/cfg", Branch: "main", CloneURL: "https://git.example/octo/cfg.git"}
-	// PR 3 was reviewed, never approved; alice may write, mallory only
-	// label.
-	reviews := fakeReviews{approvals: Approvals{Reviews: 1}, writers: map[string]bool{"alice": true}}
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
-		requests []Request // each drained in turn
-		tip      string    // the branch moves here before the last request
+		requests func(c string) []Request // each drained in turn
+		moves    bool                     // a push moves the branch before the last request
 		applied  []string
 		says     []string // what each outcome's review or error says
 	}{
 		{"refused, then acknowledged",
-			[]Request{{SHA: "c", PR: 3}, {SHA: "c", PR: 3, Acknowledged: "alice"}}, "", []string{"c"},
+			func(c string) []Request { return []Request{{SHA: c, PR: 3}, {SHA: c, PR: 3, Acknowledged: "alice"}} }, false, []string{"c"},
 			[]string{"refusing to apply (requireReviewedPlan): not approved: #3 has no standing approval",
 				"not approved: #3 has no standing approval by a user with write access; applied without the reviewed-plan check: @alice added the label"}},
 		{"the refusal names the label",
-			[]Request{{SHA: "c", PR: 3}}, "", nil,
+			func(c string) []Request { return []Request{{SHA: c, PR: 3}} }, false, nil,
 			[]string{"have a user with write access add the label kplan/apply-unreviewed to #3 (applies this commit once"}},
 		{"a label from someone who may not write counts for nothing",
-			[]Request{{SHA: "c", PR: 3, Acknowledged: "mallory"}}, "", nil,
+			func(c string) []Request { return []Request{{SHA: c, PR: 3, Acknowledged: "mallory"}} }, false, nil,
 			[]string{"@mallory added the label kplan/apply-unreviewed but may not write to octo/cfg"}},
 		{"acknowledged, then a resync: applied once",
-			[]Request{{SHA: "c", PR: 3, Acknowledged: "alice"}, {}}, "", []string{"c"},
+			func(c string) []Request { return []Request{{SHA: c, PR: 3, Acknowledged: "alice"}, {}} }, false, []string{"c"},
 			[]string{"applied without the reviewed-plan check: @alice added the label kplan/apply-unreviewed"}},
-		{"the merge's delivery after the label's keeps it",
-			[]Request{{SHA: "c", PR: 3, Acknowledged: "alice"}}, "", []string{"c"},
-			[]string{"@alice added the label"}},
 		{"the branch moved past the acknowledged commit",
-			[]Request{{SHA: "c", PR: 3}, {SHA: "c", PR: 3, Acknowledged: "alice"}}, "d", nil,
-			[]string{"refusing to apply", "refusing to apply (requireReviewedPlan): not approved (the commit came from no pull request)"}},
+			func(c string) []Request { return []Request{{SHA: c, PR: 3}, {SHA: c, PR: 3, Acknowledged: "alice"}} }, true, nil,
+			[]string{"refusing to apply", "refusing to apply (requireReviewedPlan): not approved: #3 has no standing approval"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := newFakeMirror("c", overlay("c"))
-			m.commit("b", "", overlay("b"))
-			m.commit("c", "b", overlay("c"))
-			m.commit("d", "c", overlay("d"))
-			eng := &fakeEngine{}
+			t.Parallel()
+			w := newWorld(t)
+			a := w.main()
+			h := w.branch(3, overlay("c"))
+			c := w.merge(3, h, approval.Review{User: approval.User{Login: "bob"}, State: approval.Commented, CommitID: h})
+			eng := &fakeEngine{ann: map[string]string{deploy.AnnotationSHA: a, deploy.AnnotationOutcome: OutcomeSuccess, deploy.AnnotationTarget: "prod"}}
 			rep := &outcomes{}
-			d := New([]Target{prod}, m, rep, func(Target) Engine { return eng }, slog.New(slog.DiscardHandler))
-			d.Reviews = reviewsByPR{3: reviews}
-			for i, r := range tc.requests {
-				if i == len(tc.requests)-1 && tc.tip != "" {
-					m.mu.Lock()
-					m.tip = tc.tip
-					m.mu.Unlock()
+			d := New([]Target{w.target(true)}, w.m, rep, func(Target) Engine { return eng }, slog.New(slog.DiscardHandler))
+			d.Reviews = w.rev
+			reqs := tc.requests(c)
+			for i, r := range reqs {
+				if i == len(reqs)-1 && tc.moves {
+					w.push(fstest.MapFS{"README.md": {Data: []byte("docs\n")}, "app/kustomization.yaml": overlay("c")["app/kustomization.yaml"],
+						"app/cm.yaml": overlay("c")["app/cm.yaml"], "app/resourcegroup.yaml": overlay("c")["app/resourcegroup.yaml"]})
 				}
 				d.Submit("prod", r)
-				if tc.name == "the merge's delivery after the label's keeps it" {
-					d.Submit("prod", Request{SHA: "c", PR: 3})
-				}
 				d.drain(context.Background(), d.workers["prod"])
 			}
 			if !slices.Equal(eng.applied, tc.applied) {
@@ -384,23 +569,25 @@ func TestApplyUnreviewedLabel(t *testing.T) {
 	}
 }
 
-// reviewsByPR is the review record of each PR; a push (PR 0) has none.
-type reviewsByPR map[int]fakeReviews
-
-func (f reviewsByPR) Approvals(ctx context.Context, t Target, sha string, pr int) (Approvals, error) {
-	if pr == 0 {
-		return Approvals{}, nil
+// The deploy asks the forge about the steps since what runs, once per
+// deploy: the first-parent commits, not the whole history.
+func TestReviewAsksAboutTheStepsSinceWhatRuns(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	for i := range 5 {
+		w.push(overlay(fmt.Sprint("old", i)))
 	}
-	return f[pr].Approvals(ctx, t, sha, pr)
-}
-
-func (f reviewsByPR) ReviewedPlan(ctx context.Context, t Target, pr int) (*markers.Reviewed, error) {
-	return f[pr].plan, nil
-}
-
-func (f reviewsByPR) CanWrite(ctx context.Context, t Target, login string) (bool, error) {
-	for _, r := range f {
-		return r.CanWrite(ctx, t, login)
+	a := w.main()
+	h3 := w.branch(3, overlay("c"))
+	m3 := w.merge(3, h3, approved("alice", h3))
+	h4 := w.branch(4, overlay("d"))
+	m4 := w.merge(4, h4, approved("alice", h4))
+	_, rep := w.deploy(w.target(true), a, Request{SHA: m4, PR: 4})
+	if len(rep.all) != 1 || rep.all[0].Err != nil {
+		t.Fatalf("outcomes %+v", rep.all)
 	}
-	return false, nil
+	if len(w.rev.asked) != 1 || !slices.Equal(w.rev.asked[0], []string{m3, m4}) {
+		t.Errorf("asked the forge about %q, want once about [%s %s]", w.rev.asked, m3[:7], m4[:7])
+	}
+	_ = time.Second
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -15,8 +16,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kplan-dev/kplan/internal/approval"
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/deploy"
+	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -117,6 +120,12 @@ func (m *fakeMirror) Merge(ctx context.Context, dir, base, head string) (string,
 	}
 	tree, err := m.Tree(ctx, dir, c)
 	return c, tree, err
+}
+
+// Git implements Mirror: the fake world has no history to check
+// approvals on (review_test.go uses real git).
+func (m *fakeMirror) Git(string) approval.Git {
+	return approval.CLI{Repo: gitcli.Repo{Dir: os.DevNull}}
 }
 
 func (m *fakeMirror) Tree(ctx context.Context, dir, sha string) (string, error) {

@@ -10,9 +10,12 @@ package deployreport
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/kplan-dev/kplan/internal/approval"
+	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
 	"github.com/kplan-dev/kplan/internal/forge"
@@ -108,6 +111,7 @@ func Comment(byTarget map[string]deployer.Outcome, maxChars int) string {
 	}
 	for _, n := range names {
 		writeReviewDiff(&b, n, byTarget[n].Review)
+		writeSteps(&b, n, byTarget[n].Review)
 	}
 	for _, n := range names {
 		o := byTarget[n]
@@ -142,25 +146,33 @@ func cell(s string) string {
 	return strings.ReplaceAll(strings.Join(strings.Fields(s), " "), "|", `\|`)
 }
 
-// writeReviewDiff says, for a merge that differs from the plan reviewed,
-// how: the objects the merge applies that the plan did not show and the
-// reverse, and each changed field (Secret values hidden), reviewed →
-// merged; or why that could not be worked out.
+// writeReviewDiff says, for a merge that differs from what was approved
+// or from the plan reviewed, how: the objects the merge applies that the
+// approval did not and the reverse, and each changed field (Secret values
+// hidden), approved → merged; for a push no one approved, what it
+// changed; or why that could not be worked out.
 func writeReviewDiff(b *strings.Builder, target string, r *deployer.Review) {
-	if r == nil || (r.Verdict != deployer.Differs && r.Verdict != deployer.PlanDiffers) {
+	push := r != nil && r.Verdict == deployer.NotApproved && r.PR == 0
+	if r == nil || (r.Verdict != deployer.Differs && r.Verdict != deployer.PlanDiffers && !push) {
 		return
+	}
+	title := fmt.Sprintf("how %s differs from %s", r.Subject(), r.Against())
+	added, removed := "not in what was reviewed", "in what was reviewed, not applied"
+	if push {
+		title = fmt.Sprintf("what %s, which no one approved, changes", r.Subject())
+		added, removed = "added by the push", "removed by the push"
 	}
 	if r.Diff == nil {
 		if r.DiffErr != "" {
-			fmt.Fprintf(b, "\n%s: how the merge differs from %s is not known: %s\n", target, r.Against(), Public(r.DiffErr))
+			fmt.Fprintf(b, "\n%s: %s is not known: %s\n", target, title, Public(r.DiffErr))
 		}
 		return
 	}
 	d := r.Diff
-	fmt.Fprintf(b, "\n<details open><summary>%s: how the merge differs from %s (%d added, %d changed, %d removed)</summary>\n\n",
-		target, r.Against(), len(d.Added), len(d.Changed), len(d.Pruned))
+	fmt.Fprintf(b, "\n<details open><summary>%s: %s (%d added, %d changed, %d removed)</summary>\n\n",
+		target, title, len(d.Added), len(d.Changed), len(d.Pruned))
 	for _, k := range d.Added {
-		fmt.Fprintf(b, "- \\+ %s: not in what was reviewed\n", cell(inventorydiff.Name(k)))
+		fmt.Fprintf(b, "- \\+ %s: %s\n", cell(inventorydiff.Name(k)), added)
 	}
 	for _, c := range d.Changed {
 		fmt.Fprintf(b, "- ~ %s\n", cell(inventorydiff.Name(c.Key)))
@@ -169,7 +181,38 @@ func writeReviewDiff(b *strings.Builder, target string, r *deployer.Review) {
 		}
 	}
 	for _, k := range d.Pruned {
-		fmt.Fprintf(b, "- \\- %s: in what was reviewed, not applied\n", cell(inventorydiff.Name(k)))
+		fmt.Fprintf(b, "- \\- %s: %s\n", cell(inventorydiff.Name(k)), removed)
+	}
+	b.WriteString("\n</details>\n")
+}
+
+// writeSteps lists, when the deploy covers more than one change since
+// what the cluster runs (a merge queue, merges during a deploy, a push),
+// each change and its verdict, the rule's own words.
+func writeSteps(b *strings.Builder, target string, r *deployer.Review) {
+	if r == nil || len(r.Steps) < 2 {
+		return
+	}
+	fmt.Fprintf(b, "\n<details><summary>%s: %d changes since what the cluster ran</summary>\n\n", target, len(r.Steps))
+	for _, s := range r.Steps {
+		mark := "🔒"
+		switch s.Verdict {
+		case approval.VerdictRefused:
+			mark = "⚠️"
+		case approval.VerdictUnaffected:
+			mark = "·"
+		}
+		what := "push"
+		switch s.Kind {
+		case approval.KindPull:
+			what = "#" + strconv.Itoa(s.PR)
+			if r.Forge == config.GitLab {
+				what = "!" + strconv.Itoa(s.PR)
+			}
+		case approval.KindHistory:
+			what = "history"
+		}
+		fmt.Fprintf(b, "- %s `%s` %s: %s — %s\n", mark, Short(s.Commit), what, s.Verdict, cell(Clip(Public(s.Why), 300)))
 	}
 	b.WriteString("\n</details>\n")
 }
@@ -177,9 +220,9 @@ func writeReviewDiff(b *strings.Builder, target string, r *deployer.Review) {
 // reviewMark marks a deploy's comparison with the plan reviewed.
 func reviewMark(r *deployer.Review) string {
 	switch r.Verdict {
-	case deployer.AsApproved, deployer.Unaffected, deployer.AsReviewed:
+	case deployer.AsApproved, deployer.Unaffected, deployer.AsReviewed, deployer.Restored:
 		return "🔒"
-	case deployer.Differs, deployer.PlanDiffers, deployer.NotApproved, deployer.NotReviewed:
+	case deployer.Differs, deployer.PlanDiffers, deployer.NotApproved, deployer.NotReviewed, deployer.Refused:
 		return "⚠️"
 	default:
 		return "❔"

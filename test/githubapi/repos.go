@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -86,6 +87,11 @@ type PullRequest struct {
 	Base     Branch     `json:"base"`
 	Draft    bool       `json:"draft"`
 	MergedAt *time.Time `json:"merged_at"`
+	// The fields only GET …/pulls/{number} answers (with those above).
+	Merged         bool   `json:"merged"`
+	MergeCommitSHA string `json:"merge_commit_sha,omitempty"`
+	MergedBy       *User  `json:"merged_by"`
+	Commits        int    `json:"commits,omitempty"`
 }
 
 // Statuses returns copies of the statuses created for a commit, oldest
@@ -129,7 +135,44 @@ func (s *Server) SeedPullForCommit(owner, repo, sha string, pr PullRequest) Pull
 	}
 	k := shaKey{repoKey{owner, repo}, sha}
 	s.prs[k] = append(s.prs[k], &pr)
+	s.pulls[issueKey{repoKey{owner, repo}, pr.Number}] = &pr
 	return pr
+}
+
+// MergePull records pull request number as merged by login into the
+// commits shas (a merge commit or squash: one; a rebase: each commit it
+// put on the branch, the last its merge_commit_sha), from base at head
+// with commits commits: GET …/pulls/{number} answers it and
+// …/commits/{sha}/pulls lists it for each sha, as GitHub does.
+func (s *Server) MergePull(owner, repo string, number int, login, base, head string, commits int, shas ...string) PullRequest {
+	at := now()
+	by := userOf(Identity{Login: login, Type: userType(login)})
+	pr := PullRequest{Number: number, State: "closed", Title: fmt.Sprintf("PR %d", number), Head: Branch{Ref: fmt.Sprintf("pr-%d", number), SHA: head},
+		Base: Branch{Ref: "main", SHA: base}, MergedAt: &at, Merged: true, MergedBy: &by, Commits: commits, MergeCommitSHA: shas[len(shas)-1]}
+	for _, sha := range shas {
+		pr = s.SeedPullForCommit(owner, repo, sha, pr)
+	}
+	s.mu.Lock()
+	s.users[login] = true
+	s.mu.Unlock()
+	return pr
+}
+
+// getPull is GET /repos/{owner}/{repo}/pulls/{number}.
+func (s *Server) getPull(w http.ResponseWriter, r *http.Request) {
+	n, err := strconv.Atoi(r.PathValue("number"))
+	s.mu.Lock()
+	pr, ok := s.pulls[issueKey{repoOf(r), n}]
+	var out PullRequest
+	if ok {
+		out = *pr
+	}
+	s.mu.Unlock()
+	if err != nil || !ok {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) listPullsForCommit(w http.ResponseWriter, r *http.Request) {

@@ -43,6 +43,7 @@ func (s *Server) SubmitReview(owner, repo string, number int, login, state, comm
 		PullRequestURL:    fmt.Sprintf("%s/repos/%s/%s/pulls/%d", s.srv.URL, owner, repo, number),
 		AuthorAssociation: "COLLABORATOR"}
 	s.reviews[k] = append(s.reviews[k], rv)
+	s.users[login] = true
 	return *rv
 }
 
@@ -59,12 +60,22 @@ func (s *Server) DismissReview(owner, repo string, number int, id int64) {
 }
 
 // SetPermission gives login a permission on the repository (admin, write,
-// read, none); a login never given one reads as read, as on a public
-// repository.
+// read, none); a user GitHub knows but never given one reads as read, as
+// on a public repository. GitHub answers 404 for a login it does not
+// know, an app's bot account ("name[bot]") and a deleted user.
 func (s *Server) SetPermission(owner, repo, login, permission string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.perms[permKey{repoKey{owner, repo}, login}] = permission
+	s.users[login] = true
+}
+
+// DeleteUser deletes login's account: their reviews stay, and GitHub
+// answers 404 for their permission.
+func (s *Server) DeleteUser(login string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deleted[login] = true
 }
 
 type permKey struct {
@@ -88,7 +99,12 @@ func (s *Server) getPermission(w http.ResponseWriter, r *http.Request) {
 	login := r.PathValue("username")
 	s.mu.Lock()
 	p, ok := s.perms[permKey{repoOf(r), login}]
+	known := s.users[login] && !s.deleted[login] && userType(login) != "Bot"
 	s.mu.Unlock()
+	if !known {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
 	if !ok {
 		p = "read"
 	}

@@ -79,6 +79,9 @@ type Server struct {
 	prs       map[shaKey][]*PullRequest
 	reviews   map[issueKey][]*Review // see reviews.go
 	perms     map[permKey]string
+	pulls     map[issueKey]*PullRequest
+	users     map[string]bool // logins GitHub knows: a token's, a reviewer's, one given a permission
+	deleted   map[string]bool
 	app       *appState // see app.go
 }
 
@@ -108,6 +111,9 @@ func New() *Server {
 		prs:       map[shaKey][]*PullRequest{},
 		reviews:   map[issueKey][]*Review{},
 		perms:     map[permKey]string{},
+		pulls:     map[issueKey]*PullRequest{},
+		users:     map[string]bool{},
+		deleted:   map[string]bool{},
 	}
 	s.srv = httptest.NewServer(s.handler())
 	return s
@@ -140,6 +146,7 @@ func (s *Server) AddToken(token string, id Identity) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tokens[token] = id
+	s.users[id.Login] = true
 }
 
 // FailNext makes the next n requests answer with status (a 5xx; 0 means
@@ -187,6 +194,7 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("POST /repos/{owner}/{repo}/deployments/{id}/statuses", s.createDeploymentStatus)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/deployments/{id}/statuses", s.listDeploymentStatuses)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/commits/{sha}/pulls", s.listPullsForCommit)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}", s.getPull)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}/reviews", s.listReviews)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{username}/permission", s.getPermission)
 	// A catch-all keeps ServeMux from answering 405 for known paths with

@@ -2,10 +2,12 @@ package gitlabapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 func contextWith(r *http.Request, u User) context.Context {
@@ -172,11 +174,42 @@ func (s *Server) listStatuses(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func mrJSON(project string, mr *MergeRequest) map[string]any {
-	return map[string]any{"id": mr.IID + 100000, "iid": mr.IID, "state": mr.State, "sha": mr.SHA,
-		"merge_commit_sha": nilIfEmpty(mr.MergeCommitSHA), "source_branch": mr.SourceBranch, "target_branch": mr.TargetBranch,
+func (s *Server) mrJSON(project string, mr *MergeRequest) map[string]any {
+	out := map[string]any{"id": mr.IID + 100000, "iid": mr.IID, "state": mr.State, "sha": mr.SHA,
+		"merge_commit_sha": nilIfEmpty(mr.MergeCommitSHA), "squash_commit_sha": nilIfEmpty(mr.SquashCommitSHA),
+		"source_branch": mr.SourceBranch, "target_branch": mr.TargetBranch,
 		"source_project_id": mr.SourceProjectID, "target_project_id": mr.TargetProjID, "title": "!" + strconv.FormatInt(mr.IID, 10),
-		"web_url": "https://gitlab.example/" + project + "/-/merge_requests/" + strconv.FormatInt(mr.IID, 10)}
+		"web_url":   "https://gitlab.example/" + project + "/-/merge_requests/" + strconv.FormatInt(mr.IID, 10),
+		"diff_refs": map[string]any{"base_sha": nilIfEmpty(mr.BaseSHA), "head_sha": nilIfEmpty(mr.SHA), "start_sha": nilIfEmpty(mr.BaseSHA)},
+		"author":    nil, "merge_user": nil, "merged_by": nil, "merged_at": nil}
+	if mr.Author != "" {
+		out["author"] = userJSON(s.userNamed(mr.Author))
+	}
+	if mr.MergedBy != "" {
+		out["merge_user"], out["merged_by"] = userJSON(s.userNamed(mr.MergedBy)), userJSON(s.userNamed(mr.MergedBy))
+	}
+	if !mr.MergedAt.IsZero() {
+		out["merged_at"] = mr.MergedAt.UTC().Format(time.RFC3339Nano)
+	}
+	return out
+}
+
+// getMergeRequestCommits is GET /projects/:id/merge_requests/:iid/commits.
+func (s *Server) getMergeRequestCommits(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mr := s.mrs[mrKey(r)]
+	if mr == nil {
+		writeError(w, http.StatusNotFound, "404 Not found")
+		return
+	}
+	out := []any{}
+	for i, name := range mr.Committers {
+		id := fmt.Sprintf("%040x", i+1)
+		out = append(out, map[string]any{"id": id, "short_id": id[:8], "title": "commit", "author_name": name, "author_email": name + "@example.com",
+			"committer_name": name, "committer_email": name + "@example.com"})
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func nilIfEmpty(s string) any {
@@ -194,7 +227,7 @@ func (s *Server) getMergeRequest(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "404 Not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, mrJSON(r.PathValue("project"), mr))
+	writeJSON(w, http.StatusOK, s.mrJSON(r.PathValue("project"), mr))
 }
 
 func (s *Server) mergeRequestsOfCommit(w http.ResponseWriter, r *http.Request) {
@@ -204,7 +237,7 @@ func (s *Server) mergeRequestsOfCommit(w http.ResponseWriter, r *http.Request) {
 	out := []any{}
 	for k, mr := range s.mrs {
 		if strings.HasPrefix(k, project+"\x00") && (mr.SHA == sha || mr.MergeCommitSHA == sha) {
-			out = append(out, mrJSON(project, mr))
+			out = append(out, s.mrJSON(project, mr))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -338,8 +371,9 @@ func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getProjectApprovals(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	keeps := s.keepsApprovals[r.PathValue("project")]
+	set := s.approvalSet[r.PathValue("project")]
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{"approvals_before_merge": 0, "reset_approvals_on_push": !keeps,
-		"disable_overriding_approvers_per_merge_request": false, "merge_requests_author_approval": false,
-		"merge_requests_disable_committers_approval": false, "require_password_to_approve": false})
+		"disable_overriding_approvers_per_merge_request": false, "merge_requests_author_approval": set.AuthorApproval,
+		"merge_requests_disable_committers_approval": set.NoCommitterApproval, "require_password_to_approve": false})
 }

@@ -77,7 +77,23 @@ type MergeRequest struct {
 	State                         string // opened, merged, closed
 	SourceProjectID, TargetProjID int64
 	ApprovalsRequired             int64
-	approvedBy                    []string
+	// BaseSHA is diff_refs.base_sha, the merge base the merge request's
+	// diff is shown against; SquashCommitSHA the squash a squash merge
+	// made.
+	BaseSHA, SquashCommitSHA string
+	// Author and MergedBy are usernames (MergedBy is merge_user).
+	Author, MergedBy string
+	MergedAt         time.Time
+	// Committers are the author names of the merge request's commits
+	// (GET …/merge_requests/:iid/commits), one commit each.
+	Committers []string
+	approvedBy []string
+}
+
+// ApprovalSettings are a project's merge request approval settings
+// (GET /projects/:id/approvals) that kplan reads.
+type ApprovalSettings struct {
+	KeepOnPush, AuthorApproval, NoCommitterApproval bool
 }
 
 // Server is the fake GitLab API. All methods are safe for concurrent use.
@@ -100,13 +116,15 @@ type Server struct {
 	members        map[string]int64 // project\x00user ID -> access level
 	protected      map[string][]string
 	keepsApprovals map[string]bool // projects that keep approvals across pushes
+	approvalSet    map[string]ApprovalSettings
 }
 
 // New starts a fake server; add tokens with AddToken.
 func New() *Server {
 	s := &Server{nextID: 1000, tokens: map[string]User{}, users: map[string]User{}, notes: map[string][]*Note{},
 		statuses: map[string][]*Status{}, deployments: map[string][]*Deployment{}, mrs: map[string]*MergeRequest{},
-		members: map[string]int64{}, protected: map[string][]string{}, keepsApprovals: map[string]bool{}}
+		members: map[string]int64{}, protected: map[string][]string{}, keepsApprovals: map[string]bool{},
+		approvalSet: map[string]ApprovalSettings{}}
 	s.srv = httptest.NewServer(s.handler())
 	return s
 }
@@ -168,6 +186,14 @@ func (s *Server) KeepApprovalsOnPush(project string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.keepsApprovals[project] = true
+}
+
+// SetApprovalSettings sets project's approval settings.
+func (s *Server) SetApprovalSettings(project string, a ApprovalSettings) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.approvalSet[project] = a
+	s.keepsApprovals[project] = a.KeepOnPush
 }
 
 // SetMergeRequest records a merge request of project.
@@ -286,6 +312,7 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET "+p+"/deployments", s.listDeployments)
 	mux.HandleFunc("GET "+p+"/merge_requests/{iid}", s.getMergeRequest)
 	mux.HandleFunc("GET "+p+"/merge_requests/{iid}/approvals", s.getApprovals)
+	mux.HandleFunc("GET "+p+"/merge_requests/{iid}/commits", s.getMergeRequestCommits)
 	mux.HandleFunc("GET "+p+"/members/all/{user}", s.getMember)
 	mux.HandleFunc("GET "+p+"/approvals", s.getProjectApprovals)
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { writeError(w, http.StatusNotFound, "404 Not Found") })

@@ -31,6 +31,7 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
+	"github.com/kplan-dev/kplan/internal/approval"
 	"github.com/kplan-dev/kplan/internal/deployer"
 	"github.com/kplan-dev/kplan/internal/deployreport"
 	forgegithub "github.com/kplan-dev/kplan/internal/forge/github"
@@ -258,65 +259,71 @@ func (r *Reporter) ReviewedPlan(ctx context.Context, t deployer.Target, pr int) 
 	return &plan, nil
 }
 
-// Approvals reads the reviews of the pull request sha merged (pr, or
-// found from the commit) from GitHub's own record (pulls/N/reviews): each
-// reviewer's latest review that approves or requests changes decides for
-// them; a dismissed review has state DISMISSED and so decides nothing; an
-// approval counts only from a user who may write to the repository.
-// Which commit each approval was given on is its commit_id.
-func (r *Reporter) Approvals(ctx context.Context, t deployer.Target, sha string, pr int) (deployer.Approvals, error) {
-	if pr == 0 {
-		n, err := r.mergedPR(ctx, t, sha)
-		if err != nil || n == 0 {
-			return deployer.Approvals{}, err
-		}
-		pr = n
-	}
+// Pulls reads GitHub's record of the pull requests that merged commits
+// (the branch's first-parent steps from what runs to the tip): for each
+// commit the merged pull requests it belongs to (GET …/commits/{sha}/pulls),
+// each once (GET …/pulls/{n}, for its base, head, merge commit, merger and
+// commit count) with its reviews (GET …/pulls/{n}/reviews), in the shapes
+// approval.Record holds. The rule decides which reviews stand; GitHub
+// lists them oldest first.
+func (r *Reporter) Pulls(ctx context.Context, t deployer.Target, commits []string) ([]approval.Pull, error) {
 	owner, repo := split(t.Repo)
-	ap := deployer.Approvals{PR: pr}
-	latest := map[string]*github.PullRequestReview{}
-	var order []string
+	seen := map[int]bool{}
+	var out []approval.Pull
+	for _, sha := range commits {
+		prs, _, err := r.GH.PullRequests.ListPullRequestsWithCommit(ctx, owner, repo, sha, &github.ListOptions{PerPage: 100})
+		if err != nil {
+			return nil, fmt.Errorf("the pull requests of %s in %s: %w", short(sha), t.Repo, err)
+		}
+		for _, p := range prs {
+			// Only a merged one: an open pull request that merely contains
+			// the commit merged nothing.
+			if seen[p.GetNumber()] || p.MergedAt == nil {
+				continue
+			}
+			seen[p.GetNumber()] = true
+			pull, err := r.pull(ctx, t, p.GetNumber())
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, pull)
+		}
+	}
+	return out, nil
+}
+
+// pull reads pull request n and its reviews.
+func (r *Reporter) pull(ctx context.Context, t deployer.Target, n int) (approval.Pull, error) {
+	owner, repo := split(t.Repo)
+	p, _, err := r.GH.PullRequests.Get(ctx, owner, repo, n)
+	if err != nil {
+		return approval.Pull{}, fmt.Errorf("pull request %s#%d: %w", t.Repo, n, err)
+	}
+	out := approval.Pull{Number: n, Base: approval.Ref{Ref: p.GetBase().GetRef(), SHA: p.GetBase().GetSHA()},
+		Head: approval.Ref{Ref: p.GetHead().GetRef(), SHA: p.GetHead().GetSHA()}, Merge: p.GetMergeCommitSHA(),
+		Commits: p.GetCommits(), MergedBy: approval.User{Login: p.GetMergedBy().GetLogin()}}
+	if p.MergedAt != nil {
+		out.MergedAt = p.GetMergedAt().UTC().Format(time.RFC3339)
+	}
 	opts := &github.ListOptions{PerPage: 100}
 	for {
-		rs, resp, err := r.GH.PullRequests.ListReviews(ctx, owner, repo, pr, opts)
+		rs, resp, err := r.GH.PullRequests.ListReviews(ctx, owner, repo, n, opts)
 		if err != nil {
-			return ap, fmt.Errorf("list the reviews of %s#%d: %w", t.Repo, pr, err)
+			return out, fmt.Errorf("list the reviews of %s#%d: %w", t.Repo, n, err)
 		}
 		for _, rv := range rs {
-			ap.Reviews++
-			login := rv.GetUser().GetLogin()
-			switch rv.GetState() {
-			case "APPROVED", "CHANGES_REQUESTED", "DISMISSED":
-				// Oldest first: a later one replaces an earlier one.
-				if _, seen := latest[login]; !seen {
-					order = append(order, login)
-				}
-				latest[login] = rv
+			a := approval.Review{User: approval.User{Login: rv.GetUser().GetLogin()}, State: rv.GetState(), CommitID: rv.GetCommitID()}
+			if rv.SubmittedAt != nil {
+				a.SubmittedAt = rv.GetSubmittedAt().UTC().Format(time.RFC3339)
 			}
+			out.Reviews = append(out.Reviews, a)
 		}
 		if resp.NextPage == 0 {
 			break
 		}
 		opts.Page = resp.NextPage
 	}
-	for i := len(order) - 1; i >= 0; i-- {
-		rv := latest[order[i]]
-		if rv.GetState() != "APPROVED" || rv.GetCommitID() == "" {
-			continue
-		}
-		ok, err := r.CanWrite(ctx, t, order[i])
-		if err != nil {
-			return ap, err
-		}
-		if ok {
-			ap.Approved = append(ap.Approved, deployer.Approval{Commit: rv.GetCommitID(), By: order[i]})
-		}
-	}
-	// Newest first, by when each was submitted.
-	slices.SortStableFunc(ap.Approved, func(a, b deployer.Approval) int {
-		return latest[b.By].GetSubmittedAt().Compare(latest[a.By].GetSubmittedAt().Time)
-	})
-	return ap, nil
+	return out, nil
 }
 
 // CanWrite says whether login may push to t's repository (admin,
@@ -332,23 +339,6 @@ func (r *Reporter) CanWrite(ctx context.Context, t deployer.Target, login string
 		return true, nil
 	}
 	return false, nil
-}
-
-// mergedPR finds the pull request a pushed commit came from (0: none).
-func (r *Reporter) mergedPR(ctx context.Context, t deployer.Target, sha string) (int, error) {
-	owner, repo := split(t.Repo)
-	prs, _, err := r.GH.PullRequests.ListPullRequestsWithCommit(ctx, owner, repo, sha, nil)
-	if err != nil {
-		return 0, err
-	}
-	// Only a merged PR: an open one that merely contains the commit did
-	// not deploy it.
-	for _, p := range prs {
-		if p.MergedAt != nil || p.GetMerged() {
-			return p.GetNumber(), nil
-		}
-	}
-	return 0, nil
 }
 
 // maxInterrupted bounds the Deployments of a target Interrupted looks at.
@@ -438,4 +428,21 @@ func (r *Reporter) mine(d *github.Deployment, t deployer.Target) bool {
 		}
 	}
 	return d.GetDescription() == description(t)
+}
+
+// mergedPR finds the pull request a pushed commit came from (0: none).
+func (r *Reporter) mergedPR(ctx context.Context, t deployer.Target, sha string) (int, error) {
+	owner, repo := split(t.Repo)
+	prs, _, err := r.GH.PullRequests.ListPullRequestsWithCommit(ctx, owner, repo, sha, nil)
+	if err != nil {
+		return 0, err
+	}
+	// Only a merged PR: an open one that merely contains the commit did
+	// not deploy it.
+	for _, p := range prs {
+		if p.MergedAt != nil || p.GetMerged() {
+			return p.GetNumber(), nil
+		}
+	}
+	return 0, nil
 }

@@ -18,6 +18,7 @@
 package deploys
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ import (
 
 	gitlab "gitlab.com/gitlab-org/api/client-go"
 
+	"github.com/kplan-dev/kplan/internal/approval"
 	"github.com/kplan-dev/kplan/internal/deployer"
 	"github.com/kplan-dev/kplan/internal/deployreport"
 	forgegitlab "github.com/kplan-dev/kplan/internal/forge/gitlab"
@@ -308,64 +310,150 @@ func (r *Reporter) ReviewedPlan(ctx context.Context, t deployer.Target, mr int) 
 	return &plan, nil
 }
 
-// Approvals reads the approvals of the merge request sha merged (mr, or
-// found from the commit) from GitLab's record (the approvals API). GitLab
-// does not record which commit an approval was given on: each stands for
-// the merge request's head when it merged, which is what was approved
-// only with the project's "Remove all approvals when commits are added to
-// the source branch" on (docs/gitlab.md). An approval counts from a
-// user who may push (Developer or above). A merge request that requires
-// approvals has been reviewed even with none given: Reviews counts the
-// approvals required or given, whichever is more.
-func (r *Reporter) Approvals(ctx context.Context, t deployer.Target, sha string, mr int) (deployer.Approvals, error) {
-	var head string
-	if mr == 0 {
-		n, h, err := r.mergedMR(ctx, t, sha)
-		if err != nil || n == 0 {
-			return deployer.Approvals{}, err
-		}
-		mr, head = n, h
-	}
-	ap := deployer.Approvals{PR: mr}
-	if head == "" {
-		m, _, err := r.GL.MergeRequests.GetMergeRequest(t.Repo, int64(mr), nil, gitlab.WithContext(ctx))
+// Pulls reads GitLab's record of the merge requests that merged commits
+// (the branch's first-parent steps from what runs to the tip): for each
+// commit the merged merge requests it belongs to, each once with its
+// diff refs, head, merge (or squash) commit and merger, and its approvals,
+// as approval.Pull holds them.
+//
+// GitLab does not record which commit an approval was given on: each
+// stands for the merge request's head when it merged, which is what was
+// approved only with the project's "Remove all approvals when commits are
+// added to the source branch" on (reset_approvals_on_push; a project
+// without it is refused with ErrApprovalsKept, and only then can an
+// approval given before a rebase stand for the rebased head). The
+// project's own rules decide whose approval counts: the author's only
+// with merge_requests_author_approval, a committer's not with
+// merge_requests_disable_committers_approval (docs/gitlab.md).
+func (r *Reporter) Pulls(ctx context.Context, t deployer.Target, commits []string) ([]approval.Pull, error) {
+	seen := map[int64]bool{}
+	var settings *gitlab.ProjectApprovals
+	var out []approval.Pull
+	for _, sha := range commits {
+		mrs, _, err := r.GL.Commits.ListMergeRequestsByCommit(t.Repo, sha, gitlab.WithContext(ctx))
 		if err != nil {
-			return ap, fmt.Errorf("merge request %s!%d: %w", t.Repo, mr, err)
+			return nil, fmt.Errorf("the merge requests of %s in %s: %w", deployreport.Short(sha), t.Repo, err)
 		}
-		head = m.SHA
+		for _, m := range mrs {
+			// Only a merged one: an open merge request that merely
+			// contains the commit merged nothing.
+			if m.State != "merged" || seen[m.IID] {
+				continue
+			}
+			seen[m.IID] = true
+			p, err := r.mergeRequest(ctx, t, m.IID, &settings)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, p)
+		}
 	}
-	a, _, err := r.GL.MergeRequestApprovals.GetConfiguration(t.Repo, int64(mr), gitlab.WithContext(ctx))
+	return out, nil
+}
+
+// approvalRule stands for a project's approval rule in a merge request's
+// reviews when no one approved it: the merge request was under review,
+// so no plan comment stands in for an approval.
+const approvalRule = "(approval rule)"
+
+// mergeRequest reads merge request iid and its approvals; settings holds
+// the project's approval settings once read.
+func (r *Reporter) mergeRequest(ctx context.Context, t deployer.Target, iid int64, settings **gitlab.ProjectApprovals) (approval.Pull, error) {
+	m, _, err := r.GL.MergeRequests.GetMergeRequest(t.Repo, iid, nil, gitlab.WithContext(ctx))
 	if err != nil {
-		return ap, fmt.Errorf("the approvals of %s!%d: %w", t.Repo, mr, err)
+		return approval.Pull{}, fmt.Errorf("merge request %s!%d: %w", t.Repo, iid, err)
 	}
-	ap.Reviews = max(len(a.ApprovedBy), int(a.ApprovalsRequired))
-	if len(a.ApprovedBy) > 0 {
-		// An approval stands for the merged head only if a push removes
-		// it: otherwise what was approved cannot be told, and an
-		// approval must not vouch for commits pushed after it.
+	p := approval.Pull{Number: int(iid), Base: approval.Ref{Ref: m.TargetBranch, SHA: m.DiffRefs.BaseSha}, Head: approval.Ref{Ref: m.SourceBranch, SHA: m.SHA},
+		Merge: cmp.Or(m.MergeCommitSHA, m.SquashCommitSHA)}
+	if m.MergedAt != nil {
+		p.MergedAt = m.MergedAt.UTC().Format(time.RFC3339)
+	}
+	if u := cmp.Or(m.MergeUser, m.MergedBy); u != nil {
+		p.MergedBy.Login = u.Username
+	}
+	var commits []*gitlab.Commit
+	if p.Merge == "" {
+		// A fast-forward merge put the merge request's commits on the
+		// branch: the rule tells them from pushes by their count.
+		if commits, err = r.commits(ctx, t, iid); err != nil {
+			return p, err
+		}
+		p.Commits = len(commits)
+	}
+	a, _, err := r.GL.MergeRequestApprovals.GetConfiguration(t.Repo, iid, gitlab.WithContext(ctx))
+	if err != nil {
+		return p, fmt.Errorf("the approvals of %s!%d: %w", t.Repo, iid, err)
+	}
+	if len(a.ApprovedBy) == 0 {
+		if a.ApprovalsRequired > 0 {
+			p.Reviews = []approval.Review{{User: approval.User{Login: approvalRule}, State: approval.Commented}}
+		}
+		return p, nil
+	}
+	if *settings == nil {
 		pa, _, err := r.GL.Projects.GetApprovalConfiguration(t.Repo, gitlab.WithContext(ctx))
 		if err != nil {
-			return ap, fmt.Errorf("the approval settings of %s: %w", t.Repo, err)
+			return p, fmt.Errorf("the approval settings of %s: %w", t.Repo, err)
 		}
-		if !pa.ResetApprovalsOnPush {
-			return ap, fmt.Errorf("%w: %s keeps approvals when commits are pushed, so an approval does not say what was approved: turn on \"Remove all approvals when commits are added to the source branch\" (Settings → Merge requests)", ErrApprovalsKept, t.Repo)
+		*settings = pa
+	}
+	if !(*settings).ResetApprovalsOnPush {
+		return p, fmt.Errorf("%w: %s keeps approvals when commits are pushed, so an approval does not say what was approved: turn on \"Remove all approvals when commits are added to the source branch\" (Settings → Merge requests)", ErrApprovalsKept, t.Repo)
+	}
+	if (*settings).MergeRequestsDisableCommittersApproval && commits == nil {
+		if commits, err = r.commits(ctx, t, iid); err != nil {
+			return p, err
 		}
 	}
-	// GitLab lists approvals oldest first; the deployer wants newest first.
-	for i := len(a.ApprovedBy) - 1; i >= 0; i-- {
-		u := a.ApprovedBy[i].User
-		if u == nil || u.Username == "" || head == "" {
-			continue
+	for _, ab := range a.ApprovedBy {
+		u := ab.User
+		switch {
+		case u == nil || u.Username == "":
+		case m.Author != nil && m.Author.ID == u.ID && !(*settings).MergeRequestsAuthorApproval:
+			// The author's own approval, which the project does not count.
+		case (*settings).MergeRequestsDisableCommittersApproval && committed(commits, u):
+		default:
+			p.Reviews = append(p.Reviews, approval.Review{User: approval.User{Login: u.Username}, State: approval.Approved, CommitID: m.SHA})
 		}
-		ok, err := r.canWrite(ctx, t, u.ID, u.Username)
+	}
+	if len(p.Reviews) == 0 {
+		// Approvals the project's rules do not count: under review, not
+		// approved.
+		p.Reviews = []approval.Review{{User: approval.User{Login: approvalRule}, State: approval.Commented}}
+	}
+	return p, nil
+}
+
+// commits are merge request iid's commits.
+func (r *Reporter) commits(ctx context.Context, t deployer.Target, iid int64) ([]*gitlab.Commit, error) {
+	var all []*gitlab.Commit
+	opts := &gitlab.GetMergeRequestCommitsOptions{ListOptions: gitlab.ListOptions{PerPage: 100}}
+	for {
+		cs, resp, err := r.GL.MergeRequests.GetMergeRequestCommits(t.Repo, iid, opts, gitlab.WithContext(ctx))
 		if err != nil {
-			return ap, err
+			return nil, fmt.Errorf("the commits of %s!%d: %w", t.Repo, iid, err)
 		}
-		if ok {
-			ap.Approved = append(ap.Approved, deployer.Approval{Commit: head, By: u.Username})
+		all = append(all, cs...)
+		if resp.NextPage == 0 {
+			return all, nil
+		}
+		opts.Page = resp.NextPage
+	}
+}
+
+// committed says whether u wrote or committed one of commits. GitLab
+// names a commit's people by name and e-mail, an approver by name and
+// username (the approvals API shows no e-mail): a name or username equal
+// to a commit's author or committer name counts as theirs.
+func committed(commits []*gitlab.Commit, u *gitlab.BasicUser) bool {
+	for _, c := range commits {
+		for _, name := range []string{c.AuthorName, c.CommitterName} {
+			if name != "" && (strings.EqualFold(name, u.Name) || strings.EqualFold(name, u.Username)) {
+				return true
+			}
 		}
 	}
-	return ap, nil
+	return false
 }
 
 // CanWrite says whether username may push to t's project: a member,

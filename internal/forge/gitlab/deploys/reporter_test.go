@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	gitlab "gitlab.com/gitlab-org/api/client-go"
 
+	"github.com/kplan-dev/kplan/internal/approval"
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
@@ -113,34 +115,84 @@ func TestProtectedEnvironmentStillReports(t *testing.T) {
 	}
 }
 
-// Approvals stand for the merge request's head, newest first, from
-// users who may push (Developer or above); a merge request that
-// requires approvals counts as reviewed even with none.
-func TestApprovals(t *testing.T) {
-	s, r := newReporter(t)
+// The record of a merged merge request: its diff refs, head, merge
+// commit and merger; each approval stands for the head that merged (GitLab
+// records no commit), and the project's own settings decide whose count:
+// the author's only with merge_requests_author_approval, a committer's
+// not with merge_requests_disable_committers_approval. A merge request
+// that requires approvals and has none is under review (no plan comment
+// stands in); a project that keeps approvals across pushes is refused.
+func TestPulls(t *testing.T) {
+	const base = "fedcba9876543210fedcba9876543210fedcba98"
 	ctx := context.Background()
-	s.SetMergeRequest(project, gitlabapi.MergeRequest{IID: 7, State: "merged", SHA: headSHA, MergeCommitSHA: sha, ApprovalsRequired: 1})
-	got, err := r.Approvals(ctx, prod, sha, 0)
-	if err != nil || got.PR != 7 || got.Reviews != 1 || len(got.Approved) != 0 {
-		t.Fatalf("before approval: %+v, %v", got, err)
+	approvers := func(p approval.Pull) string {
+		var out []string
+		for _, rv := range p.Reviews {
+			out = append(out, rv.User.Login+"="+rv.State+"@"+rv.CommitID[:min(len(rv.CommitID), 7)])
+		}
+		return strings.Join(out, ",")
 	}
-	s.SetMember(project, "dev", gitlabapi.Developer)
-	s.SetMember(project, "lead", gitlabapi.Maintainer)
+	for _, tc := range []struct {
+		name     string
+		settings gitlabapi.ApprovalSettings
+		required int64
+		approve  []string
+		want     string
+		err      error
+	}{
+		{name: "none required, none given", want: ""},
+		{name: "required, none given", required: 1, want: "(approval rule)=COMMENTED@"},
+		{name: "a developer and the author; the author's does not count", approve: []string{"dev", "author"}, want: "dev=APPROVED@89abcde"},
+		{name: "the author's counts where the project lets authors approve", settings: gitlabapi.ApprovalSettings{AuthorApproval: true},
+			approve: []string{"author"}, want: "author=APPROVED@89abcde"},
+		{name: "a committer's does not count where the project says so", settings: gitlabapi.ApprovalSettings{NoCommitterApproval: true},
+			approve: []string{"pusher", "dev"}, want: "dev=APPROVED@89abcde"},
+		{name: "only approvals the project does not count", approve: []string{"author"}, want: "(approval rule)=COMMENTED@"},
+		{name: "approvals kept across pushes", settings: gitlabapi.ApprovalSettings{KeepOnPush: true}, approve: []string{"dev"}, err: ErrApprovalsKept},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, r := newReporter(t)
+			s.AddUser("author")
+			s.SetApprovalSettings(project, tc.settings)
+			s.SetMergeRequest(project, gitlabapi.MergeRequest{IID: 7, State: "merged", SHA: headSHA, MergeCommitSHA: sha, BaseSHA: base,
+				TargetBranch: "main", SourceBranch: "feature", Author: "author", MergedBy: "lead", ApprovalsRequired: tc.required,
+				MergedAt: time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC), Committers: []string{"author", "pusher"}})
+			s.SetMergeRequest(project, gitlabapi.MergeRequest{IID: 8, State: "opened", SHA: sha, TargetBranch: "main"})
+			for _, u := range tc.approve {
+				s.Approve(project, 7, u)
+			}
+			got, err := r.Pulls(ctx, prod, []string{sha})
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("Pulls: %+v, %v; want %v", got, err, tc.err)
+				}
+				return
+			}
+			if err != nil || len(got) != 1 {
+				t.Fatalf("Pulls: %+v, %v; want merge request 7 only", got, err)
+			}
+			p := got[0]
+			if p.Number != 7 || p.Merge != sha || p.Head.SHA != headSHA || p.Base.SHA != base || p.MergedBy.Login != "lead" || p.MergedAt != "2026-11-01T10:00:00Z" {
+				t.Errorf("the record: %+v", p)
+			}
+			if a := approvers(p); a != tc.want {
+				t.Errorf("reviews %q, want %q", a, tc.want)
+			}
+			rec := approval.Record{Pulls: got}
+			if err := rec.Validate(); err != nil {
+				t.Errorf("the record is not one the rule reads: %v", err)
+			}
+		})
+	}
+	// A fast-forward merge put the merge request's commits on the branch:
+	// no merge commit, and their count.
+	s, r := newReporter(t)
+	s.SetMergeRequest(project, gitlabapi.MergeRequest{IID: 9, State: "merged", SHA: headSHA, Committers: []string{"a", "b", "c"}})
+	if got, err := r.Pulls(ctx, prod, []string{headSHA}); err != nil || len(got) != 1 || got[0].Merge != "" || got[0].Commits != 3 {
+		t.Errorf("a fast-forward merge: %+v, %v", got, err)
+	}
 	s.SetMember(project, "watcher", gitlabapi.Reporter)
-	for _, u := range []string{"dev", "watcher", "outsider", "lead"} {
-		s.Approve(project, 7, u)
-	}
-	got, err = r.Approvals(ctx, prod, sha, 7)
-	want := []deployer.Approval{{Commit: headSHA, By: "lead"}, {Commit: headSHA, By: "dev"}}
-	if err != nil || got.Reviews != 4 || len(got.Approved) != 2 || got.Approved[0] != want[0] || got.Approved[1] != want[1] {
-		t.Errorf("approvals: %+v, %v; want %+v", got, err, want)
-	}
-	// A project that keeps approvals across pushes: no approval says
-	// what was approved.
-	s.KeepApprovalsOnPush(project)
-	if got, err := r.Approvals(ctx, prod, sha, 7); !errors.Is(err, ErrApprovalsKept) || len(got.Approved) != 0 {
-		t.Errorf("approvals kept across pushes: %+v, %v; want ErrApprovalsKept", got, err)
-	}
+	s.SetMember(project, "lead", gitlabapi.Maintainer)
 	if ok, err := r.CanWrite(ctx, prod, "watcher"); ok || err != nil {
 		t.Errorf("a reporter can write: %v, %v", ok, err)
 	}
