@@ -464,11 +464,11 @@ func (c *checker) fix(s *Step, p *Pull, parentOK bool) string {
 	if !parentOK && c.refused != nil {
 		return fmt.Sprintf("first deal with %s (%s)", short(c.refused.Commit), c.refused.Fix)
 	}
-	undo := fmt.Sprintf("revert %s on the branch (a commit that returns %s to an approved state), or have a user with write access override %s", short(s.Commit), c.scope, short(s.Commit))
+	undo := fmt.Sprintf("revert %s on the branch, or have a writer override it", short(s.Commit))
 	if p == nil || p.Head.SHA == "" {
 		return undo
 	}
-	return fmt.Sprintf("have a user with write access approve #%d at %s, the head that was merged, if its diff is what the branch got; or %s", p.Number, short(p.Head.SHA), undo)
+	return fmt.Sprintf("have a writer approve #%d at %s (the merged head) if its diff is what the branch got; or %s", p.Number, short(p.Head.SHA), undo)
 }
 
 // applyToShadow applies an approved diff to the shadow tree, which

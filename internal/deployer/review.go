@@ -706,7 +706,8 @@ func refusal(t Target, r *Review, ackErr error, pr int) error {
 	}
 	label := ""
 	if pr > 0 {
-		label = fmt.Sprintf("; or have a user with write access add the label %s to %s (applies this commit once, while it is the branch's tip)", config.ApplyUnreviewedLabel, r.refOf(pr))
+		// How a writer overrides, on the forge.
+		label = fmt.Sprintf(" (to override: a user with write access adds the label %s to %s, which applies this commit once, while it is the branch's tip)", config.ApplyUnreviewedLabel, r.refOf(pr))
 	}
 	return fmt.Errorf("refusing to apply (requireReviewedPlan): %s%s; the cluster is unchanged. To deploy: %s%s; or set requireReviewedPlan: false for target %s",
 		r.brief(), why, fix, label, t.Name)

@@ -253,7 +253,7 @@ func TestDeployAppliesWhatWasApproved(t *testing.T) {
 			p := w.commitOn("pr-3", "", overlay("p"), "pushed after the approval")
 			return setup{a, w.merge(3, p, approved("alice", h)), 3}
 		}, require: true, verdict: Differs, says: []string{"refusing to apply (requireReviewedPlan): differs from what was approved in #3", "the cluster is unchanged",
-			"have a user with write access approve #3 at"}},
+			"have a writer approve #3 at"}},
 		{name: "a push no one approved, then an approved merge: not laundered", build: func(w *world) setup {
 			a := w.main()
 			h := w.branch(3, fstest.MapFS{"README.md": {Data: []byte("typo fixed\n")}, "app/kustomization.yaml": overlay("a")["app/kustomization.yaml"],
@@ -517,7 +517,7 @@ func TestApplyUnreviewedLabel(t *testing.T) {
 				"not approved: #3 has no standing approval by a user with write access; applied without the reviewed-plan check: @alice added the label"}},
 		{"the refusal names the label",
 			func(c string) []Request { return []Request{{SHA: c, PR: 3}} }, false, nil,
-			[]string{"have a user with write access add the label kplan/apply-unreviewed to #3 (applies this commit once"}},
+			[]string{"a user with write access adds the label kplan/apply-unreviewed to #3, which applies this commit once"}},
 		{"a label from someone who may not write counts for nothing",
 			func(c string) []Request { return []Request{{SHA: c, PR: 3, Acknowledged: "mallory"}} }, false, nil,
 			[]string{"@mallory added the label kplan/apply-unreviewed but may not write to octo/cfg"}},

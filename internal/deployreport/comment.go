@@ -101,7 +101,7 @@ func Comment(byTarget map[string]deployer.Outcome, maxChars int) string {
 			res = "❌ " + cell(Clip(Public(o.Err.Error()), 300))
 			if o.Reason != "" {
 				// The kind of failure first, in words; the message says which.
-				res = "❌ **" + o.Reason.Describe() + "**: " + cell(Clip(Public(o.Err.Error()), 300))
+				res = "❌ **" + o.Reason.Describe() + "**: " + cell(Clip(Public(o.Err.Error()), 600))
 			}
 		}
 		if o.Review != nil {
