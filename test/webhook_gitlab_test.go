@@ -271,10 +271,11 @@ func TestWebhookRefusesAGitLabMergeWithoutApproval(t *testing.T) {
 		git(t, e.repo, "checkout", "-qb", branch, "main")
 		head = e.commit(configMaps...)
 		git(t, e.repo, "checkout", "-q", "main")
+		base := git(t, e.repo, "rev-parse", "HEAD")
 		git(t, e.repo, "merge", "-q", "--no-ff", "-m", "Merge branch '"+branch+"' into 'main'", branch)
 		merge = git(t, e.repo, "rev-parse", "HEAD")
-		e.gl.SetMergeRequest(glProject, gitlabapi.MergeRequest{IID: iid, State: "merged", SHA: head, MergeCommitSHA: merge,
-			SourceBranch: branch, TargetBranch: "main", ApprovalsRequired: 1})
+		e.gl.SetMergeRequest(glProject, gitlabapi.MergeRequest{IID: iid, State: "merged", SHA: head, MergeCommitSHA: merge, BaseSHA: base,
+			SourceBranch: branch, TargetBranch: "main", ApprovalsRequired: 1, MergedBy: "alice"})
 		return head, merge
 	}
 

@@ -103,6 +103,17 @@ type Input struct {
 	Record   *Record
 	// Scope is what the target reads; nil is WholeTree.
 	Scope Scope
+	// Ref writes a pull request's number as the forge's users do (nil:
+	// GitHub's #12; GitLab's merge requests are !12).
+	Ref func(n int) string
+}
+
+// ref writes pull request n as the forge does.
+func (c *checker) ref(n int) string {
+	if c.in.Ref != nil {
+		return c.in.Ref(n)
+	}
+	return fmt.Sprintf("#%d", n)
 }
 
 // Check applies the rule: may in.Tip be applied to a target that runs
@@ -251,7 +262,7 @@ func (c *checker) conclude(res *Result) {
 	if c.refused != nil {
 		r := *c.refused
 		res.Verdict, res.Refused = VerdictRefused, &r
-		res.Why = fmt.Sprintf("%s is refused: %s", stepName(r), r.Why)
+		res.Why = fmt.Sprintf("%s is refused: %s", c.stepName(r), r.Why)
 		return
 	}
 	res.Verdict, res.Why = VerdictUnaffected, fmt.Sprintf("nothing %s reads changed since %s", c.scope, short(c.in.Deployed))
@@ -415,7 +426,7 @@ func (c *checker) judge(ctx context.Context, s *Step, p *Pull) (state, error) {
 	}
 	var notes []string
 	if p != nil {
-		a, m, why, err := c.approvedAs(ctx, p, pt, ct)
+		a, m, why, err := c.approvedAs(ctx, p, s.Parent, pt, ct)
 		if err != nil {
 			return st, err
 		}
@@ -428,10 +439,10 @@ func (c *checker) judge(ctx context.Context, s *Step, p *Pull) (state, error) {
 		switch {
 		case a != nil && parentOK:
 			s.Verdict, s.Approval = VerdictApproved, a
-			s.Why = fmt.Sprintf("applied as approved in #%d at %s by @%s", p.Number, short(a.Commit), a.By)
+			s.Why = fmt.Sprintf("applied as approved in %s at %s by @%s", c.ref(p.Number), short(a.Commit), a.By)
 			return state{tree: ct, approved: true}, nil
 		case a != nil:
-			notes = append(notes, fmt.Sprintf("#%d is what @%s approved at %s, but the tree it was merged into still holds %s, refused: an approval never carries a refused change", p.Number, a.By, short(a.Commit), short(c.refused.Commit)))
+			notes = append(notes, fmt.Sprintf("%s is what @%s approved at %s, but the tree it was merged into still holds %s, refused: an approval never carries a refused change", c.ref(p.Number), a.By, short(a.Commit), short(c.refused.Commit)))
 		default:
 			notes = append(notes, why)
 		}
@@ -468,7 +479,7 @@ func (c *checker) fix(s *Step, p *Pull, parentOK bool) string {
 	if p == nil || p.Head.SHA == "" {
 		return undo
 	}
-	return fmt.Sprintf("have a writer approve #%d at %s (the merged head) if its diff is what the branch got; or %s", p.Number, short(p.Head.SHA), undo)
+	return fmt.Sprintf("have a writer approve %s at %s (the merged head) if its diff is what the branch got; or %s", c.ref(p.Number), short(p.Head.SHA), undo)
 }
 
 // applyToShadow applies an approved diff to the shadow tree, which
@@ -495,7 +506,7 @@ type merge struct{ base, head string }
 
 // approvedAs finds a standing approval of p whose diff, applied to the
 // parent tree pt, gives ct as the target reads it; why says why none did.
-func (c *checker) approvedAs(ctx context.Context, p *Pull, pt, ct string) (*Approval, merge, string, error) {
+func (c *checker) approvedAs(ctx context.Context, p *Pull, parent, pt, ct string) (*Approval, merge, string, error) {
 	approvals, unreadable := c.rec.standing(*p)
 	for _, u := range unreadable {
 		if !slices.Contains(c.unreadable, u) {
@@ -507,7 +518,7 @@ func (c *checker) approvedAs(ctx context.Context, p *Pull, pt, ct string) (*Appr
 		whys = append(whys, fmt.Sprintf("the permission of @%s could not be read: counted as not a writer", strings.Join(unreadable, ", @")))
 	}
 	if len(approvals) == 0 {
-		return nil, merge{}, strings.Join(append([]string{fmt.Sprintf("#%d has no standing approval by a user with write access", p.Number)}, whys...), "; "), nil
+		return nil, merge{}, strings.Join(append([]string{fmt.Sprintf("%s has no standing approval by a user with write access", c.ref(p.Number))}, whys...), "; "), nil
 	}
 	var tried []string
 	for i := range approvals {
@@ -516,7 +527,7 @@ func (c *checker) approvedAs(ctx context.Context, p *Pull, pt, ct string) (*Appr
 			continue
 		}
 		tried = append(tried, a.Commit)
-		m, why, err := c.covers(ctx, p, a.Commit, pt, ct)
+		m, why, err := c.covers(ctx, p, a.Commit, parent, pt, ct)
 		if err != nil {
 			return nil, merge{}, "", err
 		}
@@ -525,20 +536,22 @@ func (c *checker) approvedAs(ctx context.Context, p *Pull, pt, ct string) (*Appr
 		}
 		whys = append(whys, fmt.Sprintf("@%s approved %s: %s", a.By, short(a.Commit), why))
 	}
-	return nil, merge{}, fmt.Sprintf("#%d differs from what was approved (%s)", p.Number, strings.Join(whys, "; ")), nil
+	return nil, merge{}, fmt.Sprintf("%s differs from what was approved (%s)", c.ref(p.Number), strings.Join(whys, "; ")), nil
 }
 
 // covers says whether the diff of head against the merge base the
 // reviewers saw, applied to pt, gives ct as the target reads it: why is
 // "" when it does, else says why not.
-func (c *checker) covers(ctx context.Context, p *Pull, head, pt, ct string) (m merge, why string, err error) {
+func (c *checker) covers(ctx context.Context, p *Pull, head, parent, pt, ct string) (m merge, why string, err error) {
 	g := c.g
 	if m.head, err = g.Tree(ctx, head); err != nil {
 		return m, fmt.Sprintf("the approved commit is not in the repository (fetch refs/pull/%d/head): %v", p.Number, err), nil
 	}
+	// The base the reviewers saw; a record without it (a forge that
+	// does not say) falls back to the branch as the merge found it.
 	baseOf := p.Base.SHA
 	if baseOf == "" {
-		baseOf = c.in.Tip
+		baseOf = parent
 	}
 	base, err := g.MergeBase(ctx, baseOf, head)
 	if err != nil {
@@ -610,10 +623,10 @@ func (c *checker) overriddenBy(commit string) string {
 	return ""
 }
 
-func stepName(s Step) string {
+func (c *checker) stepName(s Step) string {
 	switch s.Kind {
 	case KindPull:
-		return fmt.Sprintf("#%d (%s)", s.PR, short(s.Commit))
+		return fmt.Sprintf("%s (%s)", c.ref(s.PR), short(s.Commit))
 	case KindHistory:
 		return "the history at " + short(s.Commit)
 	}

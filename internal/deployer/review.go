@@ -293,13 +293,16 @@ func (d *Deployer) compareApproved(ctx context.Context, log *slog.Logger, t Targ
 		return r
 	}
 	scope := &targetScope{d: d, t: t, dir: m.dir, g: g, digests: map[string]renderDigest{}}
-	res, err := approval.Check(ctx, g, approval.Input{Deployed: from, Tip: m.sha, Record: rec, Scope: scope})
+	res, err := approval.Check(ctx, g, approval.Input{Deployed: from, Tip: m.sha, Record: rec, Scope: scope, Ref: r.refOf})
 	if err != nil {
 		r.Verdict, r.Err = Unknown, err.Error()
 		return r
 	}
 	r.Steps, r.Unreadable = res.Steps, res.Unreadable
 	d.conclude(ctx, log, t, m, r, res, rec)
+	if m.deployed == "" && from != "" {
+		r.Note = strings.TrimPrefix(r.Note+"; ", "; ") + fmt.Sprintf("a first deploy: kplan records nothing applied to this target, so the branch before the merge (%s) is taken as it is", short(from))
+	}
 	return r
 }
 

@@ -188,8 +188,11 @@ func (s *Server) mrJSON(project string, mr *MergeRequest) map[string]any {
 	if mr.MergedBy != "" {
 		out["merge_user"], out["merged_by"] = userJSON(s.userNamed(mr.MergedBy)), userJSON(s.userNamed(mr.MergedBy))
 	}
-	if !mr.MergedAt.IsZero() {
-		out["merged_at"] = mr.MergedAt.UTC().Format(time.RFC3339Nano)
+	if at := mr.MergedAt; !at.IsZero() || mr.State == "merged" {
+		if at.IsZero() {
+			at = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		}
+		out["merged_at"] = at.UTC().Format(time.RFC3339Nano)
 	}
 	return out
 }

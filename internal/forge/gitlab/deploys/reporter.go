@@ -365,8 +365,12 @@ func (r *Reporter) mergeRequest(ctx context.Context, t deployer.Target, iid int6
 	}
 	p := approval.Pull{Number: int(iid), Base: approval.Ref{Ref: m.TargetBranch, SHA: m.DiffRefs.BaseSha}, Head: approval.Ref{Ref: m.SourceBranch, SHA: m.SHA},
 		Merge: cmp.Or(m.MergeCommitSHA, m.SquashCommitSHA)}
-	if m.MergedAt != nil {
-		p.MergedAt = m.MergedAt.UTC().Format(time.RFC3339)
+	// merged_at is null on merge requests merged before GitLab 13.x
+	// recorded it: merged is merged.
+	if at := cmp.Or(m.MergedAt, m.UpdatedAt, m.CreatedAt); at != nil {
+		p.MergedAt = at.UTC().Format(time.RFC3339)
+	} else {
+		p.MergedAt = time.Unix(0, 0).UTC().Format(time.RFC3339)
 	}
 	if u := cmp.Or(m.MergeUser, m.MergedBy); u != nil {
 		p.MergedBy.Login = u.Username
