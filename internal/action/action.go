@@ -132,7 +132,15 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Post: func(ctx context.Context, md string) error {
 			return comment(ctx, a, getenv, in.token, commentAuthor(in, getenv), ev.repo, pr.Number, md, log)
 		},
-		Gate: gateNames,
+		Gate:   gateNames,
+		Remote: remote,
+	}
+	if pr != nil && in.token != "" {
+		// What each target's cluster runs, from the Deployments kplan's
+		// webhook made: the token needs deployments: read.
+		if d, err := github.NewDeployed(getenv("GITHUB_API_URL"), in.token); err == nil {
+			job.Deploys = d
+		}
 	}
 	if untrusted(gctx.EventName, pr) {
 		job.Untrusted = "the head is from a fork or the run is pull_request_target"

@@ -31,6 +31,9 @@ type Change struct {
 	// BaseRef is the branch it merges into; BaseSHA that branch's commit
 	// the forge compared against, "" when it does not say.
 	BaseRef, BaseSHA string
+	// DefaultBranch is the repository's default branch, "" when the
+	// forge does not say.
+	DefaultBranch string
 	// MergeSHA is the commit the forge made to merge it: a test merge
 	// while open, the merge once merged; "" when there is none.
 	MergeSHA string
@@ -46,6 +49,25 @@ type Change struct {
 // label names without case).
 func (c Change) HasLabel(name string) bool {
 	return slices.ContainsFunc(c.Labels, func(l string) bool { return strings.EqualFold(l, name) })
+}
+
+// DeployTarget names one target's deploys as kplan's webhook records
+// them on the forge (internal/forge/*/deploys: a GitHub Deployment, a
+// GitLab deployment), for a plan that asks what the target's cluster
+// runs.
+type DeployTarget struct {
+	Repo   string // owner/name (GitLab: the project's full path)
+	Branch string // the branch it deploys from
+	Name   string
+	// Key is the name the webhook's deploys carry (deployer.Target.Key):
+	// Name for a target of the webhook's configuration,
+	// "<repo>@<branch>/<name>" for one .kplan.yaml declares.
+	Key string
+	// Environment is what the deploys are recorded under
+	// (deployreport.Environment): the target's environment, else its
+	// name.
+	Environment string
+	Overlay     string
 }
 
 // Commenter keeps one marked comment per kind on a change: the first

@@ -154,6 +154,14 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		MaxCommentChars: gitlab.MaxCommentChars,
 		Post:            func(ctx context.Context, md string) error { return note(ctx, pl, in.Token, md, log) },
 		Gate:            gateNames,
+		Remote:          remote,
+	}
+	if in.Token != "" {
+		// What each target's cluster runs, from the deployments kplan's
+		// webhook made.
+		if d, err := gitlab.NewDeployed(pl.APIURL, in.Token); err == nil {
+			job.Deploys = d
+		}
 	}
 	if change.Fork {
 		job.Untrusted = "the merge request comes from a fork"

@@ -69,6 +69,14 @@ type Job struct {
 	MaxCommentChars int
 	// Post keeps body as the change's one plan comment.
 	Post func(ctx context.Context, body string) error
+	// Deploys reads from the forge what each target's cluster runs, for
+	// the comment to say when that is not the plan's base; nil says
+	// nothing.
+	Deploys Deploys
+	// Remote is the checkout's remote, which the commits the checkout
+	// lacks are fetched from (a target's deployed commit, the history
+	// down to it); "" fetches nothing.
+	Remote string
 	// Gate names the job's words in its failures.
 	Gate gate.Names
 }
@@ -163,14 +171,16 @@ func (j *Job) remotePolicy() (*netpolicy.Policy, error) {
 }
 
 // Report prints the plan to the job's log, keeps the complete reports,
-// posts the comment and says whether the job passes. Complete first,
+// posts the comment and says whether the job passes. Each report notes
+// the targets whose cluster runs another commit than the plan's base
+// (running.go). Complete first,
 // then smaller: files with everything, then the comment, fitted in the
 // forge's limit, pointing at them when it has to leave something out.
 // Only what this change breaks fails the job: an overlay that fails on
 // base too would fail every change until someone fixes it.
 func (j *Job) Report(ctx context.Context, p *inventorydiff.Plan) error {
 	s := j.Settings
-	opts := report.Options{DiffStyle: s.DiffStyle, DangerGate: j.dangerGate()}
+	opts := report.Options{DiffStyle: s.DiffStyle, DangerGate: j.dangerGate(), Running: j.running(ctx, p)}
 	if err := report.TextWith(j.Stdout, p, opts); err != nil {
 		return err
 	}

@@ -118,3 +118,61 @@ func TestDangerOnUnchangedOverlayIsNamedInEveryFormat(t *testing.T) {
 		}
 	}
 }
+
+// Targets whose cluster runs another commit than the plan's base are
+// noted once each, near the top of the Markdown and the text, and not in
+// the JSON (the forge's record, not the plan):
+// testdata/running.{md,txt}.golden.
+func TestRunningIsNotedNearTheTop(t *testing.T) {
+	runs := []Running{
+		{Target: "prod-eu", SHA: strings.Repeat("c", 40), Branch: "main", History: Behind, Commits: 3},
+		{Target: "prod-us", SHA: strings.Repeat("d", 40), Branch: "main", History: Apart},
+	}
+	p := samplePlan(t)
+	var text bytes.Buffer
+	if err := TextWith(&text, p, Options{Running: runs}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Golden(t, "testdata/running.txt.golden", text.String())
+	testkit.Golden(t, "testdata/running.md.golden", MarkdownWith(p, "<!-- kplan:plan -->\n", github.MaxCommentChars, Options{Running: runs}))
+	plain, _ := JSONWith(p, Options{})
+	noted, _ := JSONWith(p, Options{Running: runs})
+	if !bytes.Equal(plain, noted) {
+		t.Error("the JSON report changed with Running")
+	}
+	// A comment cut to the forge's limit keeps the notes, above the
+	// table.
+	md := MarkdownWith(p, "", 600, Options{Running: runs, Complete: "the artifact"})
+	for _, r := range runs {
+		if strings.Count(md, "`"+r.Target+"`") != 1 {
+			t.Errorf("target %s is not noted once in the cut comment:\n%s", r.Target, md)
+		}
+	}
+	if i, j := strings.Index(md, "prod-eu"), strings.Index(md, "| Overlay |"); i < 0 || (j >= 0 && j < i) {
+		t.Errorf("the note is not above the table:\n%s", md)
+	}
+}
+
+func TestRunningSentence(t *testing.T) {
+	sha := strings.Repeat("a", 40)
+	for _, c := range []struct {
+		r    Running
+		want string
+	}{
+		{Running{Target: "prod", SHA: sha, Branch: "main", History: Behind, Commits: 1},
+			"target `prod`: the cluster runs `aaaaaaa`, 1 commit behind `main`: the deploy needs it approved too"},
+		{Running{Target: "prod", SHA: sha, Branch: "main", History: Behind, Commits: 12},
+			"target `prod`: the cluster runs `aaaaaaa`, 12 commits behind `main`: the deploy needs those approved too"},
+		{Running{Target: "prod", SHA: sha, Branch: "release/1", History: Apart},
+			"target `prod`: the cluster runs `aaaaaaa`, which is not in `release/1`'s history: the deploy will be refused where the two differ, unless a user with write access overrides it"},
+		{Running{Target: "prod", SHA: sha, Branch: "main", History: Merged},
+			"target `prod`: the cluster runs `aaaaaaa`, which `main`'s first-parent history reaches only through a merge: the deploy will be refused where the two differ, unless a user with write access overrides it"},
+		// A name holding a backtick stays one code span.
+		{Running{Target: "a`b", SHA: sha, Branch: "main", History: Behind, Commits: 2},
+			"target ``a`b``: the cluster runs `aaaaaaa`, 2 commits behind `main`: the deploy needs those approved too"},
+	} {
+		if got := c.r.sentence(inline); got != c.want {
+			t.Errorf("%+v:\n got %s\nwant %s", c.r, got, c.want)
+		}
+	}
+}

@@ -170,6 +170,7 @@ func (m *md) render(d detail, maxRows int, open bool) string {
 		fmt.Fprintf(&b, " ❌ **%d %s broken by this change**.", n, plural(n, "overlay", "overlays"))
 	}
 	b.WriteString("\n\n")
+	writeRunning(&b, m.opts.Running)
 	partial := m.sections >= 0 && d != countsOnly
 	if d != withObjects {
 		what := map[detail]string{

@@ -41,6 +41,10 @@ type Options struct {
 	// DangerGate says what dangerous findings mean for the check; zero:
 	// nothing is said.
 	DangerGate DangerGate
+	// Running are the targets whose cluster runs another commit than the
+	// plan's base, noted near the top of the Markdown and the text (not
+	// in the JSON: they are the forge's record, not the plan).
+	Running []Running
 }
 
 // DangerGate is the Action's fail-on-dangerous, as the comment tells it.

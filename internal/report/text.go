@@ -17,6 +17,7 @@ func Text(w io.Writer, p *inventorydiff.Plan) error { return TextWith(w, p, Opti
 func TextWith(w io.Writer, p *inventorydiff.Plan, opts Options) error {
 	ew := &errWriter{w: w}
 	ew.printf("kplan: %s\n\n", commits(p))
+	textRunning(ew, opts.Running)
 	gs := findGroups(p)
 	for i := range p.Overlays {
 		o := &p.Overlays[i]

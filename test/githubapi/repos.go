@@ -247,6 +247,9 @@ var fullSHA = regexp.MustCompile(`^[0-9a-f]{40}$`)
 // createDeployment records a deployment. It does not model auto_merge or
 // required_contexts checks: it has no branches to merge or resolve.
 func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request) {
+	if !deploymentsAllowed(w, r) {
+		return
+	}
 	author, ok := writable(w, r)
 	if !ok {
 		return
@@ -323,6 +326,9 @@ type deploymentStatusRequest struct {
 var deploymentStates = []string{"error", "failure", "inactive", "in_progress", "queued", "pending", "success"}
 
 func (s *Server) createDeploymentStatus(w http.ResponseWriter, r *http.Request) {
+	if !deploymentsAllowed(w, r) {
+		return
+	}
 	did, ok := pathInt(w, r, "id")
 	if !ok {
 		return
@@ -458,6 +464,9 @@ func (s *Server) listStatuses(w http.ResponseWriter, r *http.Request) {
 // filtered by the sha, ref, task and environment query parameters as
 // GitHub filters them.
 func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request) {
+	if !deploymentsAllowed(w, r) {
+		return
+	}
 	q := r.URL.Query()
 	s.mu.Lock()
 	all := newestFirst(s.deploys[repoOf(r)])
@@ -475,6 +484,9 @@ func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request) {
 
 // listDeploymentStatuses lists a deployment's statuses, newest first.
 func (s *Server) listDeploymentStatuses(w http.ResponseWriter, r *http.Request) {
+	if !deploymentsAllowed(w, r) {
+		return
+	}
 	did, ok := pathInt(w, r, "id")
 	if !ok {
 		return

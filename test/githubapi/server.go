@@ -41,6 +41,10 @@ type Identity struct {
 	// ReadOnly makes write endpoints answer 403 "Resource not accessible by
 	// integration", like the GITHUB_TOKEN of a pull request from a fork.
 	ReadOnly bool
+	// NoDeployments makes the deployments endpoints, reads included,
+	// answer 403 "Resource not accessible by integration", like a
+	// workflow token whose permissions leave out deployments.
+	NoDeployments bool
 }
 
 // Request is one entry of the request log.
@@ -274,6 +278,17 @@ func writable(w http.ResponseWriter, r *http.Request) (Identity, bool) {
 		return id, false
 	}
 	return id, true
+}
+
+// deploymentsAllowed answers 403 and returns false when the caller's
+// token has no deployments permission.
+func deploymentsAllowed(w http.ResponseWriter, r *http.Request) bool {
+	id, _ := r.Context().Value(identityKey{}).(Identity)
+	if id.NoDeployments {
+		writeError(w, http.StatusForbidden, "Resource not accessible by integration")
+		return false
+	}
+	return true
 }
 
 // statusRecorder logs a response's status once, when it is written.

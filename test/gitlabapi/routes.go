@@ -350,6 +350,10 @@ func (s *Server) updateDeployment(w http.ResponseWriter, r *http.Request) {
 // listDeployments filters by environment and status, newest first when
 // asked (sort=desc), as kplan asks.
 func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request) {
+	if userOf(r).Guest {
+		writeError(w, http.StatusForbidden, "403 Forbidden")
+		return
+	}
 	q := r.URL.Query()
 	s.mu.Lock()
 	defer s.mu.Unlock()

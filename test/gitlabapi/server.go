@@ -38,6 +38,9 @@ type User struct {
 	// ReadOnly makes writes answer 403, as a token of a reporter, or a
 	// job token, is answered.
 	ReadOnly bool
+	// Guest makes listing deployments answer 403 too, as GitLab answers
+	// a Guest (reading them takes Reporter).
+	Guest bool
 }
 
 // Request is one entry of the request log.

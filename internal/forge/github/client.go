@@ -1,6 +1,7 @@
 package github
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -60,6 +61,7 @@ func DecodeEvent(name string, payload []byte) (forge.Event, error) {
 		repo := ev.GetRepo()
 		c := change(repo, ev.GetPullRequest())
 		c.Repo = fullName(repo.GetOwner().GetLogin(), repo.GetName())
+		c.DefaultBranch = cmp.Or(repo.GetDefaultBranch(), ev.GetPullRequest().GetBase().GetRepo().GetDefaultBranch())
 		return forge.Event{Kind: forge.Review, Repo: c.Repo, Change: &c, Action: forge.ChangeAction(ev.GetAction())}, nil
 	}
 	return forge.Event{}, fmt.Errorf("event %q: want push, pull_request or pull_request_target", name)

@@ -80,3 +80,18 @@ func TestReceiverHeadersAndBodies(t *testing.T) {
 		t.Error("ForwardHeader: GitHub's headers only")
 	}
 }
+
+// The Action's event names the repository's default branch, from the
+// repository, else the base's repository.
+func TestDecodeEventNamesTheDefaultBranch(t *testing.T) {
+	for _, c := range []struct{ payload, want string }{
+		{`{"repository": {"name": "infra", "owner": {"login": "acme"}, "default_branch": "main"}, "pull_request": {"base": {"ref": "main"}}}`, "main"},
+		{`{"repository": {"name": "infra", "owner": {"login": "acme"}}, "pull_request": {"base": {"ref": "main", "repo": {"default_branch": "trunk"}}}}`, "trunk"},
+		{`{"repository": {"name": "infra", "owner": {"login": "acme"}}, "pull_request": {"base": {"ref": "main"}}}`, ""},
+	} {
+		ev, err := DecodeEvent("pull_request", []byte(c.payload))
+		if err != nil || ev.Change.DefaultBranch != c.want {
+			t.Errorf("%s: %+v, %v; want default branch %q", c.payload, ev.Change, err, c.want)
+		}
+	}
+}

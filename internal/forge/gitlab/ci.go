@@ -57,6 +57,7 @@ func FromCI(getenv func(string) string) (Pipeline, error) {
 		Change: forge.Change{
 			Repo: getenv("CI_MERGE_REQUEST_PROJECT_PATH"), Number: iid,
 			HeadRef: getenv("CI_MERGE_REQUEST_SOURCE_BRANCH_NAME"), BaseRef: getenv("CI_MERGE_REQUEST_TARGET_BRANCH_NAME"),
+			DefaultBranch: getenv("CI_DEFAULT_BRANCH"),
 			// A fork's merge request names another source project; a
 			// variable missing is taken for one too (untrusted).
 			Fork: getenv("CI_MERGE_REQUEST_SOURCE_PROJECT_ID") == "" || getenv("CI_MERGE_REQUEST_SOURCE_PROJECT_ID") != getenv("CI_MERGE_REQUEST_PROJECT_ID"),

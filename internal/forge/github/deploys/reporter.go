@@ -47,7 +47,7 @@ const Marker = deployreport.Marker
 // payloadTarget is the key of a Deployment's payload naming the target
 // that created it, so that finishing an interrupted deploy touches only
 // that target's Deployments.
-const payloadTarget = "kplanTarget"
+const payloadTarget = forgegithub.PayloadTarget
 
 // Interrupted is what an interrupted deploy's statuses say.
 const Interrupted = deployreport.Interrupted
@@ -173,7 +173,7 @@ func (r *Reporter) setDeployment(t deployer.Target, sha, state, desc string) {
 
 // description names a Deployment kplan created for t; deployments made
 // before the payload named the target are recognised by it.
-func description(t deployer.Target) string { return "kplan deploy of " + t.Overlay }
+func description(t deployer.Target) string { return forgegithub.DeploymentDescription(t.Overlay) }
 
 // open says whether a Deployment state is not final.
 func open(state string) bool {

@@ -11,6 +11,8 @@ import (
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
+	"github.com/kplan-dev/kplan/internal/forge"
+	forgegithub "github.com/kplan-dev/kplan/internal/forge/github"
 	"github.com/kplan-dev/kplan/test/githubapi"
 )
 
@@ -63,6 +65,45 @@ func TestReportsAPushDeploy(t *testing.T) {
 		"| `stage` | stage | `0123456` | ❌ **apply failed**: apply: connection refused |", "To retry"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("comment lacks %q:\n%s", want, body)
+		}
+	}
+}
+
+// What the reporter writes is what a plan reads back (forgegithub.Deployed):
+// each target's newest successful deploy, by the key its Deployments
+// carry, though both targets share an environment (whose earlier success
+// GitHub's auto_inactive marks inactive) and one's newer deploy failed.
+func TestPlansReadWhatTheReporterWrote(t *testing.T) {
+	gh := githubapi.New()
+	defer gh.Close()
+	gh.AddToken("tok", githubapi.Identity{Login: "kplan[bot]"})
+	r := NewReporter(gh.Client("tok"), slog.New(slog.DiscardHandler))
+	r.Backoff = time.Millisecond
+	ctx := context.Background()
+	src := config.SourceName("octo/cfg", "main")
+	web := deployer.Target{Target: config.Target{Name: "web", Environment: "eu", Overlay: "apps/web"}, Repo: "octo/cfg", Branch: "main", Source: src}
+	api := deployer.Target{Target: config.Target{Name: "api", Environment: "eu", Overlay: "apps/api"}, Repo: "octo/cfg", Branch: "main"}
+	older := strings.Repeat("a", 40)
+	deployOne := func(t deployer.Target, sha string, err error) {
+		r.Started(ctx, t, sha, 0)
+		r.Finished(ctx, deployer.Outcome{Target: t, SHA: sha, Err: err, Result: &deploy.Result{}})
+	}
+	deployOne(web, older, nil)
+	deployOne(api, older, nil)
+	deployOne(web, sha, errors.New("apply: connection refused"))
+	deployOne(api, sha, nil)
+
+	read, err := forgegithub.NewDeployed(gh.URL(), "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		t    deployer.Target
+		want string
+	}{{web, older}, {api, sha}} {
+		got, err := read.LastDeployed(ctx, forge.DeployTarget{Repo: "octo/cfg", Branch: "main", Name: c.t.Name, Key: c.t.Key(), Environment: c.t.Environment, Overlay: c.t.Overlay})
+		if err != nil || got != c.want {
+			t.Errorf("%s: got %q, %v; want %q", c.t.Name, got, err, c.want)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
 	"github.com/kplan-dev/kplan/internal/deployreport"
+	"github.com/kplan-dev/kplan/internal/forge"
 	forgegitlab "github.com/kplan-dev/kplan/internal/forge/gitlab"
 	"github.com/kplan-dev/kplan/internal/markers"
 	"github.com/kplan-dev/kplan/test/gitlabapi"
@@ -275,5 +276,25 @@ func TestReportsHeldUntilGitLabAnswers(t *testing.T) {
 	}
 	if ns := s.Notes(project, 7); len(ns) != 1 {
 		t.Errorf("notes: %+v", ns)
+	}
+}
+
+// What the reporter writes is what a plan reads back
+// (forgegitlab.Deployed): the environment's last successful deployment
+// from the branch, a newer failed one passed over.
+func TestPlansReadWhatTheReporterWrote(t *testing.T) {
+	s, r := newReporter(t)
+	ctx := context.Background()
+	r.Started(ctx, prod, sha, 0)
+	r.Finished(ctx, deployer.Outcome{Target: prod, SHA: sha, Result: &deploy.Result{}})
+	r.Started(ctx, prod, headSHA, 0)
+	r.Finished(ctx, deployer.Outcome{Target: prod, SHA: headSHA, Err: errors.New("apply: connection refused"), Reason: deployer.ReasonApplyFailed})
+	read, err := forgegitlab.NewDeployed(s.APIURL(), "glpat-webhook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := read.LastDeployed(ctx, forge.DeployTarget{Repo: project, Branch: "main", Name: prod.Name, Key: prod.Key(), Environment: prod.Environment, Overlay: prod.Overlay})
+	if err != nil || got != sha {
+		t.Errorf("got %q, %v; want %q", got, err, sha)
 	}
 }
