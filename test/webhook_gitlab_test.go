@@ -298,4 +298,16 @@ func TestWebhookRefusesAGitLabMergeWithoutApproval(t *testing.T) {
 	e.waitDeployed(merge3)
 	e.glNote(3, "applied exactly as approved in !3 at "+head3[:7]+" by @alice")
 	eq(t, "ConfigMaps after the approved merge", e.configMaps(), []string{"a", "c"})
+
+	// A push straight to main, then !4, approved, merged after it: the
+	// approval covers !4's diff, never the push, which is refused.
+	push := e.commit("a", "c", "pushed")
+	head4, merge4 := mr(4, "a", "c", "pushed", "d")
+	e.gl.Approve(glProject, 4, "alice")
+	if code := e.sendGitLab(gitlab.MergeRequestHook, e.mergeHook(4, head4, merge4), glHookSecret); code != http.StatusAccepted {
+		t.Fatalf("merge of !4: HTTP %d", code)
+	}
+	e.glStatus(merge4, "kplan/prod", "failed")
+	e.glNote(4, "not approved: the push "+push[:7]+" came from no merge request")
+	eq(t, "ConfigMaps after the push and !4", e.configMaps(), []string{"a", "c"})
 }
