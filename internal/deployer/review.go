@@ -292,7 +292,7 @@ func (d *Deployer) compareApproved(ctx context.Context, log *slog.Logger, t Targ
 		r.Verdict, r.Err = Unknown, err.Error()
 		return r
 	}
-	scope := &targetScope{d: d, t: t, dir: m.dir, g: g, digests: map[string]renderDigest{}}
+	scope := &targetScope{d: d, t: t, dir: m.dir, g: g, digests: map[string]renderDigest{}, closures: map[string]*closure.Closure{}}
 	res, err := approval.Check(ctx, g, approval.Input{Deployed: from, Tip: m.sha, Record: rec, Scope: scope, Ref: r.refOf})
 	if err != nil {
 		r.Verdict, r.Err = Unknown, err.Error()
@@ -574,11 +574,12 @@ func (d *Deployer) planNote(ctx context.Context, t Target, r *Review) string {
 // overlay's closure on either tree meets a path that differs, or cannot
 // be bounded. A tree that does not render differs from every other.
 type targetScope struct {
-	d       *Deployer
-	t       Target
-	dir     string
-	g       approval.Git
-	digests map[string]renderDigest
+	d        *Deployer
+	t        Target
+	dir      string
+	g        approval.Git
+	digests  map[string]renderDigest
+	closures map[string]*closure.Closure
 }
 
 type renderDigest struct {
@@ -594,11 +595,10 @@ func (s *targetScope) Differs(ctx context.Context, a, b string, paths []string) 
 	}
 	meets := false
 	for _, tree := range []string{a, b} {
-		snap, err := s.snapshot(ctx, tree)
+		c, err := s.closure(ctx, tree)
 		if err != nil {
 			return false, err
 		}
-		c := closure.New(closure.SnapshotSource(ctx, snap), closure.Options{EnableHelm: s.t.Render.EnableHelm}).Overlay(s.t.Overlay)
 		if !c.Bounded() || c.Meets(changed) {
 			meets = true
 			break
@@ -617,6 +617,25 @@ func (s *targetScope) Differs(ctx context.Context, a, b string, paths []string) 
 	return da.digest != db.digest, nil
 }
 
+// closure is the overlay's closure on tree, computed once per tree: the
+// rule compares each step with every tree the target may run.
+func (s *targetScope) closure(ctx context.Context, tree string) (*closure.Closure, error) {
+	if c, ok := s.closures[tree]; ok {
+		return c, nil
+	}
+	commit, err := s.commit(ctx, tree)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := s.d.Mirrors.Snapshot(ctx, s.dir, commit)
+	if err != nil {
+		return nil, err
+	}
+	c := closure.New(closure.SnapshotSource(ctx, snap), closure.Options{EnableHelm: s.t.Render.EnableHelm}).Overlay(s.t.Overlay)
+	s.closures[tree] = c
+	return c, nil
+}
+
 func (s *targetScope) String() string { return s.t.Overlay }
 
 // commit is a commit of tree in the mirror, for what reads commits.
@@ -626,14 +645,6 @@ func (s *targetScope) commit(ctx context.Context, tree string) (string, error) {
 		return "", fmt.Errorf("the mirror cannot write a commit of tree %s", short(tree))
 	}
 	return cli.CommitOf(ctx, tree)
-}
-
-func (s *targetScope) snapshot(ctx context.Context, tree string) (*snapshot.Snapshot, error) {
-	c, err := s.commit(ctx, tree)
-	if err != nil {
-		return nil, err
-	}
-	return s.d.Mirrors.Snapshot(ctx, s.dir, c)
 }
 
 func (s *targetScope) digest(ctx context.Context, tree string) renderDigest {
