@@ -213,6 +213,23 @@ func (c *Cache) Prune(ctx context.Context, olderThan time.Duration) (removed int
 	return removed, errors.Join(errs...)
 }
 
+// lockToRemove takes f exclusively, trying a few times: a Cache's shared
+// lock is held until it closes, but any process this one forks (a git
+// command) holds every descriptor for the moment before it execs, and
+// the lock with it; on a loaded machine that moment was long enough to
+// make Prune skip a tree no Cache held.
+func lockToRemove(f *os.File) error {
+	var err error
+	for range 10 {
+		if err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil ||
+			!(errors.Is(err, syscall.EWOULDBLOCK) || errors.Is(err, syscall.EINTR)) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return err
+}
+
 func readDir(dir string) ([]os.DirEntry, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -240,7 +257,7 @@ func remove(path string, cutoff time.Time, keep func(string) (bool, error)) (boo
 		return false, fmt.Errorf("git cache: %w", err)
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := lockToRemove(f); err != nil {
 		if errors.Is(err, syscall.EWOULDBLOCK) || errors.Is(err, syscall.EINTR) {
 			return false, nil // in use
 		}
