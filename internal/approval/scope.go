@@ -8,8 +8,8 @@ import (
 
 // Scope is what a target reads: the rule asks it whether two trees
 // differ for the target, given the paths that differ between them. The
-// webhook will plug in the target's closure (or a render comparison, for
-// a closure that cannot be bounded); WholeTree and Dir are the simple
+// webhook plugs in the target's closure and render comparison
+// (internal/deployer's targetScope); WholeTree and Dir are the simple
 // ones.
 type Scope interface {
 	// Differs says whether trees a and b, which differ in paths (none
