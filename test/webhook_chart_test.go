@@ -353,6 +353,7 @@ config:
 	}
 	proc := exec.Command(bin, args...)
 	proc.Env = env
+	ownGroup(proc)
 	stdout, _ := proc.StdoutPipe()
 	var logs bytes.Buffer
 	proc.Stderr = &logs
@@ -360,7 +361,7 @@ config:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		proc.Process.Kill()
+		killGroup(proc)
 		proc.Wait()
 		if t.Failed() {
 			t.Logf("webhook log:\n%s", tailLines(logs.String(), 40))

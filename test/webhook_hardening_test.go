@@ -145,7 +145,7 @@ func TestWebhookKilledMidDeployFinishesItsReports(t *testing.T) {
 			deps := e.deploymentsOf(sha)
 			return len(deps) == 1 && e.lastState(deps[0].ID).State == "in_progress" && e.statusStates(sha) == "pending"
 		})
-		e.proc.Process.Kill() // SIGKILL: nothing is reported
+		killGroup(e.proc) // SIGKILL: nothing is reported
 		e.proc.Wait()
 		if s, _ := e.deployed(); s == sha {
 			t.Fatalf("the deploy of %s finished before the kill", sha[:7])

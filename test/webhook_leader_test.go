@@ -21,7 +21,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -202,7 +201,7 @@ func startReplica(e *hookEnv, tap *ghTap, name string) *webhookReplica {
 	// Its own process group, killed whole as a pod dies: a git fetch
 	// outliving a killed replica would write into the test's directories
 	// after they are removed.
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownGroup(r.cmd)
 	stdout, _ := r.cmd.StdoutPipe()
 	logs, _ := os.Create(r.log)
 	r.cmd.Stderr = logs
@@ -276,7 +275,7 @@ func metric(t *testing.T, r *webhookReplica, series string) string {
 }
 
 // kill ends the replica and the processes it started (SIGKILL).
-func (r *webhookReplica) kill() { syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL) }
+func (r *webhookReplica) kill() { killGroup(r.cmd) }
 
 // Two replicas with --leader-elect: deliveries sent to the one that does
 // not lead are deployed by the leader; the leader is killed (SIGKILL, the

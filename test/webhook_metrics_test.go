@@ -80,6 +80,7 @@ func (e *hookEnv) startWithEnv(env ...string) string {
 		}
 	}
 	cmd.Env = append(cmd.Env, env...)
+	ownGroup(cmd)
 	stdout, _ := cmd.StdoutPipe()
 	logs := filepath.Join(e.t.TempDir(), "webhook.log")
 	f, _ := os.Create(logs)
@@ -89,7 +90,7 @@ func (e *hookEnv) startWithEnv(env ...string) string {
 	}
 	e.proc = cmd
 	e.t.Cleanup(func() {
-		cmd.Process.Kill()
+		killGroup(cmd)
 		cmd.Wait()
 		if e.t.Failed() {
 			data, _ := os.ReadFile(logs)

@@ -95,7 +95,7 @@ func TestWebhookDeploysGitRemoteBases(t *testing.T) {
 	if err := os.Chtimes(trees[0], old, old); err != nil {
 		t.Fatal(err)
 	}
-	e.proc.Process.Kill()
+	killGroup(e.proc)
 	e.proc.Wait()
 	e.start()
 	testkit.Eventually(t, "the tree of v1, unused for 8 days, removed", time.Minute, func() bool {

@@ -110,7 +110,7 @@ func TestWebhookAliasBombFailsItsTargetAlone(t *testing.T) {
 	// Restart on the same tip: the start resync renders staging again
 	// (its last deploy failed) and fails it again, without crashing.
 	failures := e.statusCount(sha3, "kplan/staging", "failure")
-	e.proc.Process.Kill()
+	killGroup(e.proc)
 	e.proc.Wait()
 	e.start()
 	testkit.Eventually(t, "the restarted webhook to fail staging again", time.Minute, func() bool {

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,6 +93,7 @@ func (e *hookEnv) commit(configMaps ...string) string {
 func (e *hookEnv) start() {
 	e.t.Helper()
 	cmd := exec.Command(e.bin, "--config", e.config, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0")
+	ownGroup(cmd)
 	cmd.Env = append(append(os.Environ(), "KPLAN_WEBHOOK_SECRET="+hookSecret, "KPLAN_GITHUB_TOKEN="+hookToken), e.env...)
 	stdout, _ := cmd.StdoutPipe()
 	logs, _ := os.Create(filepath.Join(e.t.TempDir(), "webhook.log"))
@@ -102,7 +104,7 @@ func (e *hookEnv) start() {
 	}
 	e.proc = cmd
 	e.t.Cleanup(func() {
-		cmd.Process.Kill()
+		killGroup(cmd)
 		cmd.Wait()
 		if e.t.Failed() {
 			data, _ := os.ReadFile(logs.Name())
@@ -114,6 +116,19 @@ func (e *hookEnv) start() {
 		e.t.Fatalf("webhook did not start: %v", err)
 	}
 	e.url, e.metricsURL = listenerURLs(e.t, line)
+}
+
+// ownGroup gives the webhook a process group of its own, which
+// killGroup kills whole, as a pod dies: a git command outliving a killed
+// webhook wrote into the test's directories while they were removed
+// ("unlinkat …/mirrors/…/objects: directory not empty").
+func ownGroup(cmd *exec.Cmd) { cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} }
+
+// killGroup kills cmd's process group (SIGKILL).
+func killGroup(cmd *exec.Cmd) {
+	if cmd.Process != nil {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
 }
 
 // listenerURLs reads the public and the metrics listener's URLs from the
@@ -486,7 +501,7 @@ func TestWebhookRecovers(t *testing.T) {
 		return false
 	})
 	time.Sleep(300 * time.Millisecond)
-	e.proc.Process.Kill() // SIGKILL: no cleanup runs
+	killGroup(e.proc) // SIGKILL: no cleanup runs
 	e.proc.Wait()
 	if s, _ := e.deployed(); s == sha2 {
 		t.Log("the deploy finished before the kill; the restart still has to converge")
