@@ -507,7 +507,7 @@ type merge struct{ base, head string }
 // approvedAs finds a standing approval of p whose diff, applied to the
 // parent tree pt, gives ct as the target reads it; why says why none did.
 func (c *checker) approvedAs(ctx context.Context, p *Pull, parent, pt, ct string) (*Approval, merge, string, error) {
-	approvals, unreadable := c.rec.standing(*p)
+	approvals, unreadable := c.rec.Standing(*p)
 	for _, u := range unreadable {
 		if !slices.Contains(c.unreadable, u) {
 			c.unreadable = append(c.unreadable, u)

@@ -174,12 +174,12 @@ type Approval struct {
 	Plan bool `json:"plan,omitempty"`
 }
 
-// standing are the approvals of p that count, in the order given, and
+// Standing are the approvals of p that count, in the order given, and
 // the approvers whose permission could not be read: per reviewer, the
 // latest review that approves, requests changes or was dismissed decides
 // (comments and pending reviews decide nothing); it counts when it
 // approves a commit and its user may write.
-func (r *Record) standing(p Pull) (approved []Approval, unreadable []string) {
+func (r *Record) Standing(p Pull) (approved []Approval, unreadable []string) {
 	reviews := slices.Clone(p.Reviews)
 	// GitHub lists reviews oldest first; submitted_at orders them when
 	// given (RFC 3339 in UTC sorts as text).

@@ -21,7 +21,7 @@ func TestParseRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	approved, unreadable := r.standing(r.Pulls[0])
+	approved, unreadable := r.Standing(r.Pulls[0])
 	if len(approved) != 1 || approved[0].By != "alice" || len(unreadable) != 1 || unreadable[0] != "bot" {
 		t.Errorf("standing: %v, unreadable %v", approved, unreadable)
 	}
@@ -48,7 +48,7 @@ func TestParseRecord(t *testing.T) {
 func TestPlanHeadStandsForTheMerger(t *testing.T) {
 	p := Pull{Number: 3, MergedBy: User{Login: "lead"}, PlanHead: sha1}
 	r := &Record{Permissions: map[string]string{"lead": "maintain", "intern": "triage"}}
-	if a, _ := r.standing(p); len(a) != 1 || a[0] != (Approval{By: "lead", Commit: sha1, Plan: true}) {
+	if a, _ := r.Standing(p); len(a) != 1 || a[0] != (Approval{By: "lead", Commit: sha1, Plan: true}) {
 		t.Errorf("standing: %+v", a)
 	}
 	reviewed := p
@@ -60,11 +60,11 @@ func TestPlanHeadStandsForTheMerger(t *testing.T) {
 	noPlan := p
 	noPlan.PlanHead = ""
 	for name, q := range map[string]Pull{"reviewed": reviewed, "merged by a triager": intern, "merged by an unreadable user": unknown, "no plan": noPlan} {
-		if a, _ := r.standing(q); len(a) != 0 {
+		if a, _ := r.Standing(q); len(a) != 0 {
 			t.Errorf("%s: standing %+v", name, a)
 		}
 	}
-	if _, unreadable := r.standing(unknown); len(unreadable) != 1 || unreadable[0] != "ghost" {
+	if _, unreadable := r.Standing(unknown); len(unreadable) != 1 || unreadable[0] != "ghost" {
 		t.Errorf("an unreadable merger is not said: %v", unreadable)
 	}
 	if _, err := Parse([]byte(`{"pulls": [{"number": 3, "base": {"sha": ""}, "head": {"sha": ""}, "plan_head": "abc"}]}`)); err == nil {
@@ -95,7 +95,7 @@ func FuzzParseRecord(f *testing.F) {
 			t.Errorf("the round trip changed the record:\n%+v\n%+v", r, r2)
 		}
 		for _, p := range r.Pulls {
-			approved, _ := r.standing(p)
+			approved, _ := r.Standing(p)
 			for _, a := range approved {
 				if !writer(r.Permissions[a.By]) || !objectName.MatchString(a.Commit) {
 					t.Errorf("#%d: %+v counts", p.Number, a)

@@ -155,15 +155,16 @@ type Mirror interface {
 	Merge(ctx context.Context, dir, base, head string) (commit, tree string, err error)
 	// Tree is the tree of commit sha.
 	Tree(ctx context.Context, dir, sha string) (string, error)
-	// Git reads the history of the mirror at dir for the approval rule.
-	Git(dir string) approval.Git
+	// Git reads the history of the mirror at dir for the approval rule,
+	// and writes the commits of the trees it merges there.
+	Git(dir string) approval.CLI
 }
 
 // GitMirror is the Mirror of git mirrors fetched over HTTP.
 type GitMirror struct{ *gitmirror.Mirrors }
 
 // Git implements Mirror.
-func (GitMirror) Git(dir string) approval.Git { return approval.CLI{Repo: gitcli.Repo{Dir: dir}} }
+func (GitMirror) Git(dir string) approval.CLI { return approval.CLI{Repo: gitcli.Repo{Dir: dir}} }
 
 // Snapshot implements Mirror.
 func (GitMirror) Snapshot(ctx context.Context, dir, sha string) (*snapshot.Snapshot, error) {

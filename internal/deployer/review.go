@@ -464,25 +464,17 @@ func (d *Deployer) conclude(ctx context.Context, log *slog.Logger, t Target, m m
 	case len(pull.Reviews) == 0:
 		d.unreviewed(ctx, log, t, m, r, s, pull)
 	default:
-		a := firstApproval(pull, rec)
-		if a == nil {
+		// The rule found no standing approval whose diff is the step: the
+		// newest standing one is what the step is shown against.
+		approvals, _ := rec.Standing(*pull)
+		if len(approvals) == 0 {
 			r.Verdict = NotApproved
 			return
 		}
-		r.Verdict, r.Commit, r.By = Differs, a.CommitID, a.User.Login
-		r.Diff, r.DiffErr = d.approvedDiff(ctx, t, m, s, a.CommitID)
+		a := approvals[len(approvals)-1]
+		r.Verdict, r.Commit, r.By = Differs, a.Commit, a.By
+		r.Diff, r.DiffErr = d.approvedDiff(ctx, t, m, s, a.Commit)
 	}
-}
-
-// firstApproval is the newest approving review of p by a writer.
-func firstApproval(p *approval.Pull, rec *approval.Record) *approval.Review {
-	for i := len(p.Reviews) - 1; i >= 0; i-- {
-		rv := &p.Reviews[i]
-		if rv.State == approval.Approved && rv.CommitID != "" && rec.Permissions[rv.User.Login] == "write" {
-			return rv
-		}
-	}
-	return nil
 }
 
 // unreviewed sets the verdict of a refused pull request with no review at
@@ -577,7 +569,7 @@ type targetScope struct {
 	d        *Deployer
 	t        Target
 	dir      string
-	g        approval.Git
+	g        approval.CLI
 	digests  map[string]renderDigest
 	closures map[string]*closure.Closure
 }
@@ -640,11 +632,7 @@ func (s *targetScope) String() string { return s.t.Overlay }
 
 // commit is a commit of tree in the mirror, for what reads commits.
 func (s *targetScope) commit(ctx context.Context, tree string) (string, error) {
-	cli, ok := s.g.(approval.CLI)
-	if !ok {
-		return "", fmt.Errorf("the mirror cannot write a commit of tree %s", short(tree))
-	}
-	return cli.CommitOf(ctx, tree)
+	return s.g.CommitOf(ctx, tree)
 }
 
 func (s *targetScope) digest(ctx context.Context, tree string) renderDigest {

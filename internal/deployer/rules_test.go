@@ -124,7 +124,7 @@ func (m *fakeMirror) Merge(ctx context.Context, dir, base, head string) (string,
 
 // Git implements Mirror: the fake world has no history to check
 // approvals on (review_test.go uses real git).
-func (m *fakeMirror) Git(string) approval.Git {
+func (m *fakeMirror) Git(string) approval.CLI {
 	return approval.CLI{Repo: gitcli.Repo{Dir: os.DevNull}}
 }
 

@@ -197,13 +197,22 @@ func (s *Server) mrJSON(project string, mr *MergeRequest) map[string]any {
 	return out
 }
 
+// mergeRequestOr404 is the merge request a route names, or nil after
+// GitLab's 404 answer; s.mu is held.
+func (s *Server) mergeRequestOr404(w http.ResponseWriter, r *http.Request) *MergeRequest {
+	mr := s.mrs[mrKey(r)]
+	if mr == nil {
+		writeError(w, http.StatusNotFound, "404 Not found")
+	}
+	return mr
+}
+
 // getMergeRequestCommits is GET /projects/:id/merge_requests/:iid/commits.
 func (s *Server) getMergeRequestCommits(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	mr := s.mrs[mrKey(r)]
+	mr := s.mergeRequestOr404(w, r)
 	if mr == nil {
-		writeError(w, http.StatusNotFound, "404 Not found")
 		return
 	}
 	out := []any{}
@@ -225,9 +234,8 @@ func nilIfEmpty(s string) any {
 func (s *Server) getMergeRequest(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	mr := s.mrs[mrKey(r)]
+	mr := s.mergeRequestOr404(w, r)
 	if mr == nil {
-		writeError(w, http.StatusNotFound, "404 Not found")
 		return
 	}
 	writeJSON(w, http.StatusOK, s.mrJSON(r.PathValue("project"), mr))
@@ -250,9 +258,8 @@ func (s *Server) mergeRequestsOfCommit(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getApprovals(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	mr := s.mrs[mrKey(r)]
+	mr := s.mergeRequestOr404(w, r)
 	if mr == nil {
-		writeError(w, http.StatusNotFound, "404 Not found")
 		return
 	}
 	by := []any{}
