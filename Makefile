@@ -129,6 +129,7 @@ FUZZ_TARGETS := \
 	./internal/argocd:FuzzDirectoryManifests \
 	./internal/closure:FuzzClosure \
 	./internal/closure:FuzzJSON \
+	./internal/rendercache:FuzzDecodeScans \
 	./internal/repoconfig:FuzzParse \
 	./internal/config:FuzzParse \
 	./internal/webhook:FuzzDelivery \

@@ -344,7 +344,7 @@ func Discover(ctx context.Context, s *snapshot.Snapshot) (Declared, error) {
 func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) (Declared, error) {
 	var yamls []string
 	for _, p := range paths {
-		if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" {
+		if snapshot.IsYAML(p) {
 			yamls = append(yamls, p)
 		}
 	}

@@ -177,18 +177,22 @@ func Discover(ctx context.Context, s *snapshot.Snapshot) (*Found, error) {
 	return DiscoverIn(ctx, s, s.Index.Paths())
 }
 
+// Needles are the strings a file must hold to declare a Kustomization or
+// a FluxInstance (foundIn): files without them are never parsed.
+func Needles() []string { return []string{Group, OperatorGroup, "flux-instance"} }
+
 // DiscoverIn is Discover over some of the files of s (paths, sorted):
 // those that changed, on a side whose other side declares none.
 func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) (*Found, error) {
 	var yamls []string
 	for _, p := range paths {
-		if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" {
+		if snapshot.IsYAML(p) {
 			yamls = append(yamls, p)
 		}
 	}
 	// Only files naming the group can declare one: the others are read
 	// once, not kept.
-	each, err := s.ContainingEach(ctx, yamls, Group, OperatorGroup, "flux-instance")
+	each, err := s.ContainingEach(ctx, yamls, Needles()...)
 	if err != nil {
 		return nil, fmt.Errorf("discover Flux Kustomizations: %w", err)
 	}

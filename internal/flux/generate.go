@@ -138,7 +138,7 @@ func generateIn(ctx context.Context, s *snapshot.Snapshot, scratch string, k *Ku
 	if !has {
 		sc := scanOf(s, dir)
 		for _, p := range sc.files {
-			if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" {
+			if snapshot.IsYAML(p) {
 				if err := copyFile(p); err != nil {
 					return nil, fmt.Errorf("Flux Kustomization %s: %w", k.ID(), err)
 				}

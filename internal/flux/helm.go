@@ -306,7 +306,7 @@ func declaredSources(ctx context.Context, s *snapshot.Snapshot) map[string][]map
 	out := map[string][]map[string]any{}
 	var yamls []string
 	for _, p := range s.Index.Paths() {
-		if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" {
+		if snapshot.IsYAML(p) {
 			yamls = append(yamls, p)
 		}
 	}
@@ -376,7 +376,7 @@ func (e *Engine) repoChartsOf(ctx context.Context, s *snapshot.Snapshot) map[str
 	once, _ := e.repoCharts.LoadOrStore(s, sync.OnceValue(func() map[string][]string {
 		var yamls []string
 		for _, p := range s.Index.Paths() {
-			if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" {
+			if snapshot.IsYAML(p) {
 				yamls = append(yamls, p)
 			}
 		}
@@ -432,7 +432,7 @@ func (e *Engine) repoChartsOf(ctx context.Context, s *snapshot.Snapshot) map[str
 func valuesFromNames(ctx context.Context, s *snapshot.Snapshot) []string {
 	var yamls []string
 	for _, p := range s.Index.Paths() {
-		if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" {
+		if snapshot.IsYAML(p) {
 			yamls = append(yamls, p)
 		}
 	}

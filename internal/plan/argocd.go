@@ -21,6 +21,15 @@ import (
 // its render reads.
 type argoEngine struct{}
 
+// needles are what detection searches the base's YAML for, unless
+// Options.ArgoCD says whether to plan Argo CD.
+func (argoEngine) needles(opts Options) []string {
+	if opts.ArgoCD != nil {
+		return nil
+	}
+	return []string{argocd.Group}
+}
+
 // detect says whether to plan Argo CD Applications: Options.ArgoCD
 // when set, else head's .kplan.yaml `argocd:`, else off when that file
 // lists targets, else whether either side holds an Application with a

@@ -28,6 +28,15 @@ func (fluxEngine) prefetch(ctx context.Context, opts Options, base *snapshot.Sna
 	}
 }
 
+// needles are what detection searches the base's YAML for, unless
+// Options.Flux says whether to plan Flux.
+func (fluxEngine) needles(opts Options) []string {
+	if opts.Flux != nil {
+		return nil
+	}
+	return flux.Needles()
+}
+
 // detect says whether to plan Flux Kustomizations: Options.Flux when
 // set, else head's .kplan.yaml `flux:`, else off when that file lists
 // targets (kplan deploys them), else whether either side holds a Flux

@@ -152,21 +152,23 @@ func execute(ctx context.Context, opts Options, engines []engine) (*planner, *in
 	}
 	opts.RepoDir = top
 	kust := render.NewKustomizer(opts.Render)
-	go func() {
-		var err error
-		defer crash.Recover(&err) // a render that needs the schema meets the same panic, in its overlay
-		kust.Warm()               // CPU work while git reads the commits
-	}()
-	base, head, prefetched, err := open(ctx, opts, engines)
+	warm := warmer(kust)
+	if opts.CacheDir == "" || opts.Full {
+		warm() // every build runs: CPU work while git reads the commits
+	}
+	base, head, prefetched, scans, err := open(ctx, opts, engines)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer base.Blobs().Close() // both sides share it
 	opts.Logger.Debug("opened", "took", time.Since(start).Round(time.Microsecond))
-	p := &planner{opts: opts, log: opts.Logger, kust: kust, engines: engines, prefetched: prefetched}
+	p := &planner{opts: opts, log: opts.Logger, kust: kust, warm: warm, engines: engines, prefetched: prefetched}
 	plan, err := p.run(ctx, base, head)
 	if err != nil {
 		return nil, nil, err
+	}
+	if err := scans.save(detectNeedles(opts, engines), base, head); err != nil {
+		opts.Logger.Debug("detection's searches not kept", "err", err)
 	}
 	if p.cache != nil {
 		// Entries no plan used for a while belong to revisions gone by.
@@ -182,17 +184,35 @@ func execute(ctx context.Context, opts Options, engines []engine) (*planner, *in
 	return p, plan, nil
 }
 
+// warmer returns what parses kust's schema in the background, once: a
+// plan that builds nothing (every build in the render cache) needs no
+// schema, and parsing it was a fifth of such a plan.
+func warmer(kust *render.Kustomizer) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			go func() {
+				var err error
+				defer crash.Recover(&err) // a render that needs the schema meets the same panic, in its overlay
+				kust.Warm()
+			}()
+		})
+	}
+}
+
 // open reads both sides lazily (only the files the plan needs are read
 // later), sharing the contents they have in common: a commit head is
 // listed from the base's listing and their diff; a work tree head takes
 // the files git sees unmodified from the index.
 //
 // Meanwhile the engines that detect themselves from the base's files
-// read them (prefetcher: Flux searches the base's YAML, the longest read
-// of a plan, mostly git unpacking): prefetched is closed when they are
-// done.
-func open(ctx context.Context, opts Options, engines []engine) (base, head *snapshot.Snapshot, prefetched <-chan struct{}, err error) {
+// search them (scanner: the longest read of a plan without a render
+// cache, mostly git unpacking; with one, only the contents no plan
+// searched before) and read what they found (prefetcher): prefetched is
+// closed when they are done.
+func open(ctx context.Context, opts Options, engines []engine) (base, head *snapshot.Snapshot, prefetched <-chan struct{}, scans *scanStore, err error) {
 	blobs := snapshot.NewBlobs(opts.RepoDir)
+	scans = loadScans(opts, blobs)
 	var wg sync.WaitGroup
 	var herr error
 	if opts.Head == "" {
@@ -209,33 +229,35 @@ func open(ctx context.Context, opts Options, engines []engine) (base, head *snap
 	}
 	wg.Wait()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("load base: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("load base: %w", err)
 	}
 	if opts.Head != "" {
 		head, herr = snapshot.OpenFrom(ctx, base, opts.Head)
 	}
 	if herr != nil {
-		return nil, nil, nil, fmt.Errorf("load head: %w", herr)
+		return nil, nil, nil, nil, fmt.Errorf("load head: %w", herr)
 	}
-	return base, head, prefetched, nil
+	return base, head, prefetched, scans, nil
 }
 
-// prefetch runs the prefetches of the rows that have one on the base;
-// the channel is closed once all are done.
+// prefetch searches the base for every scanner row's needles, then runs
+// the prefetches of the rows that have one on the base; the channel is
+// closed once all are done.
 func prefetch(ctx context.Context, opts Options, engines []engine, base *snapshot.Snapshot) <-chan struct{} {
-	var wg sync.WaitGroup
-	for _, e := range engines {
-		if pf, ok := e.(prefetcher); ok {
-			wg.Go(func() {
-				// A crash here is met again by the row's detect, which
-				// fails the plan with it.
-				_ = crash.Catch(func() error { pf.prefetch(ctx, opts, base); return nil })
-			})
-		}
-	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		// A crash here is met again by the rows' detections, which fail
+		// the plan with it.
+		_ = crash.Catch(func() error { scanBase(ctx, opts.Logger, base, detectNeedles(opts, engines)); return nil })
+		var wg sync.WaitGroup
+		for _, e := range engines {
+			if pf, ok := e.(prefetcher); ok {
+				wg.Go(func() {
+					_ = crash.Catch(func() error { pf.prefetch(ctx, opts, base); return nil })
+				})
+			}
+		}
 		wg.Wait()
 	}()
 	return done

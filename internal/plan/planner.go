@@ -36,9 +36,11 @@ import (
 
 // planner is one plan's state.
 type planner struct {
-	opts  Options
-	log   *slog.Logger
-	kust  *render.Kustomizer
+	opts Options
+	log  *slog.Logger
+	kust *render.Kustomizer
+	// warm parses krusty's schema in the background, once (warmer).
+	warm  func()
 	cache *rendercache.Cache
 	hosts hostCache
 	stats Stats
@@ -494,6 +496,9 @@ func (p *planner) runJobs(ctx context.Context, sides [2]*side, jobs []*job) erro
 		j.entry = nil
 	}); err != nil {
 		return err
+	}
+	if len(todo) > 0 {
+		p.warm() // while the files load
 	}
 	if err := p.load(ctx, sides, todo); err != nil {
 		return err

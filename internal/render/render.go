@@ -183,7 +183,8 @@ func NewKustomizer(opts Options) *Kustomizer {
 
 // Warm parses krusty's builtin OpenAPI schema, which every build needs and
 // the first one would otherwise parse while the others wait. Calling it
-// while a plan reads its commits takes that time off the critical path.
+// while a plan reads its commits takes that time off the critical path,
+// once the plan knows it builds something: nothing else needs it.
 func (k *Kustomizer) Warm() {
 	lockSchema(false)()
 }
@@ -299,6 +300,13 @@ func lockSchema(exclusive bool) func() {
 		}
 		schemaMu.Unlock()
 	}
+}
+
+// readSchema takes krusty's schema lock as a shared build does, without
+// parsing the schema first: for reads that do not need it parsed.
+func readSchema() func() {
+	schemaMu.RLock()
+	return schemaMu.RUnlock
 }
 
 // Exclusive runs fn alone among builds, for code that runs krusty, or

@@ -14,9 +14,12 @@ var otherVersions = []string{"v1", "v2", "v1beta1", "v1beta2", "v2beta1", "v2bet
 
 // NamespaceScoped says from kustomize's built-in Kubernetes schema whether
 // a kind is namespaced (an inventory.Scope). It shares the schema lock with
-// builds, since a build with a custom schema swaps kyaml's global one.
+// builds, since a build with a custom schema swaps kyaml's global one, but
+// never parses the schema: kyaml answers for the built-in schema from a
+// table computed from it (and checked against it by kyaml's own tests),
+// so a plan whose builds all come from the render cache parses no schema.
 func NamespaceScoped(apiVersion, kind string) (namespaced, known bool) {
-	defer lockSchema(false)()
+	defer readSchema()()
 	if ns, ok := openapi.IsNamespaceScoped(yaml.TypeMeta{APIVersion: apiVersion, Kind: kind}); ok {
 		return ns, ok
 	}

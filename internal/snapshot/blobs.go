@@ -218,6 +218,37 @@ func (b *Blobs) contain(ctx context.Context, ids []string, needles ...string) ([
 	return out, nil
 }
 
+// Remember takes what earlier searches found (by needle, then blob id),
+// so that contain reads only the contents they did not search.
+func (b *Blobs) Remember(found map[string]map[string]bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for needle, ids := range found {
+		known := b.holds[needle]
+		if known == nil {
+			known = make(map[string]bool, len(ids))
+			b.holds[needle] = known
+		}
+		for id, has := range ids {
+			known[id] = has
+		}
+	}
+}
+
+// Found is what the searches for needle know of the contents ids: each
+// id searched for it, and whether it holds it.
+func (b *Blobs) Found(needle string, ids []string) map[string]bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]bool{}
+	for _, id := range ids {
+		if has, ok := b.holds[needle][id]; ok {
+			out[id] = has
+		}
+	}
+	return out
+}
+
 // readAll reads blobs from git and keeps them.
 func (b *Blobs) readAll(ctx context.Context, ids []string) (map[string][]byte, map[string]int64, error) {
 	out := make(map[string][]byte, len(ids))
@@ -251,4 +282,39 @@ func (b *Blobs) keepDerived(name, id string, v any) {
 		b.derived[name] = map[string]any{}
 	}
 	b.derived[name][id] = v
+}
+
+// searched records what a search found in contents: for each needle, the
+// ids holding it among all.
+func (b *Blobs) searched(needles []string, all map[string]bool, holding []map[string]bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, needle := range needles {
+		known := b.holds[needle]
+		if known == nil {
+			known = make(map[string]bool, len(all))
+			b.holds[needle] = known
+		}
+		for id := range all {
+			if _, ok := known[id]; !ok {
+				known[id] = holding[i][id]
+			}
+		}
+	}
+}
+
+// unsearched counts the ids not yet searched for some needle.
+func (b *Blobs) unsearched(ids map[string]bool, needles []string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for id := range ids {
+		for _, needle := range needles {
+			if _, ok := b.holds[needle][id]; !ok {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }

@@ -156,3 +156,10 @@ func markChanged(changed map[string]bool, a, b *Index, p string) {
 		}
 	}
 }
+
+// IsYAML says whether a file is YAML by its name (.yaml or .yml), as
+// kustomize and the GitOps controllers read it.
+func IsYAML(rel string) bool {
+	ext := path.Ext(rel)
+	return ext == ".yaml" || ext == ".yml"
+}
