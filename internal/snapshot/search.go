@@ -17,9 +17,10 @@ import (
 // searches them in its own process, which costs a fraction of moving every
 // content through a pipe to search it here (detection searches a whole
 // tree, most of which no plan reads). Files over MaxFileSize hold nothing,
-// as for Containing. A snapshot of a work tree, or a tree with fewer than
+// as for Containing. A snapshot of a work tree, a tree with fewer than
 // atLeast contents not searched yet (reading a few through the batch costs
-// less than a process), is left to Containing.
+// less than a process), or one whose YAML files are mostly copies of each
+// other, is left to Containing.
 func (s *Snapshot) SearchYAML(ctx context.Context, atLeast int, needles ...string) error {
 	if s.Rev == WorkingTree || s.blobs.repoDir == "" || s.tree == nil || len(needles) == 0 {
 		return nil
@@ -33,6 +34,12 @@ func (s *Snapshot) SearchYAML(ctx context.Context, atLeast int, needles ...strin
 		}
 	}
 	if s.blobs.unsearched(all, needles) < max(atLeast, 1) {
+		return nil
+	}
+	if len(all)*5 < len(byPath)*4 {
+		// git grep searches each path: on a tree holding the same files
+		// many times (copies of an application) reading each content once
+		// costs less.
 		return nil
 	}
 	// git grep -o would not show a needle inside or across another's

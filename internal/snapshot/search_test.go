@@ -26,6 +26,7 @@ func TestSearchYAMLAgreesWithContaining(t *testing.T) {
 			exts := []string{".yaml", ".yml", ".json", ".txt", ".YAML"}
 			for i := range 40 + r.IntN(60) {
 				var b strings.Builder
+				fmt.Fprintf(&b, "file %d\n", i) // no two alike: a tree of copies is not grepped
 				for range r.IntN(6) {
 					switch r.IntN(5) {
 					case 0:
@@ -112,4 +113,28 @@ func yamlIDs(s *Snapshot) map[string]bool {
 		}
 	}
 	return ids
+}
+
+// TestSearchYAMLLeavesCopiesToTheBatch pins that a tree whose YAML files
+// are mostly copies (a monorepo of one application many times) is read
+// content by content, not grepped path by path.
+func TestSearchYAMLLeavesCopiesToTheBatch(t *testing.T) {
+	files := map[string]string{}
+	for c := range 5 {
+		for i := range 10 {
+			files[fmt.Sprintf("copy-%d/f-%d.yaml", c, i)] = fmt.Sprintf("file %d\n", i)
+		}
+	}
+	dir := commitFiles(t, files)
+	ctx := context.Background()
+	s, err := Open(ctx, dir, "HEAD", NewBlobs(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SearchYAML(ctx, 1, "argoproj.io"); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.blobs.unsearched(yamlIDs(s), []string{"argoproj.io"}); n != 10 {
+		t.Errorf("%d of 10 contents unsearched after a search of 5 copies of them; want all left to the batch", n)
+	}
 }
