@@ -38,7 +38,7 @@ func TestFlagsDocumented(t *testing.T) {
 			walk(sub)
 		}
 	}
-	walk(rootCmd(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	walk(rootCmd(slog.New(slog.NewTextHandler(io.Discard, nil)), nil))
 	for name, cmds := range flags {
 		if !regexp.MustCompile(`--` + regexp.QuoteMeta(name) + `\b`).MatchString(doc) {
 			t.Errorf("docs/cli.md: --%s (%s) is not documented", name, strings.Join(cmds, ", "))

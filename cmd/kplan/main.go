@@ -132,7 +132,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if level == slog.LevelDebug {
 		log.SetOutput(stderr)
 	}
-	root := rootCmd(logger)
+	root := rootCmd(logger, batchgc.New(getenv))
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -142,7 +142,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // rootCmd is kplan's command tree: every command and flag (docs/cli.md
 // documents each, TestFlagsDocumented).
-func rootCmd(logger *slog.Logger) *cobra.Command {
+func rootCmd(logger *slog.Logger, gc plan.GC) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kplan",
 		Short: "kplan shows what merging a change to kustomize overlays would do to a cluster",
@@ -159,7 +159,7 @@ func rootCmd(logger *slog.Logger) *cobra.Command {
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%w\nRun '%s --help' for usage", err, cmd.CommandPath())
 	})
-	root.AddCommand(diffCmd(logger), mergeCmd(), renderCmd(), applyCmd(), initCmd(), migrateCmd(), demoCmd(logger), approvalCmd(), versionCmd())
+	root.AddCommand(diffCmd(logger, gc), mergeCmd(), renderCmd(), applyCmd(), initCmd(), migrateCmd(), demoCmd(logger), approvalCmd(), versionCmd())
 	for _, c := range root.Commands() {
 		completeOutput(c)
 	}
@@ -274,7 +274,7 @@ func (r *renderFlags) options() (render.Options, func(), error) {
 	return o, done, nil
 }
 
-func diffCmd(logger *slog.Logger) *cobra.Command {
+func diffCmd(logger *slog.Logger, gc plan.GC) *cobra.Command {
 	var (
 		rf              renderFlags
 		o               prflow.Options // the flags the CI front ends take as inputs too
@@ -348,7 +348,7 @@ func diffCmd(logger *slog.Logger) *cobra.Command {
 		opts.RepoDir, opts.Base, opts.Head = dir, base, head
 		opts.Filter.Include = append(opts.Filter.Include, args...)
 		opts.Render, opts.Logger, opts.Full, opts.CacheDir = ropts, logger, full, cacheDir
-		opts.Progress, opts.NoReuse = progress(cmd.ErrOrStderr()), *noReuse
+		opts.Progress, opts.NoReuse, opts.GC = progress(cmd.ErrOrStderr()), *noReuse, gc
 		reportKustomizeWarnings(cmd.Context())
 		if share.On() {
 			// The shards of one run must plan the same overlays alike:

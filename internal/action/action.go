@@ -75,7 +75,7 @@ func readInputs(a *githubactions.Action) (inputs, error) {
 
 // Run is the Action's entrypoint, with the runner's environment.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	batchgc.Tune(getenv)
+	gc := batchgc.Tune(getenv)
 	rl, err := newRunnerLog(stdout)
 	if err != nil {
 		return err
@@ -113,7 +113,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	g := gitcli.Repo{Dir: dir, Env: fetchAuth(ctx, dir, gctx.ServerURL, in.token)}
 	temp := cmp.Or(getenv("RUNNER_TEMP"), os.TempDir())
 	job := &prflow.Job{
-		Settings: in.Settings, Words: words, Log: log, Stdout: stdout, Repo: g, Change: pr,
+		Settings: in.Settings, Words: words, Log: log, GC: gc, Stdout: stdout, Repo: g, Change: pr,
 		TempDir: temp, CacheDir: cacheDir(in.CacheDir, temp, gctx.Workspace),
 		Commits: func(ctx context.Context) (prflow.Commits, error) {
 			if pr != nil {

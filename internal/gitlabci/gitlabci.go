@@ -114,7 +114,7 @@ var gateNames = gate.Names{Change: "merge request", Comment: "the plan note",
 
 // Run is the GitLab CI entry point, with the job's environment.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	batchgc.Tune(getenv)
+	gc := batchgc.Tune(getenv)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if len(args) > 0 {
 		return fmt.Errorf("kplan-gitlab takes no arguments (%q): it is configured by CI/CD variables (docs/gitlab.md)", args)
@@ -134,7 +134,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	g := gitcli.Repo{Dir: dir}
 	change := pl.Change
 	job := &prflow.Job{
-		Settings: in.Settings, Words: words, Log: log, Stdout: stdout, Repo: g, Change: &change,
+		Settings: in.Settings, Words: words, Log: log, GC: gc, Stdout: stdout, Repo: g, Change: &change,
 		TempDir: os.TempDir(), CacheDir: in.CacheDir,
 		Commits: func(ctx context.Context) (prflow.Commits, error) { return commitsOf(ctx, g, pl) },
 		WriteFile: func(name string, data []byte) (string, error) {

@@ -26,6 +26,12 @@ import (
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
+// GC is what a batch process's collector settings offer a plan.
+type GC interface {
+	// Small says the plan's builds read little (smallBuilds).
+	Small()
+}
+
 // Options say what to compare and how to render.
 type Options struct {
 	// The tag fingerprint:"-" leaves an option out of Fingerprint: shards
@@ -36,6 +42,10 @@ type Options struct {
 	Filter  render.Filter
 	Render  render.Options
 	Logger  *slog.Logger `fingerprint:"-"`
+	// GC is the batch process's collector settings (internal/batchgc),
+	// which a plan whose builds read little tightens; nil in a server,
+	// whose settings are its own.
+	GC GC `fingerprint:"-"`
 	// DeployedTo are the clusters the webhook's configuration deploys
 	// each overlay of this repository to (config.Config.ClustersOf): with
 	// .kplan.yaml's targets and Flux's clusters, what tells the

@@ -88,3 +88,30 @@ func TestDetectionKeepsItsSearches(t *testing.T) {
 		t.Errorf("the cache keeps %d searches for Flux's group; want the base's YAML files", n)
 	}
 }
+
+// smallCalls counts Options.GC's Small calls.
+type smallCalls int
+
+func (c *smallCalls) Small() { *c++ }
+
+// TestSmallPlanTightensTheCollector pins that a plan whose builds read
+// little tells Options.GC, and one that builds nothing (every build in
+// the render cache) does not.
+func TestSmallPlanTightensTheCollector(t *testing.T) {
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	write(t, dir, map[string]string{"apps/web/kustomization.yaml": "resources: [cm.yaml]\n", "apps/web/cm.yaml": cm("web", "k: v")})
+	base := commit(t, dir, "base")
+	write(t, dir, map[string]string{"apps/web/cm.yaml": cm("web", "k: w")})
+	head := commit(t, dir, "web changes")
+	var calls smallCalls
+	opts := Options{RepoDir: dir, Base: base, Head: head, Resolver: notFound{}, CacheDir: t.TempDir(), GC: &calls}
+	for i, want := range []smallCalls{1, 1} {
+		if _, err := Run(context.Background(), opts); err != nil {
+			t.Fatal(err)
+		}
+		if calls != want {
+			t.Errorf("plan %d: Small called %d times in all; want %d (the second plan builds nothing)", i+1, calls, want)
+		}
+	}
+}

@@ -29,6 +29,9 @@ type Job struct {
 	Settings Settings
 	Words    Words
 	Log      *slog.Logger
+	// GC is the job's collector settings (batchgc.Tune), which a small
+	// plan tightens.
+	GC plan.GC
 	// Stdout is the job's log, where the plan is printed as text.
 	Stdout io.Writer
 	// Repo is the checkout, in the working directory.
@@ -119,7 +122,7 @@ func (j *Job) Plan(ctx context.Context) (*inventorydiff.Plan, error) {
 	opts.RepoDir, opts.Base, opts.Head, opts.BaseLabel, opts.HeadLabel = j.Repo.Dir, c.Base, c.Head, c.BaseLabel, c.HeadLabel
 	// A push's plan renders every overlay through the cache, so that
 	// the branch's changes find their base side there.
-	opts.Logger, opts.CacheDir, opts.Warm = j.Log, j.CacheDir, j.Change == nil && j.CacheDir != ""
+	opts.Logger, opts.CacheDir, opts.Warm, opts.GC = j.Log, j.CacheDir, j.Change == nil && j.CacheDir != "", j.GC
 	end := func() {}
 	if j.Group != nil {
 		end = j.Group("kplan: render and compare the overlays the change can affect")
