@@ -172,8 +172,9 @@ func (d *Dispatcher) takeLocal(del ShardDelivery, shards []int) []int {
 // dispatcher closes.
 func (d *Dispatcher) handOn(del ShardDelivery, rest []int) {
 	deadline := time.Now().Add(d.o.Wait)
+	warned := map[string]bool{} // holders whose failure was logged: the retries go to debug
 	for {
-		rest = d.attempt(del, rest)
+		rest = d.attempt(del, rest, warned)
 		if len(rest) == 0 {
 			return
 		}
@@ -194,7 +195,7 @@ func (d *Dispatcher) handOn(del ShardDelivery, rest []int) {
 }
 
 // attempt routes each shard of rest once and returns those not taken.
-func (d *Dispatcher) attempt(del ShardDelivery, rest []int) []int {
+func (d *Dispatcher) attempt(del ShardDelivery, rest []int, warned map[string]bool) []int {
 	var left []int
 	byHolder := map[string][]int{}
 	for _, s := range rest {
@@ -216,7 +217,12 @@ func (d *Dispatcher) attempt(del ShardDelivery, rest []int) []int {
 		taken, err := d.send(addr, part)
 		if err != nil {
 			d.o.Metrics.forwarded(Unreachable)
-			d.log.Warn("could not hand a delivery to the replica holding its shards; trying again", "delivery", del.Delivery, "shards", shards, "holder", addr, "err", err)
+			level := slog.LevelWarn
+			if warned[addr] {
+				level = slog.LevelDebug
+			}
+			warned[addr] = true
+			d.log.Log(d.ctx, level, "could not hand a delivery to the replica holding its shards; trying again until one takes them", "delivery", del.Delivery, "shards", shards, "holder", addr, "err", err)
 		}
 		if len(taken) > 0 {
 			d.o.Metrics.forwarded(Forwarded)
