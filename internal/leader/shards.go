@@ -178,6 +178,7 @@ func (s *Shards) Run(ctx context.Context, lead func(context.Context, ShardTerm))
 func (s *Shards) step(ctx context.Context, lead func(context.Context, ShardTerm), mayAcquire bool) {
 	s.reap(ctx)
 	listed := s.observe(ctx)
+	s.forget(ctx)
 	s.announce(ctx)
 	s.renew(ctx)
 	if listed && mayAcquire && ctx.Err() == nil {
@@ -279,6 +280,28 @@ func (s *Shards) observe(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// forget removes the announcements of replicas gone long ago (killed, so
+// they could not remove their own), unless renewed since: pods of a
+// Deployment are named anew, and theirs would pile up.
+func (s *Shards) forget(ctx context.Context) {
+	now := time.Now()
+	var gone []*coordinationv1.Lease
+	s.mu.Lock()
+	for name, l := range s.seen {
+		if name != s.member && s.isReplicaLease(name) && stale(l.lease, now) {
+			gone = append(gone, l.lease)
+		}
+	}
+	s.mu.Unlock()
+	for _, l := range gone {
+		rv := l.ResourceVersion
+		err := s.leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		if err == nil {
+			s.log.Info("removed the Lease of a replica gone", "lease", l.Name, "replica", holder(l))
+		}
+	}
 }
 
 // legacyLeaseFree reads the Lease of --shards 1: free when absent,

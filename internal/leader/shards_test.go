@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
@@ -161,12 +162,23 @@ func balanced(h map[string][]int, share int, replicas ...*shardReplica) bool {
 // over until each holds two; the shards' Leases name their holders and
 // every replica routes each shard to its holder; a replica shut down
 // hands its shards over at once; never do two replicas run one shard.
+// The announcement a replica killed long ago left is removed.
 func TestShardsSpreadOverReplicas(t *testing.T) {
 	c := testcluster.Start(t)
 	l := leases(t, c)
+	ghost, long, secs := "ghost@127.0.0.1:9", metav1.NewMicroTime(time.Now().Add(-time.Hour)), int32(2)
+	if _, err := l.Leases("default").Create(context.Background(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: ReplicaLease("kplan-webhook", ghost), Labels: map[string]string{ShardGroupLabel: "kplan-webhook"}, Annotations: map[string]string{ShardCountAnnotation: "6"}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &ghost, RenewTime: &long, LeaseDurationSeconds: &secs}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	ts := newShardTerms()
 	a := startShards(t, c, "a", ts)
 	testkit.Eventually(t, "the only replica to hold every shard", 30*time.Second, func() bool { return balanced(ts.holders(), testShards, a) })
+	testkit.Eventually(t, "the ghost's announcement to be removed", 30*time.Second, func() bool {
+		_, err := l.Leases("default").Get(context.Background(), ReplicaLease("kplan-webhook", ghost), metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
 	if v := testutil.ToFloat64(a.m.shards); v != testShards {
 		t.Errorf("kplan_webhook_shards_held = %v, want %d", v, testShards)
 	}
