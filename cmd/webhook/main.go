@@ -814,6 +814,9 @@ func (a *app) runShard(ctx context.Context, st leader.ShardTerm) {
 		live, drift = a.newLive(), a.drift
 	}
 	a.terms.set(st.Shard, dep, live)
+	// Deliveries stop coming here the moment the term ends, not when its
+	// deploys have wound down: they are routed to the next holder.
+	context.AfterFunc(ctx, func() { a.terms.set(st.Shard, nil, nil) })
 	defer a.terms.set(st.Shard, nil, nil)
 	runTerm(ctx, dep, live, drift)
 }
