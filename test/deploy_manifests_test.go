@@ -526,14 +526,15 @@ func checkDefault(t *testing.T, tg *deploy.Target, cmds []installCmd) installed 
 		t.Errorf("NetworkPolicy admits %v, want the webhook's port %s/%d and the metrics port %s/%d", admits, port.Name, port.ContainerPort, metricsPort.Name, metricsPort.ContainerPort)
 	}
 
-	// cluster-admin by default, and the Lease through a Role of its own.
+	// cluster-admin by default, and the Lease through a Role of its own
+	// (list and delete: the Leases of --shards).
 	crb := convert[rbacv1.ClusterRoleBinding](t, one(t, tg, "ClusterRoleBinding"))
 	if crb.RoleRef.Name != "cluster-admin" || !boundTo(crb.Subjects, in.serviceAccount) {
 		t.Errorf("ClusterRoleBinding %s: %s for %v, want cluster-admin for %v", crb.Name, crb.RoleRef.Name, crb.Subjects, in.serviceAccount)
 	}
 	role := convert[rbacv1.Role](t, one(t, tg, "Role"))
 	rb := convert[rbacv1.RoleBinding](t, one(t, tg, "RoleBinding"))
-	if role.Namespace != d.Namespace || rb.RoleRef.Name != role.Name || !boundTo(rb.Subjects, in.serviceAccount) || !grants(role.Rules, "coordination.k8s.io", "leases", "get", "create", "update") {
+	if role.Namespace != d.Namespace || rb.RoleRef.Name != role.Name || !boundTo(rb.Subjects, in.serviceAccount) || !grants(role.Rules, "coordination.k8s.io", "leases", "get", "list", "create", "update", "delete") {
 		t.Errorf("leader election: Role %s/%s %+v, bound by %s to %v", role.Namespace, role.Name, role.Rules, rb.Name, rb.Subjects)
 	}
 	return in

@@ -17,6 +17,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
@@ -181,6 +182,30 @@ extraArgs: [--live-plans=false]
 		}
 		if s := convert[corev1.Secret](t, objs["Secret/kplan-webhook"]); s.StringData["github-app-private-key"] == "" {
 			t.Errorf("Secret %v: no App key", s.StringData)
+		}
+	})
+
+	t.Run("three replicas sharing six shards", func(t *testing.T) {
+		objs, _, err := helmTemplate(t, "github: {webhookSecret: s3cret, token: ghs_x}\nreplicas: 3\nshards: 6\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := chartDeployment(t, objs)
+		c := d.Spec.Template.Spec.Containers[0]
+		if *d.Spec.Replicas != 3 || !slices.Contains(c.Args, "--leader-elect") || !slices.Contains(c.Args, "--shards=6") {
+			t.Errorf("replicas %d args %q: want three replicas with --leader-elect --shards=6", *d.Spec.Replicas, c.Args)
+		}
+		role := convert[rbacv1.Role](t, objs["Role/kplan-webhook-leader-election"])
+		if !grants(role.Rules, "coordination.k8s.io", "leases", "get", "list", "create", "update", "delete") {
+			t.Errorf("Role %+v: the shards' Leases need get, list, create, update and delete", role.Rules)
+		}
+		// One replica has no Leases: shards mean nothing there.
+		objs, _, err = helmTemplate(t, "github: {webhookSecret: s3cret, token: ghs_x}\nreplicas: 1\nshards: 6\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if args := chartDeployment(t, objs).Spec.Template.Spec.Containers[0].Args; slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--shards") }) {
+			t.Errorf("one replica with --shards: %q", args)
 		}
 	})
 

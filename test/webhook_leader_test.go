@@ -54,6 +54,7 @@ type ghEvent struct {
 	kind    string // "start" (a Deployment created), a Deployment status's state, or "killed"
 	id      int64  // the GitHub Deployment
 	sha     string
+	env     string // the Deployment's environment ("start" only)
 }
 
 // ghTap stands between each replica and the local GitHub API, so every
@@ -102,11 +103,12 @@ func (g *ghTap) serve(replica string) string {
 		switch {
 		case strings.HasSuffix(r.URL.Path, "/deployments"):
 			var d struct {
-				ID  int64  `json:"id"`
-				SHA string `json:"sha"`
+				ID          int64  `json:"id"`
+				SHA         string `json:"sha"`
+				Environment string `json:"environment"`
 			}
 			json.Unmarshal(rec.Body.Bytes(), &d)
-			g.add(ghEvent{seq: seq, replica: replica, kind: "start", id: d.ID, sha: d.SHA})
+			g.add(ghEvent{seq: seq, replica: replica, kind: "start", id: d.ID, sha: d.SHA, env: d.Environment})
 		case deploymentStatusPath.MatchString(r.URL.Path):
 			var st struct {
 				State string `json:"state"`
@@ -174,8 +176,9 @@ type webhookReplica struct {
 }
 
 // startReplica runs a replica with its own state directory and its own
-// path to GitHub (through tap), as a pod of a Deployment would.
-func startReplica(e *hookEnv, tap *ghTap, name string) *webhookReplica {
+// path to GitHub (through tap), as a pod of a Deployment would; args are
+// added to its flags.
+func startReplica(e *hookEnv, tap *ghTap, name string, args ...string) *webhookReplica {
 	e.t.Helper()
 	cfg, err := os.ReadFile(e.config)
 	if err != nil {
@@ -190,6 +193,7 @@ func startReplica(e *hookEnv, tap *ghTap, name string) *webhookReplica {
 	r.cmd = exec.Command(e.bin, "--config", path, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--leader-elect",
 		"--leader-elect-lease-duration", testLeaseDuration.String(), "--leader-elect-renew-deadline", testRenewDeadline.String(),
 		"--leader-elect-retry-period", testRetryPeriod.String())
+	r.cmd.Args = append(r.cmd.Args, args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "KPLAN_") && !strings.HasPrefix(kv, "POD_") && !strings.HasPrefix(kv, "KUBECONFIG=") {
 			r.cmd.Env = append(r.cmd.Env, kv)

@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -131,6 +133,9 @@ func parseFlags(ctx context.Context, table []forgeRow, args []string, stdout, st
 	if err := cmd.ExecuteContext(ctx); err != nil || !parsed {
 		return nil, err
 	}
+	if err := o.le.check(); err != nil {
+		return nil, err
+	}
 	return o, nil
 }
 
@@ -156,7 +161,8 @@ type app struct {
 	mirrors *gitmirror.Mirrors
 	// gitBases holds the git remote bases renders fetch: the deployer
 	// prunes every cache under it, the live plans' and the drift
-	// checks' included.
+	// checks' included. With shards, each shard's deployer has and
+	// prunes a directory of its own under it (shardGitBases).
 	gitBases      string
 	deployMetrics *deployer.Prometheus
 	drift         *liveplan.Drift
@@ -165,11 +171,16 @@ type app struct {
 	// clusters once this replica's hold on the Lease lapsed by its own
 	// clock; nil without it.
 	fence   *leader.Fence
-	elector *leader.Elector // nil without --leader-elect
-	// current is the deployer that takes deliveries: the only one
-	// without --leader-elect, else the one of this replica's term while
-	// it leads.
-	current term
+	elector *leader.Elector // nil without --leader-elect or with --shards
+	// shards and dispatch, with --shards above 1, hold this replica's
+	// share of the shards and route each delivery's part to the replica
+	// holding its shards.
+	shards   *leader.Shards
+	dispatch *leader.Dispatcher
+	// terms are the deployers that take deliveries, by shard: the only
+	// one (shard 0) without --leader-elect, else that of this replica's
+	// term while it leads, else one per shard this replica holds.
+	terms terms
 }
 
 // newApp reads the configuration and the secrets and wires the forges,
@@ -236,12 +247,12 @@ func (a *app) wireDeploys() error {
 	}
 	// One record of drift for every term: GET /drift shows the last checks.
 	a.drift = &liveplan.Drift{Targets: cfg.AllTargets(), Mirrors: liveplan.GitMirror{Mirrors: a.mirrors}, Planner: planner,
-		Interval: cfg.ResyncInterval, Metrics: driftMetrics, Logger: a.log.With("component", "drift"), GitBases: a.gitBases}
+		Interval: cfg.ResyncInterval, Metrics: driftMetrics, Logger: a.log.With("component", "drift"), GitBases: a.planGitBases()}
 	if !a.flags.driftChecks {
 		a.drift.Interval = 0
 	}
 	if !a.flags.le.enabled {
-		a.current.set(a.newDeployer(), a.newLive())
+		a.terms.set(0, a.newDeployer(a.targets, nil, a.gitBases), a.newLive())
 	}
 	return nil
 }
@@ -250,13 +261,14 @@ func planner(t config.Target) liveplan.Planner {
 	return liveplan.New(deploy.NewGetter(t.Kubeconfig, t.Context))
 }
 
-// newDeployer makes the deployer of a term.
-func (a *app) newDeployer() *deployer.Deployer {
-	dep := deployer.New(a.targets, deployer.GitMirror{Mirrors: a.mirrors}, a.forges, engines(a.fence), a.log, a.sources...)
+// newDeployer makes the deployer of a term: of targets, writing through
+// fence (nil: unfenced), its git bases under gitBases.
+func (a *app) newDeployer(targets []deployer.Target, fence *leader.Fence, gitBases string) *deployer.Deployer {
+	dep := deployer.New(targets, deployer.GitMirror{Mirrors: a.mirrors}, a.forges, engines(fence), a.log, a.sources...)
 	dep.Resync = a.cfg.ResyncInterval
 	dep.Metrics = a.deployMetrics
 	dep.Reviews = a.forges
-	dep.GitBases = a.gitBases
+	dep.GitBases = gitBases
 	dep.GitBasesMaxAge = a.cfg.GitBasesMaxAge
 	return dep
 }
@@ -268,7 +280,17 @@ func (a *app) newLive() *liveplan.Runner {
 		return nil
 	}
 	return &liveplan.Runner{Mirrors: liveplan.GitMirror{Mirrors: a.mirrors}, Planner: planner, Post: liveplan.CommentPoster{Comments: a.forges, MaxChars: a.forges.maxCommentChars}, Logger: a.log.With("component", "liveplan"),
-		GitBases: a.gitBases}
+		GitBases: a.planGitBases()}
+}
+
+// planGitBases is the git-base cache of the live plans and drift checks:
+// the deployer's, pruned by it. With shards they run with shard 0 and
+// share its deployer's.
+func (a *app) planGitBases() string {
+	if a.flags.le.sharded() {
+		return shardGitBases(a.gitBases, 0)
+	}
+	return a.gitBases
 }
 
 // wireHandler makes the handler of deliveries, which hands their intents
@@ -285,9 +307,13 @@ func (a *app) wireHandler() error {
 	return err
 }
 
-// ready is /readyz: the deployer's readiness, or a leader to forward to.
+// ready is /readyz: the deployer's readiness, or a leader to forward to,
+// or with shards the holders known.
 func (a *app) ready() error {
-	if dep := a.current.get(); dep != nil {
+	if a.shards != nil {
+		return a.shards.Ready()
+	}
+	if dep, _ := a.terms.get(0); dep != nil {
 		return dep.Ready()
 	}
 	if _, addr := a.elector.Route(); addr != "" {
@@ -299,7 +325,12 @@ func (a *app) ready() error {
 // livePlan submits a change's live plan. Only the deployer's replica
 // (the leader) plans: the others forward deliveries to it.
 func (a *app) livePlan(i webhook.Intent) {
-	live := a.current.live()
+	if a.dispatch != nil {
+		// With shards, shard 0's holder plans, as the leader does.
+		a.dispatch.Dispatch(leader.ShardDelivery{Delivery: i.DeliveryID, Repo: i.Repo, Branch: i.Branch, SHA: i.SHA, PR: i.PR, LivePlan: true, Shards: []int{0}})
+		return
+	}
+	_, live := a.terms.get(0)
 	if live == nil {
 		a.log.Warn("live plan delivery received while no live plans run here (disabled, or leadership ended)", "delivery", i.DeliveryID, "pr", i.PR)
 		return
@@ -307,9 +338,15 @@ func (a *app) livePlan(i webhook.Intent) {
 	live.Submit(liveplan.Request{Repo: i.Repo, CloneURL: i.CloneURL, Base: i.Branch, PR: i.PR, SHA: i.SHA, Delivery: i.DeliveryID, Targets: i.Targets})
 }
 
-// enqueue submits a delivery's deploys to the current term's deployer.
+// enqueue submits a delivery's deploys to the current term's deployer,
+// or with shards routes them to the holders of the targets' shards.
 func (a *app) enqueue(i webhook.Intent) {
-	dep := a.current.get()
+	if a.dispatch != nil {
+		a.dispatch.Dispatch(leader.ShardDelivery{Delivery: i.DeliveryID, Repo: i.Repo, Branch: i.Branch, SHA: i.SHA, PR: i.PR, Acknowledged: i.AcknowledgedBy,
+			Shards: a.shardsOf(i.Targets)})
+		return
+	}
+	dep, _ := a.terms.get(0)
 	if dep == nil {
 		// Leadership ended between routing and here: the next
 		// leader's term starts with a resync of every target, which
@@ -343,7 +380,18 @@ func (a *app) listen(getenv func(string) string) (*listeners, error) {
 		return nil, fmt.Errorf("listen on %s: %w", o.listen, err)
 	}
 	ls := &listeners{public: ln, front: a.handler, metricsAt: `no /metrics or /drift (--metrics-listen is "")`}
-	if o.le.enabled {
+	switch {
+	case o.le.sharded():
+		if err := a.setupShards(getenv, ln.Addr()); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("POST "+leader.ShardDeliveryPath, a.dispatch)
+		mux.Handle("/", a.handler)
+		ls.front = mux
+		ls.replica = fmt.Sprintf(" as replica %s, holding its share of %d shards on Leases %s/%s-shard-0…%d", o.le.identity, o.le.shards, o.le.namespace, o.le.name, o.le.shards-1)
+	case o.le.enabled:
 		if a.elector, ls.front, err = o.le.setup(getenv, ln.Addr(), a.secret, a.forges.receiver(), a.handler, a.reg, a.log); err != nil {
 			ln.Close()
 			return nil, err
@@ -378,6 +426,9 @@ func (a *app) serve(ctx context.Context, ls *listeners) error {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if a.dispatch != nil {
+		defer a.dispatch.Close()
+	}
 	var wg sync.WaitGroup
 	// The deploys' goroutine: a kplan bug there (a panic a deploy or live
 	// plan did not recover) ends run with an error, so the program exits
@@ -416,19 +467,23 @@ func (a *app) serve(ctx context.Context, ls *listeners) error {
 // runDeploys runs the terms of this replica until ctx ends: one without
 // --leader-elect, else one per leadership.
 func (a *app) runDeploys(ctx context.Context) {
-	if a.elector == nil {
-		runTerm(ctx, a.current.get(), a.current.live(), a.drift)
-		return
-	}
-	// A fresh deployer per term: it resyncs every target against its
-	// branch when it starts (what was deployed is recorded in the
-	// cluster), and stops deploying the moment leadership is lost.
-	a.elector.Run(ctx, func(ctx context.Context) {
-		dep, live := a.newDeployer(), a.newLive()
-		a.current.set(dep, live)
-		defer a.current.set(nil, nil)
+	switch {
+	case a.shards != nil:
+		a.shards.Run(ctx, a.runShard)
+	case a.elector != nil:
+		// A fresh deployer per term: it resyncs every target against its
+		// branch when it starts (what was deployed is recorded in the
+		// cluster), and stops deploying the moment leadership is lost.
+		a.elector.Run(ctx, func(ctx context.Context) {
+			dep, live := a.newDeployer(a.targets, a.fence, a.gitBases), a.newLive()
+			a.terms.set(0, dep, live)
+			defer a.terms.set(0, nil, nil)
+			runTerm(ctx, dep, live, a.drift)
+		})
+	default:
+		dep, live := a.terms.get(0)
 		runTerm(ctx, dep, live, a.drift)
-	})
+	}
 }
 
 // environment is what kplan-webhook reads from its environment, listed
@@ -505,35 +560,44 @@ func runTerm(ctx context.Context, dep *deployer.Deployer, live *liveplan.Runner,
 	if live != nil {
 		wg.Go(func() { live.Run(ctx) })
 	}
-	wg.Go(func() { drift.Run(ctx) })
+	if drift != nil {
+		wg.Go(func() { drift.Run(ctx) })
+	}
 	dep.Run(ctx)
 	wg.Wait()
 }
 
-// term holds the deployer that takes deliveries, if any, and the runner
-// of live plans beside it.
+// terms hold, by shard, the deployer that takes deliveries and the
+// runner of live plans beside it (nil when it runs none).
+type terms struct {
+	mu sync.Mutex
+	m  map[int]term
+}
+
 type term struct {
-	mu   sync.Mutex
 	dep  *deployer.Deployer
-	plan *liveplan.Runner
+	live *liveplan.Runner
 }
 
-func (t *term) get() *deployer.Deployer {
+func (t *terms) get(shard int) (*deployer.Deployer, *liveplan.Runner) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.dep
+	tm := t.m[shard]
+	return tm.dep, tm.live
 }
 
-func (t *term) live() *liveplan.Runner {
+// set records shard's term; a nil deployer removes it.
+func (t *terms) set(shard int, d *deployer.Deployer, live *liveplan.Runner) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.plan
-}
-
-func (t *term) set(d *deployer.Deployer, live *liveplan.Runner) {
-	t.mu.Lock()
-	t.dep, t.plan = d, live
-	t.mu.Unlock()
+	if d == nil {
+		delete(t.m, shard)
+		return
+	}
+	if t.m == nil {
+		t.m = map[int]term{}
+	}
+	t.m[shard] = term{d, live}
 }
 
 // electionFlags are the --leader-elect flags; setup fills identity.
@@ -542,7 +606,28 @@ type electionFlags struct {
 	name, namespace     string
 	advertise, identity string
 	lease, renew, retry time.Duration
+	shards              int
 }
+
+// sharded: --shards above 1, the replicas share the targets.
+func (f *electionFlags) sharded() bool { return f.enabled && f.shards > 1 }
+
+// check refuses --shards that cannot work, before anything starts.
+func (f *electionFlags) check() error {
+	switch {
+	case f.shards < 1:
+		return fmt.Errorf("--shards %d: want 1 (one leader deploys everything) or more", f.shards)
+	case f.shards > maxShards:
+		return fmt.Errorf("--shards %d: at most %d (a Lease each, renewed every --leader-elect-retry-period)", f.shards, maxShards)
+	case f.shards > 1 && !f.enabled:
+		return fmt.Errorf("--shards %d needs --leader-elect: the replicas hold the shards on Leases", f.shards)
+	}
+	return nil
+}
+
+// maxShards bounds --shards: each held shard's Lease is written every
+// retry period.
+const maxShards = 256
 
 func (f *electionFlags) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.enabled, "leader-elect", false, "run as one of several replicas: the one holding a Kubernetes Lease deploys, the others forward deliveries to it")
@@ -552,11 +637,13 @@ func (f *electionFlags) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.lease, "leader-elect-lease-duration", 15*time.Second, "how long the other replicas wait after the leader's last renewal before taking over")
 	fs.DurationVar(&f.renew, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops deploying")
 	fs.DurationVar(&f.retry, "leader-elect-retry-period", 2*time.Second, "how often the replicas try to acquire or renew the Lease")
+	fs.IntVar(&f.shards, "shards", 1, "with --leader-elect: spread the targets over this many shards, by cluster, each held by one replica on a Lease of its own (<leader-election-id>-shard-<i>), so that the replicas deploy at once; 1 elects one leader that deploys everything")
 }
 
-// setup makes the elector and the front that forwards deliveries to the
-// leader while this replica does not lead.
-func (f *electionFlags) setup(getenv func(string) string, listener net.Addr, secret []byte, receiver forge.Receiver, local http.Handler, reg prometheus.Registerer, log *slog.Logger) (*leader.Elector, http.Handler, error) {
+// replica sets the Lease's namespace and this replica's identity, and
+// makes what every kind of election needs: the Lease client and the
+// metrics.
+func (f *electionFlags) replica(getenv func(string) string, listener net.Addr, reg prometheus.Registerer) (coordinationv1client.LeasesGetter, *leader.Metrics, error) {
 	var err error
 	if f.namespace, err = leader.Namespace(f.namespace, getenv, leader.ServiceAccountNamespace); err != nil {
 		return nil, nil, err
@@ -577,6 +664,16 @@ func (f *electionFlags) setup(getenv func(string) string, listener net.Addr, sec
 		return nil, nil, err
 	}
 	m, err := leader.NewMetrics(reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return leases, m, nil
+}
+
+// setup makes the elector and the front that forwards deliveries to the
+// leader while this replica does not lead.
+func (f *electionFlags) setup(getenv func(string) string, listener net.Addr, secret []byte, receiver forge.Receiver, local http.Handler, reg prometheus.Registerer, log *slog.Logger) (*leader.Elector, http.Handler, error) {
+	leases, m, err := f.replica(getenv, listener, reg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -612,4 +709,120 @@ func leaseClient(getenv func(string) string, renew time.Duration) (coordinationv
 	cfg.Timeout = renew / 2
 	cfg.UserAgent = "kplan-webhook/leader-election"
 	return coordinationv1client.NewForConfig(cfg)
+}
+
+// setupShards makes, with --shards, the holder of this replica's share
+// of the shards and the dispatcher that routes each delivery's part to
+// the replica holding its shards.
+func (a *app) setupShards(getenv func(string) string, listener net.Addr) error {
+	f := &a.flags.le
+	leases, m, err := f.replica(getenv, listener, a.reg)
+	if err != nil {
+		return err
+	}
+	if a.shards, err = leader.NewShards(leader.ShardsConfig{Leases: leases, Namespace: f.namespace, Name: f.name, Shards: f.shards, Identity: f.identity,
+		LeaseDuration: f.lease, RenewDeadline: f.renew, RetryPeriod: f.retry, Logger: a.log, Metrics: m}); err != nil {
+		return err
+	}
+	// A part waits for its shard's holder as long as a killed holder's
+	// shards take to move, twice over.
+	a.dispatch, err = leader.NewDispatcher(leader.DispatcherOptions{Router: a.shards, Take: a.take, Secret: a.secret, Identity: f.identity,
+		Wait: 2*f.lease + 4*f.retry, Retry: min(f.retry, time.Second), Logger: a.log, Metrics: m})
+	return err
+}
+
+// shardOf is the shard of a configured target: by its cluster, so that
+// the targets of one cluster are deployed by one deployer, which refuses
+// two of them sharing an inventory there. A branch that takes its
+// targets from the repository (FromFile) is on every shard: each
+// holder's deployer reads the file and keeps the targets it owns.
+func (a *app) shardOf(t config.Target) (shard int, all bool) {
+	if t.FromFile != "" {
+		return 0, true
+	}
+	return leader.ShardOf(t.Cluster(), a.flags.le.shards), false
+}
+
+// shardsOf lists the shards a delivery's targets are on.
+func (a *app) shardsOf(targets []config.Target) []int {
+	on := map[int]bool{}
+	for _, t := range targets {
+		s, all := a.shardOf(t)
+		if all {
+			on = map[int]bool{}
+			for i := range a.flags.le.shards {
+				on[i] = true
+			}
+			break
+		}
+		on[s] = true
+	}
+	out := make([]int, 0, len(on))
+	for s := range on {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// take hands a delivery's part for shard to the shard's term here; false
+// when this replica holds no term of it (any more).
+func (a *app) take(shard int, d leader.ShardDelivery) bool {
+	dep, live := a.terms.get(shard)
+	if dep == nil {
+		return false
+	}
+	targets := a.cfg.Targets(d.Repo, d.Branch)
+	if d.LivePlan {
+		if live == nil {
+			a.log.Warn("live plan delivery received while no live plans run here (disabled)", "delivery", d.Delivery, "pr", d.PR)
+			return true
+		}
+		live.Submit(liveplan.Request{Repo: d.Repo, CloneURL: a.cfg.CloneURL(d.Repo), Base: d.Branch, PR: d.PR, SHA: d.SHA, Delivery: d.Delivery, Targets: targets})
+		return true
+	}
+	for _, t := range targets {
+		if s, all := a.shardOf(t); !all && s != shard {
+			continue
+		}
+		if err := dep.Submit(t.Name, deployer.Request{SHA: d.SHA, PR: d.PR, Delivery: d.Delivery, Acknowledged: d.Acknowledged}); err != nil {
+			a.log.Error("submit", "target", t.Name, "shard", shard, "err", err)
+		}
+	}
+	return true
+}
+
+// runShard is the term of a shard this replica holds: a fresh deployer of
+// the shard's targets, writing through the shard's fence, which starts by
+// deploying each target's branch tip (what its last holder deployed, or
+// left half done, is on the inventory objects). Shard 0's term also runs
+// the live plans and drift checks, as the leader's does.
+func (a *app) runShard(ctx context.Context, st leader.ShardTerm) {
+	var targets []deployer.Target
+	for _, t := range a.targets {
+		if s, _ := a.shardOf(t.Target); s == st.Shard {
+			targets = append(targets, t)
+		}
+	}
+	dep := a.newDeployer(targets, st.Fence, shardGitBases(a.gitBases, st.Shard))
+	dep.Owns = func(t deployer.Target) bool { s, _ := a.shardOf(t.Target); return s == st.Shard }
+	var (
+		live  *liveplan.Runner
+		drift *liveplan.Drift
+	)
+	if st.Shard == 0 {
+		live, drift = a.newLive(), a.drift
+	}
+	a.terms.set(st.Shard, dep, live)
+	// Deliveries stop coming here the moment the term ends, not when its
+	// deploys have wound down: they are routed to the next holder.
+	context.AfterFunc(ctx, func() { a.terms.set(st.Shard, nil, nil) })
+	defer a.terms.set(st.Shard, nil, nil)
+	runTerm(ctx, dep, live, drift)
+}
+
+// shardGitBases is the git-base cache of shard's deployer under root:
+// each prunes its own.
+func shardGitBases(root string, shard int) string {
+	return filepath.Join(root, "shard-"+strconv.Itoa(shard))
 }

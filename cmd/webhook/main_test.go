@@ -66,6 +66,25 @@ func TestLeaderElectFlags(t *testing.T) {
 	}
 }
 
+// --shards refuses, before anything starts, a count that cannot work and
+// shards without the Leases to hold them on.
+func TestShardsFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--shards", "0", "--leader-elect"}, "--shards 0: want 1"},
+		{[]string{"--shards", "100000", "--leader-elect"}, "at most 256"},
+		{[]string{"--shards", "3"}, "--shards 3 needs --leader-elect"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), append([]string{"--config", "/nonexistent.yaml"}, tc.args...), func(string) string { return "" }, &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want an error containing %q", tc.args, err, tc.want)
+		}
+	}
+}
+
 // /metrics and /drift are served on --metrics-listen only: the listener
 // GitHub reaches (--listen) answers 404 for them and still serves
 // /healthz.

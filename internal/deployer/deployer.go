@@ -208,6 +208,12 @@ type Deployer struct {
 	// GitBases: at start and every Resync, the caches (of every target,
 	// configured or not any more) are pruned of older ones. 0 keeps them.
 	GitBasesMaxAge time.Duration
+	// Owns, if set, says which targets this deployer deploys, when
+	// several share the targets (one per shard a webhook replica holds):
+	// a source's worker then runs in each, keeps only the declared
+	// targets it owns, and reports the source's own failures only where
+	// it owns the source's stand-in target. nil owns every target.
+	Owns func(Target) bool
 
 	started chan struct{}
 
@@ -894,37 +900,49 @@ func (d *Deployer) lastDeployedBy(t Target, inv inventory.Identity, by string) e
 func (d *Deployer) expand(ctx context.Context, s Source, r Request) {
 	st := s.target()
 	log := d.Logger.With("source", s.Name, "repo", s.Repo, "branch", s.Branch)
+	// The source's own failures, and those of targets that name no
+	// cluster, are reported once: by the deployer owning its stand-in.
+	failed := d.failedEarly
+	if !d.owns(st) {
+		failed = func(_ context.Context, log *slog.Logger, o Outcome) {
+			log.Debug("not deploying; reported by the deployer owning the source", "sha", o.SHA, "err", o.Err)
+		}
+	}
 	dir, err := d.resolve(ctx, log, st, &r)
 	if err != nil {
-		d.failedEarly(ctx, log, Outcome{Target: st, SHA: r.SHA, PR: r.PR, Err: err, Reason: ReasonFetchFailed})
+		failed(ctx, log, Outcome{Target: st, SHA: r.SHA, PR: r.PR, Err: err, Reason: ReasonFetchFailed})
 		return
 	}
 	declared, err := d.readTargets(ctx, dir, r.SHA, s.File)
 	if err != nil {
-		d.failedEarly(ctx, log, Outcome{Target: st, SHA: r.SHA, PR: r.PR, Err: err, Reason: ReasonTargetsInvalid})
+		failed(ctx, log, Outcome{Target: st, SHA: r.SHA, PR: r.PR, Err: err, Reason: ReasonTargetsInvalid})
 		return
 	}
 	d.mu.Lock()
 	delete(d.lastFailed, st.Key())
 	d.mu.Unlock()
-	keep := map[string]bool{}
+	keep, elsewhere := map[string]bool{}, map[string]bool{}
 	for _, rt := range declared {
 		t := Target{Target: config.Target{Name: rt.Name, Overlay: rt.Overlay, Environment: rt.Environment, Namespace: rt.Namespace},
 			Repo: s.Repo, Branch: s.Branch, CloneURL: s.CloneURL, Forge: s.Forge, Source: s.Name}
 		tlog := log.With("target", t.Key())
 		if slices.ContainsFunc(s.Reserved, func(n string) bool { return strings.EqualFold(n, rt.Name) }) {
-			d.failedEarly(ctx, tlog, Outcome{Target: t, SHA: r.SHA, PR: r.PR, Reason: ReasonTargetsInvalid, Err: fmt.Errorf(
+			failed(ctx, tlog, Outcome{Target: t, SHA: r.SHA, PR: r.PR, Reason: ReasonTargetsInvalid, Err: fmt.Errorf(
 				"%s declares target %s, but the webhook's configuration has a target of that name for %s; rename one (both would report as kplan/%s)", s.File, rt.Name, s.Repo, rt.Name)})
 			continue
 		}
 		env, ok := s.Environment(rt.Environment)
 		if !ok {
-			d.failedEarly(ctx, tlog, Outcome{Target: t, SHA: r.SHA, PR: r.PR, Reason: ReasonTargetsInvalid, Err: fmt.Errorf(
+			failed(ctx, tlog, Outcome{Target: t, SHA: r.SHA, PR: r.PR, Reason: ReasonTargetsInvalid, Err: fmt.Errorf(
 				"%s declares target %s with environment %q, which the webhook's configuration does not map to a cluster (branch %s of %s: environments); not deployed",
 				s.File, rt.Name, rt.Environment, s.Branch, s.Repo)})
 			continue
 		}
 		t.Settings = env.Settings
+		if !d.owns(t) {
+			elsewhere[t.Key()] = true
+			continue
+		}
 		keep[t.Key()] = true
 		d.mu.Lock()
 		w := d.workers[t.Key()]
@@ -956,11 +974,17 @@ func (d *Deployer) expand(ctx context.Context, s Source, r Request) {
 			delete(d.workers, k)
 			delete(d.rendered, k)
 			delete(d.conflicts, k)
-			log.Info("target no longer declared", "target", k, "file", s.File, "sha", r.SHA)
+			if elsewhere[k] {
+				log.Info("target moved to a cluster another deployer owns", "target", k, "file", s.File, "sha", r.SHA)
+			} else {
+				log.Info("target no longer declared", "target", k, "file", s.File, "sha", r.SHA)
+			}
 		}
 	}
 	d.mu.Unlock()
 }
+
+func (d *Deployer) owns(t Target) bool { return d.Owns == nil || d.Owns(t) }
 
 // readTargets reads the targets a repository file declares at sha.
 func (d *Deployer) readTargets(ctx context.Context, dir, sha, file string) ([]repoconfig.Target, error) {

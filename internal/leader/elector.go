@@ -1,11 +1,14 @@
 // Package leader lets several replicas of the webhook run at once: they
 // elect one leader on a Kubernetes Lease (client-go's leaderelection), the
 // leader alone deploys, and a replica that is not the leader forwards the
-// deliveries it receives to the leader (Forwarder).
+// deliveries it receives to the leader (Forwarder); or they share the
+// targets, sharded by cluster (ShardOf), each replica holding its share of
+// the shards on a Lease each (Shards) and handing each delivery's part to
+// the holders of its shards (Dispatcher).
 //
 // A replica's identity is "<name>@<host:port>": the Lease's holderIdentity
-// then tells every replica where the leader listens, so no other state is
-// needed to find it.
+// then tells every replica where the leader (or a shard's holder)
+// listens, so no other state is needed to find it.
 package leader
 
 import (

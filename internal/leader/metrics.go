@@ -18,10 +18,12 @@ var forwardOutcomes = []string{Forwarded, NoLeader, Unreachable, Busy, Unauthori
 
 // Metrics are the replica's leadership and forwarding metrics:
 //
-//	kplan_webhook_leader (1 while this replica leads)
-//	kplan_webhook_forwards_total{outcome} (deliveries a non-leader handled)
+//	kplan_webhook_leader (1 while this replica leads; with shards, while it holds shard 0)
+//	kplan_webhook_shards_held (the shards this replica holds; the leader's one Lease counts as one)
+//	kplan_webhook_forwards_total{outcome} (deliveries, or their shards' parts, handed to another replica)
 type Metrics struct {
 	leader   prometheus.Gauge
+	shards   prometheus.Gauge
 	forwards *prometheus.CounterVec
 }
 
@@ -33,12 +35,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "kplan_webhook_leader",
 			Help: "1 while this replica holds the leader Lease and deploys, else 0.",
 		}),
+		shards: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kplan_webhook_shards_held",
+			Help: "The shards this replica holds and deploys (--shards); with one Lease, 1 on the leader.",
+		}),
 		forwards: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kplan_webhook_forwards_total",
-			Help: "Deliveries a replica that does not lead received, by outcome: forwarded to the leader, or answered here (no_leader, unreachable and busy are 503s GitHub shows as failed, to be redelivered).",
+			Help: "Deliveries a replica that does not lead received, by outcome: forwarded to the leader, or answered here (no_leader, unreachable and busy are 503s GitHub shows as failed, to be redelivered). With --shards, the parts of deliveries handed to the replicas holding their shards: forwarded, unreachable (an attempt failed; tried again), no_leader (nobody took the shard in time: it deploys the branch when a replica takes it) and busy (too many parts waiting).",
 		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.leader, m.forwards} {
+	for _, c := range []prometheus.Collector{m.leader, m.shards, m.forwards} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -54,6 +60,23 @@ func (m *Metrics) setLeading(v bool) {
 		return
 	}
 	if v {
+		m.leader.Set(1)
+		m.shards.Set(1)
+	} else {
+		m.leader.Set(0)
+		m.shards.Set(0)
+	}
+}
+
+// setShards shows how many shards this replica holds, and whether one
+// is shard 0 (the one whose holder also runs the live plans and drift
+// checks, as the leader does).
+func (m *Metrics) setShards(n int, zero bool) {
+	if m == nil {
+		return
+	}
+	m.shards.Set(float64(n))
+	if zero {
 		m.leader.Set(1)
 	} else {
 		m.leader.Set(0)
