@@ -47,7 +47,7 @@ func TestFingerprintCountsEveryOption(t *testing.T) {
 		}
 	}
 	visit(reflect.ValueOf(Options{}), "")
-	want := []string{"RepoDir", "Base", "Head", "Logger", "CacheDir", "Resolver", "BaseLabel", "HeadLabel", "Progress", "Shard"}
+	want := []string{"RepoDir", "Base", "Head", "Logger", "GC", "CacheDir", "Resolver", "BaseLabel", "HeadLabel", "Progress", "Shard"}
 	if !reflect.DeepEqual(left, want) {
 		t.Errorf("options left out of the fingerprint: %q, want %q", left, want)
 	}
