@@ -313,6 +313,8 @@ func diffCmd(logger *slog.Logger, gc plan.GC) *cobra.Command {
 	f.BoolVar(&o.NoDefaultIgnore, "no-default-ignore", false, "show the changes the default noise set hides (chart and version labels, checksum/* annotations, caBundle); the report counts what it hid")
 	noReuse := f.Bool("no-render-reuse", false, "render both sides of an overlay even when they read the same content (for make bench's before/after)")
 	_ = f.MarkHidden("no-render-reuse")
+	warm := f.Bool("warm-cache", false, "render every overlay through --cache-dir, as the Action's plan of a push to the default branch does (for make bench: a pull request's first plan after it)")
+	_ = f.MarkHidden("warm-cache")
 	f.StringVar(&o.Shard, "shard", "", "plan share I of N of the overlays (e.g. 2/3) and write it as a part for kplan merge (with -o json); merge applies --exit-code and --fail-on-error")
 	rf.register(f)
 	completeRefs(cmd, "base", "head")
@@ -348,7 +350,7 @@ func diffCmd(logger *slog.Logger, gc plan.GC) *cobra.Command {
 		opts.RepoDir, opts.Base, opts.Head = dir, base, head
 		opts.Filter.Include = append(opts.Filter.Include, args...)
 		opts.Render, opts.Logger, opts.Full, opts.CacheDir = ropts, logger, full, cacheDir
-		opts.Progress, opts.NoReuse, opts.GC = progress(cmd.ErrOrStderr()), *noReuse, gc
+		opts.Progress, opts.NoReuse, opts.GC, opts.Warm = progress(cmd.ErrOrStderr()), *noReuse, gc, *warm && cacheDir != ""
 		reportKustomizeWarnings(cmd.Context())
 		if share.On() {
 			// The shards of one run must plan the same overlays alike:
