@@ -352,6 +352,12 @@ func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) (Decl
 	if err != nil {
 		return Declared{}, fmt.Errorf("discover Argo CD Applications: %w", err)
 	}
+	// Files of other kinds of the group (Argo Workflows', Rollouts') are
+	// not parsed: an Application's or ApplicationSet's kind names itself,
+	// unless a YAML escape ("Appl\x69cation") or tag (!!binary) spells it.
+	if has, err = prefilter(ctx, s, has, "Application", `\`, "!!"); err != nil {
+		return Declared{}, fmt.Errorf("discover Argo CD Applications: %w", err)
+	}
 	if err := s.Load(ctx, has); err != nil {
 		return Declared{}, fmt.Errorf("discover Argo CD Applications: %w", err)
 	}
@@ -376,6 +382,21 @@ func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) (Decl
 		return strings.Compare(a.File+"\x00"+a.ID(), b.File+"\x00"+b.ID())
 	})
 	return out, nil
+}
+
+// prefilter keeps the paths holding any of needles, in order.
+func prefilter(ctx context.Context, s *snapshot.Snapshot, paths []string, needles ...string) ([]string, error) {
+	each, err := s.ContainingEach(ctx, paths, needles...)
+	if err != nil {
+		return nil, err
+	}
+	keep := map[string]bool{}
+	for _, ps := range each {
+		for _, p := range ps {
+			keep[p] = true
+		}
+	}
+	return slices.DeleteFunc(paths, func(p string) bool { return !keep[p] }), nil
 }
 
 // chartTemplate reports whether p is under a Helm chart's templates/.

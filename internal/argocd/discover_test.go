@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
+	"testing/fstest"
 
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
@@ -63,5 +65,42 @@ func TestDiscoverParsesAFileAlikeOnBothSidesOnce(t *testing.T) {
 		if shared := base == head; shared != want {
 			t.Errorf("%s: parsed once for both sides: %v, want %v", file, shared, want)
 		}
+	}
+}
+
+// TestDiscoverFindsApplicationsHoweverSpelt pins that the prefilter
+// (files of the group naming no Application are not parsed) keeps an
+// Application whose kind is spelt with a YAML escape or tag, as the API
+// server reads it, and what it leaves out declares nothing.
+func TestDiscoverFindsApplicationsHoweverSpelt(t *testing.T) {
+	app := func(kind, name string) string {
+		return "apiVersion: argoproj.io/v1alpha1\nkind: " + kind + "\nmetadata:\n  name: " + name + "\n  namespace: argocd\n" +
+			"spec:\n  project: default\n  source:\n    repoURL: https://github.com/example/deploy\n    path: apps/web\n  destination:\n    server: https://kubernetes.default.svc\n"
+	}
+	snap, err := snapshot.FromFS(fstest.MapFS{
+		"plain.yaml":    {Data: []byte(app("Application", "plain"))},
+		"escaped.yaml":  {Data: []byte(app(`"Appl\x69cation"`, "escaped"))},
+		"binary.yaml":   {Data: []byte(app("!!binary QXBwbGljYXRpb24=", "binary"))},
+		"workflow.yaml": {Data: []byte("apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata:\n  name: wf\n")},
+	}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Discover(context.Background(), snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range d.Applications {
+		got = append(got, a.Name)
+	}
+	slices.Sort(got)
+	for _, want := range []string{"escaped", "plain"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("Discover found %v; want %s among them", got, want)
+		}
+	}
+	if wf := ParseFile([]byte("apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata:\n  name: wf\n"), "workflow.yaml"); len(wf.Applications)+len(wf.Sets)+len(wf.Invalid) != 0 {
+		t.Errorf("a Workflow declares %+v: the prefilter would hide it", wf)
 	}
 }

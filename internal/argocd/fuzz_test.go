@@ -38,6 +38,9 @@ func FuzzParseFile(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d := ParseFile(data, "x.yaml")
+		if len(d.Applications)+len(d.Sets) > 0 && !bytes.Contains(data, []byte("Application")) && !bytes.Contains(data, []byte(`\`)) && !bytes.Contains(data, []byte("!!")) {
+			t.Errorf("the file declares %d Applications and %d ApplicationSets, but Discover's prefilter leaves it unparsed", len(d.Applications), len(d.Sets))
+		}
 		for _, a := range d.Applications {
 			checkParsedApplication(t, a, repos)
 		}
