@@ -3,7 +3,7 @@ GO ?= go
 # The binaries the Dockerfile builds; CI builds the same ones.
 BINARIES := ./cmd/action ./cmd/kplan ./cmd/webhook ./cmd/kplan-gitlab
 
-.PHONY: demo demo-deploy test vet unit tests race race-all lint build bench cluster cluster-apiserver cluster-helm screenshots fuzz
+.PHONY: demo demo-deploy test vet unit tests race race-all lint build bench flate cluster cluster-apiserver cluster-helm screenshots fuzz
 
 # timed runs a step saying what it does first and how long it took after:
 # on a fresh machine a step compiles for minutes, and silence reads as a
@@ -66,13 +66,31 @@ cluster-helm:
 	$(call timed,helm and kustomize for the Helm tests (first time: about 4 minutes; then cached),$(GO) run ./internal/testhelm/prebuild)
 
 # Benchmarks print ratios against a peer measured in the same run (the
-# Flux cases against flate when it is on the PATH, the one-Application
-# Argo CD change against the full plan of 500 Applications:
-# docs/performance.md).
+# kubeflow plans against the kustomize CLI, the Flux cases against flate,
+# the one-Application Argo CD change against the full plan of 500
+# Applications: docs/performance.md). The plan bench compares each case
+# with the figures recorded in bench/baseline.json and prints a block of
+# "SLOWER THAN BASELINE" lines when one is more than 20% slower (by its
+# CPU against its peer's where it has one); BENCHFLAGS=-strict makes that
+# an exit status, BENCHFLAGS=-record writes this run's figures there.
+# flate is built first (make flate); when it cannot be, the Flux cases run
+# without its columns and say how to install it.
+BENCHFLAGS ?=
 bench: cluster
 	$(GO) test -run '^$$' -bench ApplyPrune -benchtime 1x -timeout 30m ./internal/deploy
 	$(GO) test -run '^$$' -bench Deliveries ./internal/webhook
-	$(GO) run ./bench -corpus ../shared/corpus/kubeflow-manifests.tar.gz -runs 3
+	@flate=$$($(GO) run ./bench -install-flate) || { echo "make bench: flate could not be built (above): the Flux cases run without it"; flate=; }; \
+	echo "$(GO) run ./bench -corpus ../shared/corpus/kubeflow-manifests.tar.gz -runs 3 -flate '$$flate' $(BENCHFLAGS)"; \
+	$(GO) run ./bench -corpus ../shared/corpus/kubeflow-manifests.tar.gz -runs 3 -flate "$$flate" $(BENCHFLAGS)
+
+# flate (github.com/home-operations/flate, AGPL-3.0), the Flux cases'
+# peer: the version bench/flate.go pins, the newest the Go module proxy
+# serves, built with the one newer Go it needs (GOTOOLCHAIN=go1.27.3,
+# which the go command fetches from the proxy) into ~/.cache/kplan, once
+# (about 5 minutes on 2 cores). It runs as a program of its own; kplan
+# never imports or links it.
+flate:
+	$(call timed,flate for the bench's Flux cases (first time: about 5 minutes; then cached),$(GO) run ./bench -install-flate)
 
 # The tests, two runs side by side. The packages where kplan's own
 # goroutines share state across requests (RACE_PKGS: the deploy through

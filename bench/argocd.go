@@ -36,13 +36,13 @@ const (
 )
 
 // runArgo builds kplan (unless given) and runs the Argo CD case.
-func runArgo(ctx context.Context, apps int, kplan string, runs int, keep bool) error {
+func runArgo(ctx context.Context, l *ledger, apps int, kplan string, runs int, keep bool) error {
 	return inWork(ctx, "kplan-bench-argocd-", kplan, keep, func(work, kplan string) error {
-		return argoBench(ctx, work, kplan, apps, runs)
+		return argoBench(ctx, l, work, kplan, apps, runs)
 	})
 }
 
-func argoBench(ctx context.Context, work, kplan string, apps, runs int) error {
+func argoBench(ctx context.Context, l *ledger, work, kplan string, apps, runs int) error {
 	step(fmt.Sprintf("Argo CD: write a repository of %d Applications", apps))
 	dir := filepath.Join(work, "argocd-repo")
 	files, err := writeArgoRepo(dir, apps)
@@ -92,6 +92,9 @@ func argoBench(ctx context.Context, work, kplan string, apps, runs int) error {
 		fmt.Printf("%-26s %8s [%7s] %10s %6d MiB   %s\n", b.name, round(m.wall), round(b.median()), round(m.cpu), b.peakRSS()>>20, m.stats)
 	}
 	full, one := benches[0], benches[1]
+	prefix := fmt.Sprintf("argocd %d/", apps)
+	l.record(prefix+full.name, full.ms, "")
+	l.record(prefix+one.name, one.ms, prefix+full.name)
 	fmt.Printf("\none Application vs --full:  %5.1fx faster (wall), %5.1fx less CPU, %4.1fx less peak RSS\n",
 		ratio(full.best().wall, one.best().wall), ratio(full.best().cpu, one.best().cpu), float64(full.peakRSS())/float64(one.peakRSS()))
 	verdict := func(ok bool) string {

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/kplan-dev/kplan/internal/testchart"
@@ -29,9 +29,9 @@ import (
 //
 // Each is planned by kplan cold (an empty --cache-dir) and warm (the
 // cache directory a first plan of the same commits filled), and by flate
-// (`flate diff ks` on the two sides checked out, its changed-only mode)
-// cold (an empty XDG cache) and warm, when flate is on the PATH (or
-// -flate). kplan must be ahead of warm flate on every case.
+// (`flate diff all` on the two sides checked out, its changed-only mode)
+// cold (an empty XDG cache) and warm, when it is installed (flate.go).
+// kplan must be ahead of warm flate on every case.
 const (
 	fluxImageBump = "4c2c091"
 	fluxApp       = "kubernetes/apps/default/home-assistant/app"
@@ -41,15 +41,30 @@ const (
 // fluxCase is one pull request of the Flux corpus.
 type fluxCase struct {
 	name       string
+	key        string // in the baseline: flux/<key>/<bench>
 	base, head string
 	hosts      []string // kplan's --remote-hosts
 	target     time.Duration
-	// Best wall times and CPU (user+sys, with child processes) by bench.
-	wall, cpu map[string][]time.Duration
+	// flateSays is what flate's diff of the case names (for the chart
+	// bump, an object of the rendered chart): a flate that printed no
+	// such thing did not do kplan's work (its exit status says only
+	// whether every source reconciled, and ghcr.io is out of reach).
+	flateSays string
+	// The runs of each bench, by bench.
+	runs map[string][]measure
 }
 
-// fluxBench runs the Flux cases; flate is "" when it is not installed.
-func fluxBench(ctx context.Context, work, kplan, bundle, flate string, runs int) error {
+// The Flux benches, kplan's and flate's.
+const (
+	kplanCold = "kplan cold"
+	kplanWarm = "kplan warm"
+	flateCold = "flate cold"
+	flateWarm = "flate warm"
+)
+
+// fluxBench runs the Flux cases, recording them in l; flateFlag is the
+// -flate flag (findFlate).
+func fluxBench(ctx context.Context, l *ledger, work, kplan, bundle, flateFlag string, runs int) error {
 	if _, err := os.Stat(bundle); err != nil {
 		fmt.Printf("\nFlux cases skipped: no corpus bundle %s\n", bundle)
 		return nil
@@ -64,7 +79,8 @@ func fluxBench(ctx context.Context, work, kplan, bundle, flate string, runs int)
 		out, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", r).Output()
 		return strings.TrimSpace(string(out)), err
 	}
-	image := &fluxCase{name: "one-image bump (" + fluxImageBump + ")", target: 250 * time.Millisecond}
+	image := &fluxCase{name: "one-image bump (" + fluxImageBump + ")", key: "one-image bump", target: 250 * time.Millisecond,
+		flateSays: "HelmRelease/default/home-assistant"}
 	var err error
 	if image.base, err = rev(fluxImageBump + "~1"); err != nil {
 		return fmt.Errorf("the bundle has no commit %s: %w", fluxImageBump, err)
@@ -85,7 +101,8 @@ func fluxBench(ctx context.Context, work, kplan, bundle, flate string, runs int)
 			return err
 		}
 	}
-	chart := &fluxCase{name: "chart version bump (warm chart cache)", hosts: []string{"--remote-hosts", "127.0.0.1"}, target: time.Second}
+	chart := &fluxCase{name: "chart version bump (warm chart cache)", key: "chart bump", hosts: []string{"--remote-hosts", "127.0.0.1"}, target: time.Second,
+		flateSays: "apps/v1/Deployment/default/home-assistant"}
 	steps := []func() error{
 		func() error { return git("checkout", "-q", "--detach", fluxImageBump) },
 		func() error {
@@ -125,95 +142,139 @@ func fluxBench(ctx context.Context, work, kplan, bundle, flate string, runs int)
 			trees[r] = wt
 		}
 	}
+	flate, note := findFlate(flateFlag)
+	version := ""
 	if flate == "" {
-		fmt.Println("\nflate is not installed (go install github.com/home-operations/flate/cmd/flate@v0.6.5, or -flate PATH): its columns are left out")
+		fmt.Printf("\n%s: the Flux cases run without flate's columns\n", note)
+	} else {
+		version = flateVersionOf(ctx, flate)
+		fmt.Printf("\nflate %s (%s)", version, flate)
+		if version != flateVersion {
+			fmt.Printf(": not the pinned %s (make flate builds it)", flateVersion)
+		}
+		fmt.Println()
 	}
-
 	for _, c := range cases {
-		c.wall, c.cpu = map[string][]time.Duration{}, map[string][]time.Duration{}
-		diff := func(cache string) []string {
-			args := []string{kplan, "diff", "-C", dir, "--base", c.base, "--head", c.head, "--format", "json", "--fail-on-error=false", "--cache-dir", cache}
-			return append(args, c.hosts...)
-		}
-		warmKplan, warmFlate := filepath.Join(work, "flux-kplan-warm"), filepath.Join(work, "flux-flate-warm")
-		os.RemoveAll(warmKplan)
-		os.RemoveAll(warmFlate)
-		// The warm caches are filled by a first run of the same plan.
-		if _, _, err := timed(ctx, diff(warmKplan), nil); err != nil {
+		if err := c.measure(ctx, work, kplan, dir, flate, trees, runs); err != nil {
 			return err
-		}
-		flateArgs := []string{flate, "diff", "ks", "--path", filepath.Join(trees[c.head], fluxTree), "--path-orig", filepath.Join(trees[c.base], fluxTree)}
-		if flate != "" {
-			timed(ctx, flateArgs, []string{"XDG_CACHE_HOME=" + warmFlate})
-		}
-		benches := []struct {
-			name string
-			run  func() (time.Duration, time.Duration, error)
-		}{
-			{"kplan cold", func() (time.Duration, time.Duration, error) {
-				cold := filepath.Join(work, "flux-kplan-cold")
-				os.RemoveAll(cold)
-				return timed(ctx, diff(cold), nil)
-			}},
-			{"kplan warm", func() (time.Duration, time.Duration, error) { return timed(ctx, diff(warmKplan), nil) }},
-		}
-		if flate != "" {
-			benches = append(benches,
-				struct {
-					name string
-					run  func() (time.Duration, time.Duration, error)
-				}{"flate cold", func() (time.Duration, time.Duration, error) {
-					cold := filepath.Join(work, "flux-flate-cold")
-					os.RemoveAll(cold)
-					w, cpu, _ := timed(ctx, flateArgs, []string{"XDG_CACHE_HOME=" + cold}) // its exit says whether it found changes
-					return w, cpu, nil
-				}},
-				struct {
-					name string
-					run  func() (time.Duration, time.Duration, error)
-				}{"flate warm", func() (time.Duration, time.Duration, error) {
-					w, cpu, _ := timed(ctx, flateArgs, []string{"XDG_CACHE_HOME=" + warmFlate})
-					return w, cpu, nil
-				}})
-		}
-		for i := range runs {
-			for _, b := range benches {
-				step(fmt.Sprintf("Flux run %d/%d: %s, %s", i+1, runs, c.name, b.name))
-				w, cpu, err := b.run()
-				if err != nil {
-					return fmt.Errorf("%s, %s: %w", c.name, b.name, err)
-				}
-				c.wall[b.name] = append(c.wall[b.name], w)
-				c.cpu[b.name] = append(c.cpu[b.name], cpu)
-			}
 		}
 		if err := sameAsFull(ctx, kplan, dir, c.name, c.base, c.head, c.hosts); err != nil {
 			return err
 		}
+		c.record(l, version)
 	}
 	fluxReport(cases, runs, flate != "")
 	return nil
 }
 
-// timed runs a command and returns its wall time and CPU time (user and
-// system, its child processes included).
-func timed(ctx context.Context, args, env []string) (wall, cpu time.Duration, err error) {
+// measure runs the case's benches runs times, interleaved: kplan cold and
+// warm, and flate cold and warm unless flate is "". trees are the
+// commits checked out, for flate.
+func (c *fluxCase) measure(ctx context.Context, work, kplan, dir, flate string, trees map[string]string, runs int) error {
+	c.runs = map[string][]measure{}
+	diff := func(cache string) []string {
+		args := []string{kplan, "diff", "-C", dir, "--base", c.base, "--head", c.head, "--format", "json", "--fail-on-error=false", "--cache-dir", cache}
+		return append(args, c.hosts...)
+	}
+	warmKplan, warmFlate := filepath.Join(work, "flux-kplan-warm"), filepath.Join(work, "flux-flate-warm")
+	os.RemoveAll(warmKplan)
+	os.RemoveAll(warmFlate)
+	// The warm caches are filled by a first run of the same plan.
+	if _, err := timed(ctx, diff(warmKplan), nil, nil); err != nil {
+		return err
+	}
+	benches := map[string]func() (measure, error){
+		kplanCold: func() (measure, error) {
+			cold := filepath.Join(work, "flux-kplan-cold")
+			os.RemoveAll(cold)
+			return timed(ctx, diff(cold), nil, nil)
+		},
+		kplanWarm: func() (measure, error) { return timed(ctx, diff(warmKplan), nil, nil) },
+	}
+	names := []string{kplanCold, kplanWarm}
+	if flate != "" {
+		// `diff all`, not `diff ks`: ks leaves HelmReleases unrendered
+		// (the chart bump's diff was the HelmRelease's version alone),
+		// where kplan renders their charts. flate exits non-zero when a
+		// source did not reconcile (the OCI charts on ghcr.io, out of
+		// reach): what it printed says whether it ran, so the warm
+		// fill is checked for the change.
+		flateArgs := []string{flate, "diff", "all", "--path", filepath.Join(trees[c.head], fluxTree), "--path-orig", filepath.Join(trees[c.base], fluxTree)}
+		var out strings.Builder
+		if _, err := timed(ctx, flateArgs, []string{"XDG_CACHE_HOME=" + warmFlate}, &out); !strings.Contains(out.String(), c.flateSays) {
+			return fmt.Errorf("%s: flate's diff does not name %s (did its command line change?): %v\n%s", c.name, c.flateSays, err, tail(out.String()))
+		}
+		benches[flateCold] = func() (measure, error) {
+			cold := filepath.Join(work, "flux-flate-cold")
+			os.RemoveAll(cold)
+			return flateRun(ctx, flateArgs, cold)
+		}
+		benches[flateWarm] = func() (measure, error) { return flateRun(ctx, flateArgs, warmFlate) }
+		names = append(names, flateCold, flateWarm)
+	}
+	for i := range runs {
+		for _, name := range names {
+			step(fmt.Sprintf("Flux run %d/%d: %s, %s", i+1, runs, c.name, name))
+			m, err := benches[name]()
+			if err != nil {
+				return fmt.Errorf("%s, %s: %w", c.name, name, err)
+			}
+			c.runs[name] = append(c.runs[name], m)
+		}
+	}
+	return nil
+}
+
+// record keeps the case's benches in l: kplan cold against flate cold,
+// warm against warm. The peer's name holds flate's version: a ratio
+// recorded against another flate is not compared.
+func (c *fluxCase) record(l *ledger, flateVersion string) {
+	prefix := "flux/" + c.key + "/"
+	peer := func(bench string) string {
+		if flateVersion == "" {
+			return ""
+		}
+		return prefix + strings.Replace(bench, "flate", "flate "+flateVersion, 1)
+	}
+	for _, b := range []string{flateCold, flateWarm} {
+		if runs := c.runs[b]; len(runs) > 0 {
+			l.recordPeer(peer(b), runs)
+		}
+	}
+	l.record(prefix+kplanCold, c.runs[kplanCold], peer(flateCold))
+	l.record(prefix+kplanWarm, c.runs[kplanWarm], peer(flateWarm))
+}
+
+// flateRun runs flate with its cache in cache and measures it. Its exit
+// status 1 says a source did not reconcile (ghcr.io is out of reach): a
+// measure all the same; anything else (a crash) is an error.
+func flateRun(ctx context.Context, args []string, cache string) (measure, error) {
+	m, err := timed(ctx, args, []string{"XDG_CACHE_HOME=" + cache}, nil)
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == 1 {
+		return m, nil
+	}
+	return m, err
+}
+
+// timed runs a command and measures it: wall time, CPU time (user and
+// system, its child processes included) and peak RSS. stdout, when not
+// nil, gets what it prints.
+func timed(ctx context.Context, args, env []string, stdout io.Writer) (measure, error) {
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	var stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = nil, &stderr
+	cmd.Stdout, cmd.Stderr = stdout, &stderr
 	start := time.Now()
-	err = cmd.Run()
-	wall = time.Since(start)
+	err := cmd.Run()
+	m := measure{wall: time.Since(start)}
 	if cmd.ProcessState != nil {
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		}
+		m.cpu, m.rss = cpuTime(cmd.ProcessState), maxRSS(cmd.ProcessState)
 	}
 	if err != nil {
-		return wall, cpu, fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, tail(stderr.String()))
+		return m, fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, tail(stderr.String()))
 	}
-	return wall, cpu, nil
+	return m, nil
 }
 
 // sameAsFull checks that the changed-only plan of the pull request name
@@ -247,53 +308,52 @@ func sameAsFull(ctx context.Context, kplan, dir, name, base, head string, extra 
 }
 
 func fluxReport(cases []*fluxCase, runs int, flate bool) {
-	names := []string{"kplan cold", "kplan warm"}
+	names := []string{kplanCold, kplanWarm}
 	if flate {
-		names = append(names, "flate cold", "flate warm")
+		names = append(names, flateCold, flateWarm)
 	}
-	fmt.Printf("\nFlux plans on onedr0p/home-ops: wall time best of %d (CPU user+sys of that run, child processes included)\n\n", runs)
+	fmt.Printf("\nFlux plans on onedr0p/home-ops, load average %s: wall time best of %d (CPU user+sys of that run, child processes included; peak RSS the highest of the runs)\n\n", loadAverage(), runs)
 	fmt.Printf("%-40s", "")
 	for _, n := range names {
-		fmt.Printf(" %22s", n)
+		fmt.Printf(" %31s", n)
 	}
 	fmt.Println()
 	for _, c := range cases {
 		fmt.Printf("%-40s", c.name)
 		for _, n := range names {
-			i := bestIndex(c.wall[n])
-			fmt.Printf(" %10s (%7s CPU)", round(c.wall[n][i]), round(c.cpu[n][i]))
+			b := &bench{ms: c.runs[n]}
+			m := b.best()
+			fmt.Printf(" %8s (%7s CPU, %3d MiB)", round(m.wall), round(m.cpu), b.peakRSS()>>20)
 		}
 		fmt.Println()
 	}
 	fmt.Println()
 	for _, c := range cases {
-		w := func(n string) time.Duration { return slices.Min(c.wall[n]) }
-		cpu := func(n string) time.Duration { return slices.Min(c.cpu[n]) }
+		least := func(n string) (wall, cpu time.Duration) {
+			wall, cpu = time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+			for _, m := range c.runs[n] {
+				wall, cpu = min(wall, m.wall), min(cpu, m.cpu)
+			}
+			return wall, cpu
+		}
+		kw, kwCPU := least(kplanWarm)
+		kc, kcCPU := least(kplanCold)
 		verdict := "met"
-		if w("kplan warm") > c.target {
+		if kw > c.target {
 			verdict = "NOT met"
 		}
-		fmt.Printf("%s: kplan warm %s (target at most %s: %s)\n", c.name, round(w("kplan warm")), round(c.target), verdict)
+		fmt.Printf("%s: kplan warm %s (target at most %s: %s)\n", c.name, round(kw), round(c.target), verdict)
 		if flate {
+			fw, fwCPU := least(flateWarm)
+			fc, fcCPU := least(flateCold)
 			// Wall time follows the machine's load; CPU time much less.
-			fmt.Printf("  flate / kplan, warm: %.1fx wall, %.1fx CPU; cold: %.1fx wall, %.1fx CPU", ratio(w("flate warm"), w("kplan warm")), ratio(cpu("flate warm"), cpu("kplan warm")),
-				ratio(w("flate cold"), w("kplan cold")), ratio(cpu("flate cold"), cpu("kplan cold")))
-			if w("kplan warm") >= w("flate warm") || w("kplan cold") >= w("flate cold") {
+			fmt.Printf("  flate / kplan, warm: %.1fx wall, %.1fx CPU; cold: %.1fx wall, %.1fx CPU", ratio(fw, kw), ratio(fwCPU, kwCPU), ratio(fc, kc), ratio(fcCPU, kcCPU))
+			if kw >= fw || kc >= fc || kwCPU >= fwCPU || kcCPU >= fcCPU {
 				fmt.Printf(" (kplan NOT ahead of flate)")
 			}
 			fmt.Println()
 		}
 	}
-}
-
-func bestIndex(ds []time.Duration) int {
-	best := 0
-	for i, d := range ds {
-		if d < ds[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 // replaceIn replaces the first old in file with new.
@@ -306,17 +366,4 @@ func replaceIn(file, old, new string) error {
 		return errors.New(file + ": no " + fmt.Sprintf("%q", old) + " to replace")
 	}
 	return os.WriteFile(file, []byte(strings.Replace(string(data), old, new, 1)), 0o644)
-}
-
-// findFlate is the flate binary: path if given, else flate on the PATH,
-// else "".
-func findFlate(path string) string {
-	if path != "" {
-		return path
-	}
-	p, err := exec.LookPath("flate")
-	if err != nil {
-		return ""
-	}
-	return p
 }

@@ -8,6 +8,12 @@
 //	go run ./bench -corpus ../shared/corpus/kubeflow-manifests.tar.gz
 //	go run ./bench -flux-only -flate /path/to/flate
 //	go run ./bench -argocd-only
+//	go run ./bench -install-flate   # make flate: the pinned flate (flate.go)
+//
+// Each case's figures are compared with those recorded in
+// bench/baseline.json, loudly when a case is more than 20% slower
+// (baseline.go); -record writes them there, -strict makes a regression
+// an exit status.
 //
 // It measures, as subprocesses, each repeated and interleaved (the best
 // of -runs is reported, and the median):
@@ -63,56 +69,117 @@ const (
 	push2Add = "            - --zap-devel=true\n"
 )
 
+// options are the bench's flags.
+type options struct {
+	corpus, copies     string
+	runs               int
+	keep, profile      bool
+	fluxCorpus, flate  string
+	fluxOnly, argoOnly bool
+	kplan              string
+	argoApps           int
+	installFlate       bool
+	baseline           string
+	record, strict     bool
+}
+
 func main() {
-	corpus := flag.String("corpus", "../shared/corpus/kubeflow-manifests.tar.gz", "the kubeflow manifests tarball")
-	runs := flag.Int("runs", 3, "measurements of each command")
-	keep := flag.Bool("keep", false, "keep the work directory and print its path")
-	profile := flag.Bool("profile", true, "profile the kplan plans and print where their time goes")
-	copies := flag.String("growth", "1,4,10", "copies of the corpus in the monorepos of the growth table (\"\" for none)")
-	fluxCorpus := flag.String("flux-corpus", "../shared/corpus/onedr0p-home-ops-150.bundle", "the onedr0p/home-ops history bundle for the Flux cases (\"\" for none)")
-	flate := flag.String("flate", "", "the flate binary the Flux cases compare with (default: flate on the PATH; none: its columns are left out)")
-	fluxOnly := flag.Bool("flux-only", false, "run the Flux cases only")
-	kplanBin := flag.String("kplan", "", "with -flux-only or -argocd-only: the kplan binary to measure (default: built from this checkout), to compare builds")
-	argoApps := flag.Int("argocd-apps", 500, "Applications in the Argo CD case's synthetic repository (0 for no Argo CD case)")
-	argoOnly := flag.Bool("argocd-only", false, "run the Argo CD case only")
+	var o options
+	flag.StringVar(&o.corpus, "corpus", "../shared/corpus/kubeflow-manifests.tar.gz", "the kubeflow manifests tarball")
+	flag.IntVar(&o.runs, "runs", 3, "measurements of each command")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory and print its path")
+	flag.BoolVar(&o.profile, "profile", true, "profile the kplan plans and print where their time goes")
+	flag.StringVar(&o.copies, "growth", "1,4,10", "copies of the corpus in the monorepos of the growth table (\"\" for none)")
+	flag.StringVar(&o.fluxCorpus, "flux-corpus", "../shared/corpus/onedr0p-home-ops-150.bundle", "the onedr0p/home-ops history bundle for the Flux cases (\"\" for none)")
+	flag.StringVar(&o.flate, "flate", "", "the flate binary the Flux cases compare with (default: the pinned flate `make flate` built, else flate on the PATH; none: its columns are left out)")
+	flag.BoolVar(&o.fluxOnly, "flux-only", false, "run the Flux cases only")
+	flag.StringVar(&o.kplan, "kplan", "", "with -flux-only or -argocd-only: the kplan binary to measure (default: built from this checkout), to compare builds")
+	flag.IntVar(&o.argoApps, "argocd-apps", 500, "Applications in the Argo CD case's synthetic repository (0 for no Argo CD case)")
+	flag.BoolVar(&o.argoOnly, "argocd-only", false, "run the Argo CD case only")
+	flag.BoolVar(&o.installFlate, "install-flate", false, "build the pinned flate ("+flateVersion+", with "+flateToolchain+") into the cache unless it is there, print its path and exit (make flate)")
+	flag.StringVar(&o.baseline, "baseline", "bench/baseline.json", "the recorded figures each case is compared with (\"\" for none)")
+	flag.BoolVar(&o.record, "record", false, "write this run's figures into -baseline (the cases it did not run are kept)")
+	flag.BoolVar(&o.strict, "strict", false, "exit with status 3 when a case is more than 20% slower (or larger) than its baseline")
 	flag.Parse()
-	if *argoOnly {
-		if err := runArgo(context.Background(), *argoApps, *kplanBin, *runs, *keep); err != nil {
+	ctx := context.Background()
+	if o.installFlate {
+		bin, err := installFlate(ctx)
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
+		fmt.Println(bin)
 		return
 	}
-	if *fluxOnly {
-		if err := runFlux(context.Background(), *fluxCorpus, findFlate(*flate), *kplanBin, *runs, *keep); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	// Each case needs its own input: one missing skips that case only
-	// (the Argo CD case writes its own).
-	if _, err := os.Stat(*corpus); err != nil {
-		fmt.Printf("kubeflow cases skipped: no corpus %s\n", *corpus)
-	} else if err := run(context.Background(), *corpus, *runs, *keep, *profile, *copies); err != nil {
+	load := loadAverage()
+	fmt.Printf("load average at the start: %s (%d cores)\n", load, runtime.NumCPU())
+	l := newLedger()
+	if err := runCases(ctx, o, l); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-	if *fluxCorpus != "" {
-		if err := runFlux(context.Background(), *fluxCorpus, findFlate(*flate), "", *runs, *keep); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
-		}
+	end := loadAverage()
+	fmt.Printf("\nload average at the end: %s\n", end)
+	regressed, err := settle(o, l, runContext(load+" to "+end))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
 	}
-	if *argoApps > 0 {
-		if err := runArgo(context.Background(), *argoApps, "", *runs, *keep); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
-		}
+	if regressed && o.strict {
+		os.Exit(3)
 	}
 }
 
-func run(ctx context.Context, corpus string, runs int, keep, profile bool, copies string) error {
+// runCases runs the cases the flags ask for, recording each in l.
+func runCases(ctx context.Context, o options, l *ledger) error {
+	if o.argoOnly {
+		return runArgo(ctx, l, o.argoApps, o.kplan, o.runs, o.keep)
+	}
+	if o.fluxOnly {
+		return runFlux(ctx, l, o.fluxCorpus, o.flate, o.kplan, o.runs, o.keep)
+	}
+	// Each case needs its own input: one missing skips that case only
+	// (the Argo CD case writes its own).
+	if _, err := os.Stat(o.corpus); err != nil {
+		fmt.Printf("kubeflow cases skipped: no corpus %s\n", o.corpus)
+	} else if err := run(ctx, l, o.corpus, o.runs, o.keep, o.profile, o.copies); err != nil {
+		return err
+	}
+	if o.fluxCorpus != "" {
+		if err := runFlux(ctx, l, o.fluxCorpus, o.flate, "", o.runs, o.keep); err != nil {
+			return err
+		}
+	}
+	if o.argoApps > 0 {
+		return runArgo(ctx, l, o.argoApps, "", o.runs, o.keep)
+	}
+	return nil
+}
+
+// settle compares the run with the baseline, prints the comparison
+// (loudly when a case regressed), records the run when asked, and says
+// whether a case regressed.
+func settle(o options, l *ledger, context string) (bool, error) {
+	if o.baseline == "" {
+		return false, nil
+	}
+	b, err := readBaseline(o.baseline)
+	if err != nil {
+		return false, err
+	}
+	now := l.figures(context)
+	vs := compare(b.Cases, now, l.order, regressionLimit)
+	printComparison(os.Stdout, o.baseline, vs, regressionLimit)
+	if o.record {
+		if err := writeBaseline(o.baseline, merged(b, now)); err != nil {
+			return false, err
+		}
+		fmt.Printf("\nrecorded %d cases into %s\n", len(now), o.baseline)
+	}
+	return len(warnings(vs)) > 0, nil
+}
+
+func run(ctx context.Context, l *ledger, corpus string, runs int, keep, profile bool, copies string) error {
 	work, err := os.MkdirTemp("", "kplan-bench-")
 	if err != nil {
 		return err
@@ -185,8 +252,15 @@ func run(ctx context.Context, corpus string, runs int, keep, profile bool, copie
 	}
 	report(benches, runs)
 	reportIssue25(benches)
+	for _, b := range benches {
+		if b.name == cliSeq || b.name == cliPar {
+			l.recordPeer("kubeflow/"+b.name, b.ms)
+		} else {
+			l.record("kubeflow/"+b.name, b.ms, "kubeflow/"+cliSeq)
+		}
+	}
 	if copies != "" {
-		if err := growth(ctx, corpus, work, kplan, copies, runs); err != nil {
+		if err := growth(ctx, l, corpus, work, kplan, copies, runs); err != nil {
 			return err
 		}
 	}
@@ -204,9 +278,9 @@ func run(ctx context.Context, corpus string, runs int, keep, profile bool, copie
 }
 
 // runFlux builds kplan and runs the Flux cases (flux.go).
-func runFlux(ctx context.Context, bundle, flate, kplan string, runs int, keep bool) error {
+func runFlux(ctx context.Context, l *ledger, bundle, flate, kplan string, runs int, keep bool) error {
 	return inWork(ctx, "kplan-bench-flux-", kplan, keep, func(work, kplan string) error {
-		return fluxBench(ctx, work, kplan, bundle, flate, runs)
+		return fluxBench(ctx, l, work, kplan, bundle, flate, runs)
 	})
 }
 
@@ -327,7 +401,8 @@ type side struct {
 // cliScript runs `kustomize build` per overlay per side, as a script
 // would: one after another (workers 1), or one process per core (xargs
 // -P). Failing overlays (remote bases, without network) count as they
-// take. Peak RSS is the largest single process's.
+// take. Peak RSS is the largest single process's, CPU time the sum of
+// theirs.
 func cliScript(ctx context.Context, kustomize string, sides [2]side, workers int) (measure, error) {
 	type build struct{ dir, overlay string }
 	var todo []build
@@ -362,7 +437,10 @@ func cliScript(ctx context.Context, kustomize string, sides [2]side, workers int
 				case err != nil:
 					failed++
 				}
-				m.rss = max(m.rss, maxRSS(cmd.ProcessState))
+				if cmd.ProcessState != nil {
+					m.rss = max(m.rss, maxRSS(cmd.ProcessState))
+					m.cpu += cpuTime(cmd.ProcessState)
+				}
 				mu.Unlock()
 			}
 		}()
@@ -392,10 +470,7 @@ func kplanRun(ctx context.Context, args []string, env string) (measure, error) {
 	if err != nil {
 		return m, fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, tail(stderr.String()))
 	}
-	m.rss = maxRSS(cmd.ProcessState)
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		m.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
+	m.rss, m.cpu = maxRSS(cmd.ProcessState), cpuTime(cmd.ProcessState)
 	m.stats = plannedStats(stderr.String())
 	var phases []string
 	for _, p := range phaseRE.FindAllStringSubmatch(stderr.String(), -1) {
@@ -415,6 +490,15 @@ func plannedStats(log string) string {
 		return "?"
 	}
 	return fmt.Sprintf("%s overlays, %s builds, %s skipped, %s cached, %s failed fast", m[1], m[3], m[2], m[4], m[5])
+}
+
+// cpuTime is a finished process's CPU time, user and system, its
+// waited-for children included.
+func cpuTime(ps *os.ProcessState) time.Duration {
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return 0
 }
 
 func maxRSS(ps *os.ProcessState) int64 {
@@ -509,30 +593,11 @@ func command(ctx context.Context, dir, name string, args ...string) error {
 // peerKustomize builds the kustomize CLI once per release and Go version,
 // into os.UserCacheDir()/kplan, and checks it uses kplan's kustomize api.
 func peerKustomize(ctx context.Context) (string, error) {
-	root, err := os.UserCacheDir()
-	if err != nil {
-		root = os.TempDir()
-	}
-	dir := filepath.Join(root, "kplan", "kustomize-"+peerVersion+"-"+runtime.Version())
+	dir := filepath.Join(cacheRoot(), "kustomize-"+peerVersion+"-"+runtime.Version())
 	bin := filepath.Join(dir, "kustomize")
-	if _, err := os.Stat(bin); err != nil {
-		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+	if !executable(bin) {
+		if err := goInstall(ctx, "sigs.k8s.io/kustomize/kustomize/v5@"+peerVersion, dir); err != nil {
 			return "", err
-		}
-		tmp, err := os.MkdirTemp(filepath.Dir(dir), "build-")
-		if err != nil {
-			return "", err
-		}
-		defer os.RemoveAll(tmp)
-		cmd := exec.CommandContext(ctx, "go", "install", "sigs.k8s.io/kustomize/kustomize/v5@"+peerVersion)
-		cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOWORK=off")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("go install kustomize %s: %w\n%s", peerVersion, err, tail(string(out)))
-		}
-		if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, os.ErrExist) {
-			if _, serr := os.Stat(bin); serr != nil { // another run may have won
-				return "", err
-			}
 		}
 	}
 	want, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Version}}", "sigs.k8s.io/kustomize/api").Output()
@@ -700,13 +765,17 @@ func writeFile(p string, r io.Reader, mode os.FileMode) error {
 // of 1, 4 and 10 copies of the corpus, a pull request changing one file of
 // the first copy. The one-file PR is measured runs times (best shown), the
 // full plan once.
-func growth(ctx context.Context, corpus, work, kplan, copies string, runs int) error {
+func growth(ctx context.Context, l *ledger, corpus, work, kplan, copies string, runs int) error {
 	fmt.Printf("\ngrowth with the repository: monorepos of N copies of the corpus, a one-file PR to the first copy\n\n")
 	fmt.Printf("%7s %7s %8s   %20s   %20s\n", "copies", "files", "overlays", "one-file PR (RSS)", "full plan (RSS)")
+	first := 0
 	for _, c := range strings.Split(copies, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
 		if err != nil || n < 1 {
 			return fmt.Errorf("-growth %q: want a list of positive numbers", copies)
+		}
+		if first == 0 {
+			first = n
 		}
 		step(fmt.Sprintf("growth: %d copies of the corpus", n))
 		dir := filepath.Join(work, fmt.Sprintf("growth-%d", n))
@@ -735,6 +804,18 @@ func growth(ctx context.Context, corpus, work, kplan, copies string, runs int) e
 		}
 		fmt.Printf("%7d %7d %8s   %9s (%4d MiB)   %9s (%4d MiB)\n", n, r.files, overlays,
 			round(pr.best().wall), pr.peakRSS()>>20, round(full.wall), full.rss>>20)
+		// Each size against the first: how a plan grows is the figure.
+		for _, c := range []struct {
+			what string
+			ms   []measure
+		}{{"one-file PR", pr.ms}, {"full plan", []measure{full}}} {
+			name := fmt.Sprintf("kubeflow growth/%d copies/%s", n, c.what)
+			peer := fmt.Sprintf("kubeflow growth/%d copies/%s", first, c.what)
+			if n == first {
+				peer = ""
+			}
+			l.record(name, c.ms, peer)
+		}
 		os.RemoveAll(dir)
 	}
 	return nil
