@@ -65,10 +65,14 @@ func TestCompare(t *testing.T) {
 			was:  figures{CPUms: 200, RSSMiB: 80, Peer: "p", VsPeer: 0.4}, now: figures{CPUms: 300, RSSMiB: 80, Peer: "p", VsPeer: 0.41},
 		},
 		{
-			name: "the same CPU, but 1.5× its ratio to the peer",
+			name: "noise in the peer: the same CPU, 1.5× its ratio to the peer",
 			was:  figures{CPUms: 200, RSSMiB: 80, Peer: "p", VsPeer: 0.4}, now: figures{CPUms: 210, RSSMiB: 80, Peer: "p", VsPeer: 0.6},
+		},
+		{
+			name: "a slower kplan: 1.3× its CPU and its ratio to the peer",
+			was:  figures{CPUms: 200, RSSMiB: 80, Peer: "p", VsPeer: 0.4}, now: figures{CPUms: 260, RSSMiB: 80, Peer: "p", VsPeer: 0.52},
 			slower:  true,
-			warning: "SLOWER THAN BASELINE: case c: 1.50× its recorded CPU against p (0.4× → 0.6× the peer's CPU in the same run; its own CPU 200ms → 210ms, 1.05×)",
+			warning: "SLOWER THAN BASELINE: case c: 1.30× its recorded CPU (200ms → 260ms), 1.30× against p in the same run (0.4× → 0.52× its CPU)",
 		},
 		{
 			name: "the peer missing this run: judged by CPU",
@@ -94,6 +98,10 @@ func TestCompare(t *testing.T) {
 			name: "faster by half: worth recording",
 			was:  figures{CPUms: 200}, now: figures{CPUms: 100},
 			faster: true,
+		},
+		{
+			name: "faster by half, but the peer too: a faster machine",
+			was:  figures{CPUms: 200, Peer: "p", VsPeer: 0.4}, now: figures{CPUms: 100, Peer: "p", VsPeer: 0.4},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

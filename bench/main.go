@@ -99,7 +99,7 @@ func main() {
 	flag.BoolVar(&o.installFlate, "install-flate", false, "build the pinned flate ("+flateVersion+", with "+flateToolchain+") into the cache unless it is there, print its path and exit (make flate)")
 	flag.StringVar(&o.baseline, "baseline", "bench/baseline.json", "the recorded figures each case is compared with (\"\" for none)")
 	flag.BoolVar(&o.record, "record", false, "write this run's figures into -baseline (the cases it did not run are kept)")
-	flag.BoolVar(&o.strict, "strict", false, "exit with status 3 when a case is more than 20% slower (or larger) than its baseline")
+	flag.BoolVar(&o.strict, "strict", false, "exit non-zero (3; go run says 1) when a case is more than 20% slower (or larger) than its baseline")
 	flag.Parse()
 	ctx := context.Background()
 	if o.installFlate {
