@@ -71,8 +71,9 @@ cluster-helm:
 # Applications: docs/performance.md). The plan bench compares each case
 # with the figures recorded in bench/baseline.json and prints a block of
 # "SLOWER THAN BASELINE" lines when one is more than 20% slower (by its
-# CPU against its peer's where it has one); BENCHFLAGS=-strict makes that
-# an exit status, BENCHFLAGS=-record writes this run's figures there.
+# CPU, and by its CPU over its peer's too where it has one) or larger;
+# BENCHFLAGS=-strict makes that an exit status, BENCHFLAGS=-record
+# writes this run's figures there.
 # flate is built first (make flate); when it cannot be, the Flux cases run
 # without its columns and say how to install it.
 BENCHFLAGS ?=
