@@ -25,7 +25,6 @@ import (
 
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
-	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
@@ -301,12 +300,8 @@ func ParseFile(data []byte, file string) Declared {
 		if n.YNode().Kind != yaml.MappingNode {
 			continue
 		}
-		s, err := n.String()
+		m, err := objectOf(n)
 		if err != nil {
-			continue
-		}
-		var m map[string]any
-		if err := sigsyaml.Unmarshal([]byte(s), &m); err != nil {
 			continue
 		}
 		apiVersion, _ := m["apiVersion"].(string)

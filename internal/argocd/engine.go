@@ -314,12 +314,8 @@ func (e *Engine) children(t *Target, r *Result, have map[string]bool) []*Target 
 		if !IsApplication(o.GetApiVersion(), o.GetKind()) {
 			continue
 		}
-		s, err := o.String()
+		m, err := objectOf(o)
 		if err != nil {
-			continue
-		}
-		var m map[string]any
-		if err := sigsyaml.Unmarshal([]byte(s), &m); err != nil {
 			continue
 		}
 		a, err := Parse(m, t.File)
@@ -855,16 +851,20 @@ func fileDependencies(ctx context.Context, s *snapshot.Snapshot, dir string) []s
 	return out
 }
 
-// tree are the files below dir (only its own when not recurse).
+// tree are the files below dir (only its own when not recurse). The
+// index's paths are sorted, so those below dir are one run of them: a
+// search, not a pass over the repository per Application.
 func tree(s *snapshot.Snapshot, dir string, recurse bool) []string {
-	var out []string
+	all := s.Index.Paths()
 	prefix := dir + "/"
 	if dir == "." {
 		prefix = ""
 	}
-	for _, p := range s.Index.Paths() {
+	i, _ := slices.BinarySearch(all, prefix)
+	var out []string
+	for _, p := range all[i:] {
 		if !strings.HasPrefix(p, prefix) {
-			continue
+			break
 		}
 		if !recurse && strings.Contains(p[len(prefix):], "/") {
 			continue
