@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
 
@@ -57,7 +58,7 @@ func (e *Engine) generate(ctx context.Context, s *snapshot.Snapshot, set *AppSet
 	if err := convert(set.Object["spec"], &spec); err != nil {
 		return nil, fail("spec: %v", err)
 	}
-	g := &genCtx{e: e, ctx: ctx, s: s, spec: spec}
+	g := &genCtx{e: e, ctx: ctx, s: s, spec: spec, templates: &templates{}}
 	var out []*Application
 	names := map[string]string{}
 	for i, gen := range spec.Generators {
@@ -71,28 +72,68 @@ func (e *Engine) generate(ctx context.Context, s *snapshot.Snapshot, set *AppSet
 		// what the generator's leaves empty).
 		tmpl := mergeParams(spec.Template, gtmpl)
 		for _, ps := range sets {
-			app, err := g.application(tmpl, ps.p)
+			a, err := e.made(set, i, ps, func() (*Application, error) { return g.made(set, tmpl, ps, where) })
 			if err != nil {
-				return nil, fail("%s: %v", where, err)
-			}
-			if md, ok := app["metadata"].(map[string]any); ok {
-				md["namespace"] = set.Namespace
-			}
-			a, err := Parse(app, set.File)
-			if err != nil {
-				return nil, fail("an Application it makes: %v", err)
+				return nil, fail("%v", err)
 			}
 			if first, dup := names[a.Name]; dup {
 				// The controller refuses the whole ApplicationSet.
 				return nil, fail("%s and %s both make an Application named %s", first, where, a.Name)
 			}
 			names[a.Name] = where
-			a.Inputs = ps.inputs
-			a.Set = set.ID()
 			out = append(out, a)
 		}
 	}
 	return out, nil
+}
+
+// made is the Application the ApplicationSet set's generator gen makes
+// of the parameters ps, by build, once per plan: the same set (a file
+// alike on both sides is one *AppSet) and the same parameters make the
+// same Application, so the sides share it, and a generator's sets
+// whose inputs a change did not touch are not templated again. build's
+// errors are not kept.
+func (e *Engine) made(set *AppSet, gen int, ps paramSet, build func() (*Application, error)) (*Application, error) {
+	// %#v writes maps sorted, and the types of values: params equal
+	// under it template alike.
+	key := madeKey{set: set, gen: gen, params: fmt.Sprintf("%#v", ps.p), inputs: strings.Join(ps.inputs, "\x00")}
+	if a, ok := e.madeApps.Load(key); ok {
+		return a.(*Application), nil
+	}
+	a, err := build()
+	if err != nil {
+		return nil, err
+	}
+	e.madeApps.Store(key, a)
+	return a, nil
+}
+
+// madeKey names an Application an ApplicationSet makes: the set (its
+// pointer: its file's parse is shared while the plan runs), which of its
+// generators, the parameters and their inputs.
+type madeKey struct {
+	set            *AppSet
+	gen            int
+	params, inputs string
+}
+
+// made templates the Application of the parameters ps (generator where)
+// with tmpl, as set's.
+func (g *genCtx) made(set *AppSet, tmpl map[string]any, ps paramSet, where string) (*Application, error) {
+	app, err := g.application(tmpl, ps.p)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", where, err)
+	}
+	if md, ok := app["metadata"].(map[string]any); ok {
+		md["namespace"] = set.Namespace
+	}
+	a, err := Parse(app, set.File)
+	if err != nil {
+		return nil, fmt.Errorf("an Application it makes: %v", err)
+	}
+	a.Inputs = ps.inputs
+	a.Set = set.ID()
+	return a, nil
 }
 
 // application is the Application the template makes for params: every
@@ -107,7 +148,7 @@ func (g *genCtx) application(tmpl, params map[string]any) (map[string]any, error
 	}
 	// The controller leaves the template as written for no parameters.
 	if len(params) > 0 {
-		filled, err := fill(obj, params, spec.GoTemplate, spec.GoTemplateOptions)
+		filled, err := fill(g.templates, obj, params, spec.GoTemplate, spec.GoTemplateOptions)
 		if err != nil {
 			return nil, fmt.Errorf("template: %w", err)
 		}
@@ -122,7 +163,7 @@ func (g *genCtx) application(tmpl, params map[string]any) (map[string]any, error
 		}
 	}
 	if spec.TemplatePatch != nil {
-		patched, err := templatePatch(obj, *spec.TemplatePatch, params, spec.GoTemplate, spec.GoTemplateOptions)
+		patched, err := templatePatch(g.templates, obj, *spec.TemplatePatch, params, spec.GoTemplate, spec.GoTemplateOptions)
 		if err != nil {
 			return nil, fmt.Errorf("templatePatch: %w", err)
 		}
@@ -146,18 +187,18 @@ var tag = regexp.MustCompile(`{{\s*([^{}]*?)\s*}}`)
 // templates (with sprig's functions but those reading the environment,
 // as the controller has) or the default {{param}} syntax, which leaves
 // unknown parameters as written.
-func fill(v any, params map[string]any, goTemplate bool, opts []string) (any, error) {
+func fill(tc *templates, v any, params map[string]any, goTemplate bool, opts []string) (any, error) {
 	switch x := v.(type) {
 	case map[string]any:
 		out := map[string]any{}
 		for k, e := range x {
-			r, err := fill(e, params, goTemplate, opts)
+			r, err := fill(tc, e, params, goTemplate, opts)
 			if err != nil {
 				return nil, err
 			}
 			// Keys are templated too (an annotation named after a
 			// parameter).
-			key, err := fill(k, params, goTemplate, opts)
+			key, err := fill(tc, k, params, goTemplate, opts)
 			if err != nil {
 				return nil, err
 			}
@@ -167,7 +208,7 @@ func fill(v any, params map[string]any, goTemplate bool, opts []string) (any, er
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			r, err := fill(e, params, goTemplate, opts)
+			r, err := fill(tc, e, params, goTemplate, opts)
 			if err != nil {
 				return nil, err
 			}
@@ -188,7 +229,7 @@ func fill(v any, params map[string]any, goTemplate bool, opts []string) (any, er
 				return m
 			}), nil
 		}
-		return execTemplate(x, params, opts)
+		return execTemplate(tc, x, params, opts)
 	}
 	return v, nil
 }
@@ -201,11 +242,12 @@ const maxTemplateOutput = 1 << 20
 // the execution is abandoned, as a Helm templating is.
 const goTemplateTimeout = 5 * time.Second
 
-// execTemplate executes one Go template field with sprig's functions but
-// those reading the environment or the network (as the controller
-// has them) and those making a big value or a key at once, plus the
-// controller's normalize, toYaml, fromYaml and fromYamlArray.
-func execTemplate(x string, params map[string]any, opts []string) (string, error) {
+// templateFuncs are the functions of an ApplicationSet's Go templates:
+// sprig's but those reading the environment or the network (as the
+// controller has them) and those making a big value or a key at once,
+// plus the controller's normalize, toYaml, fromYaml and fromYamlArray.
+// Made once: sprig makes a map of some two hundred functions each time.
+var templateFuncs = sync.OnceValue(func() template.FuncMap {
 	funcs := sprig.TxtFuncMap()
 	funcs["normalize"] = sanitizeName
 	funcs["toYaml"] = func(v any) string {
@@ -234,13 +276,51 @@ func execTemplate(x string, params map[string]any, opts []string) (string, error
 		"derivePassword", "bcrypt", "htpasswd", "randBytes", "randAlpha", "randAlphaNum", "randAscii", "randNumeric"} {
 		delete(funcs, f)
 	}
+	return funcs
+})
+
+// templates keeps the Go templates of one ApplicationSet's fields
+// parsed: each Application it makes executes the same few. A nil
+// *templates parses each anew.
+type templates struct {
+	mu sync.Mutex
+	m  map[string]*template.Template // by options and text
+}
+
+// parse parses the template x with opts (checked).
+func (c *templates) parse(x string, opts []string) (*template.Template, error) {
+	key := strings.Join(opts, "\x00") + "\x00\x00" + x
+	if c != nil {
+		c.mu.Lock()
+		t, ok := c.m[key]
+		c.mu.Unlock()
+		if ok {
+			return t, nil
+		}
+	}
+	t, err := template.New("").Funcs(templateFuncs()).Option(opts...).Parse(x)
+	if err != nil || c == nil {
+		return t, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]*template.Template{}
+	}
+	c.m[key] = t // executions share it: text/template executes in parallel
+	return t, nil
+}
+
+// execTemplate executes one Go template field with templateFuncs,
+// bounded in time and output; tc keeps the parsed templates (nil: none).
+func execTemplate(tc *templates, x string, params map[string]any, opts []string) (string, error) {
 	for _, o := range opts {
 		// text/template panics on any other option.
 		if !slices.Contains([]string{"missingkey=default", "missingkey=invalid", "missingkey=zero", "missingkey=error"}, o) {
 			return "", fmt.Errorf("goTemplateOptions: %q is not a template option (missingkey=default, invalid, zero or error)", o)
 		}
 	}
-	t, err := template.New("").Funcs(funcs).Option(opts...).Parse(x)
+	t, err := tc.parse(x, opts)
 	if err != nil {
 		return "", err
 	}

@@ -67,6 +67,19 @@ type Engine struct {
 	opts   Options
 	charts *helm.Charts
 	pulled sync.Map // pulledMayOutput's answers
+	// madeApps are the Applications ApplicationSets made, by madeKey.
+	madeApps sync.Map
+	// builders compute the closures of a snapshot's Applications, one
+	// per snapshot (a *sideBuilder): Applications sharing a base share
+	// its reading.
+	builders sync.Map
+}
+
+// sideBuilder is the closure builder of one snapshot, which is not safe
+// for concurrent use.
+type sideBuilder struct {
+	mu sync.Mutex
+	b  *closure.Builder
 }
 
 // New returns an Engine for opts.
@@ -103,6 +116,10 @@ type Target struct {
 
 	name string
 	own  []string // the paths its sources and declaration read, without its parent's
+	// listed are the directories whose listing (the files below them)
+	// its closure depends on, beyond its paths: a chart's, a directory
+	// source's; "." when any file may count.
+	listed []string
 }
 
 // Name is the target's identity in a plan: namespace/name of the
@@ -204,24 +221,50 @@ func (e *Engine) plan(ctx context.Context, snaps []*snapshot.Snapshot, changed m
 		res[i], level[i] = r, r.Targets
 	}
 	var unknown map[*Target]*Target
+	var reuse *reuse
 	if len(snaps) == 2 {
 		unknown = unknownTwins(res)
+		if changed != nil {
+			// Not on a full plan, which computes every closure on both
+			// sides: it stays a check of the changed-only plan.
+			reuse = newReuse(snapshot.Changed(snaps[0].Index, snaps[1].Index))
+		}
 	}
+	// Whether a closure's own files may output Applications, by closure.
+	answered := map[*closure.Closure]bool{}
 	for depth := 0; ; depth++ {
 		name(res...)
 		for i, s := range snaps {
 			var candidates []*Target
 			for _, t := range level[i] {
-				t.Closure = e.closure(ctx, s, t)
+				if i == 1 {
+					reuse.closure(res[0], t)
+				}
+				if t.Closure == nil {
+					t.Closure = e.closure(ctx, s, t)
+				}
 				// One whose twin is unknown is planned on every run, as
 				// --full plans it: the twin's side failed, whatever changed.
 				if changed != nil && unknown[t] == nil && t.Closure.Bounded() && !t.Closure.Meets(changed) {
 					candidates = append(candidates, t)
 				}
 			}
-			outputs := e.mayOutput(ctx, s, candidates)
+			// A closure head took from base answers alike: the files its
+			// sources read are base's.
+			var ask []*Target
 			for _, t := range candidates {
-				t.Deferred = !outputs[t]
+				if _, ok := answered[t.Closure]; !ok {
+					ask = append(ask, t)
+				}
+			}
+			outputs := e.mayOutput(ctx, s, ask)
+			for _, t := range candidates {
+				may, ok := answered[t.Closure]
+				if !ok {
+					may = outputs[t]
+					answered[t.Closure] = may
+				}
+				t.Deferred = !may
 			}
 		}
 		// Which to render is decided for every side before any renders
@@ -361,8 +404,13 @@ func (e *Engine) mayOutput(ctx context.Context, s *snapshot.Snapshot, ts []*Targ
 		}
 	}
 	// The apiVersion's group/version, not the group alone: Argo CD's
-	// annotations (argocd.argoproj.io/hook) name it on any object.
-	has, err := s.Containing(ctx, sortedKeys(all), Group+"/v")
+	// annotations (argocd.argoproj.io/hook) name it on any object. A
+	// file naming it names the group, which discovery searched its YAML
+	// files for: the second search reads the few that do.
+	has, err := s.Containing(ctx, sortedKeys(all), Group)
+	if err == nil {
+		has, err = s.Containing(ctx, has, Group+"/v")
+	}
 	named := map[string]bool{}
 	for _, p := range has {
 		named[p] = true
@@ -718,7 +766,15 @@ func (e *Engine) kustomize(ctx context.Context, s *snapshot.Snapshot, src Source
 // patch files, a chart's or directory's tree, value files), the file
 // declaring it and the directories above them.
 func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *closure.Closure {
-	b := closure.New(closure.SnapshotSource(ctx, s), closure.Options{Memo: e.opts.Memo, EnableHelm: e.opts.KustomizeEnableHelm})
+	v, _ := e.builders.LoadOrStore(s, &sideBuilder{})
+	sb := v.(*sideBuilder)
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.b == nil {
+		sb.b = closure.New(closure.SnapshotSource(ctx, s), closure.Options{Memo: e.opts.Memo, EnableHelm: e.opts.KustomizeEnableHelm})
+	}
+	b := sb.b
+	t.listed = nil
 	u := closure.NewUnion(t.ID())
 	u.Path(t.File)
 	for _, p := range t.Inputs {
@@ -766,6 +822,10 @@ func (e *Engine) sourceClosure(ctx context.Context, s *snapshot.Snapshot, b *clo
 		// Which kind a source is depends on the files at its top.
 		u.Path(join(dir, "Chart.yaml"))
 		u.Add(b.Overlay(dir))
+		if e.opts.KustomizeEnableHelm {
+			// Its helmCharts' directories are listed, wherever they are.
+			t.listed = append(t.listed, ".")
+		}
 		if k := src.Kustomize; k != nil {
 			for _, c := range k.Components {
 				u.Add(b.Overlay(join(dir, c)))
@@ -778,18 +838,21 @@ func (e *Engine) sourceClosure(ctx context.Context, s *snapshot.Snapshot, b *clo
 			}
 		}
 	case kindHelm:
+		t.listed = append(t.listed, dir)
 		for _, f := range tree(s, dir, true) {
 			u.Path(f)
 		}
 		e.valueFiles(u, t, src, dir, refs)
 		// The file:// dependencies helm dependency build copies in.
 		for _, d := range fileDependencies(ctx, s, dir) {
+			t.listed = append(t.listed, d)
 			u.Path(d)
 			for _, f := range tree(s, d, true) {
 				u.Path(f)
 			}
 		}
 	case kindDirectory:
+		t.listed = append(t.listed, dir)
 		recurse := src.Directory != nil && src.Directory.Recurse
 		for _, f := range tree(s, dir, recurse) {
 			u.Path(f)
@@ -883,3 +946,48 @@ func cleanPath(p string) string {
 }
 
 func join(dir, name string) string { return cleanPath(path.Join(dir, name)) }
+
+// reuse lets head's Applications take base's closures where the change
+// cannot have changed them: most Applications of a repository are alike
+// on both sides, and computing a closure reads kustomizations, lists
+// charts and directories.
+type reuse struct {
+	changed map[string]bool // the paths that differ between the sides
+	below   map[string]bool // the directories holding one of them, "." too
+}
+
+func newReuse(changed map[string]bool) *reuse {
+	r := &reuse{changed: changed, below: map[string]bool{}}
+	for p := range changed {
+		for d := path.Dir(p); !r.below[d]; d = path.Dir(d) {
+			r.below[d] = true
+			if d == "." || d == "/" {
+				break
+			}
+		}
+	}
+	return r
+}
+
+// closure gives head's t the closure of base's target of its name when
+// it is the same Application (one parse of a file alike on both sides,
+// or one making by an ApplicationSet of alike parameters), declared in
+// git (not rendered by a parent), and none of what its closure read
+// changed: no path of it, no file below a directory it lists. A closure
+// is what its Application's spec reads of those, so it would come out
+// the same. A nil r reuses nothing.
+func (r *reuse) closure(base *Result, t *Target) {
+	if r == nil || t.Parent != nil {
+		return
+	}
+	b := base.Target(t.Name())
+	if b == nil || b.Application != t.Application || b.Parent != nil || b.Closure == nil || b.Closure.Err != nil || b.Closure.Meets(r.changed) {
+		return
+	}
+	for _, d := range b.listed {
+		if r.below[d] {
+			return
+		}
+	}
+	t.Closure, t.own, t.listed = b.Closure, b.own, b.listed
+}

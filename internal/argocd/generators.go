@@ -37,10 +37,11 @@ const secretTypeLabel = "argocd.argoproj.io/secret-type"
 
 // genCtx carries one ApplicationSet's settings through its generators.
 type genCtx struct {
-	e    *Engine
-	ctx  context.Context
-	s    *snapshot.Snapshot
-	spec appSetSpec
+	e         *Engine
+	ctx       context.Context
+	s         *snapshot.Snapshot
+	spec      appSetSpec
+	templates *templates
 }
 
 // paramSet is one set of a generator's parameters, with the repository
@@ -123,7 +124,7 @@ func (g *genCtx) params(gen map[string]any, where string, outer *paramSet, depth
 	if outer != nil && len(outer.p) > 0 {
 		// A matrix's second generator may use the first's parameters
 		// anywhere in its spec.
-		filled, err := fill(spec, outer.p, g.spec.GoTemplate, g.spec.GoTemplateOptions)
+		filled, err := fill(g.templates, spec, outer.p, g.spec.GoTemplate, g.spec.GoTemplateOptions)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: the first generator's parameters in it: %v", where, err)
 		}
@@ -363,7 +364,7 @@ func (g *genCtx) appendValues(p map[string]any, values map[string]string) error 
 	}
 	out := map[string]any{}
 	for k, v := range values {
-		r, err := fill(v, p, g.spec.GoTemplate, g.spec.GoTemplateOptions)
+		r, err := fill(g.templates, v, p, g.spec.GoTemplate, g.spec.GoTemplateOptions)
 		if err != nil {
 			return fmt.Errorf("values.%s: %v", k, err)
 		}
@@ -839,8 +840,8 @@ func pathParams(prefix, dir, file string, goTemplate bool) map[string]any {
 // Application obj: the patch templated with params, then merged as the
 // controller's strategic merge patch merges it into an Application (maps
 // merged, lists replaced but metadata.finalizers, null deleting).
-func templatePatch(obj map[string]any, patch string, params map[string]any, goTemplate bool, opts []string) (map[string]any, error) {
-	filled, err := fill(patch, params, goTemplate, opts)
+func templatePatch(tc *templates, obj map[string]any, patch string, params map[string]any, goTemplate bool, opts []string) (map[string]any, error) {
+	filled, err := fill(tc, patch, params, goTemplate, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -344,7 +344,7 @@ func TestTemplatePatch(t *testing.T) {
 		{"directive", "spec: {sources: [{$patch: delete}]}", "", "strategic merge directives"},
 		{"not a map", "- a", "", "not a YAML map"},
 	} {
-		got, err := templatePatch(app, tc.patch, map[string]any{"v": "v"}, true, nil)
+		got, err := templatePatch(nil, app, tc.patch, map[string]any{"v": "v"}, true, nil)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%s: %v, want %q", tc.name, err, tc.err)

@@ -54,11 +54,11 @@ func TestGoTemplateIsBounded(t *testing.T) {
 		"writes a lot":    "{{ range 100000000 }}xxxxxxxxxxxxxxxx{{ end }}",
 		"no sprig repeat": `{{ repeat 1000000000 "x" }}`,
 	} {
-		if _, err := execTemplate(tmpl, nil, nil); err == nil {
+		if _, err := execTemplate(nil, tmpl, nil, nil); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
-	if out, err := execTemplate(`{{ .a | upper }}`, map[string]any{"a": "x"}, nil); err != nil || out != "X" {
+	if out, err := execTemplate(nil, `{{ .a | upper }}`, map[string]any{"a": "x"}, nil); err != nil || out != "X" {
 		t.Errorf("upper: %q %v", out, err)
 	}
 }
