@@ -97,6 +97,9 @@ func TestArgoCDChangedOnlyEqualsFullOnHistory(t *testing.T) {
 		{"chart template", func() {
 			gittest.Write(t, dir, map[string]string{"charts/web/templates/deployment.yaml": strings.Replace(read("charts/web/templates/deployment.yaml"), "env: {{ .Values.env }}", "env: {{ .Values.env }}\n    tier: web", 1)})
 		}, []string{"argocd/web"}, 0},
+		{"new chart template", func() {
+			gittest.Write(t, dir, map[string]string{"charts/web/templates/extra.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\n"})
+		}, []string{"argocd/web"}, 0},
 		{"$ref value file", func() {
 			gittest.Write(t, dir, map[string]string{"envs/prod.yaml": "image:\n  repository: registry.example.com/nginx-hardened\n"})
 		}, []string{"argocd/web"}, 0},
@@ -108,6 +111,12 @@ func TestArgoCDChangedOnlyEqualsFullOnHistory(t *testing.T) {
 		}, nil, 1},
 		{"kustomize base", func() {
 			gittest.Write(t, dir, map[string]string{"guestbook/base/service.yaml": strings.Replace(read("guestbook/base/service.yaml"), "port: 80", "port: 8080", 1)})
+		}, []string{"argocd/guestbook"}, 0},
+		{"new resource of a kustomize base", func() {
+			gittest.Write(t, dir, map[string]string{
+				"guestbook/base/kustomization.yaml": strings.Replace(read("guestbook/base/kustomization.yaml"), "resources:\n", "resources:\n  - extra.yaml\n", 1),
+				"guestbook/base/extra.yaml":         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\n",
+			})
 		}, []string{"argocd/guestbook"}, 0},
 		{"component", func() {
 			gittest.Write(t, dir, map[string]string{"guestbook/components/debug/configmap.yaml": strings.Replace(read("guestbook/components/debug/configmap.yaml"), "debug\n", "trace\n", 1)})
