@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 )
 
-// The Argo CD case plans a synthetic repository of argoApps Argo CD
-// Applications, written by the bench into a temporary git repository (no
-// testdata: its shape is below), and a pull request changing one of them:
+// The Argo CD case plans synthetic repositories of Argo CD Applications,
+// written by the bench into temporary git repositories (no testdata:
+// their shape is below), and a pull request changing one of them:
 //
 //   - 40% kustomize sources: an overlay per Application on a shared base,
 //     the Application's kustomize: settings (namePrefix, images, labels);
@@ -23,91 +24,167 @@ import (
 //   - 10% made by an ApplicationSet's git directory generator.
 //
 // The pull request bumps the image of one kustomize Application in its
-// kustomize.images, as Renovate would. kplan's changed-only plan is
-// measured beside its --full plan of the same commits (each checked to
-// say the same), wall time, CPU and peak RSS.
+// kustomize.images, as Renovate would; its second push bumps it again.
+// At each size of the curve (argoSizes: 500, 2,000 and 5,000
+// Applications) kplan's changed-only plan is measured beside its --full
+// plan of the same commits (each checked to say the same), and the second
+// push with the render cache of the first (warm): CPU (user+sys, git's
+// included), wall time and peak RSS. The repositories are packed, as a
+// CI checkout is (loose objects cost 2.6x in git reads).
 const (
 	argoRepoURL   = "https://github.com/example/fleet.git"
 	argoChanged   = "apps/kustomize/shop-007.yaml"
 	argoImageOld  = "registry.example.com/shop:1.0.7"
 	argoImageNew  = "registry.example.com/shop:1.0.8"
+	argoImageNext = "registry.example.com/shop:1.0.9"
 	argoBudget    = time.Second
 	argoBudgetRSS = 256 << 20
+	// argoBudgetGrowth bounds the one-Application plan's CPU at the
+	// curve's largest size against its smallest.
+	argoBudgetGrowth = 1.5
 )
 
-// runArgo builds kplan (unless given) and runs the Argo CD case.
+// argoCurve are the sizes of the Argo CD curve.
+var argoCurve = []int{500, 2000, 5000}
+
+// argoSizes are the sizes measured for -argocd-apps max: the curve's up
+// to max, and max.
+func argoSizes(max int) []int {
+	var out []int
+	for _, n := range argoCurve {
+		if n < max {
+			out = append(out, n)
+		}
+	}
+	return append(out, max)
+}
+
+// runArgo builds kplan (unless given) and runs the Argo CD case at each
+// size up to apps.
 func runArgo(ctx context.Context, l *ledger, apps int, kplan string, runs int, keep bool) error {
 	return inWork(ctx, "kplan-bench-argocd-", kplan, keep, func(work, kplan string) error {
-		return argoBench(ctx, l, work, kplan, apps, runs)
+		var points []*argoPoint
+		for _, n := range argoSizes(apps) {
+			p, err := argoBench(ctx, l, work, kplan, n, runs)
+			if err != nil {
+				return err
+			}
+			points = append(points, p)
+		}
+		argoCurveReport(points, runs)
+		return nil
 	})
 }
 
-func argoBench(ctx context.Context, l *ledger, work, kplan string, apps, runs int) error {
+// argoPoint is the Argo CD case at one size.
+type argoPoint struct {
+	apps, files     int
+	full, one, warm *bench
+}
+
+func argoBench(ctx context.Context, l *ledger, work, kplan string, apps, runs int) (*argoPoint, error) {
 	step(fmt.Sprintf("Argo CD: write a repository of %d Applications", apps))
-	dir := filepath.Join(work, "argocd-repo")
+	dir := filepath.Join(work, fmt.Sprintf("argocd-%d", apps))
 	files, err := writeArgoRepo(dir, apps)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	git := func(args ...string) error { return command(ctx, dir, "git", args...) }
-	for _, args := range [][]string{
-		{"init", "-q", "-b", "main"}, {"remote", "add", "origin", argoRepoURL},
-		{"add", "-A"}, {"commit", "-qm", "base"},
-	} {
-		if err := git(args...); err != nil {
+	push := func(from, to, msg string) error {
+		if err := replaceIn(filepath.Join(dir, argoChanged), from, to); err != nil {
 			return err
 		}
+		return git("commit", "-qam", msg)
 	}
-	if err := replaceIn(filepath.Join(dir, argoChanged), argoImageOld, argoImageNew); err != nil {
-		return err
+	for _, step := range []func() error{
+		func() error { return git("init", "-q", "-b", "main") },
+		func() error { return git("remote", "add", "origin", argoRepoURL) },
+		func() error { return git("add", "-A") },
+		func() error { return git("commit", "-qm", "base") },
+		func() error { return push(argoImageOld, argoImageNew, "bump one image") },
+		func() error { return push(argoImageNew, argoImageNext, "bump it again") },
+		// A CI checkout is packed.
+		func() error { return git("repack", "-adq") },
+	} {
+		if err := step(); err != nil {
+			return nil, err
+		}
 	}
-	if err := git("commit", "-qam", "bump one image"); err != nil {
-		return err
+	const base, head, head2 = "HEAD~2", "HEAD~", "HEAD"
+	for _, c := range []struct{ name, head string }{{"one Application changed", head}, {"its second push", head2}} {
+		if err := sameAsFull(ctx, kplan, dir, fmt.Sprintf("%d Applications, %s", apps, c.name), base, c.head, []string{"--argocd"}); err != nil {
+			return nil, err
+		}
 	}
-	fmt.Printf("\nArgo CD: %d Applications (%d files); the pull request bumps an image in %s\n", apps, files, argoChanged)
-	if err := sameAsFull(ctx, kplan, dir, "one Application changed", "HEAD~", "HEAD", []string{"--argocd"}); err != nil {
-		return err
+	diff := func(head string, extra ...string) []string {
+		return append([]string{kplan, "diff", "-C", dir, "--base", base, "--head", head, "--format", "json", "--fail-on-error=false", "--argocd"}, extra...)
 	}
-	diff := func(extra ...string) []string {
-		return append([]string{kplan, "diff", "-C", dir, "--base", "HEAD~", "--head", "HEAD", "--format", "json", "--fail-on-error=false", "--argocd"}, extra...)
+	cache := filepath.Join(work, fmt.Sprintf("cache-%d", apps))
+	p := &argoPoint{apps: apps, files: files,
+		full: &bench{name: "kplan --full", run: func() (measure, error) { return kplanRun(ctx, diff(head, "--full"), "") }},
+		one:  &bench{name: "kplan, one Application", run: func() (measure, error) { return kplanRun(ctx, diff(head), "") }},
+		warm: &bench{name: "2nd push, cached", run: func() (measure, error) {
+			// The first push fills the cache; the second is measured.
+			os.RemoveAll(cache)
+			if _, err := kplanRun(ctx, diff(head, "--cache-dir", cache), ""); err != nil {
+				return measure{}, err
+			}
+			return kplanRun(ctx, diff(head2, "--cache-dir", cache), "")
+		}},
 	}
-	benches := []*bench{
-		{name: "kplan --full", run: func() (measure, error) { return kplanRun(ctx, diff("--full"), "") }},
-		{name: "kplan, one Application", run: func() (measure, error) { return kplanRun(ctx, diff(), "") }},
-	}
+	benches := []*bench{p.full, p.one, p.warm}
 	for i := range runs {
 		for _, b := range benches {
-			step(fmt.Sprintf("Argo CD run %d/%d: %s", i+1, runs, b.name))
+			step(fmt.Sprintf("Argo CD, %d Applications, run %d/%d: %s", apps, i+1, runs, b.name))
 			m, err := b.run()
 			if err != nil {
-				return fmt.Errorf("%s: %w", b.name, err)
+				return nil, fmt.Errorf("%s: %w", b.name, err)
 			}
 			b.ms = append(b.ms, m)
 		}
 	}
-	fmt.Printf("\nArgo CD plans, best of %d runs (median in brackets; CPU user+sys of the best run), peak RSS the highest of the runs\n\n", runs)
-	fmt.Printf("%-26s %18s %10s %10s   %s\n", "", "wall", "CPU", "peak RSS", "work")
+	fmt.Printf("\nArgo CD: %d Applications (%d files, packed); the pull request bumps an image in %s\n", apps, files, argoChanged)
+	fmt.Printf("%-26s %18s %10s   %s\n", "", "wall", "CPU", "peak RSS")
 	for _, b := range benches {
-		m := b.best()
-		fmt.Printf("%-26s %8s [%7s] %10s %6d MiB   %s\n", b.name, round(m.wall), round(b.median()), round(m.cpu), b.peakRSS()>>20, m.stats)
+		fmt.Printf("%-26s %8s [%7s] %10s %6d MiB\n", b.name, round(b.best().wall), round(b.median()), round(b.leastCPU()), b.peakRSS()>>20)
 	}
-	full, one := benches[0], benches[1]
+	fmt.Printf("phases of the one-Application plan: %s\n", p.one.best().phases)
 	prefix := fmt.Sprintf("argocd %d/", apps)
-	l.record(prefix+full.name, full.ms, "")
-	l.record(prefix+one.name, one.ms, prefix+full.name)
-	fmt.Printf("\none Application vs --full:  %5.1fx faster (wall), %5.1fx less CPU, %4.1fx less peak RSS\n",
-		ratio(full.best().wall, one.best().wall), ratio(full.best().cpu, one.best().cpu), float64(full.peakRSS())/float64(one.peakRSS()))
+	l.record(prefix+p.full.name, p.full.ms, "")
+	l.record(prefix+p.one.name, p.one.ms, prefix+p.full.name)
+	l.record(prefix+p.warm.name, p.warm.ms, prefix+p.full.name)
+	return p, nil
+}
+
+// argoCurveReport prints the curve: each size's plans, and the largest
+// size's one-Application plan against the smallest's.
+func argoCurveReport(points []*argoPoint, runs int) {
+	fmt.Printf("\nArgo CD curve (load average %s, %d cores; CPU user+sys, the least of %d runs; wall the best; peak RSS the highest)\n\n", loadAverage(), runtime.NumCPU(), runs)
+	fmt.Printf("%6s %6s   %-26s   %-26s   %-26s\n", "apps", "files", "one Application", "2nd push, cached", "--full")
+	cell := func(b *bench) string {
+		return fmt.Sprintf("%7s %7s %4d MiB", round(b.leastCPU()), round(b.best().wall), b.peakRSS()>>20)
+	}
+	for _, p := range points {
+		fmt.Printf("%6d %6d   %-26s   %-26s   %-26s\n", p.apps, p.files, cell(p.one), cell(p.warm), cell(p.full))
+	}
+	if len(points) < 2 {
+		return
+	}
+	small, large := points[0], points[len(points)-1]
 	verdict := func(ok bool) string {
 		if ok {
 			return "met"
 		}
 		return "NOT MET"
 	}
-	fmt.Printf("one Application: %s (target at most %s: %s), %d MiB (target at most %d MiB: %s)\n",
-		round(one.best().wall), argoBudget, verdict(one.best().wall <= argoBudget),
-		one.peakRSS()>>20, argoBudgetRSS>>20, verdict(one.peakRSS() <= argoBudgetRSS))
-	fmt.Printf("phases of the one-Application plan: %s\n", one.best().phases)
-	return nil
+	growth := func(b func(*argoPoint) *bench) float64 { return ratio(b(large).leastCPU(), b(small).leastCPU()) }
+	one := growth(func(p *argoPoint) *bench { return p.one })
+	fmt.Printf("\n%d vs %d Applications, one-Application change: %.2fx the CPU (target at most %.1fx: %s), %.2fx cached, %.2fx for --full\n",
+		large.apps, small.apps, one, argoBudgetGrowth, verdict(one <= argoBudgetGrowth),
+		growth(func(p *argoPoint) *bench { return p.warm }), growth(func(p *argoPoint) *bench { return p.full }))
+	fmt.Printf("one Application at %d: %s wall (target at most %s: %s), %d MiB (target at most %d MiB: %s)\n", large.apps,
+		round(large.one.best().wall), argoBudget, verdict(large.one.best().wall <= argoBudget),
+		large.one.peakRSS()>>20, argoBudgetRSS>>20, verdict(large.one.peakRSS() <= argoBudgetRSS))
 }
 
 // writeArgoRepo writes the synthetic repository and returns its number

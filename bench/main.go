@@ -2,8 +2,8 @@
 // corpus: the kubeflow manifests, unpacked into a git repository with a
 // synthetic head commit that touches one application; then Flux plans
 // against flate on onedr0p/home-ops's history (flux.go); then a
-// one-Application change beside the full plan on a synthetic repository
-// of 500 Argo CD Applications (argocd.go).
+// one-Application change beside the full plan on synthetic repositories
+// of 500, 2,000 and 5,000 Argo CD Applications (argocd.go).
 //
 //	go run ./bench -corpus ../shared/corpus/kubeflow-manifests.tar.gz
 //	go run ./bench -flux-only -flate /path/to/flate
@@ -94,7 +94,7 @@ func main() {
 	flag.StringVar(&o.flate, "flate", "", "the flate binary the Flux cases compare with (default: the pinned flate `make flate` built, else flate on the PATH; none: its columns are left out)")
 	flag.BoolVar(&o.fluxOnly, "flux-only", false, "run the Flux cases only")
 	flag.StringVar(&o.kplan, "kplan", "", "with -flux-only or -argocd-only: the kplan binary to measure (default: built from this checkout), to compare builds")
-	flag.IntVar(&o.argoApps, "argocd-apps", 500, "Applications in the Argo CD case's synthetic repository (0 for no Argo CD case)")
+	flag.IntVar(&o.argoApps, "argocd-apps", 5000, "Applications in the Argo CD case's largest synthetic repository: the curve plans 500, 2000 and 5000 up to it (0 for no Argo CD case)")
 	flag.BoolVar(&o.argoOnly, "argocd-only", false, "run the Argo CD case only")
 	flag.BoolVar(&o.installFlate, "install-flate", false, "build the pinned flate ("+flateVersion+", with "+flateToolchain+") into the cache unless it is there, print its path and exit (make flate)")
 	flag.StringVar(&o.baseline, "baseline", "bench/baseline.json", "the recorded figures each case is compared with (\"\" for none)")
