@@ -46,8 +46,11 @@ type Application struct {
 	// File declares it in the repository.
 	File string
 	Spec AppSpec
-	// Object is the object as written, to tell whether a side changed it.
-	Object map[string]any
+	// object is the object as written, in JSON (keys sorted), to tell
+	// whether a side changed it: the bytes, not the decoded maps, are
+	// kept for the thousands of Applications of a repository (a fifth of
+	// a plan's live memory).
+	object []byte
 	// Inputs are the repository files besides File an ApplicationSet's
 	// generators read to make it (git files, .kplan.yaml's clusters).
 	Inputs []string
@@ -58,6 +61,23 @@ type Application struct {
 
 // ID is namespace/name.
 func (a *Application) ID() string { return a.Namespace + "/" + a.Name }
+
+// Object is the object as written, as JSON decodes it; nil when it has
+// none (an Application made in a test).
+func (a *Application) Object() map[string]any {
+	var m map[string]any
+	if json.Unmarshal(a.object, &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// SameObject reports whether b is the object a is: one parse, or the same
+// JSON. JSON keeps every difference the plan reads (it is what the spec
+// is decoded from).
+func (a *Application) SameObject(b *Application) bool {
+	return a == b || (a.object != nil && bytes.Equal(a.object, b.object))
+}
 
 // AppSpec is the part of an Application's spec kplan reads.
 type AppSpec struct {
@@ -241,7 +261,7 @@ func Parse(obj map[string]any, file string) (*Application, error) {
 	if o.Metadata.Name == "" {
 		return nil, fmt.Errorf("%s: %w: an Application without metadata.name", file, ErrParse)
 	}
-	a := &Application{Namespace: o.Metadata.Namespace, Name: o.Metadata.Name, File: file, Spec: o.Spec, Object: obj}
+	a := &Application{Namespace: o.Metadata.Namespace, Name: o.Metadata.Name, File: file, Spec: o.Spec, object: data}
 	if a.Namespace == "" {
 		a.Namespace = DefaultNamespace
 	}
@@ -423,7 +443,7 @@ func (a *Application) DeleteNotes() []string {
 // Cascades says whether deleting the Application deletes the objects it
 // synced: it carries the resources finalizer (either propagation).
 func (a *Application) Cascades() bool {
-	md, _ := a.Object["metadata"].(map[string]any)
+	md, _ := a.Object()["metadata"].(map[string]any)
 	fs, _ := md["finalizers"].([]any)
 	for _, f := range fs {
 		if s, ok := f.(string); ok && (s == ResourcesFinalizer || strings.HasPrefix(s, ResourcesFinalizer+"/")) {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"path"
-	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -273,7 +272,7 @@ func (e *Engine) plan(ctx context.Context, snaps []*snapshot.Snapshot, changed m
 		for i := range snaps {
 			for _, t := range level[i] {
 				if t.Deferred && len(snaps) == 2 {
-					if o := res[1-i].Target(t.Name()); o != nil && o.Deferred && reflect.DeepEqual(o.Object, t.Object) {
+					if o := res[1-i].Target(t.Name()); o != nil && o.Deferred && o.SameObject(t.Application) {
 						continue
 					}
 				}

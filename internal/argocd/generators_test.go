@@ -54,7 +54,7 @@ func TestApplicationSetGeneratorsMakeArgoCDsApplications(t *testing.T) {
 			t.Errorf("%s: %v", tg.Name(), tg.Err)
 			continue
 		}
-		md, _ := tg.Object["metadata"].(map[string]any)
+		md, _ := tg.Object()["metadata"].(map[string]any)
 		var extra []string
 		if l, ok := md["labels"].(map[string]any); ok {
 			extra = append(extra, "labels "+l["file"].(string)+" "+l["dir"].(string))
