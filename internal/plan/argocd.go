@@ -22,9 +22,11 @@ import (
 type argoEngine struct{}
 
 // needles are what detection searches the base's YAML for, unless
-// Options.ArgoCD says whether to plan Argo CD.
+// Options.ArgoCD turns Argo CD off: with it on, Argo CD's discovery
+// takes the answers of that one search (and a warm plan those the render
+// cache kept) instead of reading every YAML file again.
 func (argoEngine) needles(opts Options) []string {
-	if opts.ArgoCD != nil {
+	if opts.ArgoCD != nil && !*opts.ArgoCD {
 		return nil
 	}
 	return []string{argocd.Group}
