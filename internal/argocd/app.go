@@ -248,6 +248,12 @@ func Parse(obj map[string]any, file string) (*Application, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", file, ErrParse, err)
 	}
+	return parseJSON(data, file, func() any { return nameOf(obj) })
+}
+
+// parseJSON is Parse of the object's JSON (keys sorted, as Parse writes
+// it); name names the object in errors.
+func parseJSON(data []byte, file string, name func() any) (*Application, error) {
 	var o struct {
 		Metadata struct {
 			Name      string `json:"name"`
@@ -256,7 +262,7 @@ func Parse(obj map[string]any, file string) (*Application, error) {
 		Spec AppSpec `json:"spec"`
 	}
 	if err := json.Unmarshal(data, &o); err != nil {
-		return nil, fmt.Errorf("%s: %w: Application %v: %w", file, ErrParse, nameOf(obj), err)
+		return nil, fmt.Errorf("%s: %w: Application %v: %w", file, ErrParse, name(), err)
 	}
 	if o.Metadata.Name == "" {
 		return nil, fmt.Errorf("%s: %w: an Application without metadata.name", file, ErrParse)
@@ -335,13 +341,7 @@ func ParseFile(data []byte, file string) Declared {
 			}
 			out.Applications = append(out.Applications, a)
 		case IsApplicationSet(apiVersion, kind):
-			ns := DefaultNamespace
-			if md, ok := m["metadata"].(map[string]any); ok {
-				if s, ok := md["namespace"].(string); ok && s != "" {
-					ns = s
-				}
-			}
-			out.Sets = append(out.Sets, &AppSet{Namespace: ns, Name: fmt.Sprint(nameOf(m)), File: file, Object: m})
+			out.Sets = append(out.Sets, appSetOf(m, file))
 		}
 	}
 	return out
@@ -357,6 +357,20 @@ func Discover(ctx context.Context, s *snapshot.Snapshot) (Declared, error) {
 
 // DiscoverIn is Discover over some paths of s.
 func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) (Declared, error) {
+	return discoverIn(ctx, s, paths, nil)
+}
+
+// parses are the parses a discovery takes instead of parsing: an
+// engine's (Engine.parses), kept between plans.
+type parses interface {
+	// parsed is the parse of the file p of s, if known.
+	parsed(s *snapshot.Snapshot, p string) (Declared, bool)
+	// keep keeps the parse d of the file p of s.
+	keep(s *snapshot.Snapshot, p string, d Declared)
+}
+
+// discoverIn is DiscoverIn taking the parses known (known nil: none).
+func discoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string, known parses) (Declared, error) {
 	var yamls []string
 	for _, p := range paths {
 		if snapshot.IsYAML(p) {
@@ -367,34 +381,69 @@ func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) (Decl
 	if err != nil {
 		return Declared{}, fmt.Errorf("discover Argo CD Applications: %w", err)
 	}
+	// A chart's templates are not Applications: what the chart renders
+	// are.
+	has = slices.DeleteFunc(has, func(p string) bool { return chartTemplate(s, p) })
+	// The parses known (of files that passed the filter below before)
+	// are taken as they are; the others are filtered, then parsed.
+	parsed := map[string]Declared{}
+	var unknown []string
+	for _, p := range has {
+		d, ok := Declared{}, false
+		if known != nil {
+			d, ok = known.parsed(s, p)
+		}
+		if ok {
+			parsed[p] = d
+		} else {
+			unknown = append(unknown, p)
+		}
+	}
 	// Files of other kinds of the group (Argo Workflows', Rollouts') are
 	// not parsed: an Application's or ApplicationSet's kind names itself,
 	// unless a YAML escape ("Appl\x69cation") or tag (!!binary) spells it.
-	if has, err = prefilter(ctx, s, has, "Application", `\`, "!!"); err != nil {
+	read, err := prefilter(ctx, s, unknown, "Application", `\`, "!!")
+	if err != nil {
 		return Declared{}, fmt.Errorf("discover Argo CD Applications: %w", err)
 	}
-	if err := s.Load(ctx, has); err != nil {
+	fresh := make(map[string]bool, len(read))
+	for _, p := range read {
+		fresh[p] = true
+	}
+	has = slices.DeleteFunc(has, func(p string) bool {
+		_, ok := parsed[p]
+		return !ok && !fresh[p]
+	})
+	if err := s.Load(ctx, read); err != nil {
 		return Declared{}, fmt.Errorf("discover Argo CD Applications: %w", err)
 	}
 	var out Declared
 	for _, p := range has {
-		if chartTemplate(s, p) {
-			continue // a template of a chart: Applications are what it renders
+		d := parsed[p]
+		if fresh[p] {
+			// Parsed once per content and path for both sides of a plan
+			// (most files are alike on both): parsing is most of a
+			// one-Application plan's work on a repository of many
+			// Applications.
+			v, err := s.Derived(ctx, p, "argocd.ParseFile\x00"+p, func(data []byte) any { return ParseFile(data, p) })
+			if err != nil {
+				continue
+			}
+			d = v.(Declared)
+			if known != nil {
+				known.keep(s, p, d)
+			}
 		}
-		// Parsed once per content and path for both sides of a plan (most
-		// files are alike on both): parsing is most of a one-Application
-		// plan's work on a repository of many Applications.
-		v, err := s.Derived(ctx, p, "argocd.ParseFile\x00"+p, func(data []byte) any { return ParseFile(data, p) })
-		if err != nil {
-			continue
-		}
-		d := v.(Declared)
 		out.Applications = append(out.Applications, d.Applications...)
 		out.Sets = append(out.Sets, d.Sets...)
 		out.Invalid = append(out.Invalid, d.Invalid...)
 	}
 	slices.SortStableFunc(out.Applications, func(a, b *Application) int {
-		return strings.Compare(a.File+"\x00"+a.ID(), b.File+"\x00"+b.ID())
+		// By file, then ID: their IDs are made only within a file.
+		if c := strings.Compare(a.File, b.File); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID(), b.ID())
 	})
 	return out, nil
 }
@@ -412,6 +461,63 @@ func prefilter(ctx context.Context, s *snapshot.Snapshot, paths []string, needle
 		}
 	}
 	return slices.DeleteFunc(paths, func(p string) bool { return !keep[p] }), nil
+}
+
+// declaredJSON is a file's parse as a ParseStore keeps it: the objects,
+// from which Applications and ApplicationSets are read again as
+// ParseFile reads them.
+type declaredJSON struct {
+	Applications []json.RawMessage `json:"applications,omitempty"`
+	Sets         []map[string]any  `json:"sets,omitempty"`
+	Invalid      []Named           `json:"invalid,omitempty"`
+}
+
+// encodeDeclared is d as a ParseStore keeps it (one line of JSON).
+func encodeDeclared(d Declared) ([]byte, error) {
+	var dj declaredJSON
+	for _, a := range d.Applications {
+		if a.object == nil {
+			return nil, fmt.Errorf("Application %s has no object", a.ID())
+		}
+		dj.Applications = append(dj.Applications, a.object)
+	}
+	for _, set := range d.Sets {
+		dj.Sets = append(dj.Sets, set.Object)
+	}
+	dj.Invalid = d.Invalid
+	return json.Marshal(dj)
+}
+
+// decodeDeclared reads what encodeDeclared wrote of the file at p.
+func decodeDeclared(data []byte, p string) (Declared, error) {
+	var dj declaredJSON
+	if err := json.Unmarshal(data, &dj); err != nil {
+		return Declared{}, err
+	}
+	var d Declared
+	for _, raw := range dj.Applications {
+		a, err := parseJSON(raw, p, func() any { return nil })
+		if err != nil {
+			return Declared{}, err
+		}
+		d.Applications = append(d.Applications, a)
+	}
+	for _, m := range dj.Sets {
+		d.Sets = append(d.Sets, appSetOf(m, p))
+	}
+	d.Invalid = dj.Invalid
+	return d, nil
+}
+
+// appSetOf is the ApplicationSet m declared in file.
+func appSetOf(m map[string]any, file string) *AppSet {
+	ns := DefaultNamespace
+	if md, ok := m["metadata"].(map[string]any); ok {
+		if s, ok := md["namespace"].(string); ok && s != "" {
+			ns = s
+		}
+	}
+	return &AppSet{Namespace: ns, Name: fmt.Sprint(nameOf(m)), File: file, Object: m}
 }
 
 // chartTemplate reports whether p is under a Helm chart's templates/.

@@ -57,6 +57,17 @@ type Options struct {
 	// KustomizeEnableHelm is argocd-cm's kustomize.buildOptions
 	// --enable-helm: kustomize sources inflate their helmCharts.
 	KustomizeEnableHelm bool
+	// Parses keeps the parses of the repository's files between plans
+	// (the render cache); nil keeps none.
+	Parses ParseStore
+}
+
+// ParseStore keeps what parsing a file made, by a key naming its path
+// and content, between plans: a warm plan parses only the files no plan
+// parsed before. A value the engine cannot read back is parsed again.
+type ParseStore interface {
+	Parse(key string) ([]byte, bool)
+	KeepParse(key string, value []byte)
 }
 
 // Engine renders the Argo CD Applications of snapshots; safe for
@@ -68,6 +79,9 @@ type Engine struct {
 	pulled sync.Map // pulledMayOutput's answers
 	// madeApps are the Applications ApplicationSets made, by madeKey.
 	madeApps sync.Map
+	// parsedFiles are the files' parses, by parseKey: the sides of a plan
+	// share the parse of a file alike on both.
+	parsedFiles sync.Map
 	// builders compute the closures of a snapshot's Applications, one
 	// per snapshot (a *sideBuilder): Applications sharing a base share
 	// its reading.
@@ -151,11 +165,10 @@ func (r *Result) Target(name string) *Target {
 func (e *Engine) Found(ctx context.Context, s *snapshot.Snapshot, paths []string) (bool, error) {
 	var d Declared
 	var err error
-	if paths != nil {
-		d, err = DiscoverIn(ctx, s, paths)
-	} else {
-		d, err = Discover(ctx, s)
+	if paths == nil {
+		paths = s.Index.Paths()
 	}
+	d, err = discoverIn(ctx, s, paths, e)
 	if err != nil {
 		return false, err
 	}
@@ -492,7 +505,7 @@ func (e *Engine) readsOwnFile(t *Target) bool {
 // side finds the targets of s: its Applications with a source in this
 // repository that track the plan's branch.
 func (e *Engine) side(ctx context.Context, s *snapshot.Snapshot) (*Result, error) {
-	d, err := Discover(ctx, s)
+	d, err := discoverIn(ctx, s, s.Index.Paths(), e)
 	if err != nil {
 		return nil, err
 	}
@@ -896,6 +909,12 @@ func fileDependencies(ctx context.Context, s *snapshot.Snapshot, dir string) []s
 	if err != nil {
 		return nil
 	}
+	if !bytes.Contains(data, []byte("file://")) && !bytes.ContainsAny(data, `\!`) {
+		// No file:// repository, written out, escaped in a quoted string
+		// or tagged (!!binary): none to parse the chart's metadata for
+		// (most charts).
+		return nil
+	}
 	var meta struct {
 		Dependencies []struct {
 			Repository string `json:"repository"`
@@ -989,4 +1008,51 @@ func (r *reuse) closure(base *Result, t *Target) {
 		}
 	}
 	t.Closure, t.own, t.listed = b.Closure, b.own, b.listed
+}
+
+// parseKey names the file p of s by its content and path.
+func parseKey(s *snapshot.Snapshot, p string) (string, bool) {
+	id, ok := s.Index.ID(p)
+	return id + " " + p, ok
+}
+
+// parsed is the parse of the file p of s this plan made, or a plan
+// before it kept.
+func (e *Engine) parsed(s *snapshot.Snapshot, p string) (Declared, bool) {
+	key, ok := parseKey(s, p)
+	if !ok {
+		return Declared{}, false
+	}
+	if d, ok := e.parsedFiles.Load(key); ok {
+		return d.(Declared), true
+	}
+	if e.opts.Parses == nil {
+		return Declared{}, false
+	}
+	data, ok := e.opts.Parses.Parse(key)
+	if !ok {
+		return Declared{}, false
+	}
+	d, err := decodeDeclared(data, p)
+	if err != nil {
+		return Declared{}, false
+	}
+	v, _ := e.parsedFiles.LoadOrStore(key, d)
+	return v.(Declared), true
+}
+
+// keep keeps the parse d of the file p of s, for this plan and later
+// ones.
+func (e *Engine) keep(s *snapshot.Snapshot, p string, d Declared) {
+	key, ok := parseKey(s, p)
+	if !ok {
+		return
+	}
+	e.parsedFiles.LoadOrStore(key, d)
+	if e.opts.Parses == nil {
+		return
+	}
+	if data, err := encodeDeclared(d); err == nil {
+		e.opts.Parses.KeepParse(key, data)
+	}
 }

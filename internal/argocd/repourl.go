@@ -2,7 +2,9 @@ package argocd
 
 import (
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 )
 
 // Repos says which repoURLs are this repository: the plan's git remotes
@@ -10,11 +12,14 @@ import (
 type Repos struct {
 	urls []string
 	any  bool
+	// known are Has's answers by repoURL: a repository of thousands of
+	// Applications names a few repoURLs thousands of times.
+	known *sync.Map
 }
 
 // NewRepos matches the given URLs ("*": any URL).
 func NewRepos(urls ...string) Repos {
-	var r Repos
+	r := Repos{known: &sync.Map{}}
 	for _, u := range urls {
 		if u == "*" {
 			r.any = true
@@ -32,13 +37,17 @@ func (r Repos) Has(repoURL string) bool {
 	if r.any {
 		return repoURL != ""
 	}
-	n := normalizeURL(repoURL)
-	for _, u := range r.urls {
-		if u == n {
-			return true
+	if r.known != nil {
+		if has, ok := r.known.Load(repoURL); ok {
+			return has.(bool)
 		}
 	}
-	return false
+	n := normalizeURL(repoURL)
+	has := slices.Contains(r.urls, n)
+	if r.known != nil {
+		r.known.Store(repoURL, has)
+	}
+	return has
 }
 
 // normalizeURL is a git URL as host/path, lower case: https, ssh and

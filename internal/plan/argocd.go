@@ -8,10 +8,12 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/kplan-dev/kplan/internal/argocd"
 	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/rendercache"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
 )
 
@@ -38,19 +40,19 @@ func (argoEngine) needles(opts Options) []string {
 // source in this repository (head: in a changed file). The engine it
 // opens for that plans the change, with what it learnt.
 func (argoEngine) detect(ctx context.Context, c *change) (engineRun, error) {
-	e := newArgoEngine(ctx, c)
+	e, parses := newArgoEngine(ctx, c)
 	on, err := argoMode(ctx, e, c)
 	if err != nil || !on {
 		return nil, err
 	}
-	return argoRun{e}, nil
+	return argoRun{e, parses}, nil
 }
 
 // newArgoEngine is the Argo CD engine of a plan: this repository is its
 // git remotes and head's .kplan.yaml argocdRepoURLs; the branch it
 // merges into is the plan's base as named; Argo CD's clusters are head's
 // .kplan.yaml argocdClusters.
-func newArgoEngine(ctx context.Context, c *change) *argocd.Engine {
+func newArgoEngine(ctx context.Context, c *change) (*argocd.Engine, *argoParses) {
 	cfg := c.config
 	var urls []string
 	if cfg != nil {
@@ -84,7 +86,61 @@ func newArgoEngine(ctx context.Context, c *change) *argocd.Engine {
 			opts.Clusters = append(opts.Clusters, argocd.Cluster{Name: cl.Name, Server: cl.Server, Labels: cl.Labels, Annotations: cl.Annotations})
 		}
 	}
-	return argocd.New(opts)
+	var parses *argoParses
+	if c.cache != nil {
+		parses = newArgoParses(c.cache, c.version)
+		opts.Parses = parses
+	}
+	return argocd.New(opts), parses
+}
+
+// argoParses keeps Argo CD's parses of the repository's files in the
+// render cache (never for --full, which reads no cache): a warm plan of
+// a repository of thousands of Applications parses only the files no
+// plan parsed before.
+type argoParses struct {
+	cache   *rendercache.Cache
+	version string
+	mu      sync.Mutex
+	loaded  rendercache.Parses
+	used    rendercache.Parses // what this plan read or made: what the file keeps next
+	made    bool
+}
+
+func newArgoParses(c *rendercache.Cache, version string) *argoParses {
+	return &argoParses{cache: c, version: version, loaded: c.Parses("argocd", version), used: rendercache.Parses{}}
+}
+
+func (p *argoParses) Parse(key string) ([]byte, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v, ok := p.loaded[key]
+	if ok {
+		p.used[key] = v
+	}
+	return v, ok
+}
+
+func (p *argoParses) KeepParse(key string, value []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.used[key] = value
+	p.made = true
+}
+
+// save writes what this plan's sides parsed, when it differs from what
+// was read: the files of contents gone are left out, so the file stays
+// the size of the repository's Argo CD files. A nil p keeps nothing.
+func (p *argoParses) save() error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.made && len(p.used) == len(p.loaded) {
+		return nil
+	}
+	return p.cache.PutParses("argocd", p.version, p.used)
 }
 
 // baseBranches name the branch the plan merges into: the base as given
@@ -149,7 +205,10 @@ func argoMode(ctx context.Context, e *argocd.Engine, c *change) (bool, error) {
 
 // argoRun is Argo CD detected on a change, with the engine that detected
 // it.
-type argoRun struct{ e *argocd.Engine }
+type argoRun struct {
+	e      *argocd.Engine
+	parses *argoParses // kept once the plan is made; nil without a render cache
+}
 
 func (argoRun) shardRefusal() error {
 	return errors.New("--shard: Argo CD mode plans its Applications in one run; plan without --shard (or with --argocd=false)")
@@ -161,6 +220,9 @@ func (r argoRun) plan(ctx context.Context, c *change) (*engineMode, error) {
 	res, err := r.e.Plan(ctx, c.snaps[0], c.snaps[1], c.skip)
 	if err != nil {
 		return nil, fmt.Errorf("Argo CD Applications: %w", err)
+	}
+	if err := r.parses.save(); err != nil {
+		c.log.Debug("Argo CD's parses not kept", "err", err)
 	}
 	m := newEngineMode("Argo CD")
 	for i, s := range c.snaps {
