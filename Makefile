@@ -143,12 +143,14 @@ FUZZFLAGS ?=
 FUZZ_TARGETS := \
 	./internal/flux:FuzzDiscover \
 	./internal/argocd:FuzzParseFile \
+	./internal/argocd:FuzzObjectOf \
 	./internal/argocd:FuzzIgnoreRules \
 	./internal/argocd:FuzzGitFile \
 	./internal/argocd:FuzzDirectoryManifests \
 	./internal/closure:FuzzClosure \
 	./internal/closure:FuzzJSON \
 	./internal/rendercache:FuzzDecodeScans \
+	./internal/rendercache:FuzzDecodeParses \
 	./internal/repoconfig:FuzzParse \
 	./internal/config:FuzzParse \
 	./internal/webhook:FuzzDelivery \

@@ -52,3 +52,32 @@ func TestParsesRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodeParses: whatever the file holds, what decodes encodes to the
+// same, and decodes back alike.
+func FuzzDecodeParses(f *testing.F) {
+	good, err := EncodeParses(Parses{"0123 apps/a.yaml": []byte(`{"applications":[{}]}`), "k": []byte("v")}, "v1")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add([]byte(parsesMagic + "\nversion \"v1\"\nsum x\n\"k\" v\n"))
+	f.Add([]byte(parsesMagic + "\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ps, err := DecodeParses(data, "v1")
+		if err != nil {
+			return
+		}
+		enc, err := EncodeParses(ps, "v1")
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		again, err := DecodeParses(enc, "v1")
+		if err != nil {
+			t.Fatalf("re-decode: %v", err)
+		}
+		if !reflect.DeepEqual(ps, again) {
+			t.Fatalf("%q, then %q", ps, again)
+		}
+	})
+}
