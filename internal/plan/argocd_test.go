@@ -143,9 +143,18 @@ func TestArgoCDChangedOnlyEqualsFullOnHistory(t *testing.T) {
 			gittest.Write(t, dir, map[string]string{"README.md": "changed\n"})
 		}, nil, 0},
 	}
+	// A render cache kept across the history: each step's plan takes the
+	// parses the step before kept (its head is this base), and says what
+	// the full plan says.
+	cache := t.TempDir()
 	for _, st := range steps {
 		st.change()
 		full, stats := commitAndPlan(t, dir, st.name, render.Options{})
+		warm, _, err := Execute(context.Background(), Options{RepoDir: dir, Base: "HEAD~", Head: "HEAD", Resolver: notFound{}, CacheDir: cache})
+		if err != nil {
+			t.Fatalf("%s, with the render cache: %v", st.name, err)
+		}
+		sameChanges(t, st.name+", with the render cache", full, warm)
 		// Changed-only renders only the Applications the change affects.
 		if want := len(full.Overlays) - len(st.want) - st.rendered; stats.Skipped != want {
 			t.Errorf("%s: %d Applications left unrendered, want %d (all but %q)", st.name, stats.Skipped, want, st.want)
