@@ -223,61 +223,27 @@ func (e *Engine) Plan(ctx context.Context, base, head *snapshot.Snapshot, change
 // first, then the Applications their renders output (app-of-apps),
 // which are targets too.
 func (e *Engine) plan(ctx context.Context, snaps []*snapshot.Snapshot, changed map[string]bool) ([]*Result, error) {
-	res := make([]*Result, len(snaps))
+	lp := &levelPlan{changed: changed, res: make([]*Result, len(snaps)), answered: map[*closure.Closure]bool{}}
 	level := make([][]*Target, len(snaps))
 	for i, s := range snaps {
 		r, err := e.side(ctx, s)
 		if err != nil {
 			return nil, err
 		}
-		res[i], level[i] = r, r.Targets
+		lp.res[i], level[i] = r, r.Targets
 	}
-	var unknown map[*Target]*Target
-	var reuse *reuse
 	if len(snaps) == 2 {
-		unknown = unknownTwins(res)
+		lp.unknown = unknownTwins(lp.res)
 		if changed != nil {
 			// Not on a full plan, which computes every closure on both
 			// sides: it stays a check of the changed-only plan.
-			reuse = newReuse(snapshot.Changed(snaps[0].Index, snaps[1].Index))
+			lp.reuse = newReuse(snapshot.Changed(snaps[0].Index, snaps[1].Index))
 		}
 	}
-	// Whether a closure's own files may output Applications, by closure.
-	answered := map[*closure.Closure]bool{}
 	for depth := 0; ; depth++ {
-		name(res...)
+		name(lp.res...)
 		for i, s := range snaps {
-			var candidates []*Target
-			for _, t := range level[i] {
-				if i == 1 {
-					reuse.closure(res[0], t)
-				}
-				if t.Closure == nil {
-					t.Closure = e.closure(ctx, s, t)
-				}
-				// One whose twin is unknown is planned on every run, as
-				// --full plans it: the twin's side failed, whatever changed.
-				if changed != nil && unknown[t] == nil && t.Closure.Bounded() && !t.Closure.Meets(changed) {
-					candidates = append(candidates, t)
-				}
-			}
-			// A closure head took from base answers alike: the files its
-			// sources read are base's.
-			var ask []*Target
-			for _, t := range candidates {
-				if _, ok := answered[t.Closure]; !ok {
-					ask = append(ask, t)
-				}
-			}
-			outputs := e.mayOutput(ctx, s, ask)
-			for _, t := range candidates {
-				may, ok := answered[t.Closure]
-				if !ok {
-					may = outputs[t]
-					answered[t.Closure] = may
-				}
-				t.Deferred = !may
-			}
+			e.deferUnreached(ctx, lp, i, s, level[i])
 		}
 		// Which to render is decided for every side before any renders
 		// (rendering clears Deferred).
@@ -285,7 +251,7 @@ func (e *Engine) plan(ctx context.Context, snaps []*snapshot.Snapshot, changed m
 		for i := range snaps {
 			for _, t := range level[i] {
 				if t.Deferred && len(snaps) == 2 {
-					if o := res[1-i].Target(t.Name()); o != nil && o.Deferred && o.SameObject(t.Application) {
+					if o := lp.res[1-i].Target(t.Name()); o != nil && o.Deferred && o.SameObject(t.Application) {
 						continue
 					}
 				}
@@ -295,35 +261,91 @@ func (e *Engine) plan(ctx context.Context, snaps []*snapshot.Snapshot, changed m
 		for i, s := range snaps {
 			e.renderAll(ctx, s, todo[i])
 		}
-		next := make([][]*Target, len(snaps))
-		more := false
-		for i, r := range res {
-			have := map[string]bool{}
-			for _, t := range r.Targets {
-				have[t.ID()+"\x00"+t.Spec.Destination.Cluster()] = true
-			}
-			for _, t := range level[i] {
-				for _, c := range e.children(t, r, have) {
-					if depth == maxDepth {
-						t.Notes = append(t.Notes, fmt.Sprintf("Application %s is not planned: more than %d levels of Applications rendering Applications", c.ID(), maxDepth))
-						continue
-					}
-					r.Targets = append(r.Targets, c)
-					next[i] = append(next[i], c)
-					more = true
-				}
-			}
-		}
+		next, more := e.nextLevel(lp.res, level, depth)
 		if !more {
 			break
 		}
 		level = next
 	}
-	for t, twin := range unknown {
+	for t, twin := range lp.unknown {
 		twin.Closure = t.Closure
 	}
-	name(res...)
-	return res, nil
+	name(lp.res...)
+	return lp.res, nil
+}
+
+// levelPlan is what plan carries from level to level.
+type levelPlan struct {
+	res     []*Result
+	changed map[string]bool // nil: a full plan
+	unknown map[*Target]*Target
+	reuse   *reuse
+	// answered says, by closure, whether its own files may output
+	// Applications.
+	answered map[*closure.Closure]bool
+}
+
+// deferUnreached gives side i's targets ts their closures (head taking
+// base's where it can), and defers those the change cannot reach that
+// cannot render Applications.
+func (e *Engine) deferUnreached(ctx context.Context, lp *levelPlan, i int, s *snapshot.Snapshot, ts []*Target) {
+	var candidates []*Target
+	for _, t := range ts {
+		if i == 1 {
+			lp.reuse.closure(lp.res[0], t)
+		}
+		if t.Closure == nil {
+			t.Closure = e.closure(ctx, s, t)
+		}
+		// One whose twin is unknown is planned on every run, as --full
+		// plans it: the twin's side failed, whatever changed.
+		if lp.changed != nil && lp.unknown[t] == nil && t.Closure.Bounded() && !t.Closure.Meets(lp.changed) {
+			candidates = append(candidates, t)
+		}
+	}
+	// A closure head took from base answers alike: the files its sources
+	// read are base's.
+	var ask []*Target
+	for _, t := range candidates {
+		if _, ok := lp.answered[t.Closure]; !ok {
+			ask = append(ask, t)
+		}
+	}
+	outputs := e.mayOutput(ctx, s, ask)
+	for _, t := range candidates {
+		may, ok := lp.answered[t.Closure]
+		if !ok {
+			may = outputs[t]
+			lp.answered[t.Closure] = may
+		}
+		t.Deferred = !may
+	}
+}
+
+// nextLevel are the Applications the targets of level render that are
+// not targets yet, added to res (app-of-apps), and whether there are
+// any; past maxDepth they are noted, not planned.
+func (e *Engine) nextLevel(res []*Result, level [][]*Target, depth int) ([][]*Target, bool) {
+	next := make([][]*Target, len(res))
+	more := false
+	for i, r := range res {
+		have := map[string]bool{}
+		for _, t := range r.Targets {
+			have[t.ID()+"\x00"+t.Spec.Destination.Cluster()] = true
+		}
+		for _, t := range level[i] {
+			for _, c := range e.children(t, r, have) {
+				if depth == maxDepth {
+					t.Notes = append(t.Notes, fmt.Sprintf("Application %s is not planned: more than %d levels of Applications rendering Applications", c.ID(), maxDepth))
+					continue
+				}
+				r.Targets = append(r.Targets, c)
+				next[i] = append(next[i], c)
+				more = true
+			}
+		}
+	}
+	return next, more
 }
 
 // unknownTwins adds to each side, for every Application an ApplicationSet
