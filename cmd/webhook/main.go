@@ -90,6 +90,7 @@ type webhookFlags struct {
 	configPath, listen, metricsListen string
 	debug, showVersion                bool
 	livePlans, driftChecks            bool
+	maxParallelDeploys                int
 	le                                electionFlags
 	// forges are the constructors of the forges of the table, configured
 	// by their own flags.
@@ -123,6 +124,7 @@ func parseFlags(ctx context.Context, table []forgeRow, args []string, stdout, st
 	}
 	fs.BoolVar(&o.livePlans, "live-plans", true, "dry-run each opened or pushed pull request against its targets' clusters and post what apply would do there now as a comment")
 	fs.BoolVar(&o.driftChecks, "drift-checks", true, "dry-run each target's deployed commit at every resync interval and export what drifted (kplan_drift_objects, GET /drift)")
+	fs.IntVar(&o.maxParallelDeploys, "max-parallel-deploys", deployer.DefaultMaxParallel, "how many deploys (render, apply, wait for the objects) run at once across targets; the others wait their turn (kplan_deploys_queued); 0: no limit")
 	o.le.bind(fs)
 	cmd.SetArgs(singleDash(args, fs))
 	cmd.SetOut(stdout)
@@ -135,6 +137,9 @@ func parseFlags(ctx context.Context, table []forgeRow, args []string, stdout, st
 	}
 	if err := o.le.check(); err != nil {
 		return nil, err
+	}
+	if o.maxParallelDeploys < 0 {
+		return nil, fmt.Errorf("--max-parallel-deploys %d: want 0 (no limit) or more\nRun 'kplan-webhook --help' for usage", o.maxParallelDeploys)
 	}
 	return o, nil
 }
@@ -270,6 +275,7 @@ func (a *app) newDeployer(targets []deployer.Target, fence *leader.Fence, gitBas
 	dep.Reviews = a.forges
 	dep.GitBases = gitBases
 	dep.GitBasesMaxAge = a.cfg.GitBasesMaxAge
+	dep.MaxParallel = a.flags.maxParallelDeploys
 	return dep
 }
 

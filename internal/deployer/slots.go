@@ -1,0 +1,97 @@
+package deployer
+
+import (
+	"context"
+	"slices"
+	"sync"
+)
+
+// DefaultMaxParallel is Deployer.MaxParallel unless set (kplan-webhook's
+// --max-parallel-deploys). TODO: measured in BenchmarkFleet.
+const DefaultMaxParallel = 8
+
+// slots bounds how many deploys (fetch, render, apply and the wait for
+// the objects to reconcile) run at once, whatever their targets and
+// clusters: at fleet size, one resync or one merge touching every target
+// would otherwise render every overlay at the same time (each render's
+// objects held until its apply ends) and send every apply to the
+// clusters at once.
+//
+// Slots are handed out in the order deploys asked for them, a freed slot
+// going straight to the deploy waiting longest: a target whose deploy
+// just ended and which has another commit waiting asks again behind
+// those already waiting, so a busy target cannot starve the others.
+type slots struct {
+	// changed, if set, is told the counts after every change (metrics);
+	// it is called with mu held, so that the last call tells the last
+	// counts.
+	changed func(running, queued int)
+
+	mu      sync.Mutex
+	running int
+	waiting []chan struct{} // oldest first; closed when handed a slot
+}
+
+// acquire waits for one of limit slots (limit <= 0: no limit) until ctx
+// ends or quit closes, and reports whether it got one; release gives it
+// back.
+func (s *slots) acquire(ctx context.Context, quit <-chan struct{}, limit int) bool {
+	s.mu.Lock()
+	if limit <= 0 || (s.running < limit && len(s.waiting) == 0) {
+		s.running++
+		s.tell()
+		s.mu.Unlock()
+		return true
+	}
+	ready := make(chan struct{})
+	s.waiting = append(s.waiting, ready)
+	s.tell()
+	s.mu.Unlock()
+	select {
+	case <-ready:
+		return true
+	case <-ctx.Done():
+	case <-quit:
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.Index(s.waiting, ready); i >= 0 {
+		s.waiting = slices.Delete(s.waiting, i, i+1)
+		s.tell()
+		return false
+	}
+	// Handed a slot while giving up: the next in line takes it.
+	s.handOn()
+	return false
+}
+
+// release gives a slot back: to the deploy waiting longest, if any.
+func (s *slots) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handOn()
+}
+
+// handOn frees a slot held; s.mu is held.
+func (s *slots) handOn() {
+	if len(s.waiting) > 0 {
+		close(s.waiting[0]) // still running: the slot changes hands
+		s.waiting = s.waiting[1:]
+	} else {
+		s.running--
+	}
+	s.tell()
+}
+
+func (s *slots) tell() {
+	if s.changed != nil {
+		s.changed(s.running, len(s.waiting))
+	}
+}
+
+// counts are the deploys running and waiting for a slot.
+func (s *slots) counts() (running, queued int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.running, len(s.waiting)
+}
