@@ -77,7 +77,7 @@ cluster-helm:
 # writes this run's figures there.
 # flate is built first (make flate); when it cannot be, the Flux cases run
 # without its columns and say how to install it.
-# The fleet takes about half an hour on 2 cores.
+# The fleet takes 11 to 17 minutes on a shared 2-core machine.
 BENCHFLAGS ?=
 bench: cluster
 	$(GO) test -run '^$$' -bench ApplyPrune -benchtime 1x -timeout 30m ./internal/deploy

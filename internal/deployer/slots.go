@@ -7,7 +7,13 @@ import (
 )
 
 // DefaultMaxParallel is Deployer.MaxParallel unless set (kplan-webhook's
-// --max-parallel-deploys). TODO: measured in BenchmarkFleet.
+// --max-parallel-deploys). It is not a multiple of the cores: a deploy
+// holds its slot while it waits on its cluster (every request, the
+// objects' reconcile), and what the limit bounds is the memory of the
+// renders held until their applies end and the load on the clusters.
+// BenchmarkFleet (docs/performance.md): 200 targets of 49 objects peaked
+// at 356–387 MiB with 8, 317–328 MiB with 1 and 941–1,174 MiB with no
+// limit, over the 1 GiB the manifests give the pod.
 const DefaultMaxParallel = 8
 
 // slots bounds how many deploys (fetch, render, apply and the wait for
