@@ -170,8 +170,12 @@ type app struct {
 	// prunes a directory of its own under it (shardGitBases).
 	gitBases      string
 	deployMetrics *deployer.Prometheus
-	drift         *liveplan.Drift
-	handler       *webhook.Handler
+	// slots bound the deploys running at once in this process
+	// (--max-parallel-deploys), shared by the deployer of every term and
+	// shard.
+	slots   *deployer.Slots
+	drift   *liveplan.Drift
+	handler *webhook.Handler
 	// fence, with --leader-elect, refuses the deployer's writes to the
 	// clusters once this replica's hold on the Lease lapsed by its own
 	// clock; nil without it.
@@ -245,6 +249,7 @@ func (a *app) wireDeploys() error {
 	if a.deployMetrics, err = deployer.NewPrometheus(a.reg, names...); err != nil {
 		return err
 	}
+	a.slots = deployer.NewSlots(a.flags.maxParallelDeploys, a.deployMetrics.Slots)
 	a.gitBases = filepath.Join(cfg.StateDir, "git-bases")
 	driftMetrics, err := liveplan.NewDriftMetrics(a.reg)
 	if err != nil {
@@ -275,7 +280,7 @@ func (a *app) newDeployer(targets []deployer.Target, fence *leader.Fence, gitBas
 	dep.Reviews = a.forges
 	dep.GitBases = gitBases
 	dep.GitBasesMaxAge = a.cfg.GitBasesMaxAge
-	dep.MaxParallel = a.flags.maxParallelDeploys
+	dep.Slots = a.slots
 	return dep
 }
 

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/deployer"
@@ -300,8 +302,10 @@ func TestFlagsDocumented(t *testing.T) {
 	}
 }
 
-// --max-parallel-deploys bounds the deployer of every term; without it,
-// deployer.DefaultMaxParallel does, and a negative bound is refused.
+// --max-parallel-deploys bounds the deploys of the process: the
+// deployers of its terms and shards share one set of slots of that size,
+// deployer.DefaultMaxParallel without the flag; a negative bound is
+// refused.
 func TestMaxParallelDeploys(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -323,9 +327,13 @@ func TestMaxParallelDeploys(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", tc.args, err)
 		}
-		a := &app{flags: o, cfg: &config.Config{}, log: slog.New(slog.DiscardHandler), mirrors: &gitmirror.Mirrors{}}
-		if got := a.newDeployer(nil, nil, "").MaxParallel; got != tc.want {
-			t.Errorf("%q: the deployer runs %d deploys at once, want %d", tc.args, got, tc.want)
+		a := &app{flags: o, cfg: &config.Config{}, log: slog.New(slog.DiscardHandler), mirrors: &gitmirror.Mirrors{}, reg: prometheus.NewRegistry()}
+		if err := a.wireDeploys(); err != nil {
+			t.Fatal(err)
+		}
+		one, other := a.newDeployer(nil, nil, ""), a.newDeployer(nil, nil, "")
+		if one.Slots != other.Slots || one.Slots.Limit() != tc.want {
+			t.Errorf("%q: the deployers share slots %v, with a limit of %d, want %d", tc.args, one.Slots == other.Slots, one.Slots.Limit(), tc.want)
 		}
 	}
 }

@@ -1,9 +1,9 @@
 // Package deployer makes each target converge on its branch: "target T
 // should now match branch B at SHA S". One worker per target runs one
 // deploy at a time; merges that arrive meanwhile collapse into the newest
-// commit. At most MaxParallel deploys run at once, across targets, in the
-// order they asked (slots.go). What was last deployed lives on the target's inventory object in
-// the cluster, so a restarted deployer resyncs every target whose branch
+// commit. At most a limit of deploys run at once, across targets, in the
+// order they asked (Slots). What was last deployed lives on the target's
+// inventory object in the cluster, so a restarted deployer resyncs every target whose branch
 // moved while it was down — including one it was killed in the middle of.
 //
 // A branch may take its targets from the repository (.kplan.yaml at the
@@ -215,13 +215,13 @@ type Deployer struct {
 	// targets it owns, and reports the source's own failures only where
 	// it owns the source's stand-in target. nil owns every target.
 	Owns func(Target) bool
-	// MaxParallel bounds how many deploys run at once across targets
-	// (DefaultMaxParallel unless set); 0 or less is no bound. A target's
-	// request waiting for a slot is still replaced by a newer one.
-	MaxParallel int
+	// Slots are the slots its deploys take, shared by the deployers of
+	// one process. New gives a deployer DefaultMaxParallel slots of its
+	// own, which its Metrics observe. A target's request waiting for a
+	// slot is still replaced by a newer one.
+	Slots *Slots
 
 	started chan struct{}
-	slots   slots
 
 	mu         sync.Mutex
 	workers    map[string]*worker
@@ -261,11 +261,10 @@ type worker struct {
 // unique.
 func New(targets []Target, mirrors Mirror, report Reporter, engine func(Target) Engine, logger *slog.Logger, sources ...Source) *Deployer {
 	d := &Deployer{Mirrors: mirrors, Report: report, Engine: engine, Logger: logger, Resync: 5 * time.Minute, FlushInterval: 15 * time.Second,
-		MaxParallel: DefaultMaxParallel,
-		workers:     map[string]*worker{}, started: make(chan struct{}), lastFailed: map[string]string{},
+		workers: map[string]*worker{}, started: make(chan struct{}), lastFailed: map[string]string{},
 		rendered: map[string]inventory.Identity{}, conflicts: map[string]string{},
 		firstRenders: make(chan struct{})}
-	d.slots.changed = d.observeSlots
+	d.Slots = NewSlots(DefaultMaxParallel, d.observeSlots)
 	for _, t := range targets {
 		w := newWorker(t, nil)
 		d.initial.Add(1)
@@ -520,7 +519,7 @@ func (d *Deployer) work(ctx context.Context, w *worker) {
 func (d *Deployer) drain(ctx context.Context, w *worker) {
 	for w.pending() {
 		if w.src == nil {
-			if !d.slots.acquire(ctx, w.quit, d.MaxParallel) {
+			if !d.Slots.acquire(ctx, w.quit) {
 				return // ended, or retired, while waiting
 			}
 			w.slot = true
@@ -551,7 +550,7 @@ func (d *Deployer) run(ctx context.Context, w *worker, r Request) {
 func (d *Deployer) releaseSlot(w *worker) {
 	if w.slot {
 		w.slot = false
-		d.slots.release()
+		d.Slots.release()
 	}
 }
 
@@ -573,7 +572,7 @@ func (d *Deployer) awaitFirstRenders(ctx context.Context, w *worker) bool {
 		return false
 	}
 	if held {
-		if !d.slots.acquire(ctx, w.quit, d.MaxParallel) {
+		if !d.Slots.acquire(ctx, w.quit) {
 			return false
 		}
 		w.slot = true

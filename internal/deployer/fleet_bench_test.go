@@ -282,7 +282,7 @@ func (f *fleet) deployer(rep *fleetReport, limit int, engines *atomic.Int64) *De
 	d.Resync = time.Hour
 	d.Reviews = noReviews{}
 	d.GitBases = f.gitBases
-	d.MaxParallel = limit
+	d.Slots = NewSlots(limit, nil)
 	return d
 }
 
@@ -339,7 +339,7 @@ func (f *fleet) measure(b *testing.B, limit int) fleetRow {
 	// renders, reads its inventory's record and stops there.
 	row.resync = f.phase(func() {
 		waitFor(ctx, b, "the resync of every target", func() bool {
-			running, queued := d.slots.counts()
+			running, queued := d.Slots.counts()
 			return engines.Load() == int64(len(f.targets)) && running == 0 && queued == 0
 		})
 	})

@@ -15,8 +15,8 @@ type Metrics interface {
 	// Deployed records one deploy attempt of o.Target; applied is false
 	// when it failed before applying (fetch, render, a shared inventory).
 	Deployed(o Outcome, applied bool)
-	// Slots records how many deploys run and how many wait for one of
-	// Deployer.MaxParallel's slots, whenever that changes.
+	// Slots records how many deploys run and how many wait for a slot
+	// (Slots), whenever that changes.
 	Slots(running, queued int)
 }
 
@@ -54,7 +54,7 @@ const MaxTargetLabels = 500
 //	kplan_objects_applied_total{target}, kplan_objects_pruned_total{target}
 //	kplan_target_last_success_timestamp_seconds{target}
 //	kplan_deploy_failures_total{target,reason} (reason: a Reason)
-//	kplan_deploys_running, kplan_deploys_queued (Deployer.MaxParallel)
+//	kplan_deploys_running, kplan_deploys_queued (Slots)
 //
 // The target label is the target's Key: its name, or <source>/<name> for a
 // target a repository declares.

@@ -21,13 +21,13 @@ import (
 // served after the deploys already waiting, not before. One that stops
 // waiting (its run ended, its target was retired) leaves the line.
 func TestSlotsGoInOrder(t *testing.T) {
-	var s slots
+	s := NewSlots(1, nil)
 	ctx := t.Context()
 	got := make(chan string, 8)
 	ask := func(ctx context.Context, quit <-chan struct{}, name string) chan bool {
 		done := make(chan bool, 1)
 		go func() {
-			ok := s.acquire(ctx, quit, 1)
+			ok := s.acquire(ctx, quit)
 			if ok {
 				got <- name
 			}
@@ -54,7 +54,7 @@ func TestSlotsGoInOrder(t *testing.T) {
 		}
 	}
 
-	if !s.acquire(ctx, nil, 1) {
+	if !s.acquire(ctx, nil) {
 		t.Fatal("the first deploy waits for a free slot")
 	}
 	ask(ctx, nil, "b")
@@ -92,8 +92,9 @@ func TestSlotsGoInOrder(t *testing.T) {
 		t.Errorf("%d running and %d queued after every slot was given back", r, q)
 	}
 	// No limit: nobody waits.
+	s = NewSlots(0, nil)
 	for range 5 {
-		if !s.acquire(ctx, nil, 0) {
+		if !s.acquire(ctx, nil) {
 			t.Fatal("no limit, and a deploy did not run")
 		}
 	}
@@ -187,8 +188,7 @@ func TestAtMostMaxParallelDeploysRun(t *testing.T) {
 	m := &slotMetrics{}
 	rep := &outcomes{}
 	d := New(targets, newFakeMirror("b", overlay("b")), rep, func(t Target) Engine { return gatedEngine{engines[t.Name], g} }, slog.New(slog.DiscardHandler))
-	d.MaxParallel = 2
-	d.Metrics = m
+	d.Slots = NewSlots(2, m.Slots)
 	ctx, cancel := context.WithCancel(t.Context())
 	ran := make(chan struct{})
 	go func() {
@@ -234,6 +234,48 @@ func TestAtMostMaxParallelDeploysRun(t *testing.T) {
 	})
 }
 
+// Two deployers sharing slots (a replica holding two shards) run at most
+// the limit between them: one's deploy waits for the other's to end.
+func TestSharedSlotsBoundDeployersTogether(t *testing.T) {
+	g := newGate()
+	m := &slotMetrics{}
+	shared := NewSlots(1, m.Slots)
+	engines := map[string]*fakeEngine{"a": {}, "b": {}}
+	rep := &outcomes{}
+	var ds []*Deployer
+	for _, name := range []string{"a", "b"} {
+		d := New([]Target{clusterTarget(name)}, newFakeMirror("b", overlay("b")), rep, func(t Target) Engine { return gatedEngine{engines[t.Name], g} }, slog.New(slog.DiscardHandler))
+		d.Slots = shared
+		d.Resync = time.Hour
+		ds = append(ds, d)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var ran sync.WaitGroup
+	for _, d := range ds {
+		ran.Go(func() { d.Run(ctx) })
+	}
+	defer func() {
+		cancel()
+		ran.Wait()
+	}()
+	testkit.Eventually(t, "one deploy applying and the other waiting", time.Minute, func() bool {
+		_, queued, _ := m.counts()
+		return g.applyingNow() == 1 && queued == 1
+	})
+	close(g.open)
+	testkit.Eventually(t, "both deployed", time.Minute, func() bool {
+		rep.mu.Lock()
+		defer rep.mu.Unlock()
+		return len(rep.all) == 2
+	})
+	g.mu.Lock()
+	applied := g.most
+	g.mu.Unlock()
+	if _, _, most := m.counts(); most != 1 || applied != 1 {
+		t.Errorf("%d deploys ran and %d applied at once, want 1", most, applied)
+	}
+}
+
 // A target waiting for a slot takes its request only once it has one: a
 // merge arriving meanwhile replaces the one waiting, which is never
 // deployed (nor reported).
@@ -250,9 +292,8 @@ func TestAQueuedDeployTakesTheNewestCommit(t *testing.T) {
 		}
 		return ey
 	}, slog.New(slog.DiscardHandler))
-	d.MaxParallel = 1
 	slotsSeen := &slotMetrics{}
-	d.Metrics = slotsSeen
+	d.Slots = NewSlots(1, slotsSeen.Slots)
 	for _, w := range d.workers {
 		w.first() // no first render to wait for: each target deploys alone
 	}
