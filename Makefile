@@ -68,7 +68,8 @@ cluster-helm:
 # Benchmarks print ratios against a peer measured in the same run (the
 # kubeflow plans against the kustomize CLI, the Flux cases against flate,
 # the one-Application Argo CD change against the full plan of 500
-# Applications: docs/performance.md). The plan bench compares each case
+# Applications, the webhook's 200-target fleet under each
+# --max-parallel-deploys: docs/performance.md). The plan bench compares each case
 # with the figures recorded in bench/baseline.json and prints a block of
 # "SLOWER THAN BASELINE" lines when one is more than 20% slower (by its
 # CPU, and by its CPU over its peer's too where it has one) or larger;
@@ -76,9 +77,11 @@ cluster-helm:
 # writes this run's figures there.
 # flate is built first (make flate); when it cannot be, the Flux cases run
 # without its columns and say how to install it.
+# The fleet takes 11 to 17 minutes on a shared 2-core machine.
 BENCHFLAGS ?=
 bench: cluster
 	$(GO) test -run '^$$' -bench ApplyPrune -benchtime 1x -timeout 30m ./internal/deploy
+	$(GO) test -run '^$$' -bench Fleet -benchtime 1x -timeout 90m ./internal/deployer
 	$(GO) test -run '^$$' -bench Deliveries ./internal/webhook
 	@flate=$$($(GO) run ./bench -install-flate) || { echo "make bench: flate could not be built (above): the Flux cases run without it"; flate=; }; \
 	echo "$(GO) run ./bench -corpus ../shared/corpus/kubeflow-manifests.tar.gz -runs 3 -flate '$$flate' $(BENCHFLAGS)"; \

@@ -90,6 +90,7 @@ type webhookFlags struct {
 	configPath, listen, metricsListen string
 	debug, showVersion                bool
 	livePlans, driftChecks            bool
+	maxParallelDeploys                int
 	le                                electionFlags
 	// forges are the constructors of the forges of the table, configured
 	// by their own flags.
@@ -123,6 +124,7 @@ func parseFlags(ctx context.Context, table []forgeRow, args []string, stdout, st
 	}
 	fs.BoolVar(&o.livePlans, "live-plans", true, "dry-run each opened or pushed pull request against its targets' clusters and post what apply would do there now as a comment")
 	fs.BoolVar(&o.driftChecks, "drift-checks", true, "dry-run each target's deployed commit at every resync interval and export what drifted (kplan_drift_objects, GET /drift)")
+	fs.IntVar(&o.maxParallelDeploys, "max-parallel-deploys", deployer.DefaultMaxParallel, "how many deploys (render, apply, wait for the objects) run at once across targets; the others wait their turn (kplan_deploys_queued); 0: no limit")
 	o.le.bind(fs)
 	cmd.SetArgs(singleDash(args, fs))
 	cmd.SetOut(stdout)
@@ -135,6 +137,9 @@ func parseFlags(ctx context.Context, table []forgeRow, args []string, stdout, st
 	}
 	if err := o.le.check(); err != nil {
 		return nil, err
+	}
+	if o.maxParallelDeploys < 0 {
+		return nil, fmt.Errorf("--max-parallel-deploys %d: want 0 (no limit) or more\nRun 'kplan-webhook --help' for usage", o.maxParallelDeploys)
 	}
 	return o, nil
 }
@@ -165,8 +170,12 @@ type app struct {
 	// prunes a directory of its own under it (shardGitBases).
 	gitBases      string
 	deployMetrics *deployer.Prometheus
-	drift         *liveplan.Drift
-	handler       *webhook.Handler
+	// slots bound the deploys running at once in this process
+	// (--max-parallel-deploys), shared by the deployer of every term and
+	// shard.
+	slots   *deployer.Slots
+	drift   *liveplan.Drift
+	handler *webhook.Handler
 	// fence, with --leader-elect, refuses the deployer's writes to the
 	// clusters once this replica's hold on the Lease lapsed by its own
 	// clock; nil without it.
@@ -240,6 +249,7 @@ func (a *app) wireDeploys() error {
 	if a.deployMetrics, err = deployer.NewPrometheus(a.reg, names...); err != nil {
 		return err
 	}
+	a.slots = deployer.NewSlots(a.flags.maxParallelDeploys, a.deployMetrics.Slots)
 	a.gitBases = filepath.Join(cfg.StateDir, "git-bases")
 	driftMetrics, err := liveplan.NewDriftMetrics(a.reg)
 	if err != nil {
@@ -270,6 +280,7 @@ func (a *app) newDeployer(targets []deployer.Target, fence *leader.Fence, gitBas
 	dep.Reviews = a.forges
 	dep.GitBases = gitBases
 	dep.GitBasesMaxAge = a.cfg.GitBasesMaxAge
+	dep.Slots = a.slots
 	return dep
 }
 

@@ -5,13 +5,20 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/crash"
+	"github.com/kplan-dev/kplan/internal/deployer"
+	"github.com/kplan-dev/kplan/internal/gitmirror"
 )
 
 func TestVersion(t *testing.T) {
@@ -263,4 +270,70 @@ func serve(t *testing.T, start func(ctx context.Context, stdout io.Writer) error
 		t.Fatal(err)
 	}
 	return line
+}
+
+// Every flag --help lists is named in the docs (docs/*.md), where a
+// reader looks for what it does.
+func TestFlagsDocumented(t *testing.T) {
+	var help bytes.Buffer
+	if err := run(context.Background(), []string{"--help"}, func(string) string { return "" }, &help, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	pages, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs strings.Builder
+	for _, p := range pages {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs.Write(data)
+	}
+	flags := regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z][a-z0-9-]*)`).FindAllStringSubmatch(help.String(), -1)
+	if len(flags) < 10 {
+		t.Fatalf("%d flags found in --help: is the check blind?\n%s", len(flags), help.String())
+	}
+	for _, f := range flags {
+		if f[1] != "help" && !regexp.MustCompile("`--"+regexp.QuoteMeta(f[1])+`\b`).MatchString(docs.String()) {
+			t.Errorf("--%s is not named in docs/*.md", f[1])
+		}
+	}
+}
+
+// --max-parallel-deploys bounds the deploys of the process: the
+// deployers of its terms and shards share one set of slots of that size,
+// deployer.DefaultMaxParallel without the flag; a negative bound is
+// refused.
+func TestMaxParallelDeploys(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+		err  string
+	}{
+		{nil, deployer.DefaultMaxParallel, ""},
+		{[]string{"--max-parallel-deploys", "3"}, 3, ""},
+		{[]string{"--max-parallel-deploys=0"}, 0, ""},
+		{[]string{"--max-parallel-deploys", "-1"}, 0, "--max-parallel-deploys -1: want 0 (no limit) or more"},
+	} {
+		o, err := parseFlags(context.Background(), forgeTable(), tc.args, io.Discard, io.Discard)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: %v, want an error containing %q", tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		a := &app{flags: o, cfg: &config.Config{}, log: slog.New(slog.DiscardHandler), mirrors: &gitmirror.Mirrors{}, reg: prometheus.NewRegistry()}
+		if err := a.wireDeploys(); err != nil {
+			t.Fatal(err)
+		}
+		one, other := a.newDeployer(nil, nil, ""), a.newDeployer(nil, nil, "")
+		if one.Slots != other.Slots || one.Slots.Limit() != tc.want {
+			t.Errorf("%q: the deployers share slots %v, with a limit of %d, want %d", tc.args, one.Slots == other.Slots, one.Slots.Limit(), tc.want)
+		}
+	}
 }

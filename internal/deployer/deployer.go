@@ -1,8 +1,9 @@
 // Package deployer makes each target converge on its branch: "target T
 // should now match branch B at SHA S". One worker per target runs one
 // deploy at a time; merges that arrive meanwhile collapse into the newest
-// commit. What was last deployed lives on the target's inventory object in
-// the cluster, so a restarted deployer resyncs every target whose branch
+// commit. At most a limit of deploys run at once, across targets, in the
+// order they asked (Slots). What was last deployed lives on the target's
+// inventory object in the cluster, so a restarted deployer resyncs every target whose branch
 // moved while it was down — including one it was killed in the middle of.
 //
 // A branch may take its targets from the repository (.kplan.yaml at the
@@ -214,6 +215,11 @@ type Deployer struct {
 	// targets it owns, and reports the source's own failures only where
 	// it owns the source's stand-in target. nil owns every target.
 	Owns func(Target) bool
+	// Slots are the slots its deploys take, shared by the deployers of
+	// one process. New gives a deployer DefaultMaxParallel slots of its
+	// own, which its Metrics observe. A target's request waiting for a
+	// slot is still replaced by a newer one.
+	Slots *Slots
 
 	started chan struct{}
 
@@ -242,8 +248,9 @@ type worker struct {
 	// resumed is set once the reports an interrupted run left open are
 	// finished (Reporter.Interrupted); redeploy, when there were some, so that the next
 	// deploy runs even at the commit the cluster records. Only the
-	// worker's goroutine touches them.
-	resumed, redeploy bool
+	// worker's goroutine touches them, and slot: whether it holds one of
+	// the deployer's slots.
+	resumed, redeploy, slot bool
 
 	mu   sync.Mutex
 	t    Target
@@ -257,6 +264,7 @@ func New(targets []Target, mirrors Mirror, report Reporter, engine func(Target) 
 		workers: map[string]*worker{}, started: make(chan struct{}), lastFailed: map[string]string{},
 		rendered: map[string]inventory.Identity{}, conflicts: map[string]string{},
 		firstRenders: make(chan struct{})}
+	d.Slots = NewSlots(DefaultMaxParallel, d.observeSlots)
 	for _, t := range targets {
 		w := newWorker(t, nil)
 		d.initial.Add(1)
@@ -323,6 +331,12 @@ func (w *worker) take() *Request {
 	r := w.next
 	w.next = nil
 	return r
+}
+
+func (w *worker) pending() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.next != nil
 }
 
 // Ready reports whether the workers run.
@@ -497,21 +511,73 @@ func (d *Deployer) work(ctx context.Context, w *worker) {
 }
 
 // drain runs w's requests until none is waiting: a request that arrives
-// meanwhile replaces the one waiting (Submit), so a burst runs once.
+// meanwhile replaces the one waiting (Submit), so a burst runs once. A
+// target's deploy waits for a slot first and only then takes its request,
+// so that a newer commit arriving while it waits replaces the older one.
+// A source's worker takes none: it reads one file and hands the commit
+// to its targets, whose deploys wait for theirs.
 func (d *Deployer) drain(ctx context.Context, w *worker) {
-	for r := w.take(); r != nil; r = w.take() {
-		err := crash.Catch(func() error {
-			if w.src != nil {
-				d.expand(ctx, *w.src, *r)
-			} else {
-				d.converge(ctx, w, *r)
+	for w.pending() {
+		if w.src == nil {
+			if !d.Slots.acquire(ctx, w.quit) {
+				return // ended, or retired, while waiting
 			}
-			return nil
-		})
-		if c := crash.As(err); c != nil {
-			d.crashed(ctx, w, *r, c)
+			w.slot = true
 		}
+		if r := w.take(); r != nil {
+			d.run(ctx, w, *r)
+		}
+		d.releaseSlot(w)
 	}
+}
+
+// run runs one request of w: a bug of kplan in it (a recovered panic)
+// fails that request only.
+func (d *Deployer) run(ctx context.Context, w *worker, r Request) {
+	err := crash.Catch(func() error {
+		if w.src != nil {
+			d.expand(ctx, *w.src, r)
+		} else {
+			d.converge(ctx, w, r)
+		}
+		return nil
+	})
+	if c := crash.As(err); c != nil {
+		d.crashed(ctx, w, r, c)
+	}
+}
+
+func (d *Deployer) releaseSlot(w *worker) {
+	if w.slot {
+		w.slot = false
+		d.Slots.release()
+	}
+}
+
+// awaitFirstRenders waits until every configured target has rendered
+// once and reports whether ctx ended first. The deploy gives its slot
+// back meanwhile, as the targets still to render need slots of their
+// own, and asks for one again after.
+func (d *Deployer) awaitFirstRenders(ctx context.Context, w *worker) bool {
+	select {
+	case <-d.firstRenders:
+		return true
+	default:
+	}
+	held := w.slot
+	d.releaseSlot(w)
+	select {
+	case <-d.firstRenders:
+	case <-ctx.Done():
+		return false
+	}
+	if held {
+		if !d.Slots.acquire(ctx, w.quit) {
+			return false
+		}
+		w.slot = true
+	}
+	return true
 }
 
 // crashed reports a deploy a kplan bug ended (a recovered panic): that
@@ -612,9 +678,7 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err, Reason: reason})
 		return
 	}
-	select {
-	case <-d.firstRenders:
-	case <-ctx.Done():
+	if !d.awaitFirstRenders(ctx, w) {
 		return
 	}
 	inv := deploy.InventoryOf(target.Inventory)

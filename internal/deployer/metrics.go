@@ -15,12 +15,23 @@ type Metrics interface {
 	// Deployed records one deploy attempt of o.Target; applied is false
 	// when it failed before applying (fetch, render, a shared inventory).
 	Deployed(o Outcome, applied bool)
+	// Slots records how many deploys run and how many wait for a slot
+	// (Slots), whenever that changes.
+	Slots(running, queued int)
 }
 
 // observe records o, if the deployer has metrics.
 func (d *Deployer) observe(o Outcome, applied bool) {
 	if d.Metrics != nil {
 		d.Metrics.Deployed(o, applied)
+	}
+}
+
+// observeSlots records the deploys running and queued, if the deployer
+// has metrics.
+func (d *Deployer) observeSlots(running, queued int) {
+	if d.Metrics != nil {
+		d.Metrics.Slots(running, queued)
 	}
 }
 
@@ -43,6 +54,7 @@ const MaxTargetLabels = 500
 //	kplan_objects_applied_total{target}, kplan_objects_pruned_total{target}
 //	kplan_target_last_success_timestamp_seconds{target}
 //	kplan_deploy_failures_total{target,reason} (reason: a Reason)
+//	kplan_deploys_running, kplan_deploys_queued (Slots)
 //
 // The target label is the target's Key: its name, or <source>/<name> for a
 // target a repository declares.
@@ -53,6 +65,8 @@ type Prometheus struct {
 	pruned      *prometheus.CounterVec
 	lastSuccess *prometheus.GaugeVec
 	failures    *prometheus.CounterVec
+	running     prometheus.Gauge
+	queued      prometheus.Gauge
 
 	mu      sync.Mutex
 	targets map[string]bool
@@ -87,9 +101,17 @@ func NewPrometheus(reg prometheus.Registerer, targets ...string) (*Prometheus, e
 			Name: "kplan_deploy_failures_total",
 			Help: "Failed deploy attempts by target and reason: FetchFailed, RenderFailed, TargetsInvalid, InventoryConflict, Refused, ApplyFailed, ObjectsFailed or Interrupted.",
 		}, []string{"target", "reason"}),
+		running: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kplan_deploys_running",
+			Help: "Deploys running now (fetch, render, apply and the wait for the objects to reconcile), at most --max-parallel-deploys.",
+		}),
+		queued: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kplan_deploys_queued",
+			Help: "Targets waiting for one of the --max-parallel-deploys slots to deploy.",
+		}),
 		targets: map[string]bool{},
 	}
-	for _, c := range []prometheus.Collector{p.deploys, p.duration, p.applied, p.pruned, p.lastSuccess, p.failures} {
+	for _, c := range []prometheus.Collector{p.deploys, p.duration, p.applied, p.pruned, p.lastSuccess, p.failures, p.running, p.queued} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -157,6 +179,15 @@ func (p *Prometheus) Deployed(o Outcome, applied bool) {
 	if outcome == OutcomeSuccess {
 		p.lastSuccess.WithLabelValues(t).Set(float64(o.Finished.UnixNano()) / 1e9)
 	}
+}
+
+// Slots implements Metrics.
+func (p *Prometheus) Slots(running, queued int) {
+	if p == nil {
+		return
+	}
+	p.running.Set(float64(running))
+	p.queued.Set(float64(queued))
 }
 
 // reasonLabel bounds the reason label to the Reasons.

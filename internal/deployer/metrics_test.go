@@ -89,6 +89,11 @@ kplan_deploy_duration_seconds_count{target="repo/web"} 1
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kplan_deploy_duration_seconds"); err != nil {
 		t.Error(err)
 	}
+	p.Slots(8, 3)
+	p.Slots(2, 0)
+	if running, queued := testutil.ToFloat64(p.running), testutil.ToFloat64(p.queued); running != 2 || queued != 0 {
+		t.Errorf("kplan_deploys_running %v, kplan_deploys_queued %v, want the last counts: 2 and 0", running, queued)
+	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %+v", err, problems)
 	}
@@ -109,6 +114,8 @@ kplan_deploy_duration_seconds_count{target="repo/web"} 1
 func TestNoMetrics(t *testing.T) {
 	var d Deployer
 	d.observe(Outcome{}, true)
+	d.observeSlots(1, 1)
 	var p *Prometheus
 	p.Deployed(Outcome{}, true)
+	p.Slots(1, 1)
 }
