@@ -61,9 +61,9 @@ const (
 // (a delivery for a branch submits every target of the branch, so on one
 // branch of 200 targets every merge would deploy all 200), one commit
 // per merge, so that a deploy's comparison with reviews walks one step,
-// as on a shared branch. Each
-// sub-benchmark is a fresh deployer (a webhook's term) on the fleet left
-// deployed by the one before, and measures:
+// as on a shared branch. Each sub-benchmark is a fresh deployer (a
+// webhook's term) on the fleet left deployed by the one before, and
+// measures:
 //
 //   - its start's resync of the 200 targets, every one already at the
 //     branch's tip (what every resyncInterval costs);
@@ -76,12 +76,13 @@ const (
 //
 // Requests are counted on every request the engines send (a wrapping
 // RoundTripper on their rest.Config), per deploy of the phase; CPU is
-// this process's (the deployer; the git server's CGI children are
-// apart) and the kube-apiserver's and etcd's (from /proc); peak RSS is
+// this process's (the deployer), its children's (git, at both ends of
+// every fetch: the git server's CGI processes are children too) and the
+// kube-apiserver's and etcd's (from /proc); peak RSS is
 // this process's VmHWM, reset at the start of each sub-benchmark. The
 // table after the sub-benchmarks has the figures of docs/performance.md.
 //
-//	go test -run '^$' -bench Fleet -benchtime 1x -timeout 60m ./internal/deployer
+//	go test -run '^$' -bench Fleet -benchtime 1x -timeout 90m ./internal/deployer
 func BenchmarkFleet(b *testing.B) {
 	f := newFleet(b)
 	loadBefore := loadAverage()
