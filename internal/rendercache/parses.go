@@ -54,22 +54,7 @@ func (c *Cache) PutParses(name, version string, ps Parses) error {
 	if err != nil {
 		return fmt.Errorf("render cache: %w", err)
 	}
-	tmp, err := os.CreateTemp(c.dir, ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("render cache: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("render cache: write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("render cache: write %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), c.parsesPath(name)); err != nil {
-		return fmt.Errorf("render cache: %w", err)
-	}
-	return nil
+	return c.replace(c.parsesPath(name), data)
 }
 
 // EncodeParses writes ps as

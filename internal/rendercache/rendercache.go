@@ -117,6 +117,13 @@ func (c *Cache) Put(key string, e Entry) error {
 	if err != nil {
 		return fmt.Errorf("render cache: %w", err)
 	}
+	return c.replace(c.path(key), data)
+}
+
+// replace writes data to the file at p atomically: readers see the old
+// file or the new one, never part of it (a temporary file renamed over
+// it; Prune removes one a crash left behind).
+func (c *Cache) replace(p string, data []byte) error {
 	tmp, err := os.CreateTemp(c.dir, ".tmp-*")
 	if err != nil {
 		return fmt.Errorf("render cache: %w", err)
@@ -129,7 +136,7 @@ func (c *Cache) Put(key string, e Entry) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("render cache: write %s: %w", tmp.Name(), err)
 	}
-	if err := os.Rename(tmp.Name(), c.path(key)); err != nil {
+	if err := os.Rename(tmp.Name(), p); err != nil {
 		return fmt.Errorf("render cache: %w", err)
 	}
 	return nil

@@ -47,22 +47,7 @@ func (c *Cache) Scans() Scans {
 // PutScans replaces the file with s, atomically: a plan reading it meanwhile
 // sees the old file or the new one.
 func (c *Cache) PutScans(s Scans) error {
-	tmp, err := os.CreateTemp(c.dir, ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("render cache: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(EncodeScans(s)); err != nil {
-		tmp.Close()
-		return fmt.Errorf("render cache: write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("render cache: write %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(c.dir, scansFile)); err != nil {
-		return fmt.Errorf("render cache: %w", err)
-	}
-	return nil
+	return c.replace(filepath.Join(c.dir, scansFile), EncodeScans(s))
 }
 
 // EncodeScans writes s as
