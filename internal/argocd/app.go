@@ -22,6 +22,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
@@ -43,14 +44,25 @@ var ErrParse = errors.New("invalid Argo CD object")
 // Application is one Argo CD Application of the repository.
 type Application struct {
 	Namespace, Name string
+	id              string // ID, once named
 	// File declares it in the repository.
 	File string
-	Spec AppSpec
+	// Destination is spec.destination, which names the Application's
+	// target in a plan.
+	Destination Destination
+	// spec is the rest of its spec (Spec): decoded from object when
+	// first asked for an Application read from the index, whose plan
+	// may never need it; set at once for one parsed.
+	spec atomic.Pointer[specOf]
 	// object is the object as written, in JSON (keys sorted), to tell
 	// whether a side changed it: the bytes, not the decoded maps, are
 	// kept for the thousands of Applications of a repository (a fifth of
 	// a plan's live memory).
 	object []byte
+	// facts are what the index recorded of it (nil: none): what its
+	// spec decides, kept so that a plan of Applications no change reached
+	// decodes none of their specs.
+	facts *appFacts
 	// Inputs are the repository files besides File an ApplicationSet's
 	// generators read to make it (git files, .kplan.yaml's clusters).
 	Inputs []string
@@ -60,7 +72,55 @@ type Application struct {
 }
 
 // ID is namespace/name.
-func (a *Application) ID() string { return a.Namespace + "/" + a.Name }
+func (a *Application) ID() string {
+	if a.id != "" {
+		return a.id
+	}
+	return a.Namespace + "/" + a.Name
+}
+
+// named sets the ID from the Application's namespace and name, once
+// they are what they stay (an ID is asked thousands of times a plan).
+func (a *Application) named() *Application {
+	a.id = a.Namespace + "/" + a.Name
+	return a
+}
+
+// specOf is a decoded spec, or why the object did not decode.
+type specOf struct {
+	spec AppSpec
+	err  error
+}
+
+// Spec is the Application's spec. One read from the index is decoded
+// now, from the object it was read from; one that does not decode (a
+// damaged index) has an empty spec, and SpecErr says why.
+func (a *Application) Spec() *AppSpec {
+	return &a.decoded().spec
+}
+
+// SpecErr says why the Application's spec is unknown: its object, read
+// from the render cache's index, no longer decodes as the Application
+// it was. Nil for every Application kplan parsed itself.
+func (a *Application) SpecErr() error { return a.decoded().err }
+
+func (a *Application) decoded() *specOf {
+	if s := a.spec.Load(); s != nil {
+		return s
+	}
+	s := &specOf{}
+	b, err := parseJSON(a.object, a.File, func() any { return a.Name })
+	switch {
+	case err != nil:
+		s.err = fmt.Errorf("the render cache's index of Argo CD Applications is damaged (plan without the cache): %w", err)
+	case b.ID() != a.ID() || b.Destination != a.Destination:
+		s.err = fmt.Errorf("the render cache's index of Argo CD Applications is damaged (plan without the cache): %s read as %s", a.ID(), b.ID())
+	default:
+		s.spec = *b.Spec()
+	}
+	a.spec.CompareAndSwap(nil, s)
+	return a.spec.Load()
+}
 
 // Object is the object as written, as JSON decodes it; nil when it has
 // none (an Application made in a test).
@@ -107,7 +167,7 @@ type Automated struct {
 // merge: nothing without automated sync; no prune without
 // automated.prune (pruning says the plan prunes objects).
 func (a *Application) SyncNotes(pruning bool) []string {
-	sp := a.Spec.SyncPolicy
+	sp := a.Spec().SyncPolicy
 	if sp == nil || sp.Automated == nil || (sp.Automated.Enabled != nil && !*sp.Automated.Enabled) {
 		return []string{"no automated sync (spec.syncPolicy.automated): Argo CD applies this plan when someone syncs the Application"}
 	}
@@ -267,14 +327,16 @@ func parseJSON(data []byte, file string, name func() any) (*Application, error) 
 	if o.Metadata.Name == "" {
 		return nil, fmt.Errorf("%s: %w: an Application without metadata.name", file, ErrParse)
 	}
-	a := &Application{Namespace: o.Metadata.Namespace, Name: o.Metadata.Name, File: file, Spec: o.Spec, object: data}
+	a := &Application{Namespace: o.Metadata.Namespace, Name: o.Metadata.Name, File: file, Destination: o.Spec.Destination, object: data}
+	a.spec.Store(&specOf{spec: o.Spec})
 	if a.Namespace == "" {
 		a.Namespace = DefaultNamespace
 	}
-	if len(a.Spec.AllSources()) == 0 {
+	a.named()
+	if len(o.Spec.AllSources()) == 0 {
 		return nil, fmt.Errorf("%s: %w: Application %s has no spec.source or spec.sources", file, ErrParse, a.ID())
 	}
-	for i, s := range a.Spec.AllSources() {
+	for i, s := range o.Spec.AllSources() {
 		n := 0
 		for _, set := range []bool{s.Kustomize != nil, s.Helm != nil, s.Directory != nil, s.Plugin != nil} {
 			if set {
@@ -361,16 +423,33 @@ func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) (Decl
 }
 
 // parses are the parses a discovery takes instead of parsing: an
-// engine's (Engine.parses), kept between plans.
+// engine's (Engine.parsed), kept between plans in its index.
 type parses interface {
 	// parsed is the parse of the file p of s, if known.
-	parsed(s *snapshot.Snapshot, p string) (Declared, bool)
+	parsed(s *snapshot.Snapshot, p string) (*fileRec, bool)
 	// keep keeps the parse d of the file p of s.
-	keep(s *snapshot.Snapshot, p string, d Declared)
+	keep(s *snapshot.Snapshot, p string, d Declared) *fileRec
 }
 
 // discoverIn is DiscoverIn taking the parses known (known nil: none).
 func discoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string, known parses) (Declared, error) {
+	files, err := discoverFiles(ctx, s, paths, known)
+	if err != nil {
+		return Declared{}, err
+	}
+	return merged(files), nil
+}
+
+// fileRec is one repository file holding Argo CD objects, and what it
+// declares.
+type fileRec struct {
+	path, id string // its path and content (git blob id)
+	decl     Declared
+}
+
+// discoverFiles reads the files among paths (sorted) that declare Argo
+// CD objects, in their order.
+func discoverFiles(ctx context.Context, s *snapshot.Snapshot, paths []string, known parses) ([]*fileRec, error) {
 	var yamls []string
 	for _, p := range paths {
 		if snapshot.IsYAML(p) {
@@ -379,22 +458,23 @@ func discoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string, known
 	}
 	has, err := s.Containing(ctx, yamls, Group)
 	if err != nil {
-		return Declared{}, fmt.Errorf("discover Argo CD Applications: %w", err)
+		return nil, fmt.Errorf("discover Argo CD Applications: %w", err)
 	}
 	// A chart's templates are not Applications: what the chart renders
 	// are.
 	has = slices.DeleteFunc(has, func(p string) bool { return chartTemplate(s, p) })
 	// The parses known (of files that passed the filter below before)
 	// are taken as they are; the others are filtered, then parsed.
-	parsed := map[string]Declared{}
+	parsed := map[string]*fileRec{}
 	var unknown []string
 	for _, p := range has {
-		d, ok := Declared{}, false
+		var f *fileRec
+		ok := false
 		if known != nil {
-			d, ok = known.parsed(s, p)
+			f, ok = known.parsed(s, p)
 		}
 		if ok {
-			parsed[p] = d
+			parsed[p] = f
 		} else {
 			unknown = append(unknown, p)
 		}
@@ -404,22 +484,18 @@ func discoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string, known
 	// unless a YAML escape ("Appl\x69cation") or tag (!!binary) spells it.
 	read, err := prefilter(ctx, s, unknown, "Application", `\`, "!!")
 	if err != nil {
-		return Declared{}, fmt.Errorf("discover Argo CD Applications: %w", err)
+		return nil, fmt.Errorf("discover Argo CD Applications: %w", err)
+	}
+	if err := s.Load(ctx, read); err != nil {
+		return nil, fmt.Errorf("discover Argo CD Applications: %w", err)
 	}
 	fresh := make(map[string]bool, len(read))
 	for _, p := range read {
 		fresh[p] = true
 	}
-	has = slices.DeleteFunc(has, func(p string) bool {
-		_, ok := parsed[p]
-		return !ok && !fresh[p]
-	})
-	if err := s.Load(ctx, read); err != nil {
-		return Declared{}, fmt.Errorf("discover Argo CD Applications: %w", err)
-	}
-	var out Declared
+	var out []*fileRec
 	for _, p := range has {
-		d := parsed[p]
+		f := parsed[p]
 		if fresh[p] {
 			// Parsed once per content and path for both sides of a plan
 			// (most files are alike on both): parsing is most of a
@@ -429,11 +505,27 @@ func discoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string, known
 			if err != nil {
 				continue
 			}
-			d = v.(Declared)
+			d := v.(Declared)
 			if known != nil {
-				known.keep(s, p, d)
+				f = known.keep(s, p, d)
+			} else {
+				id, _ := s.Index.ID(p)
+				f = &fileRec{path: p, id: id, decl: d}
 			}
 		}
+		if f != nil {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// merged is what files declare, sorted by file then name (their
+// Applications), as discovery gives it.
+func merged(files []*fileRec) Declared {
+	var out Declared
+	for _, f := range files {
+		d := f.decl
 		out.Applications = append(out.Applications, d.Applications...)
 		out.Sets = append(out.Sets, d.Sets...)
 		out.Invalid = append(out.Invalid, d.Invalid...)
@@ -445,7 +537,7 @@ func discoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string, known
 		}
 		return strings.Compare(a.ID(), b.ID())
 	})
-	return out, nil
+	return out
 }
 
 // prefilter keeps the paths holding any of needles, in order.
@@ -461,52 +553,6 @@ func prefilter(ctx context.Context, s *snapshot.Snapshot, paths []string, needle
 		}
 	}
 	return slices.DeleteFunc(paths, func(p string) bool { return !keep[p] }), nil
-}
-
-// declaredJSON is a file's parse as a ParseStore keeps it: the objects,
-// from which Applications and ApplicationSets are read again as
-// ParseFile reads them.
-type declaredJSON struct {
-	Applications []json.RawMessage `json:"applications,omitempty"`
-	Sets         []map[string]any  `json:"sets,omitempty"`
-	Invalid      []Named           `json:"invalid,omitempty"`
-}
-
-// encodeDeclared is d as a ParseStore keeps it (one line of JSON).
-func encodeDeclared(d Declared) ([]byte, error) {
-	var dj declaredJSON
-	for _, a := range d.Applications {
-		if a.object == nil {
-			return nil, fmt.Errorf("Application %s has no object", a.ID())
-		}
-		dj.Applications = append(dj.Applications, a.object)
-	}
-	for _, set := range d.Sets {
-		dj.Sets = append(dj.Sets, set.Object)
-	}
-	dj.Invalid = d.Invalid
-	return json.Marshal(dj)
-}
-
-// decodeDeclared reads what encodeDeclared wrote of the file at p.
-func decodeDeclared(data []byte, p string) (Declared, error) {
-	var dj declaredJSON
-	if err := json.Unmarshal(data, &dj); err != nil {
-		return Declared{}, err
-	}
-	var d Declared
-	for _, raw := range dj.Applications {
-		a, err := parseJSON(raw, p, func() any { return nil })
-		if err != nil {
-			return Declared{}, err
-		}
-		d.Applications = append(d.Applications, a)
-	}
-	for _, m := range dj.Sets {
-		d.Sets = append(d.Sets, appSetOf(m, p))
-	}
-	d.Invalid = dj.Invalid
-	return d, nil
 }
 
 // appSetOf is the ApplicationSet m declared in file.
@@ -557,4 +603,11 @@ func (a *Application) Cascades() bool {
 		}
 	}
 	return false
+}
+
+// appFacts are what an Application's spec decides under the engine's
+// settings, as the index recorded them.
+type appFacts struct {
+	skip    string // why it is no target, "" when it is
+	renders bool   // a source kplan renders (Found)
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 	"sigs.k8s.io/kustomize/api/konfig"
@@ -57,17 +58,6 @@ type Options struct {
 	// KustomizeEnableHelm is argocd-cm's kustomize.buildOptions
 	// --enable-helm: kustomize sources inflate their helmCharts.
 	KustomizeEnableHelm bool
-	// Parses keeps the parses of the repository's files between plans
-	// (the render cache); nil keeps none.
-	Parses ParseStore
-}
-
-// ParseStore keeps what parsing a file made, by a key naming its path
-// and content, between plans: a warm plan parses only the files no plan
-// parsed before. A value the engine cannot read back is parsed again.
-type ParseStore interface {
-	Parse(key string) ([]byte, bool)
-	KeepParse(key string, value []byte)
 }
 
 // Engine renders the Argo CD Applications of snapshots; safe for
@@ -79,13 +69,22 @@ type Engine struct {
 	pulled sync.Map // pulledMayOutput's answers
 	// madeApps are the Applications ApplicationSets made, by madeKey.
 	madeApps sync.Map
-	// parsedFiles are the files' parses, by parseKey: the sides of a plan
-	// share the parse of a file alike on both.
+	// parsedFiles are the files' parses (*fileRec), by fileKey: the
+	// sides of a plan share the parse of a file alike on both.
 	parsedFiles sync.Map
 	// builders compute the closures of a snapshot's Applications, one
 	// per snapshot (a *sideBuilder): Applications sharing a base share
 	// its reading.
 	builders sync.Map
+	// states are the snapshots' sideStates (*stateOnce).
+	states sync.Map
+	// index is what plans before this one kept (Use), prior the commit
+	// of it the base derives from (Prior); nil: none.
+	index atomic.Pointer[Index]
+	prior atomic.Pointer[origin]
+	// tracked are tracks's answers, by targetRevision: the index
+	// records those its decisions depend on.
+	tracked sync.Map
 }
 
 // sideBuilder is the closure builder of one snapshot, which is not safe
@@ -123,6 +122,12 @@ type Target struct {
 	Err     error
 	// Deferred: the change cannot affect it; it was not rendered.
 	Deferred bool
+	// may is what its closure's files say of whether it renders
+	// Applications (mayOutput), once known.
+	may may
+	// twin: it stands for an Application the other side makes and this
+	// one cannot (unknownTwins).
+	twin bool
 	// Parent is the target whose render outputs this Application
 	// (app-of-apps); nil for one declared in git.
 	Parent *Target
@@ -163,28 +168,54 @@ func (r *Result) Target(name string) *Target {
 // repository, or an ApplicationSet making one, searching only paths
 // when not nil.
 func (e *Engine) Found(ctx context.Context, s *snapshot.Snapshot, paths []string) (bool, error) {
-	var d Declared
-	var err error
+	var apps []*Application
 	if paths == nil {
-		paths = s.Index.Paths()
-	}
-	d, err = discoverIn(ctx, s, paths, e)
-	if err != nil {
-		return false, err
-	}
-	apps := d.Applications
-	for _, set := range d.Sets {
-		made, _ := e.generate(ctx, s, set)
-		apps = append(apps, made...)
+		st, err := e.state(ctx, s, e.originOf(s))
+		if err != nil {
+			return false, err
+		}
+		apps = st.decl.Applications
+		for _, x := range st.sets {
+			apps = append(apps, x.apps...)
+		}
+	} else {
+		d, err := discoverIn(ctx, s, paths, e)
+		if err != nil {
+			return false, err
+		}
+		apps = d.Applications
+		for _, set := range d.Sets {
+			made, _ := e.generate(ctx, s, set)
+			apps = append(apps, made...)
+		}
 	}
 	for _, a := range apps {
-		for _, src := range a.Spec.AllSources() {
-			if e.renders(src) {
-				return true, nil
-			}
+		if e.factsOf(a).renders {
+			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// originOf is the index's commit s derives from (Prior), or nil.
+func (e *Engine) originOf(s *snapshot.Snapshot) *origin {
+	if o := e.prior.Load(); o != nil && o.rev == s.Rev {
+		return o
+	}
+	return nil
+}
+
+// factsOf are what a's spec decides under the engine's settings: as the
+// index recorded them, else from its spec.
+func (e *Engine) factsOf(a *Application) *appFacts {
+	if a.facts != nil {
+		return a.facts
+	}
+	f := &appFacts{skip: e.skipOf(a)}
+	for _, src := range a.Spec().AllSources() {
+		f.renders = f.renders || e.renders(src)
+	}
+	return f
 }
 
 // maxDepth bounds how many levels of Applications rendering
@@ -224,9 +255,24 @@ func (e *Engine) Plan(ctx context.Context, base, head *snapshot.Snapshot, change
 // which are targets too.
 func (e *Engine) plan(ctx context.Context, snaps []*snapshot.Snapshot, changed map[string]bool) ([]*Result, error) {
 	lp := &levelPlan{changed: changed, res: make([]*Result, len(snaps)), answered: map[*closure.Closure]bool{}}
+	if len(snaps) == 2 && changed != nil {
+		// Not on a full plan, which discovers both sides and computes
+		// every closure on each: it stays a check of the changed-only
+		// plan.
+		lp.reuse = newReuse(snapshot.Changed(snaps[0].Index, snaps[1].Index))
+	}
 	level := make([][]*Target, len(snaps))
 	for i, s := range snaps {
-		r, err := e.side(ctx, s)
+		o := e.originOf(s)
+		if i == 1 && lp.reuse != nil {
+			// Head is base but for the paths the change touches.
+			base, err := e.state(ctx, snaps[0], e.originOf(snaps[0]))
+			if err != nil {
+				return nil, err
+			}
+			o = &origin{files: base.files, sets: setsOf(base.sets), changed: lp.reuse.changed, reuse: lp.reuse}
+		}
+		r, err := e.side(ctx, s, o)
 		if err != nil {
 			return nil, err
 		}
@@ -234,11 +280,6 @@ func (e *Engine) plan(ctx context.Context, snaps []*snapshot.Snapshot, changed m
 	}
 	if len(snaps) == 2 {
 		lp.unknown = unknownTwins(lp.res)
-		if changed != nil {
-			// Not on a full plan, which computes every closure on both
-			// sides: it stays a check of the changed-only plan.
-			lp.reuse = newReuse(snapshot.Changed(snaps[0].Index, snaps[1].Index))
-		}
 	}
 	for depth := 0; ; depth++ {
 		name(lp.res...)
@@ -304,9 +345,13 @@ func (e *Engine) deferUnreached(ctx context.Context, lp *levelPlan, i int, s *sn
 		}
 	}
 	// A closure head took from base answers alike: the files its sources
-	// read are base's.
+	// read are base's; so does one taken from the index, which kept its
+	// answer.
 	var ask []*Target
 	for _, t := range candidates {
+		if _, ok := lp.answered[t.Closure]; !ok && t.may != mayAsk {
+			lp.answered[t.Closure] = t.may == mayDoes
+		}
 		if _, ok := lp.answered[t.Closure]; !ok {
 			ask = append(ask, t)
 		}
@@ -331,7 +376,7 @@ func (e *Engine) nextLevel(res []*Result, level [][]*Target, depth int) ([][]*Ta
 	for i, r := range res {
 		have := map[string]bool{}
 		for _, t := range r.Targets {
-			have[t.ID()+"\x00"+t.Spec.Destination.Cluster()] = true
+			have[t.ID()+"\x00"+t.Destination.Cluster()] = true
 		}
 		for _, t := range level[i] {
 			for _, c := range e.children(t, r, have) {
@@ -363,16 +408,16 @@ func unknownTwins(res []*Result) map[*Target]*Target {
 		}
 		have := map[string]bool{}
 		for _, t := range r.Targets {
-			have[t.ID()+"\x00"+t.Spec.Destination.Cluster()] = true
+			have[t.ID()+"\x00"+t.Destination.Cluster()] = true
 		}
 		for _, t := range res[1-i].Targets {
 			err := r.unexpanded[t.Set]
-			key := t.ID() + "\x00" + t.Spec.Destination.Cluster()
+			key := t.ID() + "\x00" + t.Destination.Cluster()
 			if t.Set == "" || err == nil || have[key] {
 				continue
 			}
 			have[key] = true
-			twin := &Target{Application: t.Application, Namespace: t.Namespace,
+			twin := &Target{Application: t.Application, Namespace: t.Namespace, twin: true,
 				Err: fmt.Errorf("Argo CD Application %s, made on the %s side, is not known on this one: %w", t.ID(), sideNames[1-i], err)}
 			r.Targets = append(r.Targets, twin)
 			out[t] = twin
@@ -402,17 +447,18 @@ func (e *Engine) children(t *Target, r *Result, have map[string]bool) []*Target 
 		}
 		if o.GetNamespace() == "" {
 			a.Namespace = cmp.Or(t.Namespace, DefaultNamespace)
+			a.named()
 		}
-		key := a.ID() + "\x00" + a.Spec.Destination.Cluster()
+		key := a.ID() + "\x00" + a.Destination.Cluster()
 		if have[key] {
 			continue // declared in git too: planned from its file
 		}
 		have[key] = true
-		if why := e.skip(a); why != "" {
+		if why := e.skipOf(a); why != "" {
 			r.Skipped = append(r.Skipped, Named{ID: a.ID(), File: t.File, Reason: why + " (rendered by Application " + t.ID() + ")"})
 			continue
 		}
-		out = append(out, &Target{Application: a, Namespace: a.Spec.Destination.Namespace, Parent: t})
+		out = append(out, &Target{Application: a, Namespace: a.Destination.Namespace, Parent: t})
 	}
 	return out
 }
@@ -427,6 +473,46 @@ func (e *Engine) mayOutput(ctx context.Context, s *snapshot.Snapshot, ts []*Targ
 	if len(ts) == 0 {
 		return out
 	}
+	e.mayFiles(ctx, s, ts)
+	for _, t := range ts {
+		out[t] = t.may == mayDoes
+	}
+	// A pulled chart may render Applications too: its archive says.
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	var mu sync.Mutex
+	pulled := map[*Target]bool{}
+	for _, t := range ts {
+		if out[t] {
+			continue
+		}
+		for _, src := range t.Spec().AllSources() {
+			if src.Chart == "" {
+				continue
+			}
+			g.Go(func() error {
+				if e.pulledMayOutput(ctx, src) {
+					mu.Lock()
+					pulled[t] = true
+					mu.Unlock()
+				}
+				return nil
+			})
+		}
+	}
+	_ = g.Wait()
+	for t := range pulled {
+		out[t] = true
+	}
+	return out
+}
+
+// mayFiles sets what the files ts's own sources read say of whether
+// they render Applications (Target.may): a file naming argoproj.io/v
+// (its own declaration only when a source reads it) says it may; none
+// says it may not, unless a source pulls a chart (whose archive
+// mayOutput reads). A failed search says nothing, and ts may.
+func (e *Engine) mayFiles(ctx context.Context, s *snapshot.Snapshot, ts []*Target) {
 	files := map[*Target][]string{}
 	all := map[string]bool{}
 	for _, t := range ts {
@@ -450,36 +536,15 @@ func (e *Engine) mayOutput(ctx context.Context, s *snapshot.Snapshot, ts []*Targ
 		named[p] = true
 	}
 	for _, t := range ts {
-		out[t] = err != nil || slices.ContainsFunc(files[t], func(p string) bool { return named[p] })
-	}
-	// A pulled chart may render Applications too: its archive says.
-	var g errgroup.Group
-	g.SetLimit(runtime.GOMAXPROCS(0))
-	var mu sync.Mutex
-	pulled := map[*Target]bool{}
-	for _, t := range ts {
-		if out[t] {
-			continue
-		}
-		for _, src := range t.Spec.AllSources() {
-			if src.Chart == "" {
-				continue
-			}
-			g.Go(func() error {
-				if e.pulledMayOutput(ctx, src) {
-					mu.Lock()
-					pulled[t] = true
-					mu.Unlock()
-				}
-				return nil
-			})
+		switch {
+		case err != nil || slices.ContainsFunc(files[t], func(p string) bool { return named[p] }):
+			t.may = mayDoes
+		case slices.ContainsFunc(t.Spec().AllSources(), func(src Source) bool { return src.Chart != "" }):
+			t.may = mayAsk
+		default:
+			t.may = mayNot
 		}
 	}
-	_ = g.Wait()
-	for t := range pulled {
-		out[t] = true
-	}
-	return out
 }
 
 // pulledMayOutput reports whether the chart src pulls names
@@ -513,7 +578,7 @@ func (e *Engine) pulledMayOutput(ctx context.Context, src Source) bool {
 // readsOwnFile reports whether a source of t reads the file declaring
 // it (an app-of-apps root whose path holds its own declaration).
 func (e *Engine) readsOwnFile(t *Target) bool {
-	for _, src := range t.Spec.AllSources() {
+	for _, src := range t.Spec().AllSources() {
 		if src.Ref != "" && src.Path == "" {
 			continue // values only
 		}
@@ -526,43 +591,52 @@ func (e *Engine) readsOwnFile(t *Target) bool {
 
 // side finds the targets of s: its Applications with a source in this
 // repository that track the plan's branch.
-func (e *Engine) side(ctx context.Context, s *snapshot.Snapshot) (*Result, error) {
-	d, err := discoverIn(ctx, s, s.Index.Paths(), e)
+func (e *Engine) side(ctx context.Context, s *snapshot.Snapshot, o *origin) (*Result, error) {
+	st, err := e.state(ctx, s, o)
 	if err != nil {
 		return nil, err
 	}
+	d := st.decl
 	r := &Result{Skipped: slices.Clone(d.Invalid), unexpanded: map[string]error{}}
 	apps := d.Applications
-	for _, set := range d.Sets {
-		made, err := e.generate(ctx, s, set)
-		if err != nil {
-			r.Skipped = append(r.Skipped, Named{ID: set.ID(), File: set.File, Reason: err.Error()})
-			r.unexpanded[set.ID()] = fmt.Errorf("ApplicationSet %s (%s): %w", set.ID(), set.File, err)
+	for _, x := range st.sets {
+		set := x.set
+		if x.err != nil {
+			r.Skipped = append(r.Skipped, Named{ID: set.ID(), File: set.File, Reason: x.err.Error()})
+			r.unexpanded[set.ID()] = fmt.Errorf("ApplicationSet %s (%s): %w", set.ID(), set.File, x.err)
 			continue
 		}
-		apps = append(apps, made...)
+		apps = append(apps, x.apps...)
 	}
 	seen := map[string]string{}
 	for _, a := range apps {
-		if why := e.skip(a); why != "" {
+		if why := e.factsOf(a).skip; why != "" {
 			r.Skipped = append(r.Skipped, Named{ID: a.ID(), File: a.File, Reason: why})
 			continue
 		}
-		if f, dup := seen[a.ID()+"\x00"+a.Spec.Destination.Cluster()]; dup {
+		if f, dup := seen[a.ID()+"\x00"+a.Destination.Cluster()]; dup {
 			r.Skipped = append(r.Skipped, Named{ID: a.ID(), File: a.File, Reason: "declared again (first in " + f + "): Argo CD keeps one Application of a name"})
 			continue
 		}
-		seen[a.ID()+"\x00"+a.Spec.Destination.Cluster()] = a.File
-		r.Targets = append(r.Targets, &Target{Application: a, Namespace: a.Spec.Destination.Namespace})
+		seen[a.ID()+"\x00"+a.Destination.Cluster()] = a.File
+		t := &Target{Application: a, Namespace: a.Destination.Namespace}
+		if o != nil && o.closures != nil {
+			// The closure computed on the index's commit, when nothing it
+			// read differs here.
+			if c := o.closures[a]; c != nil && o.reuse.keeps(c.c, c.listed) {
+				t.Closure, t.own, t.listed, t.may = c.c, c.own, c.listed, c.may
+			}
+		}
+		r.Targets = append(r.Targets, t)
 	}
 	slices.SortFunc(r.Skipped, func(a, b Named) int { return strings.Compare(a.ID+a.File, b.ID+b.File) })
 	return r, nil
 }
 
-// skip says why a is not a target, or "".
-func (e *Engine) skip(a *Application) string {
+// skipOf says why a is not a target, or "".
+func (e *Engine) skipOf(a *Application) string {
 	ours := false
-	for _, src := range a.Spec.AllSources() {
+	for _, src := range a.Spec().AllSources() {
 		ours = ours || e.renders(src)
 		if src.Chart == "" && e.opts.Repos.Has(src.RepoURL) {
 			if !e.tracks(src.TargetRevision) {
@@ -584,9 +658,13 @@ func (e *Engine) renders(src Source) bool {
 	return src.Chart != "" || e.opts.Repos.Has(src.RepoURL)
 }
 
-// tracks reports whether targetRevision follows the plan's branch.
+// tracks reports whether targetRevision follows the plan's branch. The
+// answers are kept (tracked): the index records them with what it
+// decided by them.
 func (e *Engine) tracks(rev string) bool {
-	return rev == "" || rev == "HEAD" || slices.Contains(e.opts.Revisions, rev)
+	t := rev == "" || rev == "HEAD" || slices.Contains(e.opts.Revisions, rev)
+	e.tracked.Store(rev, t)
+	return t
 }
 
 // name names the targets of both sides alike: after their destination
@@ -595,13 +673,13 @@ func name(results ...*Result) {
 	clusters := map[string]bool{}
 	for _, r := range results {
 		for _, t := range r.Targets {
-			clusters[t.Spec.Destination.Cluster()] = true
+			clusters[t.Destination.Cluster()] = true
 		}
 	}
 	for _, r := range results {
 		for _, t := range r.Targets {
 			t.name = t.ID()
-			if c := t.Spec.Destination.Cluster(); len(clusters) > 1 && c != "" {
+			if c := t.Destination.Cluster(); len(clusters) > 1 && c != "" {
 				t.name = c + ": " + t.ID()
 			}
 		}
@@ -700,19 +778,22 @@ func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) er
 	if t.Closure.Err != nil {
 		return t.Closure.Err
 	}
+	if err := t.SpecErr(); err != nil {
+		return err
+	}
 	if err := s.Load(ctx, t.Closure.Paths); err != nil {
 		return err
 	}
 	refs := map[string]Source{}
-	for _, src := range t.Spec.AllSources() {
+	for _, src := range t.Spec().AllSources() {
 		if src.Ref != "" {
 			refs[src.Ref] = src
 		}
 	}
 	var objs []*yaml.RNode
-	for i, src := range t.Spec.AllSources() {
+	for i, src := range t.Spec().AllSources() {
 		what := fmt.Sprintf("source %s", cmp.Or(src.Path, src.Chart, src.RepoURL))
-		if len(t.Spec.AllSources()) > 1 {
+		if len(t.Spec().AllSources()) > 1 {
 			what = fmt.Sprintf("source %d (%s)", i+1, cmp.Or(src.Path, src.Chart, src.RepoURL))
 		}
 		if !e.renders(src) {
@@ -808,19 +889,28 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 		sb.b = closure.New(closure.SnapshotSource(ctx, s), closure.Options{Memo: e.opts.Memo, EnableHelm: e.opts.KustomizeEnableHelm})
 	}
 	b := sb.b
-	t.listed = nil
+	t.listed, t.may = nil, mayAsk
 	u := closure.NewUnion(t.ID())
+	if err := t.SpecErr(); err != nil {
+		// Rendered, to fail with it.
+		u.Path(t.File)
+		u.Unbound(err.Error())
+		t.own = u.Paths()
+		c := u.Closure()
+		c.Err = err
+		return c
+	}
 	u.Path(t.File)
 	for _, p := range t.Inputs {
 		u.Path(p)
 	}
 	refs := map[string]Source{}
-	for _, src := range t.Spec.AllSources() {
+	for _, src := range t.Spec().AllSources() {
 		if src.Ref != "" {
 			refs[src.Ref] = src
 		}
 	}
-	for _, src := range t.Spec.AllSources() {
+	for _, src := range t.Spec().AllSources() {
 		e.sourceClosure(ctx, s, b, u, t, src, refs)
 	}
 	t.own = u.Paths()
@@ -1021,60 +1111,54 @@ func (r *reuse) closure(base *Result, t *Target) {
 		return
 	}
 	b := base.Target(t.Name())
-	if b == nil || b.Application != t.Application || b.Parent != nil || b.Closure == nil || b.Closure.Err != nil || b.Closure.Meets(r.changed) {
+	if b == nil || b.Application != t.Application || b.Parent != nil || !r.keeps(b.Closure, b.listed) {
 		return
 	}
-	for _, d := range b.listed {
+	t.Closure, t.own, t.listed, t.may = b.Closure, b.own, b.listed, b.may
+}
+
+// keeps says whether a closure c (listing the directories listed) is
+// what it would be on the other tree: no path of it, no file below a
+// directory it lists, differs. A closure that failed is computed again.
+func (r *reuse) keeps(c *closure.Closure, listed []string) bool {
+	if c == nil || c.Err != nil || c.Meets(r.changed) {
+		return false
+	}
+	for _, d := range listed {
 		if r.below[d] {
-			return
+			return false
 		}
 	}
-	t.Closure, t.own, t.listed = b.Closure, b.own, b.listed
+	return true
 }
 
-// parseKey names the file p of s by its content and path.
-func parseKey(s *snapshot.Snapshot, p string) (string, bool) {
-	id, ok := s.Index.ID(p)
-	return id + " " + p, ok
-}
+// fileKey names a file by its path and content.
+type fileKey struct{ path, id string }
 
 // parsed is the parse of the file p of s this plan made, or a plan
-// before it kept.
-func (e *Engine) parsed(s *snapshot.Snapshot, p string) (Declared, bool) {
-	key, ok := parseKey(s, p)
+// before it kept in the index.
+func (e *Engine) parsed(s *snapshot.Snapshot, p string) (*fileRec, bool) {
+	id, ok := s.Index.ID(p)
 	if !ok {
-		return Declared{}, false
+		return nil, false
 	}
-	if d, ok := e.parsedFiles.Load(key); ok {
-		return d.(Declared), true
+	key := fileKey{p, id}
+	if f, ok := e.parsedFiles.Load(key); ok {
+		return f.(*fileRec), true
 	}
-	if e.opts.Parses == nil {
-		return Declared{}, false
+	if ix := e.index.Load(); ix != nil {
+		if f := ix.files[key]; f != nil {
+			v, _ := e.parsedFiles.LoadOrStore(key, f)
+			return v.(*fileRec), true
+		}
 	}
-	data, ok := e.opts.Parses.Parse(key)
-	if !ok {
-		return Declared{}, false
-	}
-	d, err := decodeDeclared(data, p)
-	if err != nil {
-		return Declared{}, false
-	}
-	v, _ := e.parsedFiles.LoadOrStore(key, d)
-	return v.(Declared), true
+	return nil, false
 }
 
-// keep keeps the parse d of the file p of s, for this plan and later
-// ones.
-func (e *Engine) keep(s *snapshot.Snapshot, p string, d Declared) {
-	key, ok := parseKey(s, p)
-	if !ok {
-		return
-	}
-	e.parsedFiles.LoadOrStore(key, d)
-	if e.opts.Parses == nil {
-		return
-	}
-	if data, err := encodeDeclared(d); err == nil {
-		e.opts.Parses.KeepParse(key, data)
-	}
+// keep keeps the parse d of the file p of s, for this plan and, in the
+// index, later ones.
+func (e *Engine) keep(s *snapshot.Snapshot, p string, d Declared) *fileRec {
+	id, _ := s.Index.ID(p)
+	v, _ := e.parsedFiles.LoadOrStore(fileKey{p, id}, &fileRec{path: p, id: id, decl: d})
+	return v.(*fileRec)
 }

@@ -78,16 +78,16 @@ var fuzzKustomization = []byte("resources: [a.yaml]\ncommonLabels: {team: a}\nim
 // namespace, its file and a source, and each source's settings hold.
 func checkParsedApplication(t *testing.T, a *Application, repos Repos) {
 	t.Helper()
-	if a.Name == "" || a.Namespace == "" || a.File != "x.yaml" || len(a.Spec.AllSources()) == 0 {
+	if a.Name == "" || a.Namespace == "" || a.File != "x.yaml" || len(a.Spec().AllSources()) == 0 {
 		t.Fatalf("declared %+v: an Application without a name, a namespace, its file or a source", a)
 	}
 	refs := map[string]Source{}
-	for _, src := range a.Spec.AllSources() {
+	for _, src := range a.Spec().AllSources() {
 		if src.Ref != "" {
 			refs[src.Ref] = src
 		}
 	}
-	for _, src := range a.Spec.AllSources() {
+	for _, src := range a.Spec().AllSources() {
 		checkParsedSource(t, a, src, refs, repos)
 	}
 }

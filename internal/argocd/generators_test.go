@@ -62,13 +62,13 @@ func TestApplicationSetGeneratorsMakeArgoCDsApplications(t *testing.T) {
 		if a, ok := md["annotations"].(map[string]any); ok {
 			extra = append(extra, "owner "+a["owner"].(string))
 		}
-		if sp := tg.Spec.SyncPolicy; sp != nil && sp.Automated != nil && sp.Automated.Prune {
+		if sp := tg.Spec().SyncPolicy; sp != nil && sp.Automated != nil && sp.Automated.Prune {
 			extra = append(extra, "prune")
 		}
 		if fs, _ := md["finalizers"].([]any); len(fs) == 0 {
 			extra = append(extra, "no finalizer")
 		}
-		got[tg.Name()] = app{tg.Spec.AllSources()[0].Path, tg.Namespace, strings.Join(tg.Inputs, ","), strings.Join(extra, "; ")}
+		got[tg.Name()] = app{tg.Spec().AllSources()[0].Path, tg.Namespace, strings.Join(tg.Inputs, ","), strings.Join(extra, "; ")}
 	}
 	want := map[string]app{
 		"in-cluster: argocd/web-files":      {"apps/web", "web-team", "config/web/config.json", "labels config.json web"},
@@ -102,7 +102,7 @@ func TestApplicationSetGeneratorsMakeArgoCDsApplications(t *testing.T) {
 	kz := filepath.Join(testhelm.Dir(t), "kustomize")
 	built := map[string][]byte{}
 	for _, tg := range r.Targets {
-		p := tg.Spec.AllSources()[0].Path
+		p := tg.Spec().AllSources()[0].Path
 		if built[p] == nil {
 			built[p] = run(t, filepath.Join("testdata/generators", p), kz, "build", ".")
 		}

@@ -46,7 +46,7 @@ type IgnoreRule struct {
 // jq expression that does not compile, managedFieldsManagers, which
 // need the live objects' managedFields).
 func (a *Application) IgnoreRules() (rules []IgnoreRule, notes []string) {
-	for i, d := range a.Spec.IgnoreDifferences {
+	for i, d := range a.Spec().IgnoreDifferences {
 		scope := d.scope()
 		for _, p := range d.JSONPointers {
 			tokens, err := pointerTokens(p)

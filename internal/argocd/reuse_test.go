@@ -4,11 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
-	"reflect"
 	"slices"
-	"sync"
 	"testing"
 	"testing/fstest"
 
@@ -220,110 +216,6 @@ func sameAsFull(t *testing.T, ctx context.Context, bs, hs *snapshot.Snapshot, go
 			}
 		}
 	}
-}
-
-// TestParsesKeptAreParsesMade: what a ParseStore keeps of a file reads
-// back as the parse of the file, for the parse fixtures and the files of
-// reuseFiles.
-func TestParsesKeptAreParsesMade(t *testing.T) {
-	files := map[string][]byte{}
-	for p, data := range reuseFiles {
-		files[p] = []byte(data)
-	}
-	fixtures, _ := filepath.Glob(filepath.Join("testdata", "parse", "*"))
-	for _, f := range fixtures {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[f] = data
-	}
-	for p, data := range files {
-		want := ParseFile(data, p)
-		enc, err := encodeDeclared(want)
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		got, err := decodeDeclared(enc, p)
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: kept\n%+v\nparsed\n%+v", p, got, want)
-		}
-	}
-}
-
-// memParses is a ParseStore in memory, counting what it answers.
-type memParses struct {
-	mu    sync.Mutex
-	m     map[string][]byte
-	found int
-}
-
-func (p *memParses) Parse(key string) ([]byte, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	v, ok := p.m[key]
-	if ok {
-		p.found++
-	}
-	return v, ok
-}
-
-func (p *memParses) KeepParse(key string, value []byte) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.m[key] = value
-}
-
-// TestWarmPlanTakesKeptParses: a second plan of a change with the parses
-// the first kept parses no file, and plans what the first planned; a
-// kept parse that does not read back is parsed again.
-func TestWarmPlanTakesKeptParses(t *testing.T) {
-	bs, hs := reuseSides(t, map[string]string{"apps/web.yaml": reuseApp("web", "web", ", kustomize: {namePrefix: b-}")})
-	ctx := context.Background()
-	changed := snapshot.Changed(bs.Index, hs.Index)
-	plan := func(store *memParses) [2]*Result {
-		e := New(Options{Repos: NewRepos(repoURL), Revisions: []string{"main"}, Parses: store})
-		got, err := e.Plan(ctx, bs, hs, changed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	store := &memParses{m: map[string][]byte{}}
-	cold := plan(store)
-	if store.found != 0 || len(store.m) != 7 {
-		t.Fatalf("a cold plan found %d parses and kept %d, want 0 and the 7 files naming argoproj.io (6 on base, head's web)", store.found, len(store.m))
-	}
-	warm := plan(store)
-	if store.found != 7 {
-		t.Errorf("the warm plan took %d kept parses, want 7", store.found)
-	}
-	same := func(what string, a, b [2]*Result) {
-		t.Helper()
-		for i := range a {
-			if len(a[i].Targets) != len(b[i].Targets) {
-				t.Fatalf("%s: side %d plans %d targets, the cold plan %d", what, i, len(b[i].Targets), len(a[i].Targets))
-			}
-			for j, at := range a[i].Targets {
-				bt := b[i].Targets[j]
-				if at.Name() != bt.Name() || at.Deferred != bt.Deferred || !at.SameObject(bt.Application) || !reflect.DeepEqual(at.Spec, bt.Spec) {
-					t.Errorf("%s: side %d: %s (deferred %v), the cold plan %s (deferred %v)", what, i, bt.Name(), bt.Deferred, at.Name(), at.Deferred)
-				}
-				if !at.Deferred {
-					sameObjects(t, at.Name(), bt.Objects, at.Objects)
-				}
-			}
-		}
-	}
-	same("warm", cold, warm)
-	for k := range store.m {
-		store.m[k] = []byte(`{"applications": [`)
-	}
-	store.found = 0
-	same("kept parses that do not read back", cold, plan(store))
 }
 
 // TestFileDependenciesHowEverWritten: a chart's file:// dependencies are

@@ -67,10 +67,10 @@ func Kept(annotations map[string]string, head *Application) string {
 
 // pruneOption is the Application's Prune sync option ("" unset).
 func (a *Application) pruneOption() string {
-	if a == nil || a.Spec.SyncPolicy == nil {
+	if a == nil || a.Spec().SyncPolicy == nil {
 		return ""
 	}
-	return options(a.Spec.SyncPolicy.SyncOptions...)["Prune"]
+	return options(a.Spec().SyncPolicy.SyncOptions...)["Prune"]
 }
 
 // Protection says which of Argo CD's prune and delete protections an
@@ -130,5 +130,5 @@ func ExtraneousNote(object string) string {
 // spec.ignoreDifferences as the cluster has them (sync option
 // RespectIgnoreDifferences=true); without it a sync applies them.
 func (a *Application) RespectsIgnoreDifferences() bool {
-	return a.Spec.SyncPolicy != nil && options(a.Spec.SyncPolicy.SyncOptions...)["RespectIgnoreDifferences"] == "true"
+	return a.Spec().SyncPolicy != nil && options(a.Spec().SyncPolicy.SyncOptions...)["RespectIgnoreDifferences"] == "true"
 }

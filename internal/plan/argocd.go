@@ -8,13 +8,13 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/kplan-dev/kplan/internal/argocd"
 	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/rendercache"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
+	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
 // argoEngine is the registry's row of Argo CD (internal/argocd): the
@@ -40,19 +40,20 @@ func (argoEngine) needles(opts Options) []string {
 // source in this repository (head: in a changed file). The engine it
 // opens for that plans the change, with what it learnt.
 func (argoEngine) detect(ctx context.Context, c *change) (engineRun, error) {
-	e, parses := newArgoEngine(ctx, c)
+	e, index := newArgoEngine(ctx, c)
 	on, err := argoMode(ctx, e, c)
 	if err != nil || !on {
 		return nil, err
 	}
-	return argoRun{e, parses}, nil
+	return argoRun{e, index}, nil
 }
 
 // newArgoEngine is the Argo CD engine of a plan: this repository is its
 // git remotes and head's .kplan.yaml argocdRepoURLs; the branch it
 // merges into is the plan's base as named; Argo CD's clusters are head's
-// .kplan.yaml argocdClusters.
-func newArgoEngine(ctx context.Context, c *change) (*argocd.Engine, *argoParses) {
+// .kplan.yaml argocdClusters. With a render cache, it takes what the
+// index there knows of the base (argoIndex).
+func newArgoEngine(ctx context.Context, c *change) (*argocd.Engine, *argoIndex) {
 	cfg := c.config
 	var urls []string
 	if cfg != nil {
@@ -86,61 +87,84 @@ func newArgoEngine(ctx context.Context, c *change) (*argocd.Engine, *argoParses)
 			opts.Clusters = append(opts.Clusters, argocd.Cluster{Name: cl.Name, Server: cl.Server, Labels: cl.Labels, Annotations: cl.Annotations})
 		}
 	}
-	var parses *argoParses
-	if c.cache != nil {
-		parses = newArgoParses(c.cache, c.version)
-		opts.Parses = parses
+	e := argocd.New(opts)
+	if c.cache == nil {
+		return e, nil
 	}
-	return argocd.New(opts), parses
+	return e, useArgoIndex(ctx, c, e)
 }
 
-// argoParses keeps Argo CD's parses of the repository's files in the
-// render cache (never for --full, which reads no cache): a warm plan of
-// a repository of thousands of Applications parses only the files no
-// plan parsed before.
-type argoParses struct {
+// argoIndex is the render cache's index of Argo CD Applications (never
+// for --full, which reads no cache): a plan whose base a plan before it
+// read, or a commit a few files away from one, takes its Applications
+// from there, and derives again only what the files that differ reach.
+type argoIndex struct {
 	cache   *rendercache.Cache
 	version string
-	mu      sync.Mutex
-	loaded  rendercache.Parses
-	used    rendercache.Parses // what this plan read or made: what the file keeps next
-	made    bool
+	commits []string // those of the index read, newest first
 }
 
-func newArgoParses(c *rendercache.Cache, version string) *argoParses {
-	return &argoParses{cache: c, version: version, loaded: c.Parses("argocd", version), used: rendercache.Parses{}}
-}
-
-func (p *argoParses) Parse(key string) ([]byte, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	v, ok := p.loaded[key]
-	if ok {
-		p.used[key] = v
+// useArgoIndex reads the index and makes e derive the base from the
+// commit of it that is the base, else from its newest commit and their
+// diff. An index that cannot be read, or was made under other settings,
+// is left out (the plan discovers every Application), and said in the
+// debug log.
+func useArgoIndex(ctx context.Context, c *change, e *argocd.Engine) *argoIndex {
+	ai := &argoIndex{cache: c.cache, version: c.version}
+	body, err := c.cache.Index("argocd", c.version)
+	if err != nil || body == nil {
+		if err != nil {
+			c.log.Debug("the render cache's Argo CD index is not read", "err", err)
+		}
+		return ai
 	}
-	return v, ok
+	ix, err := argocd.DecodeIndex(body)
+	if err != nil {
+		c.log.Debug("the render cache's Argo CD index is not read", "err", err)
+		return ai
+	}
+	if why := e.Use(ix); why != "" {
+		c.log.Debug("the render cache's Argo CD index is not used", "why", why)
+		return ai
+	}
+	ai.commits = ix.Commits()
+	base := c.snaps[0]
+	if slices.Contains(ai.commits, base.Rev) {
+		if err := e.Prior(base.Rev, base.Rev, map[string]bool{}); err != nil {
+			c.log.Debug("the render cache's Argo CD index is not used", "err", err)
+		}
+		return ai
+	}
+	for _, commit := range ai.commits[:min(2, len(ai.commits))] {
+		// What differs between the base and a commit of the index:
+		// listed from the base's listing and their diff.
+		from, err := snapshot.OpenFrom(ctx, base, commit)
+		if err != nil {
+			c.log.Debug("a commit of the render cache's Argo CD index is not read", "commit", commit, "err", err)
+			continue
+		}
+		if err := e.Prior(base.Rev, commit, snapshot.Changed(base.Index, from.Index)); err == nil {
+			return ai
+		}
+	}
+	return ai
 }
 
-func (p *argoParses) KeepParse(key string, value []byte) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.used[key] = value
-	p.made = true
-}
-
-// save writes what this plan's sides parsed, when it differs from what
-// was read: the files of contents gone are left out, so the file stays
-// the size of the repository's Argo CD files. A nil p keeps nothing.
-func (p *argoParses) save() error {
-	if p == nil {
+// save keeps what the plan knows of the sides' commits in the index,
+// unless the index holds those commits already. A nil ai keeps nothing.
+func (ai *argoIndex) save(ctx context.Context, e *argocd.Engine, snaps [2]*snapshot.Snapshot, res [2]*argocd.Result) error {
+	if ai == nil {
 		return nil
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.made && len(p.used) == len(p.loaded) {
+	ix := e.Index(ctx, snaps[:], res[:])
+	if ix == nil || slices.Equal(ix.Commits(), ai.commits) {
 		return nil
 	}
-	return p.cache.PutParses("argocd", p.version, p.used)
+	data, err := ix.Encode()
+	if err != nil {
+		return err
+	}
+	return ai.cache.PutIndex("argocd", ai.version, data)
 }
 
 // baseBranches name the branch the plan merges into: the base as given
@@ -206,8 +230,8 @@ func argoMode(ctx context.Context, e *argocd.Engine, c *change) (bool, error) {
 // argoRun is Argo CD detected on a change, with the engine that detected
 // it.
 type argoRun struct {
-	e      *argocd.Engine
-	parses *argoParses // kept once the plan is made; nil without a render cache
+	e     *argocd.Engine
+	index *argoIndex // kept once the plan is made; nil without a render cache
 }
 
 func (argoRun) shardRefusal() error {
@@ -221,8 +245,8 @@ func (r argoRun) plan(ctx context.Context, c *change) (*engineMode, error) {
 	if err != nil {
 		return nil, fmt.Errorf("Argo CD Applications: %w", err)
 	}
-	if err := r.parses.save(); err != nil {
-		c.log.Debug("Argo CD's parses not kept", "err", err)
+	if err := r.index.save(ctx, r.e, c.snaps, res); err != nil {
+		c.log.Debug("the Argo CD index is not kept", "err", err)
 	}
 	m := newEngineMode("Argo CD")
 	for i, s := range c.snaps {
@@ -253,7 +277,7 @@ func (r argoRun) plan(ctx context.Context, c *change) (*engineMode, error) {
 // of namespaced objects without one is the destination's.
 func argoTarget(t *argocd.Target) *engineTarget {
 	return &engineTarget{
-		name: t.Name(), file: t.File, cluster: "argocd:" + t.Spec.Destination.Cluster(),
+		name: t.Name(), file: t.File, cluster: "argocd:" + t.Destination.Cluster(),
 		closure: t.Closure, deferred: t.Deferred,
 		notes: slices.Concat(t.Notes, t.NotRendered),
 		side: func() inventorydiff.Side {

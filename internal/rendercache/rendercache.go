@@ -142,8 +142,10 @@ func (c *Cache) replace(p string, data []byte) error {
 	return nil
 }
 
-// Prune removes entries not used for maxAge, and leftovers of writes that
-// did not finish, so that a persisted cache does not grow without bound.
+// Prune removes entries not used for maxAge, leftovers of writes that
+// did not finish, and the files of formats kplan no longer reads (the
+// parses-<engine>.idx an index replaced), so that a persisted cache
+// does not grow without bound.
 func (c *Cache) Prune(maxAge time.Duration) (int, error) {
 	entries, err := os.ReadDir(c.dir)
 	if err != nil {
@@ -152,6 +154,12 @@ func (c *Cache) Prune(maxAge time.Duration) (int, error) {
 	cutoff := time.Now().Add(-maxAge)
 	removed := 0
 	for _, de := range entries {
+		if n := de.Name(); strings.HasPrefix(n, "parses-") && strings.HasSuffix(n, ".idx") {
+			if os.Remove(filepath.Join(c.dir, n)) == nil {
+				removed++
+			}
+			continue
+		}
 		info, err := de.Info()
 		if err != nil || info.IsDir() || info.ModTime().After(cutoff) {
 			continue

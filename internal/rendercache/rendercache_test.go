@@ -143,9 +143,21 @@ func TestPrune(t *testing.T) {
 	stray := filepath.Join(dir, ".tmp-123")
 	os.WriteFile(stray, nil, 0o644)
 	os.Chtimes(stray, past, past)
+	// The parses an index replaced, however recent.
+	obsolete := filepath.Join(dir, "parses-argocd.idx")
+	os.WriteFile(obsolete, nil, 0o644)
+	if err := c.PutIndex("argocd", "v1", []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
 	n, err := c.Prune(7 * 24 * time.Hour)
-	if err != nil || n != 2 {
-		t.Errorf("pruned %d, %v; want 2", n, err)
+	if err != nil || n != 3 {
+		t.Errorf("pruned %d, %v; want 3", n, err)
+	}
+	if _, err := os.Stat(obsolete); err == nil {
+		t.Error("the parses an index replaced survived")
+	}
+	if body, err := c.Index("argocd", "v1"); string(body) != "kept" {
+		t.Errorf("the index was pruned: %q, %v", body, err)
 	}
 	if _, ok := c.Get(oldKey); ok {
 		t.Error("old entry survived")
