@@ -150,10 +150,12 @@ FUZZ_TARGETS := \
 	./internal/argocd:FuzzIgnoreRules \
 	./internal/argocd:FuzzGitFile \
 	./internal/argocd:FuzzDirectoryManifests \
+	./internal/argocd:FuzzDecodeIndex \
 	./internal/closure:FuzzClosure \
 	./internal/closure:FuzzJSON \
 	./internal/rendercache:FuzzDecodeScans \
-	./internal/rendercache:FuzzDecodeParses \
+	./internal/rendercache:FuzzDecodeCommitScans \
+	./internal/rendercache:FuzzDecodeIndexFile \
 	./internal/repoconfig:FuzzParse \
 	./internal/config:FuzzParse \
 	./internal/webhook:FuzzDelivery \

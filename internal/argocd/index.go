@@ -184,20 +184,33 @@ func (ix *Index) Encode() ([]byte, error) {
 		fileAt[f] = i
 		paths = append(paths, f.path)
 	}
+	// The closures, once each: the sides of a plan share most.
+	closures := map[closureKey]int{}
+	var recs []*closureRec
 	for _, c := range ix.commits {
 		for _, x := range c.sets {
 			for _, a := range x.apps {
 				paths = append(paths, a.Inputs...)
 			}
 		}
-		for _, r := range c.closures {
+		for _, a := range closureOrder(c, refsOf(c, fileAt)) {
+			r := c.closures[a]
+			k := closureKey{r.c, r.may}
+			if _, ok := closures[k]; ok {
+				continue
+			}
+			closures[k] = len(recs)
+			recs = append(recs, r)
 			paths = append(paths, r.c.Paths...)
 			paths = append(paths, r.own...)
 			paths = append(paths, r.listed...)
 		}
 	}
-	slices.Sort(paths)
-	paths = slices.Compact(paths)
+	set := make(map[string]bool, len(paths)/4)
+	for _, p := range paths {
+		set[p] = true
+	}
+	paths = slices.Sorted(maps.Keys(set))
 	for i, p := range paths {
 		w.paths[p] = i
 	}
@@ -232,11 +245,32 @@ func (ix *Index) Encode() ([]byte, error) {
 			w.str(n.Reason)
 		}
 	}
+	w.num(len(recs))
+	for _, rec := range recs {
+		w.sortedPaths(rec.c.Paths)
+		w.sortedPaths(rec.own)
+		w.sortedPaths(rec.listed)
+		w.str(rec.c.Unbounded)
+		w.flag(rec.c.OpenAPI)
+		w.num(len(rec.c.Remote))
+		for _, rm := range rec.c.Remote {
+			w.str(rm.Ref)
+			w.str(rm.Field)
+			w.str(rm.File)
+		}
+		w.num(int(rec.may))
+	}
 	w.num(len(ix.commits))
 	for _, c := range ix.commits {
-		w.commit(c, fileAt)
+		w.commit(c, fileAt, closures)
 	}
 	return w.b.Bytes(), nil
+}
+
+// closureKey names a closure record of the index.
+type closureKey struct {
+	c   *closure.Closure
+	may may
 }
 
 type writer struct {
@@ -244,7 +278,10 @@ type writer struct {
 	paths map[string]int
 }
 
-func (w *writer) num(n int) { w.b.Write(binary.AppendUvarint(nil, uint64(n))) }
+func (w *writer) num(n int) {
+	var buf [binary.MaxVarintLen64]byte
+	w.b.Write(buf[:binary.PutUvarint(buf[:], uint64(n))])
+}
 
 func (w *writer) str(s string) {
 	w.num(len(s))
@@ -309,22 +346,15 @@ func (w *writer) app(a *Application) {
 	w.bytes(a.object)
 }
 
-func (w *writer) commit(c *commitState, fileAt map[*fileRec]int) {
+func (w *writer) commit(c *commitState, fileAt map[*fileRec]int, closures map[closureKey]int) {
 	w.str(c.id)
 	w.num(len(c.files))
 	for _, f := range c.files {
 		w.num(fileAt[f])
 	}
-	// An Application is named by where it is declared: a file's n-th, or
-	// an expansion's.
-	ref := map[*Application][2]int{}
-	for _, f := range c.files {
-		for j, a := range f.decl.Applications {
-			ref[a] = [2]int{fileAt[f], j}
-		}
-	}
+	ref := refsOf(c, fileAt)
 	w.num(len(c.sets))
-	for i, x := range c.sets {
+	for _, x := range c.sets {
 		f, j := setRef(c.files, x.set)
 		w.num(fileAt[f])
 		w.num(j)
@@ -336,16 +366,12 @@ func (w *writer) commit(c *commitState, fileAt map[*fileRec]int) {
 		}
 		w.flag(false)
 		w.num(len(x.apps))
-		for k, a := range x.apps {
+		for _, a := range x.apps {
 			w.app(a)
 			w.pathList(a.Inputs)
-			ref[a] = [2]int{-1 - i, k}
 		}
 	}
-	apps := slices.SortedFunc(maps.Keys(c.closures), func(a, b *Application) int {
-		ra, rb := ref[a], ref[b]
-		return cmp.Or(cmp.Compare(ra[0], rb[0]), cmp.Compare(ra[1], rb[1]))
-	})
+	apps := closureOrder(c, ref)
 	w.num(len(apps))
 	for _, a := range apps {
 		r := ref[a]
@@ -358,19 +384,42 @@ func (w *writer) commit(c *commitState, fileAt map[*fileRec]int) {
 		}
 		w.num(r[1])
 		rec := c.closures[a]
-		w.sortedPaths(rec.c.Paths)
-		w.sortedPaths(rec.own)
-		w.sortedPaths(rec.listed)
-		w.str(rec.c.Unbounded)
-		w.flag(rec.c.OpenAPI)
-		w.num(len(rec.c.Remote))
-		for _, rm := range rec.c.Remote {
-			w.str(rm.Ref)
-			w.str(rm.Field)
-			w.str(rm.File)
-		}
-		w.num(int(rec.may))
+		w.num(closures[closureKey{rec.c, rec.may}])
 	}
+}
+
+// refsOf names each Application of c by where it is declared: a file's
+// n-th (the file's position in the index), or an expansion's (-1 for
+// the first expansion, down).
+func refsOf(c *commitState, fileAt map[*fileRec]int) map[*Application][2]int {
+	ref := map[*Application][2]int{}
+	for _, f := range c.files {
+		for j, a := range f.decl.Applications {
+			ref[a] = [2]int{fileAt[f], j}
+		}
+	}
+	for i, x := range c.sets {
+		for k, a := range x.apps {
+			ref[a] = [2]int{-1 - i, k}
+		}
+	}
+	return ref
+}
+
+// closureOrder are the Applications of c's closures, by where they are
+// declared (c declares each).
+func closureOrder(c *commitState, ref map[*Application][2]int) []*Application {
+	apps := maps.Keys(c.closures)
+	return slices.SortedFunc(func(yield func(*Application) bool) {
+		for a := range apps {
+			if _, ok := ref[a]; ok && !yield(a) {
+				return
+			}
+		}
+	}, func(a, b *Application) int {
+		ra, rb := ref[a], ref[b]
+		return cmp.Or(cmp.Compare(ra[0], rb[0]), cmp.Compare(ra[1], rb[1]))
+	})
 }
 
 // setRef finds where set is declared among files.
@@ -430,8 +479,25 @@ func DecodeIndex(data []byte) (*Index, error) {
 		ix.files[k] = f
 		files = append(files, f)
 	}
+	var recs []*closureRec
 	for range r.count() {
-		c := r.commit(files)
+		rec := &closureRec{c: &closure.Closure{Paths: r.sortedPaths()}, own: r.sortedPaths(), listed: r.sortedPaths()}
+		rec.c.Unbounded = r.str()
+		rec.c.OpenAPI = r.flag()
+		for range r.count() {
+			rec.c.Remote = append(rec.c.Remote, closure.Remote{Ref: r.str(), Field: r.str(), File: r.str()})
+		}
+		rec.may = may(r.num())
+		if rec.may > mayDoes {
+			r.fail("a bad closure")
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		recs = append(recs, rec)
+	}
+	for range r.count() {
+		c := r.commit(files, recs)
 		if r.err != nil {
 			return nil, r.err
 		}
@@ -559,7 +625,7 @@ func (r *reader) app(file string) *Application {
 	return a.named()
 }
 
-func (r *reader) commit(files []*fileRec) *commitState {
+func (r *reader) commit(files []*fileRec, recs []*closureRec) *commitState {
 	c := &commitState{id: r.str(), closures: map[*Application]*closureRec{}}
 	in := make([]bool, len(files)) // the commit's files
 	for range r.count() {
@@ -593,22 +659,16 @@ func (r *reader) commit(files []*fileRec) *commitState {
 	}
 	for range r.count() {
 		a := r.appRef(c, files, in)
-		rec := &closureRec{c: &closure.Closure{Paths: r.sortedPaths()}, own: r.sortedPaths(), listed: r.sortedPaths()}
-		rec.c.Unbounded = r.str()
-		rec.c.OpenAPI = r.flag()
-		for range r.count() {
-			rec.c.Remote = append(rec.c.Remote, closure.Remote{Ref: r.str(), Field: r.str(), File: r.str()})
-		}
-		rec.may = may(r.num())
+		i := r.num()
 		if r.err != nil {
 			return nil
 		}
-		if rec.may > mayDoes || c.closures[a] != nil {
+		if i >= len(recs) || c.closures[a] != nil || (recs[i].c.Overlay != "" && recs[i].c.Overlay != a.ID()) {
 			r.fail("a bad closure")
 			return nil
 		}
-		rec.c.Overlay = a.ID()
-		c.closures[a] = rec
+		recs[i].c.Overlay = a.ID()
+		c.closures[a] = recs[i]
 	}
 	return c
 }

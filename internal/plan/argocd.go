@@ -102,6 +102,10 @@ type argoIndex struct {
 	cache   *rendercache.Cache
 	version string
 	commits []string // those of the index read, newest first
+	// hit says the base is a commit of the index: a plan of it writes
+	// the index only when warming the cache (Options.Warm: a push to the
+	// default branch, whose head the next plans take as their base).
+	hit bool
 }
 
 // useArgoIndex reads the index and makes e derive the base from the
@@ -133,17 +137,17 @@ func useArgoIndex(ctx context.Context, c *change, e *argocd.Engine) *argoIndex {
 		if err := e.Prior(base.Rev, base.Rev, map[string]bool{}); err != nil {
 			c.log.Debug("the render cache's Argo CD index is not used", "err", err)
 		}
+		ai.hit = !c.opts.Warm
 		return ai
 	}
 	for _, commit := range ai.commits[:min(2, len(ai.commits))] {
-		// What differs between the base and a commit of the index:
-		// listed from the base's listing and their diff.
-		from, err := snapshot.OpenFrom(ctx, base, commit)
+		// What differs between the base and a commit of the index.
+		changed, err := c.near.diff(ctx, commit)
 		if err != nil {
 			c.log.Debug("a commit of the render cache's Argo CD index is not read", "commit", commit, "err", err)
 			continue
 		}
-		if err := e.Prior(base.Rev, commit, snapshot.Changed(base.Index, from.Index)); err == nil {
+		if err := e.Prior(base.Rev, commit, changed); err == nil {
 			return ai
 		}
 	}
@@ -151,9 +155,10 @@ func useArgoIndex(ctx context.Context, c *change, e *argocd.Engine) *argoIndex {
 }
 
 // save keeps what the plan knows of the sides' commits in the index,
-// unless the index holds those commits already. A nil ai keeps nothing.
+// unless the index holds those commits already, or served the base
+// (hit). A nil ai keeps nothing.
 func (ai *argoIndex) save(ctx context.Context, e *argocd.Engine, snaps [2]*snapshot.Snapshot, res [2]*argocd.Result) error {
-	if ai == nil {
+	if ai == nil || ai.hit {
 		return nil
 	}
 	ix := e.Index(ctx, snaps[:], res[:])

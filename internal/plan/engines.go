@@ -84,6 +84,9 @@ type change struct {
 	// the code in its keys.
 	cache   *rendercache.Cache
 	version string
+	// near are the base's diffs with the commits plans before it read
+	// (nil without a cache).
+	near *nearby
 }
 
 // engineTarget is one target of a mode in which another engine applies

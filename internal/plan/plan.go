@@ -166,18 +166,19 @@ func execute(ctx context.Context, opts Options, engines []engine) (*planner, *in
 	if opts.CacheDir == "" || opts.Full {
 		warm() // every build runs: CPU work while git reads the commits
 	}
-	base, head, prefetched, scans, err := open(ctx, opts, engines)
+	o, err := open(ctx, opts, engines)
 	if err != nil {
 		return nil, nil, err
 	}
+	base, head := o.base, o.head
 	defer base.Blobs().Close() // both sides share it
 	opts.Logger.Debug("opened", "took", time.Since(start).Round(time.Microsecond))
-	p := &planner{opts: opts, log: opts.Logger, kust: kust, warm: warm, engines: engines, prefetched: prefetched}
+	p := &planner{opts: opts, log: opts.Logger, kust: kust, warm: warm, engines: engines, prefetched: o.prefetched, near: o.near}
 	plan, err := p.run(ctx, base, head)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := scans.save(detectNeedles(opts, engines), base, head); err != nil {
+	if err := o.scans.save(ctx, detectNeedles(opts, engines), base, head); err != nil {
 		opts.Logger.Debug("detection's searches not kept", "err", err)
 	}
 	if p.cache != nil {
@@ -210,6 +211,16 @@ func warmer(kust *render.Kustomizer) func() {
 	}
 }
 
+// opened are a plan's sides, opened.
+type opened struct {
+	base, head *snapshot.Snapshot
+	// prefetched is closed once the rows' prefetches of the base are
+	// done.
+	prefetched <-chan struct{}
+	scans      *scanStore
+	near       *nearby
+}
+
 // open reads both sides lazily (only the files the plan needs are read
 // later), sharing the contents they have in common: a commit head is
 // listed from the base's listing and their diff; a work tree head takes
@@ -217,12 +228,13 @@ func warmer(kust *render.Kustomizer) func() {
 //
 // Meanwhile the engines that detect themselves from the base's files
 // search them (scanner: the longest read of a plan without a render
-// cache, mostly git unpacking; with one, only the contents no plan
-// searched before) and read what they found (prefetcher): prefetched is
-// closed when they are done.
-func open(ctx context.Context, opts Options, engines []engine) (base, head *snapshot.Snapshot, prefetched <-chan struct{}, scans *scanStore, err error) {
+// cache, mostly git unpacking; with one, only the files of the diff with
+// a commit a plan before read, or the contents no plan searched before)
+// and read what they found (prefetcher): prefetched is closed when they
+// are done.
+func open(ctx context.Context, opts Options, engines []engine) (*opened, error) {
 	blobs := snapshot.NewBlobs(opts.RepoDir)
-	scans = loadScans(opts, blobs)
+	o := &opened{scans: loadScans(opts)}
 	var wg sync.WaitGroup
 	var herr error
 	if opts.Head == "" {
@@ -230,36 +242,42 @@ func open(ctx context.Context, opts Options, engines []engine) (base, head *snap
 		go func() {
 			defer wg.Done()
 			defer crash.Recover(&herr)
-			head, herr = snapshot.OpenWorkingTree(ctx, opts.RepoDir, blobs)
+			o.head, herr = snapshot.OpenWorkingTree(ctx, opts.RepoDir, blobs)
 		}()
 	}
-	base, err = snapshot.Open(ctx, opts.RepoDir, opts.Base, blobs)
+	var err error
+	o.base, err = snapshot.Open(ctx, opts.RepoDir, opts.Base, blobs)
 	if err == nil {
-		prefetched = prefetch(ctx, opts, engines, base)
+		o.near = newNearby(o.base)
+		o.prefetched = prefetch(ctx, opts, engines, o)
 	}
 	wg.Wait()
 	if err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("load base: %w", err)
+		return nil, fmt.Errorf("load base: %w", err)
 	}
 	if opts.Head != "" {
-		head, herr = snapshot.OpenFrom(ctx, base, opts.Head)
+		o.head, herr = snapshot.OpenFrom(ctx, o.base, opts.Head)
 	}
 	if herr != nil {
-		return nil, nil, nil, nil, fmt.Errorf("load head: %w", herr)
+		return nil, fmt.Errorf("load head: %w", herr)
 	}
-	return base, head, prefetched, scans, nil
+	return o, nil
 }
 
 // prefetch searches the base for every scanner row's needles, then runs
 // the prefetches of the rows that have one on the base; the channel is
 // closed once all are done.
-func prefetch(ctx context.Context, opts Options, engines []engine, base *snapshot.Snapshot) <-chan struct{} {
+func prefetch(ctx context.Context, opts Options, engines []engine, o *opened) <-chan struct{} {
 	done := make(chan struct{})
+	base := o.base
 	go func() {
 		defer close(done)
 		// A crash here is met again by the rows' detections, which fail
 		// the plan with it.
-		_ = crash.Catch(func() error { scanBase(ctx, opts.Logger, base, detectNeedles(opts, engines)); return nil })
+		_ = crash.Catch(func() error {
+			scanBase(ctx, opts.Logger, base, detectNeedles(opts, engines), o.scans, o.near)
+			return nil
+		})
 		var wg sync.WaitGroup
 		for _, e := range engines {
 			if pf, ok := e.(prefetcher); ok {

@@ -56,6 +56,8 @@ type planner struct {
 	// prefetched is closed once the rows' prefetches of the base are
 	// done (open).
 	prefetched <-chan struct{}
+	// near are the base's diffs with the commits plans before it read.
+	near *nearby
 
 	mu       sync.Mutex
 	overlays []inventorydiff.Overlay
@@ -203,7 +205,7 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 // the render cache: what an engine reads of the change (change), and the
 // planner's sides before discovery.
 func (p *planner) open(ctx context.Context, base, head *snapshot.Snapshot) ([2]*side, *change, error) {
-	c := &change{opts: p.opts, log: p.log, snaps: [2]*snapshot.Snapshot{base, head}}
+	c := &change{opts: p.opts, log: p.log, snaps: [2]*snapshot.Snapshot{base, head}, near: p.near}
 	var sides [2]*side
 	for i, s := range c.snaps {
 		cfg, err := readTargets(ctx, s)

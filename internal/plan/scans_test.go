@@ -12,10 +12,11 @@ import (
 )
 
 // TestDetectionKeepsItsSearches pins that detection's searches of the
-// base's YAML, kept in the render cache by content, never hide what a
-// commit adds: a plan on a base that gained a Flux Kustomization since the
-// searches were kept plans Flux, as a plan without the cache does; a kept
-// file that is corrupt is searched again. The repository has enough YAML
+// base's YAML, kept in the render cache by commit and by content, never
+// hide what a commit adds: a plan on a base that gained a Flux
+// Kustomization since the searches were kept (a diff away from the
+// commits kept) plans Flux, as a plan without the cache does; kept files
+// that are corrupt are searched again. The repository has enough YAML
 // for detection to search with git grep (grepAtLeast).
 func TestDetectionKeepsItsSearches(t *testing.T) {
 	dir := t.TempDir()
@@ -69,6 +70,15 @@ func TestDetectionKeepsItsSearches(t *testing.T) {
 	} {
 		if step.corrupt {
 			if err := os.WriteFile(filepath.Join(cache, "scans.idx"), []byte("kplan-scans/1\nneedle \"argoproj.io\"\n\nnot a line\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// The searches of commits, a path of the last one cut off.
+			p := filepath.Join(cache, "index-scans.idx")
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, data[:len(data)-3], 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}

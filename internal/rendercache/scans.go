@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -152,4 +153,109 @@ func validID(id string) bool {
 	}
 	_, err := hex.DecodeString(id)
 	return err == nil && strings.ToLower(id) == id
+}
+
+// CommitScans are what searching a commit's YAML files for strings
+// found: for each needle, the paths holding it. A plan whose base is
+// the commit (or a diff away from it) knows every answer of its
+// detection without searching, or reading the answers of Scans for every
+// content of its tree.
+type CommitScans struct {
+	Commit string
+	Found  map[string][]string // by needle, sorted paths
+}
+
+// commitScansMagic starts the body; bump it when the format changes.
+const commitScansMagic = "kplan-commit-scans/1"
+
+// CommitScans returns what earlier plans found of commits, newest first.
+// Any problem reading the file is an error, and none: the plan searches.
+func (c *Cache) CommitScans(version string) ([]CommitScans, error) {
+	body, err := c.Index("scans", version)
+	if err != nil || body == nil {
+		return nil, err
+	}
+	return DecodeCommitScans(body)
+}
+
+// PutCommitScans replaces the file with cs, made by code version,
+// atomically.
+func (c *Cache) PutCommitScans(version string, cs []CommitScans) error {
+	return c.PutIndex("scans", version, EncodeCommitScans(cs))
+}
+
+// EncodeCommitScans writes cs as
+//
+//	kplan-commit-scans/1
+//	commit <id>
+//	needle <quoted needle>    (sorted)
+//	<quoted path>             (sorted)
+//
+// in an index file, whose checksum tells a file cut short.
+func EncodeCommitScans(cs []CommitScans) []byte {
+	var b bytes.Buffer
+	b.WriteString(commitScansMagic + "\n")
+	for _, c := range cs {
+		b.WriteString("commit " + c.Commit + "\n")
+		needles := make([]string, 0, len(c.Found))
+		for n := range c.Found {
+			needles = append(needles, n)
+		}
+		slices.Sort(needles)
+		for _, n := range needles {
+			b.WriteString("needle " + strconv.Quote(n) + "\n")
+			paths := slices.Compact(slices.Sorted(slices.Values(c.Found[n])))
+			for _, p := range paths {
+				b.WriteString(strconv.Quote(p) + "\n")
+			}
+		}
+	}
+	return b.Bytes()
+}
+
+// DecodeCommitScans reads what EncodeCommitScans wrote; anything else
+// is an error.
+func DecodeCommitScans(data []byte) ([]CommitScans, error) {
+	rest, ok := bytes.CutPrefix(data, []byte(commitScansMagic+"\n"))
+	if !ok {
+		return nil, fmt.Errorf("not a %s file", commitScansMagic)
+	}
+	var out []CommitScans
+	needle := ""
+	for len(rest) > 0 {
+		line, next, ok := bytes.Cut(rest, []byte("\n"))
+		if !ok {
+			return nil, errors.New("a line without its end")
+		}
+		rest = next
+		l := string(line)
+		switch {
+		case strings.HasPrefix(l, "commit "):
+			id := strings.TrimPrefix(l, "commit ")
+			if !validID(id) || slices.ContainsFunc(out, func(c CommitScans) bool { return c.Commit == id }) {
+				return nil, fmt.Errorf("bad line %.80q", l)
+			}
+			out = append(out, CommitScans{Commit: id, Found: map[string][]string{}})
+			needle = ""
+		case strings.HasPrefix(l, "needle ") && len(out) > 0:
+			n, err := strconv.Unquote(strings.TrimPrefix(l, "needle "))
+			c := out[len(out)-1]
+			if _, dup := c.Found[n]; err != nil || dup || (needle != "" && n <= needle) {
+				return nil, fmt.Errorf("bad line %.80q", l)
+			}
+			c.Found[n] = nil
+			needle = n
+		case strings.HasPrefix(l, `"`) && needle != "":
+			p, err := strconv.Unquote(l)
+			c := out[len(out)-1]
+			ps := c.Found[needle]
+			if err != nil || (len(ps) > 0 && p <= ps[len(ps)-1]) {
+				return nil, fmt.Errorf("bad line %.80q", l)
+			}
+			c.Found[needle] = append(ps, p)
+		default:
+			return nil, fmt.Errorf("bad line %.80q", l)
+		}
+	}
+	return out, nil
 }

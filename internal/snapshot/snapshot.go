@@ -75,6 +75,9 @@ type Snapshot struct {
 	mu      sync.RWMutex
 	loaded  map[string]bool   // real paths of files read and directories shown
 	content map[string][]byte // blob id -> content, for loaded files
+	// holders are, by needle, the YAML files holding it, when known for
+	// the whole tree (KnowYAMLHolders).
+	holders sync.Map
 }
 
 // tree is a revision's entries as git stores them: symlinks are kept as
@@ -641,27 +644,75 @@ func (s *Snapshot) Containing(ctx context.Context, paths []string, needle string
 }
 
 // ContainingEach is Containing for several needles in one pass: the
-// paths holding each needle, in the order of needles.
+// paths holding each needle, in the order of needles. YAML files whose
+// holders are known (KnowYAMLHolders) are answered without a look at
+// their contents.
 func (s *Snapshot) ContainingEach(ctx context.Context, paths []string, needles ...string) ([][]string, error) {
-	ids := make([]string, 0, len(paths))
-	for _, p := range paths {
+	out := make([][]string, len(needles))
+	known := make([]map[string]bool, len(needles))
+	all := true
+	for i, n := range needles {
+		if v, ok := s.holders.Load(n); ok {
+			known[i] = v.(map[string]bool)
+		} else {
+			all = false
+		}
+	}
+	search := paths
+	if all {
+		search = nil
+		for _, p := range paths {
+			if !IsYAML(p) {
+				search = append(search, p)
+			}
+		}
+	}
+	ids := make([]string, 0, len(search))
+	for _, p := range search {
 		if id, ok := s.Index.ID(p); ok {
 			ids = append(ids, id)
 		}
 	}
-	has, err := s.blobs.contain(ctx, ids, needles...)
-	if err != nil {
-		return nil, fmt.Errorf("search the files of %s: %w", s.Rev, err)
+	var has []map[string]bool
+	if len(ids) > 0 {
+		var err error
+		if has, err = s.blobs.contain(ctx, ids, needles...); err != nil {
+			return nil, fmt.Errorf("search the files of %s: %w", s.Rev, err)
+		}
 	}
-	out := make([][]string, len(needles))
 	for i := range needles {
 		for _, p := range paths {
-			if id, ok := s.Index.ID(p); ok && has[i][id] {
+			if all && IsYAML(p) {
+				if known[i][p] {
+					out[i] = append(out[i], p)
+				}
+			} else if id, ok := s.Index.ID(p); ok && has[i][id] {
 				out[i] = append(out[i], p)
 			}
 		}
 	}
 	return out, nil
+}
+
+// KnowYAMLHolders tells s which of its YAML files hold needle: paths,
+// every one (what Containing would find), so that Containing answers
+// for its YAML files from it. A plan knows them from a plan before it of
+// this commit, or of one a diff away.
+func (s *Snapshot) KnowYAMLHolders(needle string, paths []string) {
+	set := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		set[p] = true
+	}
+	s.holders.Store(needle, set)
+}
+
+// YAMLHolders are the YAML files of s holding needle, sorted, if known.
+func (s *Snapshot) YAMLHolders(needle string) ([]string, bool) {
+	v, ok := s.holders.Load(needle)
+	if !ok {
+		return nil, false
+	}
+	return slices.Sorted(maps.Keys(v.(map[string]bool))), true
 }
 
 // Blobs is where the snapshot's contents come from.
