@@ -374,11 +374,17 @@ func (e *Engine) nextLevel(res []*Result, level [][]*Target, depth int) ([][]*Ta
 	next := make([][]*Target, len(res))
 	more := false
 	for i, r := range res {
-		have := map[string]bool{}
-		for _, t := range r.Targets {
-			have[t.ID()+"\x00"+t.Destination.Cluster()] = true
-		}
+		var have map[appKey]bool // made once a target renders Applications
 		for _, t := range level[i] {
+			if !slices.ContainsFunc(t.Objects, func(o *yaml.RNode) bool { return IsApplication(o.GetApiVersion(), o.GetKind()) }) {
+				continue
+			}
+			if have == nil {
+				have = make(map[appKey]bool, len(r.Targets))
+				for _, t := range r.Targets {
+					have[keyOf(t.Application)] = true
+				}
+			}
 			for _, c := range e.children(t, r, have) {
 				if depth == maxDepth {
 					t.Notes = append(t.Notes, fmt.Sprintf("Application %s is not planned: more than %d levels of Applications rendering Applications", c.ID(), maxDepth))
@@ -406,13 +412,13 @@ func unknownTwins(res []*Result) map[*Target]*Target {
 		if len(r.unexpanded) == 0 {
 			continue
 		}
-		have := map[string]bool{}
+		have := make(map[appKey]bool, len(r.Targets))
 		for _, t := range r.Targets {
-			have[t.ID()+"\x00"+t.Destination.Cluster()] = true
+			have[keyOf(t.Application)] = true
 		}
 		for _, t := range res[1-i].Targets {
 			err := r.unexpanded[t.Set]
-			key := t.ID() + "\x00" + t.Destination.Cluster()
+			key := keyOf(t.Application)
 			if t.Set == "" || err == nil || have[key] {
 				continue
 			}
@@ -430,7 +436,7 @@ func unknownTwins(res []*Result) map[*Target]*Target {
 // yet (have, by ID and cluster, is updated): app-of-apps. A rendered
 // Application without a namespace is created in t's destination
 // namespace.
-func (e *Engine) children(t *Target, r *Result, have map[string]bool) []*Target {
+func (e *Engine) children(t *Target, r *Result, have map[appKey]bool) []*Target {
 	var out []*Target
 	for _, o := range t.Objects {
 		if !IsApplication(o.GetApiVersion(), o.GetKind()) {
@@ -449,7 +455,7 @@ func (e *Engine) children(t *Target, r *Result, have map[string]bool) []*Target 
 			a.Namespace = cmp.Or(t.Namespace, DefaultNamespace)
 			a.named()
 		}
-		key := a.ID() + "\x00" + a.Destination.Cluster()
+		key := keyOf(a)
 		if have[key] {
 			continue // declared in git too: planned from its file
 		}
@@ -608,18 +614,21 @@ func (e *Engine) side(ctx context.Context, s *snapshot.Snapshot, o *origin) (*Re
 		}
 		apps = append(apps, x.apps...)
 	}
-	seen := map[string]string{}
+	seen := make(map[appKey]string, len(apps))
+	targets := make([]Target, 0, len(apps)) // one allocation for all
 	for _, a := range apps {
 		if why := e.factsOf(a).skip; why != "" {
 			r.Skipped = append(r.Skipped, Named{ID: a.ID(), File: a.File, Reason: why})
 			continue
 		}
-		if f, dup := seen[a.ID()+"\x00"+a.Destination.Cluster()]; dup {
+		k := keyOf(a)
+		if f, dup := seen[k]; dup {
 			r.Skipped = append(r.Skipped, Named{ID: a.ID(), File: a.File, Reason: "declared again (first in " + f + "): Argo CD keeps one Application of a name"})
 			continue
 		}
-		seen[a.ID()+"\x00"+a.Destination.Cluster()] = a.File
-		t := &Target{Application: a, Namespace: a.Destination.Namespace}
+		seen[k] = a.File
+		targets = append(targets, Target{Application: a, Namespace: a.Destination.Namespace})
+		t := &targets[len(targets)-1]
 		if o != nil && o.closures != nil {
 			// The closure computed on the index's commit, when nothing it
 			// read differs here.
@@ -632,6 +641,12 @@ func (e *Engine) side(ctx context.Context, s *snapshot.Snapshot, o *origin) (*Re
 	slices.SortFunc(r.Skipped, func(a, b Named) int { return strings.Compare(a.ID+a.File, b.ID+b.File) })
 	return r, nil
 }
+
+// appKey names an Application in Argo CD: its ID and destination
+// cluster.
+type appKey struct{ id, cluster string }
+
+func keyOf(a *Application) appKey { return appKey{a.ID(), a.Destination.Cluster()} }
 
 // skipOf says why a is not a target, or "".
 func (e *Engine) skipOf(a *Application) string {

@@ -437,11 +437,11 @@ func setRef(files []*fileRec, set *AppSet) (*fileRec, int) {
 // DecodeIndex reads what Encode wrote; anything else is an error, never
 // a partial index. Applications' specs are decoded when first needed.
 func DecodeIndex(data []byte) (*Index, error) {
-	r := &reader{b: data}
 	if !bytes.HasPrefix(data, []byte(indexMagic)) {
 		return nil, errors.New("not an Argo CD index")
 	}
-	r.b = data[len(indexMagic):]
+	r := newReader(data)
+	r.off = len(indexMagic)
 	ix := &Index{settings: r.str(), revisions: map[string]bool{}, files: map[fileKey]*fileRec{}}
 	for range r.count() {
 		rev := r.str()
@@ -503,7 +503,7 @@ func DecodeIndex(data []byte) (*Index, error) {
 		}
 		ix.commits = append(ix.commits, c)
 	}
-	if r.err == nil && len(r.b) > 0 {
+	if r.err == nil && r.left() > 0 {
 		r.fail("bytes after the end")
 	}
 	if r.err != nil {
@@ -513,68 +513,90 @@ func DecodeIndex(data []byte) (*Index, error) {
 }
 
 // reader reads what writer wrote; the first problem sticks (err), and
-// every read after it gives zero values.
+// every read after it gives zero values. Strings are slices of one copy
+// of the data, objects of the data itself: decoding an index of
+// thousands of Applications allocates little beyond their records.
 type reader struct {
 	b     []byte
+	s     string // b, as a string
+	off   int
 	paths []string
+	slab  []string // what sortedPaths hands out slices of
 	err   error
 }
+
+func newReader(data []byte) *reader { return &reader{b: data, s: string(data)} }
 
 func (r *reader) fail(why string) {
 	if r.err == nil {
 		r.err = errors.New("damaged Argo CD index: " + why)
 	}
-	r.b = nil
+	r.off = len(r.b)
 }
 
+// left is how many bytes are left.
+func (r *reader) left() int { return len(r.b) - r.off }
+
 func (r *reader) num() int {
-	v, n := binary.Uvarint(r.b)
+	v, n := binary.Uvarint(r.b[r.off:])
 	if n <= 0 || v > maxIndexItems {
 		r.fail("a bad number")
 		return 0
 	}
-	r.b = r.b[n:]
+	r.off += n
 	return int(v)
 }
 
 // count is a number of items, each at least one byte long.
 func (r *reader) count() int {
 	n := r.num()
-	if n > len(r.b) {
+	if n > r.left() {
 		r.fail("a count past the end")
 		return 0
 	}
 	return n
 }
 
-func (r *reader) bytes() []byte {
+// span is the next length-prefixed run of bytes, as offsets.
+func (r *reader) span() (int, int) {
 	n := r.num()
-	if n > len(r.b) {
+	if n > r.left() {
 		r.fail("a string past the end")
-		return nil
+		return r.off, r.off
 	}
-	out := r.b[:n:n]
-	r.b = r.b[n:]
-	return out
+	r.off += n
+	return r.off - n, r.off
 }
 
-func (r *reader) str() string { return string(r.bytes()) }
+func (r *reader) bytes() []byte {
+	i, j := r.span()
+	return r.b[i:j:j]
+}
+
+func (r *reader) str() string {
+	i, j := r.span()
+	return r.s[i:j]
+}
 
 func (r *reader) strs() []string {
-	var out []string
-	for range r.count() {
+	n := r.count()
+	if n == 0 {
+		return nil
+	}
+	out := make([]string, 0, n)
+	for range n {
 		out = append(out, r.str())
 	}
 	return out
 }
 
 func (r *reader) flag() bool {
-	if len(r.b) == 0 || r.b[0] > 1 {
+	if r.left() == 0 || r.b[r.off] > 1 {
 		r.fail("a bad flag")
 		return false
 	}
-	v := r.b[0] == 1
-	r.b = r.b[1:]
+	v := r.b[r.off] == 1
+	r.off++
 	return v
 }
 
@@ -600,7 +622,12 @@ func (r *reader) sortedPaths() []string {
 	if n == 0 {
 		return nil
 	}
-	out := make([]string, 0, n)
+	// Taken from one slab: an index holds thousands of closures.
+	if cap(r.slab)-len(r.slab) < n {
+		r.slab = make([]string, 0, max(n, 1<<14))
+	}
+	out := r.slab[len(r.slab) : len(r.slab) : len(r.slab)+n]
+	r.slab = r.slab[:len(r.slab)+n]
 	last := -1
 	for range n {
 		last += r.num() + 1
@@ -613,11 +640,21 @@ func (r *reader) sortedPaths() []string {
 	return out
 }
 
+// stub is an Application read from the index with its facts, in one
+// allocation.
+type stub struct {
+	app   Application
+	facts appFacts
+}
+
 // app reads an Application declared in file, its spec left to decode.
 func (r *reader) app(file string) *Application {
-	a := &Application{Namespace: r.str(), Name: r.str(), File: file}
+	st := &stub{}
+	a := &st.app
+	a.Namespace, a.Name, a.File = r.str(), r.str(), file
 	a.Destination = Destination{Server: r.str(), Name: r.str(), Namespace: r.str()}
-	a.facts = &appFacts{skip: r.str(), renders: r.flag()}
+	st.facts = appFacts{skip: r.str(), renders: r.flag()}
+	a.facts = &st.facts
 	a.object = r.bytes()
 	if r.err == nil && (a.Name == "" || a.Namespace == "") {
 		r.fail("an Application without a name")
@@ -626,7 +663,7 @@ func (r *reader) app(file string) *Application {
 }
 
 func (r *reader) commit(files []*fileRec, recs []*closureRec) *commitState {
-	c := &commitState{id: r.str(), closures: map[*Application]*closureRec{}}
+	c := &commitState{id: r.str()}
 	in := make([]bool, len(files)) // the commit's files
 	for range r.count() {
 		i := r.num()
@@ -657,7 +694,9 @@ func (r *reader) commit(files []*fileRec, recs []*closureRec) *commitState {
 		}
 		c.sets = append(c.sets, x)
 	}
-	for range r.count() {
+	n := r.count()
+	c.closures = make(map[*Application]*closureRec, n)
+	for range n {
 		a := r.appRef(c, files, in)
 		i := r.num()
 		if r.err != nil {

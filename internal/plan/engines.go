@@ -190,11 +190,13 @@ func (m *engineMode) names() []string {
 // prune of everything in it
 // (TestAdoptingArgoCDOverAnOverlayPrunesNothing).
 func (m *engineMode) dropRead(sides [2]*side) {
+	seen := map[*closure.Closure]bool{} // the sides share most
 	for i := range sides {
 		for _, t := range m.targets[i] {
-			if t.closure == nil {
+			if t.closure == nil || seen[t.closure] {
 				continue
 			}
+			seen[t.closure] = true
 			for _, q := range t.closure.Paths {
 				for _, sd := range sides {
 					delete(sd.overlays, q)
@@ -237,6 +239,9 @@ func (m *engineMode) compare(ctx context.Context, p *planner) {
 			names[n] = true
 		}
 	}
+	p.mu.Lock()
+	p.overlays = slices.Grow(p.overlays, len(names))
+	p.mu.Unlock()
 	for _, name := range slices.Sorted(maps.Keys(names)) {
 		b, h := m.targets[0][name], m.targets[1][name]
 		if !p.selected(b) && !p.selected(h) {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
@@ -18,23 +19,12 @@ import (
 // Kustomization, a script — may still deploy it. A build the static
 // reading cannot bound is taken to read everything under its overlay.
 func (p *planner) unread(sides [2]*side, changed map[string]bool) []inventorydiff.UnreadFile {
-	read := map[string]bool{}
 	var notListed []string
 	for _, cs := range p.closures {
 		for o, c := range cs {
-			for _, q := range c.Paths {
-				read[q] = true
-			}
 			if !c.Bounded() {
 				notListed = append(notListed, o)
 			}
-		}
-	}
-	// The plan reads an overlay's ResourceGroup file for its inventory
-	// even when the build does not.
-	for _, sd := range sides {
-		for o := range sd.overlays {
-			read[path.Join(o, inventory.ResourceGroupFile)] = true
 		}
 	}
 	// A kustomization the filter (--overlays, --exclude) leaves out is
@@ -48,6 +38,42 @@ func (p *planner) unread(sides [2]*side, changed map[string]bool) []inventorydif
 			}
 		}
 	}
+	// The changed files no unbounded build may read, then those no
+	// closure names: a change touches a few files, a plan of thousands
+	// of targets holds hundreds of thousands of closure paths.
+	var files []string
+	for _, f := range slices.Sorted(maps.Keys(changed)) {
+		if isFile(sides, f) && f != repoconfig.File && !under(f, notListed) {
+			files = append(files, f)
+		}
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	read := map[string]bool{}
+	for _, f := range files {
+		// The plan reads an overlay's ResourceGroup file for its
+		// inventory even when the build does not.
+		if path.Base(f) == inventory.ResourceGroupFile && (sides[0].overlays[path.Dir(f)] || sides[1].overlays[path.Dir(f)]) {
+			read[f] = true
+		}
+	}
+	seen := map[*closure.Closure]bool{}
+	for _, cs := range p.closures {
+		for _, c := range cs {
+			if seen[c] || len(read) == len(files) {
+				continue
+			}
+			seen[c] = true
+			for _, f := range files {
+				if !read[f] {
+					if _, ok := slices.BinarySearch(c.Paths, f); ok {
+						read[f] = true
+					}
+				}
+			}
+		}
+	}
 	// Top directories holding kustomizations: YAML changed under them
 	// looks like configuration.
 	tops := map[string]bool{}
@@ -57,8 +83,8 @@ func (p *planner) unread(sides [2]*side, changed map[string]bool) []inventorydif
 		}
 	}
 	var out []inventorydiff.UnreadFile
-	for _, f := range slices.Sorted(maps.Keys(changed)) {
-		if !isFile(sides, f) || read[f] || f == repoconfig.File || under(f, notListed) {
+	for _, f := range files {
+		if read[f] {
 			continue
 		}
 		u := inventorydiff.UnreadFile{Path: f}
