@@ -435,7 +435,9 @@ func setRef(files []*fileRec, set *AppSet) (*fileRec, int) {
 }
 
 // DecodeIndex reads what Encode wrote; anything else is an error, never
-// a partial index. Applications' specs are decoded when first needed.
+// a partial index. Applications' specs are decoded when first needed,
+// from their objects, which are slices of data: data must not change
+// after.
 func DecodeIndex(data []byte) (*Index, error) {
 	if !bytes.HasPrefix(data, []byte(indexMagic)) {
 		return nil, errors.New("not an Argo CD index")
@@ -448,8 +450,10 @@ func DecodeIndex(data []byte) (*Index, error) {
 		ix.revisions[rev] = r.flag()
 	}
 	paths := r.strs()
-	if !slices.IsSorted(paths) || len(slices.Compact(slices.Clone(paths))) != len(paths) {
-		r.fail("the paths are not sorted")
+	for i := 1; i < len(paths); i++ {
+		if paths[i-1] >= paths[i] {
+			r.fail("the paths are not sorted")
+		}
 	}
 	r.paths = paths
 	var files []*fileRec
@@ -513,19 +517,17 @@ func DecodeIndex(data []byte) (*Index, error) {
 }
 
 // reader reads what writer wrote; the first problem sticks (err), and
-// every read after it gives zero values. Strings are slices of one copy
-// of the data, objects of the data itself: decoding an index of
-// thousands of Applications allocates little beyond their records.
+// every read after it gives zero values. Objects are slices of the data
+// itself (most of an index's bytes).
 type reader struct {
 	b     []byte
-	s     string // b, as a string
 	off   int
 	paths []string
 	slab  []string // what sortedPaths hands out slices of
 	err   error
 }
 
-func newReader(data []byte) *reader { return &reader{b: data, s: string(data)} }
+func newReader(data []byte) *reader { return &reader{b: data} }
 
 func (r *reader) fail(why string) {
 	if r.err == nil {
@@ -575,7 +577,7 @@ func (r *reader) bytes() []byte {
 
 func (r *reader) str() string {
 	i, j := r.span()
-	return r.s[i:j]
+	return string(r.b[i:j])
 }
 
 func (r *reader) strs() []string {

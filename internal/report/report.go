@@ -374,7 +374,7 @@ func JSONWith(p *inventorydiff.Plan, opts Options) ([]byte, error) {
 	if head == workingTree {
 		head = Worktree
 	}
-	out := jsonPlan{FormatVersion: FormatVersion, Base: p.Base, Head: head, Summary: Summary(p), Overlays: []jsonOverlay{}, Images: []jsonImage{}, Ignored: p.Ignored, Hidden: p.Hidden, NoLongerPlanned: p.NoLongerPlanned, Unread: p.Unread, Settings: p.Settings}
+	out := jsonPlan{FormatVersion: FormatVersion, Base: p.Base, Head: head, Summary: Summary(p), Overlays: make([]jsonOverlay, 0, len(p.Overlays)), Images: []jsonImage{}, Ignored: p.Ignored, Hidden: p.Hidden, NoLongerPlanned: p.NoLongerPlanned, Unread: p.Unread, Settings: p.Settings}
 	for _, ic := range images(p) {
 		j := jsonImage{Old: ic.Old, New: ic.New}
 		for _, m := range ic.Objects {
