@@ -14,6 +14,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
@@ -124,6 +125,24 @@ func (t *tree) index() *Index {
 			p = d
 		}
 	}
+	if len(t.links) == 0 {
+		// Listed in order, each directory's names come nearly in order
+		// ("a/b.yaml" sorts before "a/b/c.yaml", its name "b.yaml" after
+		// "b"): one sort of the paths (which Paths gives), and of the few
+		// listings out of order.
+		sorted := slices.Sorted(maps.Keys(t.files))
+		for _, p := range sorted {
+			add(p)
+		}
+		for _, ns := range t.dirs {
+			if !slices.IsSorted(ns) {
+				slices.Sort(ns)
+			}
+		}
+		ix := &Index{files: t.files, dirs: t.dirs, tree: t}
+		ix.sortOnce.Do(func() { ix.sorted = sorted })
+		return ix
+	}
 	for p := range t.files {
 		add(p)
 	}
@@ -132,9 +151,6 @@ func (t *tree) index() *Index {
 	}
 	for _, ns := range t.dirs {
 		slices.Sort(ns)
-	}
-	if len(t.links) == 0 {
-		return &Index{files: t.files, dirs: t.dirs, tree: t}
 	}
 	files := make(map[string]string, len(t.files))
 	walkLinks(t, ".", ".", directory, nil, func(p, real string, k kind) error {
@@ -191,6 +207,7 @@ func Open(ctx context.Context, repoDir, rev string, blobs *Blobs) (*Snapshot, er
 		return nil, fmt.Errorf("read commit %s: %w", sha, err)
 	}
 	t := newTree()
+	t.files = make(map[string]string, bytes.Count(out, []byte{0}))
 	links := map[string]string{} // symlink path -> blob id of its target
 	// Records are "<mode> <type> <id>\t<path>"; one string holds them
 	// all, and names and ids are slices of it.

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -330,5 +331,28 @@ func TestDerivedOncePerContent(t *testing.T) {
 	}
 	if want := map[string]int{"kind: A\n": 1, "kind: B\n": 1, "kind: C\n": 1}; !maps.Equal(computed, want) {
 		t.Errorf("computed %v, want each content once: %v", computed, want)
+	}
+}
+
+// TestListingsSorted: a directory of a commit lists its names sorted,
+// however its paths sort ("a/b.yaml" before "a/b/c.yaml", whose name "b"
+// comes first), and the index lists every file sorted.
+func TestListingsSorted(t *testing.T) {
+	dir := t.TempDir()
+	gittest.Write(t, dir, map[string]string{"a/b.yaml": "x", "a/b/c.yaml": "x", "a/b-c/d.yaml": "x", "a/a.yaml": "x", "z.yaml": "x"})
+	git(t, dir, "init", "-q")
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-qm", "one")
+	blobs := NewBlobs(dir)
+	defer blobs.Close()
+	s, err := Open(context.Background(), dir, "HEAD", blobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.tree.children("a"), []string{"a.yaml", "b", "b-c", "b.yaml"}; !slices.Equal(got, want) {
+		t.Errorf("a lists %q, want %q", got, want)
+	}
+	if got := s.Index.Paths(); !slices.IsSorted(got) || len(got) != 5 {
+		t.Errorf("the index lists %q", got)
 	}
 }
