@@ -38,12 +38,19 @@ func (argoEngine) needles(opts Options) []string {
 // when set, else head's .kplan.yaml `argocd:`, else off when that file
 // lists targets, else whether either side holds an Application with a
 // source in this repository (head: in a changed file). The engine it
-// opens for that plans the change, with what it learnt.
+// opens for that (with the render cache's index, unless Argo CD is off)
+// plans the change, with what it learnt.
 func (argoEngine) detect(ctx context.Context, c *change) (engineRun, error) {
+	on, settled := argoSettled(c)
+	if settled && !on {
+		return nil, nil
+	}
 	e, index := newArgoEngine(ctx, c)
-	on, err := argoMode(ctx, e, c)
-	if err != nil || !on {
-		return nil, err
+	if !settled {
+		var err error
+		if on, err = argoFound(ctx, e, c); err != nil || !on {
+			return nil, err
+		}
 	}
 	return argoRun{e, index}, nil
 }
@@ -204,18 +211,25 @@ func baseBranches(ctx context.Context, opts Options) []string {
 	return revs
 }
 
-// argoMode is detect's answer, e searching the sides.
-func argoMode(ctx context.Context, e *argocd.Engine, c *change) (bool, error) {
+// argoSettled is detect's answer when the flag or head's .kplan.yaml
+// gives it (settled): with neither, the sides say (argoFound).
+func argoSettled(c *change) (on, settled bool) {
 	if c.opts.ArgoCD != nil {
-		return *c.opts.ArgoCD, nil
+		return *c.opts.ArgoCD, true
 	}
 	cfg := c.config
 	if cfg != nil && cfg.ArgoCD != nil {
-		return *cfg.ArgoCD, nil
+		return *cfg.ArgoCD, true
 	}
 	if cfg.HasTargets() {
-		return false, nil
+		return false, true
 	}
+	return false, false
+}
+
+// argoFound says whether either side holds an Application with a source
+// in this repository (head: in a changed file), e searching them.
+func argoFound(ctx context.Context, e *argocd.Engine, c *change) (bool, error) {
 	for i, s := range c.snaps {
 		var paths []string
 		if i == 1 {

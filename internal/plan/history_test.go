@@ -25,9 +25,12 @@ var corpusBundles = []string{
 
 // Every commit of real repositories kplan was not built for, planned
 // against its parent as a pull request would be: no plan fails as a
-// whole, no overlay fails with a kplan bug (a recovered panic), and on
-// every fullEvery-th commit (KPLAN_REPLAY_FULL_EVERY, default 10; 1 for
-// all) the changed-only plan says what the full plan says. make test
+// whole, no overlay fails with a kplan bug (a recovered panic), the plan
+// with the render cache the plan of the commit before left (its indexes
+// serving the base, as a push to the default branch leaves them) says
+// what the plan without a cache says, and on every fullEvery-th commit
+// (KPLAN_REPLAY_FULL_EVERY, default 10; 1 for all) the changed-only plan
+// says what the full plan says. make test
 // replays the last KPLAN_REPLAY_COMMITS commits of each (default 40, about
 // two minutes in all; 0 replays every commit: about six minutes).
 func TestCorpusHistoriesReplay(t *testing.T) {
@@ -58,6 +61,7 @@ func TestCorpusHistoriesReplay(t *testing.T) {
 				commits = commits[len(commits)-last-1:]
 			}
 			start := time.Now()
+			cache := t.TempDir()
 			var planned, compared, changedOverlays int
 			for i := 1; i < len(commits); i++ {
 				base, head := commits[i-1], commits[i]
@@ -71,6 +75,14 @@ func TestCorpusHistoriesReplay(t *testing.T) {
 				changedOverlays += changed.Totals.ChangedOverlays
 				noBug(t, head, changed)
 				everyCluster(t, repo, head, changed)
+				opts.CacheDir = cache
+				cached, _, err := Execute(context.Background(), opts)
+				if err != nil {
+					t.Errorf("commit %d %s: the plan with the cache failed as a whole: %v", i, head[:7], err)
+					continue
+				}
+				sameChanges(t, "commit "+head[:7]+" with the cache", changed, cached)
+				opts.CacheDir = ""
 				if i%fullEvery != 0 && i != len(commits)-1 {
 					continue
 				}
