@@ -131,40 +131,54 @@ func (h *history) deleteDir(dir string) {
 	}
 }
 
-// mutate makes one random change of the kinds a history has: an
-// Application added, deleted, renamed or edited; a file it reads edited,
-// added or deleted; the shared base, the ApplicationSets' directories and
-// files; a Chart.yaml over the Applications under apps/templates/.
+// mutate makes one random change of the kinds a history has (mutations)
+// and says which.
 func (h *history) mutate() string {
-	app := h.pick(h.apps)
-	switch h.rng.IntN(12) {
-	case 0:
+	if what := mutations[h.rng.IntN(len(mutations))](h, h.pick(h.apps)); what != "" {
+		return what
+	}
+	h.addApp()
+	return "add an Application"
+}
+
+// mutations change a history, app being one of its Applications; ""
+// when the change does not apply.
+var mutations = []func(h *history, app string) string{
+	func(h *history, app string) string {
 		h.addApp()
 		return "add an Application"
-	case 1:
-		if app != "" && len(h.apps) > 1 {
-			delete(h.files, h.apps[app])
-			delete(h.apps, app)
-			return "delete " + app
+	},
+	func(h *history, app string) string {
+		if app == "" || len(h.apps) < 2 {
+			return ""
 		}
-	case 2:
-		if app != "" {
-			to := "apps/renamed-" + app + ".yaml"
-			if to == h.apps[app] {
-				to = "apps/templates/" + app + ".yaml"
-			}
-			h.files[to] = h.files[h.apps[app]]
-			delete(h.files, h.apps[app])
-			h.apps[app] = to
-			return "rename " + app
+		delete(h.files, h.apps[app])
+		delete(h.apps, app)
+		return "delete " + app
+	},
+	func(h *history, app string) string {
+		if app == "" {
+			return ""
 		}
-	case 3:
-		if app != "" {
-			f := h.apps[app]
-			h.files[f] = strings.Replace(h.files[f], "namespace: "+app+"}", "namespace: "+app+"-"+strconv.Itoa(h.rng.IntN(3))+"}", 1)
-			return "edit " + app + "'s destination"
+		to := "apps/renamed-" + app + ".yaml"
+		if to == h.apps[app] {
+			to = "apps/templates/" + app + ".yaml"
 		}
-	case 4:
+		h.files[to] = h.files[h.apps[app]]
+		delete(h.files, h.apps[app])
+		h.apps[app] = to
+		return "rename " + app
+	},
+	func(h *history, app string) string {
+		if app == "" {
+			return ""
+		}
+		f := h.apps[app]
+		h.files[f] = strings.Replace(h.files[f], "namespace: "+app+"}", "namespace: "+app+"-"+strconv.Itoa(h.rng.IntN(3))+"}", 1)
+		return "edit " + app + "'s destination"
+	},
+	// A file an Application or the ApplicationSets read.
+	func(h *history, app string) string {
 		var read []string
 		for p := range h.files {
 			for _, d := range []string{"k/", "d/", "gen/", "bases/"} {
@@ -173,14 +187,17 @@ func (h *history) mutate() string {
 				}
 			}
 		}
-		slices.Sort(read)
-		if len(read) > 0 {
-			p := read[h.rng.IntN(len(read))]
-			h.files[p] = cm("x"+strconv.Itoa(h.rng.IntN(5)), "v: '"+strconv.Itoa(h.rng.IntN(9))+"'")
-			return "edit " + p
+		if len(read) == 0 {
+			return ""
 		}
-	case 5:
-		for p := range h.files {
+		slices.Sort(read)
+		p := read[h.rng.IntN(len(read))]
+		h.files[p] = cm("x"+strconv.Itoa(h.rng.IntN(5)), "v: '"+strconv.Itoa(h.rng.IntN(9))+"'")
+		return "edit " + p
+	},
+	// A file added to, or deleted from, a directory source.
+	func(h *history, app string) string {
+		for _, p := range slices.Sorted(maps.Keys(h.files)) {
 			if strings.HasPrefix(p, "d/") && strings.HasSuffix(p, "/cm.yaml") && !strings.Contains(p, "/sub/") {
 				extra := strings.TrimSuffix(p, "cm.yaml") + "sub/extra-" + strconv.Itoa(h.rng.IntN(3)) + ".yaml"
 				if _, ok := h.files[extra]; ok {
@@ -191,10 +208,14 @@ func (h *history) mutate() string {
 				return "add " + extra
 			}
 		}
-	case 6:
+		return ""
+	},
+	func(h *history, app string) string {
 		h.files["bases/web/cm.yaml"] = cm("web", "v: '"+strconv.Itoa(h.rng.IntN(9))+"'")
 		return "edit the shared base"
-	case 7:
+	},
+	// A directory the dirs ApplicationSet lists, added or deleted.
+	func(h *history, app string) string {
 		var gens []string
 		for p := range h.files {
 			if strings.HasPrefix(p, "gen/") && strings.HasSuffix(p, "/kustomization.yaml") {
@@ -209,7 +230,9 @@ func (h *history) mutate() string {
 		}
 		h.addGen()
 		return "add a generated directory"
-	case 8:
+	},
+	// A file the files ApplicationSet reads, written or deleted.
+	func(h *history, app string) string {
 		f := "cfg/" + []string{"a", "b"}[h.rng.IntN(2)] + ".json"
 		if _, ok := h.files[f]; ok && h.rng.IntN(3) == 0 {
 			delete(h.files, f)
@@ -217,18 +240,22 @@ func (h *history) mutate() string {
 		}
 		h.files[f] = fmt.Sprintf(`{"name": %q, "dir": %q}`, strings.TrimSuffix(filepath.Base(f), ".json"), []string{"bases/web", "gen"}[h.rng.IntN(2)])
 		return "write " + f
-	case 9:
+	},
+	// A chart over the Applications of apps/templates/, or none.
+	func(h *history, app string) string {
 		if _, ok := h.files["apps/Chart.yaml"]; ok {
 			delete(h.files, "apps/Chart.yaml")
 			return "delete apps/Chart.yaml"
 		}
 		h.files["apps/Chart.yaml"] = "apiVersion: v2\nname: apps\nversion: 0.1.0\n"
 		return "add apps/Chart.yaml"
-	case 10:
+	},
+	func(h *history, app string) string {
 		h.files["README.md"] = "step " + strconv.Itoa(h.rng.IntN(100)) + "\n"
 		return "edit README.md"
-	case 11:
-		// A kustomization reading one more file, or one fewer.
+	},
+	// A kustomization reading one more file, or one fewer.
+	func(h *history, app string) string {
 		for _, p := range slices.Sorted(maps.Keys(h.files)) {
 			if !strings.HasPrefix(p, "k/") || !strings.HasSuffix(p, "/kustomization.yaml") || h.rng.IntN(2) == 0 {
 				continue
@@ -243,9 +270,8 @@ func (h *history) mutate() string {
 			h.files[d+"/extra.yaml"] = cm("extra-"+strconv.Itoa(h.rng.IntN(9)), "v: '1'")
 			return d + " reads one file more"
 		}
-	}
-	h.addApp()
-	return "add an Application"
+		return ""
+	},
 }
 
 // commit writes the history's files into dir (deleting the others) and

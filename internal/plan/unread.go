@@ -19,25 +19,7 @@ import (
 // Kustomization, a script — may still deploy it. A build the static
 // reading cannot bound is taken to read everything under its overlay.
 func (p *planner) unread(sides [2]*side, changed map[string]bool) []inventorydiff.UnreadFile {
-	var notListed []string
-	for _, cs := range p.closures {
-		for o, c := range cs {
-			if !c.Bounded() {
-				notListed = append(notListed, o)
-			}
-		}
-	}
-	// A kustomization the filter (--overlays, --exclude) leaves out is
-	// not planned by choice: what changed under it is not "unread".
-	if f := p.opts.Filter; f.On() {
-		for _, sd := range sides {
-			for dir := range sd.tree.Kustomizations {
-				if ok, err := f.Match(dir); err == nil && !ok && !sd.overlays[dir] {
-					notListed = append(notListed, dir)
-				}
-			}
-		}
-	}
+	notListed := p.notListed(sides)
 	// The changed files no unbounded build may read, then those no
 	// closure names: a change touches a few files, a plan of thousands
 	// of targets holds hundreds of thousands of closure paths.
@@ -50,30 +32,7 @@ func (p *planner) unread(sides [2]*side, changed map[string]bool) []inventorydif
 	if len(files) == 0 {
 		return nil
 	}
-	read := map[string]bool{}
-	for _, f := range files {
-		// The plan reads an overlay's ResourceGroup file for its
-		// inventory even when the build does not.
-		if path.Base(f) == inventory.ResourceGroupFile && (sides[0].overlays[path.Dir(f)] || sides[1].overlays[path.Dir(f)]) {
-			read[f] = true
-		}
-	}
-	seen := map[*closure.Closure]bool{}
-	for _, cs := range p.closures {
-		for _, c := range cs {
-			if seen[c] || len(read) == len(files) {
-				continue
-			}
-			seen[c] = true
-			for _, f := range files {
-				if !read[f] {
-					if _, ok := slices.BinarySearch(c.Paths, f); ok {
-						read[f] = true
-					}
-				}
-			}
-		}
-	}
+	read := p.readOf(sides, files)
 	// Top directories holding kustomizations: YAML changed under them
 	// looks like configuration.
 	tops := map[string]bool{}
@@ -94,6 +53,60 @@ func (p *planner) unread(sides [2]*side, changed map[string]bool) []inventorydif
 		out = append(out, u)
 	}
 	return out
+}
+
+// notListed are the directories whose files the plan takes as read: the
+// overlays whose build the static reading cannot bound, and the
+// kustomizations the filter (--overlays, --exclude) leaves out, which
+// are not planned by choice.
+func (p *planner) notListed(sides [2]*side) []string {
+	var out []string
+	for _, cs := range p.closures {
+		for o, c := range cs {
+			if !c.Bounded() {
+				out = append(out, o)
+			}
+		}
+	}
+	if f := p.opts.Filter; f.On() {
+		for _, sd := range sides {
+			for dir := range sd.tree.Kustomizations {
+				if ok, err := f.Match(dir); err == nil && !ok && !sd.overlays[dir] {
+					out = append(out, dir)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// readOf says which of files a build reads: a closure names it, or it is
+// an overlay's ResourceGroup file, which the plan reads for its
+// inventory even when the build does not.
+func (p *planner) readOf(sides [2]*side, files []string) map[string]bool {
+	read := map[string]bool{}
+	for _, f := range files {
+		if path.Base(f) == inventory.ResourceGroupFile && (sides[0].overlays[path.Dir(f)] || sides[1].overlays[path.Dir(f)]) {
+			read[f] = true
+		}
+	}
+	seen := map[*closure.Closure]bool{} // the sides share most
+	for _, cs := range p.closures {
+		for _, c := range cs {
+			if seen[c] || len(read) == len(files) {
+				continue
+			}
+			seen[c] = true
+			for _, f := range files {
+				if !read[f] {
+					if _, ok := slices.BinarySearch(c.Paths, f); ok {
+						read[f] = true
+					}
+				}
+			}
+		}
+	}
+	return read
 }
 
 // isFile says whether p is a file on either side (changed also lists the
