@@ -69,7 +69,7 @@ type Prepared struct {
 	archive []byte            // a packaged chart, or
 	files   map[string][]byte // the chart's files from the repository
 	deps    map[string][]byte // local dependencies' archives by name
-	valuesF []string          // spec.chart.spec.valuesFiles, chart-relative
+	valuesF *valuesFiles      // spec.chart.spec.valuesFiles; nil: the chart's own values
 }
 
 // Prepare fetches r's chart and reads its values sources.
@@ -135,10 +135,6 @@ func (p *Prepared) fetch(ctx context.Context) error {
 	if ns == "" {
 		ns = specNS
 	}
-	valuesFiles := spec.ValuesFiles
-	if spec.ValuesFile != "" {
-		valuesFiles = append([]string{spec.ValuesFile}, valuesFiles...)
-	}
 	src := source{kind: ref.Kind, ns: ns, name: ref.Name}
 	switch ref.Kind {
 	case "HelmRepository":
@@ -160,7 +156,7 @@ func (p *Prepared) fetch(ctx context.Context) error {
 			return p.unavailable("cannot be fetched", err)
 		}
 		p.Chart = fmt.Sprintf("%s %s from %s", spec.Chart, version, u)
-		p.valuesF = valuesFiles
+		p.valuesF = newValuesFiles(spec)
 		return nil
 	case "GitRepository", "Bucket":
 		dir := cleanChartPath(spec.Chart)
@@ -179,21 +175,10 @@ func (p *Prepared) fetch(ctx context.Context) error {
 			return fmt.Errorf("HelmRelease %s: chart %s: the directory holds no file", r.ID(), p.Chart)
 		}
 		p.files = files
-		// valuesFiles of a GitRepository are relative to its root.
-		for _, f := range valuesFiles {
-			rel, ok := strings.CutPrefix(cleanChartPath(f), dir+"/")
-			if !ok && dir == "." {
-				rel, ok = cleanChartPath(f), true
+		if p.valuesF = newValuesFiles(spec); p.valuesF != nil {
+			if err := p.valuesF.readLocal(ctx, p.env.Local, src, dir, files); err != nil {
+				return fmt.Errorf("HelmRelease %s: chart %s: %w", r.ID(), p.Chart, err)
 			}
-			if !ok {
-				more, found, err := p.env.Local(ctx, ref.Kind, ns, ref.Name, path.Dir(cleanChartPath(f)))
-				if err != nil || !found {
-					return fmt.Errorf("HelmRelease %s: chart %s: valuesFiles %s: %v", r.ID(), p.Chart, f, err)
-				}
-				rel = "../" + cleanChartPath(f)
-				p.files[rel] = more[path.Base(f)]
-			}
-			p.valuesF = append(p.valuesF, rel)
 		}
 		return p.localDeps(ctx, src, dir)
 	}
@@ -251,38 +236,17 @@ func (p *Prepared) load() (*chart.Chart, error) {
 	} else {
 		var bf []*loader.BufferedFile
 		for _, name := range slices.Sorted(maps.Keys(p.files)) {
-			if !strings.HasPrefix(name, "../") {
-				bf = append(bf, &loader.BufferedFile{Name: name, Data: p.files[name]})
-			}
+			bf = append(bf, &loader.BufferedFile{Name: name, Data: p.files[name]})
 		}
 		ch, err = loader.LoadFiles(bf)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load the chart: %w", err)
 	}
-	if len(p.valuesF) > 0 {
-		// source-controller's valuesFiles: merged in order, they replace
-		// the chart's values.yaml.
-		merged := map[string]any{}
-		for _, f := range p.valuesF {
-			data, ok := p.files[f]
-			if !ok && p.archive != nil {
-				for _, raw := range ch.Raw {
-					if raw.Name == f {
-						data, ok = raw.Data, true
-					}
-				}
-			}
-			if !ok {
-				return nil, fmt.Errorf("valuesFiles %s is not in the chart", f)
-			}
-			var v map[string]any
-			if err := sigsyaml.Unmarshal(data, &v); err != nil {
-				return nil, fmt.Errorf("valuesFiles %s: %w", f, err)
-			}
-			merged = MergeMaps(merged, v)
+	if p.valuesF != nil {
+		if err := p.valuesF.compose(ch); err != nil {
+			return nil, err
 		}
-		ch.Values = merged
 	}
 	return ch, nil
 }

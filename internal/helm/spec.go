@@ -19,8 +19,10 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"path"
 	"strings"
 
+	"helm.sh/helm/v3/pkg/chartutil"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -72,6 +74,24 @@ type ChartSpec struct {
 	SourceRef   CrossRef `json:"sourceRef"`
 	ValuesFiles []string `json:"valuesFiles,omitempty"`
 	ValuesFile  string   `json:"valuesFile,omitempty"` // v2beta1
+	// IgnoreMissingValuesFiles skips a valuesFiles entry the source does
+	// not hold; without it, source-controller fails the chart.
+	IgnoreMissingValuesFiles bool `json:"ignoreMissingValuesFiles,omitempty"`
+}
+
+// valuesFiles are the files source-controller composes the chart's
+// values from (BuildOptions.GetValuesFiles, internal/helm/chart/builder.go
+// at v1.9.1): valuesFile (v2beta1) then valuesFiles; a lone values.yaml
+// is the chart's own values, nothing to compose.
+func (s ChartSpec) valuesFiles() []string {
+	files := s.ValuesFiles
+	if s.ValuesFile != "" {
+		files = append([]string{s.ValuesFile}, files...)
+	}
+	if len(files) == 1 && path.Clean(files[0]) == chartutil.ValuesfileName {
+		return nil
+	}
+	return files
 }
 
 // CrossRef names an object, in the referrer's namespace by default.
