@@ -100,7 +100,7 @@ func (e *Engine) postBuildKey(t *Target, pool varPool) string {
 	if t.key == "" {
 		return ""
 	}
-	return rendercache.Key("kplan-flux-postbuild/1", t.key, t.ID(), pool.key(t.Kustomization))
+	return rendercache.Key("kplan-flux-postbuild/2", t.key, t.ID(), pool.key(t.Kustomization))
 }
 
 // postBuilt sets t's post-built objects, notes and error from the ones

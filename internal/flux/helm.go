@@ -185,7 +185,7 @@ func (e *Engine) renderRelease(ctx context.Context, o *yaml.RNode, env helm.Env,
 			}
 		}
 	}
-	tokens := newSecretTokens([]*yaml.RNode{o}, vars, secrets)
+	tokens := newSecretTokens([]*yaml.RNode{o}, vars, secrets, func(name string) string { return name })
 	twin, terr := p.Render(ctx, func(name string, _ any) any { return tokens.token[name] })
 	switch {
 	case err != nil && terr != nil:

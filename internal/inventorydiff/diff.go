@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/danger"
 	"github.com/kplan-dev/kplan/internal/inventory"
@@ -34,6 +36,12 @@ type Side struct {
 	// beyond the keep annotations every engine honours (Argo CD's
 	// Prune=false); nil for none.
 	Keeps func(obj *inventory.Object) bool
+	// Masked says, for each mask of a hidden value in obj's fields
+	// ("(value from Secret ns/name key K, hidden)"), a fingerprint of the
+	// value it stands for, kept in memory only; nil when the engine
+	// masks nothing. A field masked alike on both sides whose
+	// fingerprints differ is planned changed (MarkMaskedChanges).
+	Masked func(obj *yaml.RNode) map[string]string
 }
 
 // Status of an overlay in the plan.
@@ -284,6 +292,7 @@ func CompareOne(path string, b Side, inBase bool, h Side, inHead bool) Overlay {
 }
 
 func compareOverlay(path string, b Side, inBase bool, h Side, inHead bool) Overlay {
+	MarkMaskedChanges(b, h)
 	o := Overlay{Path: path, Skipped: b.Skipped && h.Skipped}
 	o.BaseInventory, o.HeadInventory = b.Inventory.Identity(), h.Inventory.Identity()
 	if b.Err != nil {

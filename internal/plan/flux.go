@@ -127,7 +127,9 @@ func (fluxRun) plan(ctx context.Context, c *change) (*engineMode, error) {
 				closure: t.Closure, deferred: t.Deferred,
 				notes: slices.Concat(t.Notes, t.NotRendered),
 				side: func() inventorydiff.Side {
-					return engineSide("Flux Kustomization "+t.Name(), t.Path(), t.Objects, repoconfig.DefaultNamespace, t.Err)
+					sd := engineSide("Flux Kustomization "+t.Name(), t.Path(), t.Objects, repoconfig.DefaultNamespace, t.Err)
+					sd.Masked = res[i].Masked(t)
+					return sd
 				},
 			})
 		}

@@ -1146,6 +1146,9 @@ func (p *planner) compareOne(overlay string, b inventorydiff.Side, inBase bool, 
 			digest = headDigest(h)
 		}
 		if inBase && inHead {
+			// Marked after the digest, which holds no mark, and before
+			// thin, which would take fields masked alike for unchanged.
+			inventorydiff.MarkMaskedChanges(b, h)
 			thin(b.Inventory, h.Inventory)
 		}
 		o = inventorydiff.CompareOne(overlay, b, inBase, h, inHead)
