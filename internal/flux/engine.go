@@ -22,6 +22,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/helm"
+	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/rendercache"
 	"github.com/kplan-dev/kplan/internal/snapshot"
@@ -58,6 +59,9 @@ type Options struct {
 	// ChartCache is the render cache directory, whose charts/ keeps the
 	// HelmReleases' charts (helm.go); "" keeps them in memory only.
 	ChartCache string
+	// Kubernetes says what a cluster (by name) runs, for its
+	// HelmReleases' charts; nil is kubeversion's default for all.
+	Kubernetes func(cluster string) kubeversion.Capabilities
 }
 
 // Cache is where builds are kept between runs (rendercache.Cache).
@@ -121,6 +125,9 @@ type Target struct {
 	// Deferred: Plan found that the change cannot affect the target, and
 	// did not build it (Objects is empty).
 	Deferred bool
+	// Kubernetes is what its HelmReleases' charts were templated for;
+	// nil when it has none.
+	Kubernetes *kubeversion.Capabilities
 
 	name  string   // in a plan: [cluster: ]namespace/name
 	key   string   // its build's key (buildKey), "" when it has none

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/helm"
+	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -92,8 +93,12 @@ func (e *Engine) renderReleases(ctx context.Context, s *snapshot.Snapshot, res *
 
 // applyReleases adds rendered releases to their targets; drop names
 // releases (target ID, release ID) whose objects are left out.
-func applyReleases(res *Result, rendered map[string][]releaseRender, drop func(target, release string) (string, bool)) {
+func applyReleases(res *Result, rendered map[string][]releaseRender, drop func(target, release string) (string, bool), kube func(cluster string) kubeversion.Capabilities) {
 	for _, t := range res.Targets {
+		if len(rendered[t.Name()]) > 0 && kube != nil {
+			caps := kube(t.Cluster)
+			t.Kubernetes = &caps
+		}
 		var failed []string
 		for _, rr := range rendered[t.Name()] {
 			var un *helm.UnavailableError
@@ -119,7 +124,7 @@ func applyReleases(res *Result, rendered map[string][]releaseRender, drop func(t
 // renderBuilt renders and applies the releases of one side alone.
 func (e *Engine) renderBuilt(ctx context.Context, s *snapshot.Snapshot, res *Result) {
 	r := e.renderReleases(ctx, s, res, nil)
-	applyReleases(res, r, func(string, string) (string, bool) { return "", false })
+	applyReleases(res, r, func(string, string) (string, bool) { return "", false }, e.kubernetes)
 }
 
 // renderPlan renders and applies the releases of both sides of a plan.
@@ -145,7 +150,7 @@ func (e *Engine) renderPlan(ctx context.Context, snaps [2]*snapshot.Snapshot, re
 				}
 			}
 			return "", false
-		})
+		}, e.kubernetes)
 	}
 }
 
@@ -262,7 +267,16 @@ func (e *Engine) helmEnv(ctx context.Context, s *snapshot.Snapshot, res *Result,
 		Charts:     e.charts,
 		Kustomizer: e.k,
 		Timeout:    e.opts.Render.Timeout,
+		Kubernetes: e.kubernetes(cluster),
 	}
+}
+
+// kubernetes is what cluster runs, for its releases' charts.
+func (e *Engine) kubernetes(cluster string) kubeversion.Capabilities {
+	if e.opts.Kubernetes == nil {
+		return kubeversion.Defaults()
+	}
+	return e.opts.Kubernetes(cluster)
 }
 
 // readDir reads the files under dir of s, by path relative to dir.

@@ -24,6 +24,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kplan-dev/kplan/internal/crash"
+	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
@@ -53,6 +54,9 @@ type Env struct {
 	// none. Helm's engine takes no context: past it the render fails and
 	// is abandoned, as a kustomize build is (render.Kustomizer).
 	Timeout time.Duration
+	// Kubernetes is what the release's cluster runs, as its Capabilities
+	// say; the zero value is kubeversion's default.
+	Kubernetes kubeversion.Capabilities
 }
 
 // Prepared is a release whose chart is fetched and whose values sources
@@ -273,6 +277,8 @@ func (p *Prepared) Render(ctx context.Context, tokenize Tokenize) ([]*yaml.RNode
 		namespace:   r.ReleaseNamespace(),
 		includeCRDs: r.IncludeCRDs(p.env.Upgrade),
 		hooks:       !r.DisableHooks(p.env.Upgrade),
+		kubeVersion: p.env.Kubernetes.Version,
+		apiVersions: p.env.Kubernetes.APIVersionSet(),
 	}
 	rel, err := p.template(ctx, t, ch, vals)
 	if err != nil {
@@ -305,9 +311,10 @@ func (p *Prepared) Render(ctx context.Context, tokenize Tokenize) ([]*yaml.RNode
 type templating struct {
 	name, namespace    string
 	includeCRDs, hooks bool
-	// kubeVersion (nil: Helm's default) and apiVersions (added to the
-	// defaults) are the Capabilities, as install.go's ClientOnly sets them.
-	kubeVersion *chartutil.KubeVersion
+	// kubeVersion ("": kubeversion.Default, never Helm's v1.20) and
+	// apiVersions (added to Helm's) are the Capabilities, as install.go's
+	// ClientOnly sets them from --kube-version and --api-versions.
+	kubeVersion string
 	apiVersions []string
 }
 
@@ -333,7 +340,8 @@ type TemplateOptions struct {
 	Timeout time.Duration
 	// KubeVersion and APIVersions are `helm template --kube-version` and
 	// `--api-versions`: the Capabilities the chart sees besides Helm's
-	// defaults ("" and nil: the defaults alone).
+	// own API versions ("": kubeversion.Default, never Helm's v1.20; a
+	// cluster's are kubeversion.Capabilities' Version and APIVersionSet).
 	KubeVersion string
 	APIVersions []string
 }
@@ -344,14 +352,7 @@ type TemplateOptions struct {
 // server renders a Helm source this way; HelmReleases render through
 // Prepared.Render, which adds helm-controller's steps.
 func Template(ctx context.Context, ch *chart.Chart, vals map[string]any, o TemplateOptions) ([]*yaml.RNode, error) {
-	t := templating{name: o.Name, namespace: o.Namespace, includeCRDs: o.IncludeCRDs, hooks: o.Hooks, apiVersions: o.APIVersions}
-	if o.KubeVersion != "" {
-		kv, err := chartutil.ParseKubeVersion(o.KubeVersion)
-		if err != nil {
-			return nil, fmt.Errorf("kube version %q: %w", o.KubeVersion, err)
-		}
-		t.kubeVersion = kv
-	}
+	t := templating{name: o.Name, namespace: o.Namespace, includeCRDs: o.IncludeCRDs, hooks: o.Hooks, kubeVersion: o.KubeVersion, apiVersions: o.APIVersions}
 	rel, err := t.within(ctx, o.Timeout, ch, vals)
 	if err != nil {
 		return nil, err
@@ -417,7 +418,8 @@ func (t templating) within(ctx context.Context, timeout time.Duration, ch *chart
 // never uses. The steps and their order are install.go's RunWithContext
 // and action.go's renderResources in helm v3.22: the release name
 // checked, dependencies enabled and their values merged, the default
-// capabilities, the chart's kubeVersion range, values validated against
+// capabilities (the cluster's Kubernetes, kubeversion's default: not
+// Helm's v1.20), the chart's kubeVersion range, values validated against
 // the schema, NOTES.txt dropped, manifests sorted in install order and
 // hooks split off.
 func (t templating) run(ch *chart.Chart, vals map[string]any) (*rendered, error) {
@@ -428,10 +430,14 @@ func (t templating) run(ch *chart.Chart, vals map[string]any) (*rendered, error)
 		return nil, err
 	}
 	caps := chartutil.DefaultCapabilities.Copy()
-	if t.kubeVersion != nil {
-		caps.KubeVersion = *t.kubeVersion
+	kv, err := chartutil.ParseKubeVersion(cmpOr(t.kubeVersion, kubeversion.Default))
+	if err != nil {
+		return nil, fmt.Errorf("kube version %q: %w", t.kubeVersion, err)
 	}
-	caps.APIVersions = append(caps.APIVersions, t.apiVersions...)
+	caps.KubeVersion = *kv
+	// A new slice: Copy shares Helm's default set, whose spare capacity
+	// another templating's append would write into.
+	caps.APIVersions = slices.Concat(caps.APIVersions, t.apiVersions)
 	if v := ch.Metadata.KubeVersion; v != "" && !chartutil.IsCompatibleRange(v, caps.KubeVersion.String()) {
 		return nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", v, caps.KubeVersion.String())
 	}

@@ -4,6 +4,7 @@
 package inventorydiff
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/danger"
 	"github.com/kplan-dev/kplan/internal/inventory"
+	"github.com/kplan-dev/kplan/internal/kubeversion"
 )
 
 // Annotations that keep an object in the cluster when it leaves the
@@ -42,6 +44,9 @@ type Side struct {
 	// masks nothing. A field masked alike on both sides whose
 	// fingerprints differ is planned changed (MarkMaskedChanges).
 	Masked func(obj *yaml.RNode) map[string]string
+	// Kubernetes is what the render's charts were templated for (the
+	// cluster's Capabilities); nil when it templated none.
+	Kubernetes *kubeversion.Capabilities
 }
 
 // Status of an overlay in the plan.
@@ -127,6 +132,9 @@ type Overlay struct {
 	// Notes are what kustomize warns about the overlay's kustomizations
 	// on head (deprecated fields), each naming its file, once.
 	Notes []string
+	// Kubernetes is what its charts were templated for, on head (else
+	// base); nil when it templated none.
+	Kubernetes *kubeversion.Capabilities `json:",omitempty"`
 }
 
 // FailureIntroduced says the overlay fails on head and did not on base:
@@ -293,7 +301,7 @@ func CompareOne(path string, b Side, inBase bool, h Side, inHead bool) Overlay {
 
 func compareOverlay(path string, b Side, inBase bool, h Side, inHead bool) Overlay {
 	MarkMaskedChanges(b, h)
-	o := Overlay{Path: path, Skipped: b.Skipped && h.Skipped}
+	o := Overlay{Path: path, Skipped: b.Skipped && h.Skipped, Kubernetes: cmp.Or(h.Kubernetes, b.Kubernetes)}
 	o.BaseInventory, o.HeadInventory = b.Inventory.Identity(), h.Inventory.Identity()
 	if b.Err != nil {
 		o.BaseErr = b.Err.Error()
