@@ -30,7 +30,7 @@ func TestFluxChartsForTheClustersKubernetes(t *testing.T) {
 	repo.Add(t, testchart.Package(t, "../testdata/flux-kubever/charts/capabilities", "1.0.0", ""))
 	fx := gittest.Copy(t, "../testdata/flux-kubever")
 	fx.Replace("clusters/prod/sources.yaml", "CHARTS_URL", repo.URL)
-	fx.Init("fleet") // main~3: caps without its HelmRelease
+	fx.Init("fleet")                                                                                            // main~3: caps without its HelmRelease
 	fx.Edit("apps/caps/kustomization.yaml", "  - settings.yaml\n", "  - settings.yaml\n  - helmrelease.yaml\n") // main~2
 	gittest.Git(t, fx.Dir, "rm", "-q", "envs/prod/values.yaml")
 	fx.Commit("drop local's values file") // main~1
