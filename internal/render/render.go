@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path"
@@ -16,6 +17,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kplan-dev/kplan/internal/crash"
+	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -33,6 +35,16 @@ type Options struct {
 	// EnableHelm allows helmCharts inflation with HelmCommand (default "helm").
 	EnableHelm  bool `target:"enableHelm"`
 	HelmCommand string
+	// KubeVersion and APIVersions are what the cluster runs, as the
+	// charts helm inflates see it (kubeversion.Capabilities: "" is
+	// kubeversion.Default; the built-in API versions that version serves
+	// are added): every chart gets them, over its own kubeVersion and
+	// apiVersions, as `kustomize build --helm-kube-version
+	// --helm-api-versions` passes them (Argo CD's repo server passes its
+	// cluster's). A webhook target reads them as kubeVersion and
+	// apiVersions (internal/config checks them).
+	KubeVersion string
+	APIVersions []string
 	// Parallelism bounds concurrent renders; 0 means one per CPU.
 	Parallelism int
 	// Timeout bounds each overlay's render: 0 is DefaultTimeout, < 0 no
@@ -55,6 +67,17 @@ type Options struct {
 	// Git fetches the git repositories kustomizations name as remote
 	// bases (gitbase.Cache); nil refuses them.
 	Git GitFetcher
+}
+
+// Kubernetes are the capabilities KubeVersion and APIVersions declare.
+func (o Options) Kubernetes() kubeversion.Capabilities {
+	return kubeversion.Capabilities{Version: o.KubeVersion, APIVersions: o.APIVersions}
+}
+
+// WithKubernetes are o for a cluster that runs c.
+func (o Options) WithKubernetes(c kubeversion.Capabilities) Options {
+	o.KubeVersion, o.APIVersions = c.Version, c.APIVersions
+	return o
 }
 
 // Load restrictors, spelled as kustomize's --load-restrictor flag.
@@ -163,6 +186,9 @@ func NewKustomizer(opts Options) *Kustomizer {
 		if kopts.PluginConfig.HelmConfig.Command == "" {
 			kopts.PluginConfig.HelmConfig.Command = "helm"
 		}
+		caps := opts.Kubernetes()
+		kopts.PluginConfig.HelmConfig.KubeVersion = cmp.Or(caps.Version, kubeversion.Default)
+		kopts.PluginConfig.HelmConfig.ApiVersions = caps.APIVersionSet()
 	}
 	k := &Kustomizer{kopts: kopts, timeout: opts.Timeout, maxAliasNodes: opts.MaxAliasNodes, remote: opts.Remote, git: opts.Git,
 		maxRead: opts.MaxReadBytes, maxDepth: opts.MaxPathDepth}
