@@ -34,7 +34,7 @@ func chartsLine(p *inventorydiff.Plan, code func(string) string) string {
 	}
 	line := "Charts rendered for " + strings.Join(parts, "; ")
 	if defaulted {
-		line += "; declare what a cluster runs under kubernetes: in " + code(".kplan.yaml")
+		line += "; declare what a cluster runs under " + code("kubernetes:") + " in " + code(".kplan.yaml")
 	}
 	return line
 }
@@ -47,3 +47,7 @@ func chartsOf(o *inventorydiff.Overlay) string {
 	}
 	return "Charts rendered for " + o.Kubernetes.String()
 }
+
+// escapeText escapes what Markdown would read as HTML in a line of text
+// (a declared cluster's name is the repository's text).
+var escapeText = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace

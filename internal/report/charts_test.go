@@ -26,7 +26,7 @@ func TestReportSaysChartsKubernetes(t *testing.T) {
 	const (
 		legacy = "Charts rendered for Kubernetes v1.29.8 and API versions monitoring.coreos.com/v1/ServiceMonitor (.kplan.yaml kubernetes.clusters[0] (legacy))"
 		modern = "Charts rendered for Kubernetes v1.37.0 (kplan's default)"
-		plan   = "Charts rendered for Kubernetes v1.29.8 and API versions monitoring.coreos.com/v1/ServiceMonitor (.kplan.yaml kubernetes.clusters[0] (legacy)) for 1; Kubernetes v1.37.0 (kplan's default) for 1; declare what a cluster runs under kubernetes: in "
+		plan   = "Charts rendered for Kubernetes v1.29.8 and API versions monitoring.coreos.com/v1/ServiceMonitor (.kplan.yaml kubernetes.clusters[0] (legacy)) for 1; Kubernetes v1.37.0 (kplan's default) for 1; declare what a cluster runs under "
 	)
 	var text bytes.Buffer
 	if err := Text(&text, p); err != nil {

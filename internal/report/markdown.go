@@ -219,7 +219,7 @@ func (m *md) render(d detail, maxRows int, open bool) string {
 	m.writeIgnored(&b)
 	m.writeUnread(&b)
 	if s := chartsLine(p, inline); s != "" {
-		b.WriteString(html.EscapeString(s) + ".\n\n")
+		b.WriteString(escapeText(s) + ".\n\n") // the code spans hold no & < >
 	}
 	if d != countsOnly {
 		folded := false
@@ -403,7 +403,7 @@ func (m *md) writeOverlay(b *strings.Builder, o *inventorydiff.Overlay, d detail
 			}
 		}
 		if c := chartsOf(o); c != "" {
-			fmt.Fprintf(b, "%s.\n\n", html.EscapeString(c))
+			fmt.Fprintf(b, "%s.\n\n", escapeText(c))
 		}
 		b.WriteString("</details>\n\n")
 		return
@@ -438,7 +438,7 @@ func (m *md) writeOverlay(b *strings.Builder, o *inventorydiff.Overlay, d detail
 		fmt.Fprintf(b, "%s\n\n", changed)
 	}
 	if c := chartsOf(o); c != "" {
-		fmt.Fprintf(b, "%s.\n\n", html.EscapeString(c))
+		fmt.Fprintf(b, "%s.\n\n", escapeText(c))
 	}
 	if objs := m.objects(o, d); objs != "" {
 		codeBlock(b, "diff", objs)
