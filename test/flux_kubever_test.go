@@ -30,8 +30,9 @@ func TestFluxChartsForTheClustersKubernetes(t *testing.T) {
 	repo.Add(t, testchart.Package(t, "../testdata/flux-kubever/charts/capabilities", "1.0.0", ""))
 	fx := gittest.Copy(t, "../testdata/flux-kubever")
 	fx.Replace("clusters/prod/sources.yaml", "CHARTS_URL", repo.URL)
-	fx.Init("fleet")                                                                                            // main~3: caps without its HelmRelease
-	fx.Edit("apps/caps/kustomization.yaml", "  - settings.yaml\n", "  - settings.yaml\n  - helmrelease.yaml\n") // main~2
+	// main~3: caps without its HelmRelease; main~2 adds it.
+	fx.Init("fleet")
+	fx.Edit("apps/caps/kustomization.yaml", "  - settings.yaml\n", "  - settings.yaml\n  - helmrelease.yaml\n")
 	gittest.Git(t, fx.Dir, "rm", "-q", "envs/prod/values.yaml")
 	fx.Commit("drop local's values file") // main~1
 	if err := os.WriteFile(filepath.Join(fx.Dir, ".kplan.yaml"), []byte(`apiVersion: kplan.dev/v1alpha1
