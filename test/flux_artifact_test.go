@@ -25,9 +25,9 @@ func TestFluxArtifactAsSourceControllerBuildsIt(t *testing.T) {
 	sync := "clusters/dev/flux-system/gotk-sync.yaml"
 	gitRepo := "source.toolkit.fluxcd.io_v1_GitRepository|flux-system|flux-system"
 	type want struct {
-		added   map[string][]string // target → keys added, changed or pruned
-		failed  map[string]string   // target → what its error names
-		unread  []string
+		added  map[string][]string // target → keys added, changed or pruned
+		failed map[string]string   // target → what its error names
+		unread []string
 	}
 	steps := []struct {
 		name   string
