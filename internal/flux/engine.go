@@ -325,17 +325,28 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 	}
 	_, readers := graph(declared)
 	root := func(i int) bool { return len(readers[i]) == 0 }
-	declared, named, skipped := e.entries(ctx, s, declared, found.Instances, self, root)
+	ep := e.entries(ctx, s, declared, found.Instances, self, root)
+	declared = ep.declared
 	reads, readers := graph(declared)
 	// Entry points: the implicit ones, and the roots whose build applies
-	// their own declaration (flux bootstrap's flux-system).
+	// their own declaration (flux bootstrap's flux-system), but those
+	// nothing references beside a FluxInstance.
+	res := &Result{pools: map[string]varPool{}, Skipped: ep.skipped}
 	var entries []int
+	var unreferenced []string
+	phantom := map[int]bool{}
 	for i, d := range declared {
 		if d.entry || (len(readers[i]) == 0 && self(i) && e.skip(d.Kustomization) == "") {
+			if why := ep.unreferenced(i); why != "" {
+				phantom[i] = true
+				unreferenced = append(unreferenced, why)
+				res.Skipped = append(res.Skipped, Skipped{ID: d.ID(), File: d.File, Reason: why})
+				continue
+			}
 			entries = append(entries, i)
 		}
 	}
-	res := &Result{pools: map[string]varPool{}, Skipped: skipped}
+	named := ep.named
 	cs, unreached := clusters(declared, entries, named, reads)
 	srcs := e.newSources(s, found.GitRepositories)
 	for _, c := range cs {
@@ -346,9 +357,21 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 			}
 		}
 		e.buildCluster(ctx, s, c, clusterSources{srcs, reads}, declared, readers, deferrable, res)
+		if _, ok := ep.synced[c.entry]; ok && len(unreferenced) > 0 {
+			// Named on the plan, on the entry of each FluxInstance's
+			// cluster.
+			for _, t := range res.Targets {
+				if t.Cluster == c.name && t.Parent == "" && t.ID() == declared[c.entry].ID() {
+					t.Notes = append(t.Notes, unreferenced...)
+				}
+			}
+		}
 	}
 	for _, i := range unreached {
 		d := declared[i]
+		if phantom[i] {
+			continue // named above
+		}
 		if why := e.skip(d.Kustomization); why != "" {
 			res.Skipped = append(res.Skipped, Skipped{ID: d.ID(), File: d.File, Reason: why})
 			continue
