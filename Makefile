@@ -145,6 +145,8 @@ FUZZMINIMIZETIME ?= 5s
 FUZZFLAGS ?=
 FUZZ_TARGETS := \
 	./internal/flux:FuzzDiscover \
+	./internal/yamldocs:FuzzMappings \
+	./internal/render:FuzzScrubberCollect \
 	./internal/argocd:FuzzParseFile \
 	./internal/argocd:FuzzObjectOf \
 	./internal/argocd:FuzzIgnoreRules \

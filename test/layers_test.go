@@ -16,7 +16,7 @@ import (
 var layers = [][]string{
 	// Leaves: no kplan package below them.
 	{"internal/crash", "internal/batchgc", "internal/gitcli", "internal/keylock", "internal/netpolicy",
-		"internal/version", "internal/noi18n", "internal/chartindex", "internal/forge", "internal/inventory",
+		"internal/version", "internal/noi18n", "internal/yamldocs", "internal/chartindex", "internal/forge", "internal/inventory",
 		"internal/render/hostiletest", "internal/testchart", "internal/testcluster",
 		"test/fuzzseed", "test/gittest", "test/githttp", "test/githubapi", "test/gitlabapi"},
 	// A repository read: one side of a plan, the mirror a deploy fetches into, remote bases.

@@ -23,10 +23,10 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/kplan-dev/kplan/internal/snapshot"
+	"github.com/kplan-dev/kplan/internal/yamldocs"
 )
 
 // Group is the API group of Flux Kustomizations.
@@ -121,14 +121,11 @@ func foundIn(data []byte, file string) *Found {
 	if !kust && !inst && !git {
 		return f
 	}
-	nodes, err := (&kio.ByteReader{Reader: bytes.NewReader(data), OmitReaderAnnotations: true}).Read()
+	nodes, err := yamldocs.Mappings(data)
 	if err != nil {
 		return f
 	}
 	for _, n := range nodes {
-		if n.YNode().Kind != yaml.MappingNode {
-			continue
-		}
 		m, err := asMap(n)
 		if err != nil {
 			continue

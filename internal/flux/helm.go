@@ -1,7 +1,6 @@
 package flux
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,12 +12,12 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/helm"
 	"github.com/kplan-dev/kplan/internal/snapshot"
+	"github.com/kplan-dev/kplan/internal/yamldocs"
 )
 
 // HelmReleases are rendered as helm-controller renders them
@@ -334,15 +333,12 @@ func declaredSources(ctx context.Context, s *snapshot.Snapshot) map[string][]map
 // yamlMaps are the mapping documents of a YAML file; none if it does
 // not parse.
 func yamlMaps(data []byte) []map[string]any {
-	nodes, err := (&kio.ByteReader{Reader: bytes.NewReader(data), OmitReaderAnnotations: true}).Read()
+	nodes, err := yamldocs.Mappings(data)
 	if err != nil {
 		return nil
 	}
 	var out []map[string]any
 	for _, n := range nodes {
-		if n.YNode().Kind != yaml.MappingNode {
-			continue
-		}
 		if m, err := asMap(n); err == nil {
 			out = append(out, m)
 		}
