@@ -227,6 +227,14 @@ func (e *Engine) helmEnv(ctx context.Context, s *snapshot.Snapshot, res *Result,
 	}
 	pool := res.pools[cluster]
 	declared := sync.OnceValue(func() map[string][]map[string]any { return declaredSources(ctx, s) })
+	// A chart of a GitRepository of this repository is read from its
+	// artifact (source.go), as the cluster's targets built from it are.
+	artifacts := map[string]*snapshot.Snapshot{}
+	for _, t := range res.Targets {
+		if kind, id := t.Source(); t.Cluster == cluster && kind == "GitRepository" && t.src != nil && t.src.err == nil {
+			artifacts[id] = t.src.snap
+		}
+	}
 	return helm.Env{
 		Source: func(kind, ns, name string) map[string]any {
 			if m := sources[kind+"/"+ns+"/"+name]; m != nil {
@@ -255,7 +263,11 @@ func (e *Engine) helmEnv(ctx context.Context, s *snapshot.Snapshot, res *Result,
 			if kind != "GitRepository" || !slices.Contains(e.opts.Sources, ns+"/"+name) {
 				return nil, false, nil
 			}
-			files, err := readDir(ctx, s, dir)
+			from := s
+			if a := artifacts[ns+"/"+name]; a != nil {
+				from = a
+			}
+			files, err := readDir(ctx, from, dir)
 			return files, true, err
 		},
 		Charts:     e.charts,

@@ -11,6 +11,7 @@ import (
 	"github.com/fluxcd/pkg/sourceignore"
 
 	"github.com/kplan-dev/kplan/internal/snapshot"
+	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
 // upstreamArtifact is the oracle of TestArtifactAsSourceControllerBuildsIt:
@@ -256,5 +257,70 @@ func TestArtifactIncludes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The targets, the kustomization Flux generates and the charts of the
+// repository see the artifact: a .sourceignored manifest is not listed,
+// a .sourceignored chart template not rendered.
+func TestBuildFromTheArtifact(t *testing.T) {
+	s := testkit.Snapshot(t, "test", map[string]string{
+		"clusters/dev/flux-system/gotk-sync.yaml": `apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: flux-system, namespace: flux-system}
+spec:
+  url: ssh://git@example.invalid/fleet
+  ignore: |
+    /apps/web/scratch.yaml
+    **/.sops.yaml
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: flux-system, namespace: flux-system}
+spec:
+  path: ./clusters/dev
+  sourceRef: {kind: GitRepository, name: flux-system}
+`,
+		"clusters/dev/flux-system/kustomization.yaml": "resources: [gotk-sync.yaml]\n",
+		"clusters/dev/web.yaml": `apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: web, namespace: flux-system}
+spec:
+  path: ./apps/web
+  targetNamespace: web
+  sourceRef: {kind: GitRepository, name: flux-system}
+`,
+		"apps/web/settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n",
+		"apps/web/scratch.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: scratch}\n",
+		"apps/web/.sops.yaml":    "creation_rules: []\n",
+		"apps/web/release.yaml": `apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: app}
+spec:
+  chart:
+    spec:
+      chart: ./charts/app
+      sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}
+`,
+		"charts/app/Chart.yaml":          "apiVersion: v2\nname: app\nversion: 1.0.0\n",
+		"charts/app/templates/cm.yaml":   "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-chart}\n",
+		"charts/app/templates/more.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ignored-template}\n",
+		"charts/.sourceignore":           "app/templates/more.yaml\n",
+	})
+	res := build(t, s)
+	web := res.Target("flux-system/web")
+	if web == nil || web.Err != nil {
+		t.Fatalf("web: %+v", web)
+	}
+	var names []string
+	for _, o := range web.Objects {
+		names = append(names, o.GetKind()+"/"+o.GetName())
+	}
+	slices.Sort(names)
+	if want := []string{"ConfigMap/from-chart", "ConfigMap/settings", "HelmRelease/app"}; !slices.Equal(names, want) {
+		t.Errorf("web applies %q, want %q (scratch.yaml is ignored by spec.ignore, the template by charts/.sourceignore)", names, want)
+	}
+	if !slices.Contains(web.Closure.Paths, "charts/.sourceignore") {
+		t.Errorf("web's closure %q does not read the .sourceignore", web.Closure.Paths)
 	}
 }
