@@ -144,6 +144,43 @@ type entryPoints struct {
 	synced map[int]string
 }
 
+// entriesOf are the entry points among the declared Kustomizations: the
+// implicit ones, and those whose build applies their own declaration
+// (selfRoot: flux bootstrap's flux-system); but those unreferenced, which
+// phantoms holds with why (by index).
+func (f *entryPoints) entriesOf(selfRoot func(i int) bool) (entries []int, phantoms map[int]Skipped) {
+	phantoms = map[int]Skipped{}
+	for i, d := range f.declared {
+		if !d.entry && !selfRoot(i) {
+			continue
+		}
+		if why := f.unreferenced(i); why != "" {
+			phantoms[i] = Skipped{ID: d.ID(), File: d.File, Reason: why}
+			continue
+		}
+		entries = append(entries, i)
+	}
+	return entries, phantoms
+}
+
+// name adds to the entry target of cluster c, when a FluxInstance syncs
+// it, a note naming each unreferenced entry point: on the plan, where the
+// FluxInstance is.
+func (f *entryPoints) name(c cluster, phantoms map[int]Skipped, targets []*Target) {
+	if _, ok := f.synced[c.entry]; !ok || len(phantoms) == 0 {
+		return
+	}
+	var notes []string
+	for _, i := range slices.Sorted(maps.Keys(phantoms)) {
+		notes = append(notes, phantoms[i].Reason)
+	}
+	for _, t := range targets {
+		if t.Cluster == c.name && t.Parent == "" && t.ID() == f.declared[c.entry].ID() {
+			t.Notes = append(t.Notes, notes...)
+		}
+	}
+}
+
 // unreferenced says why entry point i, found by its files alone (a
 // self-applying Kustomization, a bootstrap placeholder, directories
 // declaring the same Kustomizations), is not planned as a cluster: the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path"
 	"reflect"
 	"runtime"
@@ -332,22 +333,13 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 	// their own declaration (flux bootstrap's flux-system), but those
 	// nothing references beside a FluxInstance.
 	res := &Result{pools: map[string]varPool{}, Skipped: ep.skipped}
-	var entries []int
-	var unreferenced []string
-	phantom := map[int]bool{}
-	for i, d := range declared {
-		if d.entry || (len(readers[i]) == 0 && self(i) && e.skip(d.Kustomization) == "") {
-			if why := ep.unreferenced(i); why != "" {
-				phantom[i] = true
-				unreferenced = append(unreferenced, why)
-				res.Skipped = append(res.Skipped, Skipped{ID: d.ID(), File: d.File, Reason: why})
-				continue
-			}
-			entries = append(entries, i)
-		}
+	entries, phantoms := ep.entriesOf(func(i int) bool {
+		return len(readers[i]) == 0 && self(i) && e.skip(declared[i].Kustomization) == ""
+	})
+	for _, i := range slices.Sorted(maps.Keys(phantoms)) {
+		res.Skipped = append(res.Skipped, phantoms[i])
 	}
-	named := ep.named
-	cs, unreached := clusters(declared, entries, named, reads)
+	cs, unreached := clusters(declared, entries, ep.named, reads)
 	srcs := e.newSources(s, found.GitRepositories)
 	for _, c := range cs {
 		var reads []string
@@ -357,19 +349,11 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 			}
 		}
 		e.buildCluster(ctx, s, c, clusterSources{srcs, reads}, declared, readers, deferrable, res)
-		if _, ok := ep.synced[c.entry]; ok && len(unreferenced) > 0 {
-			// Named on the plan, on the entry of each FluxInstance's
-			// cluster.
-			for _, t := range res.Targets {
-				if t.Cluster == c.name && t.Parent == "" && t.ID() == declared[c.entry].ID() {
-					t.Notes = append(t.Notes, unreferenced...)
-				}
-			}
-		}
+		ep.name(c, phantoms, res.Targets)
 	}
 	for _, i := range unreached {
 		d := declared[i]
-		if phantom[i] {
+		if _, ok := phantoms[i]; ok {
 			continue // named above
 		}
 		if why := e.skip(d.Kustomization); why != "" {
