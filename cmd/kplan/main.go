@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/kplan-dev/kplan/internal/batchgc"
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/demo"
 	"github.com/kplan-dev/kplan/internal/gitbase"
@@ -253,6 +254,9 @@ func (r *renderFlags) options() (render.Options, func(), error) {
 		return o, nil, fmt.Errorf("--remote-hosts: %w", err)
 	}
 	o.Remote = policy
+	// Charts from private registries and repositories: the credentials of
+	// `helm registry login`, `docker login` and `helm repo add`.
+	o.ChartAuth = charts.Standard(os.Getenv)
 	dir := r.gitCache
 	if dir == "" {
 		c, err := os.UserCacheDir()

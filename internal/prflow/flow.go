@@ -114,6 +114,12 @@ func (j *Job) Plan(ctx context.Context) (*inventorydiff.Plan, error) {
 		return nil, err
 	}
 	opts.Render.Remote = policy
+	if j.Untrusted != "" && opts.Render.ChartAuth != nil {
+		// A change the repository does not trust could name a private
+		// chart for its plan to show: its charts are pulled anonymously.
+		j.Log.Info(j.Untrusted + ": charts are pulled without credentials")
+		opts.Render.ChartAuth = nil
+	}
 	// Git remote bases are fetched for this job only, from the hosts the
 	// policy allows.
 	gitCache := gitbase.New(filepath.Join(j.TempDir, "kplan-git"), policy)
