@@ -162,7 +162,7 @@ func (c *repoClient) get(ctx context.Context, u *url.URL) ([]byte, error) {
 	}
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return nil, &AuthError{URL: netpolicy.Redact(resp.Request.URL), Status: resp.Status, From: c.from(resp.Request.URL), Repository: netpolicy.Redact(c.base)}
+		return nil, &AuthError{URL: netpolicy.Redact(resp.Request.URL), Status: resp.Status, From: c.from(resp.Request.URL), Repository: strings.TrimSuffix(netpolicy.Redact(c.base), "/")}
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return nil, fmt.Errorf("fetch %s: %s", netpolicy.Redact(resp.Request.URL), resp.Status)
 	}
