@@ -272,7 +272,6 @@ func (k *Kustomizer) RenderContext(ctx context.Context, fSys filesys.FileSystem,
 	done := make(chan built, 1) // buffered: an abandoned build never blocks
 	go func() {
 		defer unlock()
-		defer cleanup() // once the build is over: an abandoned one goes on
 		var b built
 		b.err = crash.Catch(func() (err error) {
 			b.objs, err = renderAt(view, dir, root, k.kopts)
@@ -284,6 +283,10 @@ func (k *Kustomizer) RenderContext(ctx context.Context, fSys filesys.FileSystem,
 		if crash.As(b.err) != nil {
 			b.objs, b.err = nil, fmt.Errorf("render %s: %w", dir, b.err)
 		}
+		// Once the build is over (an abandoned one goes on), and before
+		// its result is handed over: a process that exits as soon as it
+		// has it (kplan render) would leave helm's directory behind.
+		cleanup()
 		done <- b
 	}()
 	var b built
