@@ -247,7 +247,7 @@ func (p *Prepared) pull(ctx context.Context, src source, ref charts.Ref) (*chart
 		e := p.unavailable("cannot be fetched", err)
 		var auth *charts.AuthError
 		if s := src.str("spec", "secretRef", "name"); s != "" && errors.As(err, &auth) {
-			e.(*UnavailableError).Hint = fmt.Sprintf("%s takes credentials from Secret %s/%s, which kplan does not read: give kplan the same ones where it runs, as docs/flux-helm.md#credentials says", src.id(), src.ns, s)
+			e.(*UnavailableError).Hint = fmt.Sprintf("%s takes credentials from Secret %s/%s, which kplan does not read: give kplan the same ones where it runs, as docs/charts.md#credentials says", src.id(), src.ns, s)
 		}
 		return nil, e
 	}
