@@ -76,7 +76,7 @@ func (f *Fetcher) fromRegistry(ctx context.Context, ref Ref) (*Chart, error) {
 	case tag != "":
 		r = repo.Tag(tag)
 	default:
-		tags, err := remote.List(repo, ropts.opts...)
+		tags, err := ropts.puller.List(ctx, repo)
 		if err != nil {
 			return nil, ropts.explain(err)
 		}
@@ -85,7 +85,7 @@ func (f *Fetcher) fromRegistry(ctx context.Context, ref Ref) (*Chart, error) {
 		}
 		r = repo.Tag(tag)
 	}
-	desc, err := remote.Get(r, ropts.opts...)
+	desc, err := ropts.puller.Get(ctx, r)
 	if err != nil {
 		return nil, ropts.explain(err)
 	}
@@ -96,7 +96,7 @@ func (f *Fetcher) fromRegistry(ctx context.Context, ref Ref) (*Chart, error) {
 	if layer.Size > f.max {
 		return nil, &TooLargeError{URL: r.String(), Limit: f.max}
 	}
-	l, err := remote.Layer(repo.Digest(layer.Digest.String()), ropts.opts...)
+	l, err := ropts.puller.Layer(ctx, repo.Digest(layer.Digest.String()))
 	if err != nil {
 		return nil, ropts.explain(err)
 	}
@@ -204,10 +204,11 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// registryOptions are go-containerregistry's options for one registry,
-// and where its credentials came from.
+// registryOptions are go-containerregistry's puller for one registry,
+// and where its credentials came from. The puller keeps the registry's
+// token between the tag list, the manifest and the layer.
 type registryOptions struct {
-	opts     []remote.Option
+	puller   *remote.Puller
 	registry string
 	from     string // "" anonymous
 }
@@ -226,13 +227,17 @@ func (f *Fetcher) remoteOptions(ctx context.Context, reg name.Registry, insecure
 		return nil, err
 	}
 	t := &registryTransport{base: f.policy.Transport(), insecure: insecure, max: f.max}
-	return &registryOptions{registry: reg.RegistryStr(), from: from, opts: []remote.Option{
+	p, err := remote.NewPuller(
 		remote.WithContext(ctx),
 		remote.WithTransport(t),
 		remote.WithAuth(au),
 		remote.WithRetryBackoff(remote.Backoff{Steps: 1}),
 		remote.WithUserAgent("kplan"),
-	}}, nil
+	)
+	if err != nil {
+		return nil, err
+	}
+	return &registryOptions{registry: reg.RegistryStr(), from: from, puller: p}, nil
 }
 
 // explain makes a registry's 401 or 403 an AuthError, which says where
