@@ -15,7 +15,7 @@ import (
 // given its layer here (the test fails until it is).
 var layers = [][]string{
 	// Leaves: no kplan package below them.
-	{"internal/crash", "internal/batchgc", "internal/gitcli", "internal/keylock", "internal/netpolicy",
+	{"internal/crash", "internal/batchgc", "internal/batchgc/atstart", "internal/gitcli", "internal/keylock", "internal/netpolicy",
 		"internal/version", "internal/noi18n", "internal/chartindex", "internal/forge", "internal/inventory",
 		"internal/render/hostiletest", "internal/testchart", "internal/testcluster",
 		"test/fuzzseed", "test/gittest", "test/githttp", "test/githubapi", "test/gitlabapi"},

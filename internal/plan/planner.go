@@ -907,6 +907,9 @@ func (p *planner) settle(ctx context.Context, sides [2]*side, jobs []*job) error
 		if j.done == nil && j.key != "" {
 			hits = append(hits, j)
 		}
+		if j.done == nil && (j.key == "" || !p.cache.Has(j.key)) {
+			p.warm() // a build will run: parse the schema while hits decode
+		}
 	}
 	// Decoding entries is CPU work, as rendering is: spread it out.
 	err := parallel(ctx, p.workers(), hits, func(j *job) {

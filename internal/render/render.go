@@ -337,6 +337,15 @@ func lockSchema(exclusive bool) func() {
 	}
 }
 
+// SchemaParsed says whether kyaml's default OpenAPI schema is parsed in
+// this process (a fifth of a small plan's CPU): a plan parses it only
+// once a build runs, which its tests check.
+func SchemaParsed() bool {
+	schemaMu.RLock()
+	defer schemaMu.RUnlock()
+	return schemaReady
+}
+
 // readSchema takes krusty's schema lock as a shared build does, without
 // parsing the schema first: for reads that do not need it parsed.
 func readSchema() func() {
