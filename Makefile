@@ -168,9 +168,10 @@ FUZZ_TARGETS := \
 	./internal/helm:FuzzParseRelease \
 	./internal/helm:FuzzValuesFrom \
 	./internal/helm:FuzzLoadChart \
-	./internal/helm:FuzzChallenge \
 	./internal/helm:FuzzBuildDependencies \
-	./internal/helm:FuzzNewestTag \
+	./internal/charts:FuzzNewestTag \
+	./internal/charts:FuzzFiles \
+	./internal/charts:FuzzRepositories \
 	./internal/declared:FuzzRGFile \
 	./internal/approval:FuzzParseRecord \
 	./internal/approval:FuzzApprovalHistories

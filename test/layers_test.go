@@ -20,7 +20,7 @@ var layers = [][]string{
 		"internal/render/hostiletest", "internal/testchart", "internal/testcluster",
 		"test/fuzzseed", "test/gittest", "test/githttp", "test/githubapi", "test/gitlabapi"},
 	// A repository read: one side of a plan, the mirror a deploy fetches into, remote bases.
-	{"internal/snapshot", "internal/gitmirror", "internal/gitbase", "internal/demo", "internal/approval",
+	{"internal/snapshot", "internal/gitmirror", "internal/gitbase", "internal/demo", "internal/approval", "internal/charts",
 		"internal/testcluster/prebuild", "internal/testhelm"},
 	// What an overlay can read.
 	{"internal/closure", "internal/testkit", "internal/testhelm/prebuild"},

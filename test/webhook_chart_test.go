@@ -146,6 +146,26 @@ func TestWebhookChartTemplates(t *testing.T) {
 		}
 	})
 
+	t.Run("chart credentials", func(t *testing.T) {
+		objs, _, err := helmTemplate(t, "github: {webhookSecret: s, token: t}\nchartCredentials: {existingSecret: charts-login}\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := chartDeployment(t, objs).Spec.Template.Spec
+		env := envOf(spec.Containers[0])
+		mounted := false
+		for _, m := range spec.Containers[0].VolumeMounts {
+			mounted = mounted || (m.Name == "chart-credentials" && m.MountPath == "/var/run/secrets/kplan-charts")
+		}
+		secret := false
+		for _, v := range spec.Volumes {
+			secret = secret || (v.Name == "chart-credentials" && v.Secret != nil && v.Secret.SecretName == "charts-login")
+		}
+		if env["HELM_REGISTRY_CONFIG"] != "/var/run/secrets/kplan-charts/config.json" || env["HELM_REPOSITORY_CONFIG"] != "/var/run/secrets/kplan-charts/repositories.yaml" || !mounted || !secret {
+			t.Errorf("env %v, mounted %v, volume %v: want the Secret charts-login mounted and Helm's variables naming its files", env, mounted, secret)
+		}
+	})
+
 	t.Run("from a clone: no image v0.0.0, a clear error", func(t *testing.T) {
 		if meta.AppVersion != "0.0.0" {
 			t.Skipf("Chart.yaml's appVersion is %s: the release sets it", meta.AppVersion)
@@ -170,6 +190,7 @@ func TestWebhookChartTemplates(t *testing.T) {
 			"image: {tga: v1.0.0}\n":                  "'tga' not allowed",
 			"kubeconfigSecrets: {prod: [a]}\n":        "/kubeconfigSecrets/prod",
 			"serviceAccount: {annotations: {a: 1}}\n": "/serviceAccount/annotations/a",
+			"chartCredentials: {existingSecret: 1}\n": "/chartCredentials/existingSecret",
 		} {
 			_, _, err := helmTemplate(t, "github: {webhookSecret: s3cret, token: ghs_x}\n"+values)
 			if err == nil || !strings.Contains(err.Error(), want) {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/batchgc"
 	_ "github.com/kplan-dev/kplan/internal/batchgc/atstart" // the collector off while packages initialize
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/demo"
 	"github.com/kplan-dev/kplan/internal/gitbase"
@@ -274,6 +275,9 @@ func (r *renderFlags) options() (render.Options, func(), error) {
 		return o, nil, fmt.Errorf("--remote-hosts: %w", err)
 	}
 	o.Remote = policy
+	// Charts from private registries and repositories: the credentials of
+	// `helm registry login`, `docker login` and `helm repo add`.
+	o.ChartAuth = charts.Standard(os.Getenv)
 	dir := r.gitCache
 	if dir == "" {
 		c, err := os.UserCacheDir()

@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/crash"
-	"github.com/kplan-dev/kplan/internal/helm"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/rendercache"
 	"github.com/kplan-dev/kplan/internal/snapshot"
@@ -56,9 +56,6 @@ type Options struct {
 	// them for this Engine only.
 	Cache        Cache
 	CacheVersion string
-	// ChartCache is the render cache directory, whose charts/ keeps the
-	// HelmReleases' charts (helm.go); "" keeps them in memory only.
-	ChartCache string
 }
 
 // Cache is where builds are kept between runs (rendercache.Cache).
@@ -73,9 +70,9 @@ type Engine struct {
 	k      *render.Kustomizer
 	opts   Options
 	gen    *genMemo
-	builds sync.Map // build key → *kept: both sides of a plan share a build of the same inputs
-	posts  sync.Map // post-build key → *keptPost: and its post-build with the same variables
-	charts *helm.Charts
+	builds sync.Map        // build key → *kept: both sides of a plan share a build of the same inputs
+	posts  sync.Map        // post-build key → *keptPost: and its post-build with the same variables
+	charts *charts.Fetcher // Render.Charts: the plan's (helm.go)
 	// repoCharts memoizes, per snapshot, the repository charts its
 	// HelmReleases name (helm.go).
 	repoCharts sync.Map
@@ -98,7 +95,7 @@ func New(opts Options) *Engine {
 	if opts.Memo == nil {
 		opts.Memo = closure.NewMemo()
 	}
-	return &Engine{k: render.NewKustomizer(ro), opts: opts, gen: &genMemo{m: map[string]*generated{}}, charts: helmCharts(opts)}
+	return &Engine{k: render.NewKustomizer(ro), opts: opts, gen: &genMemo{m: map[string]*generated{}}, charts: opts.Render.ChartFetcher()}
 }
 
 // Target is one Flux Kustomization's build.

@@ -46,11 +46,6 @@ type releaseRender struct {
 	err     error // *helm.UnavailableError or a render failure
 }
 
-// helmCharts is the chart fetcher and cache of an engine's options.
-func helmCharts(opts Options) *helm.Charts {
-	return helm.NewCharts(opts.Render, opts.ChartCache)
-}
-
 // renderReleases renders the HelmReleases of res's built targets and
 // adds their objects to them. base, when not nil, is the plan's other
 // side (its releases exist already: the upgrade's CRD policy applies),

@@ -104,9 +104,6 @@ func (fluxRun) plan(ctx context.Context, c *change) (*engineMode, error) {
 		clusters = c.config.FluxClusters
 	}
 	fo := flux.Options{Render: c.opts.Render, Clusters: clusters}
-	if !c.opts.Full {
-		fo.ChartCache = c.opts.CacheDir
-	}
 	if c.cache != nil {
 		// Root and parent Kustomizations read what an app's change leaves
 		// alone: kept, they are not built again.

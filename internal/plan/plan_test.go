@@ -377,6 +377,30 @@ func TestNoBase(t *testing.T) {
 	}
 }
 
+// A helmCharts chart from an OCI registry whose host the policy does
+// not list is refused alike on both sides, whatever the network does: a
+// changed-only plan skips the overlay when the change does not reach it,
+// as it skips an http(s) resource on such a host.
+func TestRefusedRegistryChartSkipped(t *testing.T) {
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	write(t, dir, map[string]string{
+		"oci/kustomization.yaml":   "helmCharts:\n- {name: demo, repo: oci://registry.kplan-test.invalid/charts, version: 1.0.0, releaseName: demo}\n",
+		"plain/kustomization.yaml": "resources: [x.yaml]\n",
+		"plain/x.yaml":             cm("x", "k: v"),
+	})
+	base := commit(t, dir, "base")
+	write(t, dir, map[string]string{"plain/x.yaml": cm("x", "k: w")})
+	head := commit(t, dir, "head")
+	_, st, err := Execute(context.Background(), Options{RepoDir: dir, Base: base, Head: head, Render: render.Options{EnableHelm: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Skipped != 1 {
+		t.Errorf("skipped %d overlays, want the oci one, whose registry no host setting allows", st.Skipped)
+	}
+}
+
 // A git base is refused before krusty could clone it, even when the
 // clone would work (here from a local repo): nothing is cloned.
 func TestGitBaseNeverBuilds(t *testing.T) {
