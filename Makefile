@@ -145,6 +145,8 @@ FUZZMINIMIZETIME ?= 5s
 FUZZFLAGS ?=
 FUZZ_TARGETS := \
 	./internal/flux:FuzzDiscover \
+	./internal/yamldocs:FuzzMappings \
+	./internal/render:FuzzScrubberCollect \
 	./internal/argocd:FuzzParseFile \
 	./internal/argocd:FuzzObjectOf \
 	./internal/argocd:FuzzIgnoreRules \
@@ -166,9 +168,10 @@ FUZZ_TARGETS := \
 	./internal/helm:FuzzParseRelease \
 	./internal/helm:FuzzValuesFrom \
 	./internal/helm:FuzzLoadChart \
-	./internal/helm:FuzzChallenge \
 	./internal/helm:FuzzBuildDependencies \
-	./internal/helm:FuzzNewestTag \
+	./internal/charts:FuzzNewestTag \
+	./internal/charts:FuzzFiles \
+	./internal/charts:FuzzRepositories \
 	./internal/declared:FuzzRGFile \
 	./internal/approval:FuzzParseRecord \
 	./internal/approval:FuzzApprovalHistories

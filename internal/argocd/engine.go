@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/crash"
-	"github.com/kplan-dev/kplan/internal/helm"
 	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
@@ -51,10 +51,6 @@ type Options struct {
 	// does with applicationset.enableNewGitFileGlobbing; off, as git
 	// ls-files does (its default).
 	NewGitFileGlobbing bool
-	// ChartCache is the render cache directory whose charts/ keeps the
-	// pulled charts, shared with Flux HelmReleases; "" keeps them in
-	// memory only. Charts are fetched through Render.Remote.
-	ChartCache string
 	// KustomizeEnableHelm is argocd-cm's kustomize.buildOptions
 	// --enable-helm: kustomize sources inflate their helmCharts.
 	KustomizeEnableHelm bool
@@ -81,7 +77,7 @@ type ParseStore interface {
 type Engine struct {
 	k      *render.Kustomizer
 	opts   Options
-	charts *helm.Charts
+	charts *charts.Fetcher
 	// kusts are the Kustomizers of kustomize sources inflating charts,
 	// one per Kubernetes (kustFor).
 	kusts  sync.Map
@@ -111,7 +107,11 @@ func New(opts Options) *Engine {
 	if opts.Memo == nil {
 		opts.Memo = closure.NewMemo()
 	}
-	return &Engine{k: render.NewKustomizer(ro), opts: opts, charts: helm.NewCharts(opts.Render, opts.ChartCache)}
+	// Charts come through the plan's fetcher (Render.Charts: its network
+	// policy, credentials and cache, shared with Flux HelmReleases and
+	// kustomize helmCharts).
+	ro.Charts = opts.Render.ChartFetcher()
+	return &Engine{k: render.NewKustomizer(ro), opts: opts, charts: ro.Charts}
 }
 
 // Target is one Application's render.
@@ -508,12 +508,12 @@ func (e *Engine) pulledMayOutput(ctx context.Context, src Source) bool {
 		return v.(bool)
 	}
 	may := true
-	tgz, _, err := e.charts.Pull(ctx, src.RepoURL, src.Chart, src.TargetRevision)
-	if helm.Refused(err) {
+	got, err := e.charts.Pull(ctx, charts.Ref{Repo: src.RepoURL, Name: src.Chart, Version: src.TargetRevision})
+	if charts.Refused(err) {
 		may = false
 	}
 	if err == nil {
-		if zr, err := gzip.NewReader(bytes.NewReader(tgz)); err == nil {
+		if zr, err := gzip.NewReader(bytes.NewReader(got.Archive)); err == nil {
 			data, err := io.ReadAll(io.LimitReader(zr, e.charts.Limit()))
 			may = err != nil || bytes.Contains(data, []byte(Group+"/v"))
 		}

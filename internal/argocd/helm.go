@@ -1,7 +1,6 @@
 package argocd
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -18,6 +17,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/helm"
 	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/internal/snapshot"
@@ -172,19 +172,16 @@ func (e *Engine) chart(ctx context.Context, s *snapshot.Snapshot, src Source) (*
 	dir := ""
 	what := ""
 	if src.Chart != "" {
-		tgz, version, err := e.charts.Pull(ctx, src.RepoURL, src.Chart, src.TargetRevision)
+		got, err := e.charts.Pull(ctx, charts.Ref{Repo: src.RepoURL, Name: src.Chart, Version: src.TargetRevision})
 		if err != nil {
 			return nil, "", fmt.Errorf("chart %s %s from %s: %w", src.Chart, cmp.Or(src.TargetRevision, "*"), src.RepoURL, err)
 		}
-		what = fmt.Sprintf("chart %s %s from %s: ", src.Chart, version, src.RepoURL)
-		bf, err := loader.LoadArchiveFiles(bytes.NewReader(tgz))
+		what = fmt.Sprintf("chart %s %s from %s: ", src.Chart, got.Version, src.RepoURL)
+		bf, err := charts.Files(got.Archive)
 		if err != nil {
 			return nil, "", fmt.Errorf("%s%w", what, err)
 		}
-		files = make(map[string][]byte, len(bf))
-		for _, f := range bf {
-			files[f.Name] = f.Data
-		}
+		files = charts.FileMap(bf)
 		local = func(_ context.Context, rel string) (map[string][]byte, bool, error) {
 			got := map[string][]byte{}
 			for name, data := range files {

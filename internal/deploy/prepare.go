@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path"
 
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/declared"
@@ -225,6 +227,13 @@ func (s Settings) renderOptions(ctx context.Context, src Source, net Network) (r
 		return o, done, fmt.Errorf("target %s: remoteHosts: %w", s.Name, err)
 	}
 	o.Remote = policy
+	if o.ChartAuth == nil {
+		// Charts from private registries and repositories: the
+		// credentials mounted where helm and docker read them
+		// (docs/webhook.md), read anew for each deploy, so that a rotated
+		// Secret needs no restart.
+		o.ChartAuth = charts.Standard(os.Getenv)
+	}
 	if len(s.RemoteHosts) > 0 && s.GitBases != "" {
 		// Git remote bases come through the same policy.
 		c := gitbase.New(s.GitBases, policy)

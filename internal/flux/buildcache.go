@@ -30,7 +30,7 @@ func (e *Engine) buildKey(s *snapshot.Snapshot, t *Target) string {
 	if err != nil {
 		return ""
 	}
-	parts := []string{"kplan-flux-build/1", e.opts.CacheVersion, string(obj), "root=" + t.Root, fmt.Sprint("within=", t.Within),
+	parts := []string{"kplan-flux-build/2", e.opts.CacheVersion, string(obj), "root=" + t.Root, fmt.Sprint("within=", t.Within),
 		fmt.Sprint("openapi=", t.Closure.OpenAPI)}
 	for _, p := range t.built {
 		parts = append(parts, p+"="+s.Index.State(p))

@@ -1,7 +1,6 @@
 package helm
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +22,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
@@ -44,7 +44,7 @@ type Env struct {
 	// files by path relative to dir. ok is false when it is not.
 	Local func(ctx context.Context, kind, namespace, name, dir string) (files map[string][]byte, ok bool, err error)
 	// Charts fetches and caches remote charts; nil fetches none.
-	Charts *Charts
+	Charts *charts.Fetcher
 	// Upgrade says the release exists already (on the plan's base): the
 	// upgrade's CRD policy and hooks apply, not the install's.
 	Upgrade bool
@@ -149,17 +149,11 @@ func (p *Prepared) fetch(ctx context.Context) error {
 		}
 		u := src.str("spec", "url")
 		p.Chart = fmt.Sprintf("%s %s from %s", spec.Chart, cmpOr(spec.Version, "*"), u)
-		var err error
-		var version string
-		if src.str("spec", "type") == "oci" || strings.HasPrefix(u, "oci://") {
-			p.archive, version, err = p.env.Charts.fromOCI(ctx, strings.TrimSuffix(strings.TrimPrefix(u, "oci://"), "/")+"/"+spec.Chart, cmpOr(spec.Version, "*"), "", src.bool("spec", "insecure"))
-		} else {
-			p.archive, version, err = p.env.Charts.fromIndex(ctx, u, spec.Chart, spec.Version)
-		}
+		got, err := p.pull(ctx, src, charts.Ref{Repo: u, Name: spec.Chart, Version: spec.Version, Insecure: src.bool("spec", "insecure")})
 		if err != nil {
-			return p.unavailable("cannot be fetched", err)
+			return err
 		}
-		p.Chart = fmt.Sprintf("%s %s from %s", spec.Chart, version, u)
+		p.Chart = fmt.Sprintf("%s %s from %s", spec.Chart, got.Version, u)
 		p.valuesF = newValuesFiles(spec)
 		return nil
 	case "GitRepository", "Bucket":
@@ -215,19 +209,39 @@ func (p *Prepared) source(kind, ns, name string) map[string]any {
 // fromOCIRepository fetches the chart an OCIRepository names.
 func (p *Prepared) fromOCIRepository(ctx context.Context, src source) error {
 	u := src.str("spec", "url")
-	tag := cmpOr(src.str("spec", "ref", "semver"), cmpOr(src.str("spec", "ref", "tag"), "latest"))
-	digest := src.str("spec", "ref", "digest")
-	p.Chart = fmt.Sprintf("%s:%s", u, cmpOr(digest, tag))
+	ref := charts.Ref{Repo: u, Version: src.str("spec", "ref", "semver"), Tag: src.str("spec", "ref", "tag"),
+		Digest: src.str("spec", "ref", "digest"), Insecure: src.bool("spec", "insecure")}
+	if ref.Version == "" && ref.Tag == "" {
+		ref.Tag = "latest" // source-controller's default
+	}
+	p.Chart = fmt.Sprintf("%s:%s", u, cmpOr(ref.Digest, cmpOr(ref.Version, ref.Tag)))
 	if !strings.HasPrefix(u, "oci://") {
 		return fmt.Errorf("HelmRelease %s: %s: spec.url %q is not oci://", p.Release.ID(), src.id(), u)
 	}
-	data, version, err := p.env.Charts.fromOCI(ctx, strings.TrimSuffix(strings.TrimPrefix(u, "oci://"), "/"), tag, digest, src.bool("spec", "insecure"))
+	got, err := p.pull(ctx, src, ref)
 	if err != nil {
-		return p.unavailable("cannot be fetched", err)
+		return err
 	}
-	p.Chart = fmt.Sprintf("%s:%s", u, version)
-	p.archive = data
+	p.Chart = fmt.Sprintf("%s:%s", u, got.Version)
 	return nil
+}
+
+// pull fetches the chart ref of source src into p. A chart that cannot
+// be fetched makes the release unavailable; one whose source has a
+// secretRef says how kplan gets the credentials that Secret holds for
+// Flux.
+func (p *Prepared) pull(ctx context.Context, src source, ref charts.Ref) (*charts.Chart, error) {
+	got, err := p.env.Charts.Pull(ctx, ref)
+	if err != nil {
+		e := p.unavailable("cannot be fetched", err)
+		var auth *charts.AuthError
+		if s := src.str("spec", "secretRef", "name"); s != "" && errors.As(err, &auth) {
+			e.(*UnavailableError).Hint = fmt.Sprintf("%s takes credentials from Secret %s/%s, which kplan does not read: give kplan the same ones where it runs, as docs/charts.md#credentials says", src.id(), src.ns, s)
+		}
+		return nil, e
+	}
+	p.archive = got.Archive
+	return got, nil
 }
 
 // load reads the chart anew: a render changes the chart it is given
@@ -236,7 +250,10 @@ func (p *Prepared) load() (*chart.Chart, error) {
 	var ch *chart.Chart
 	var err error
 	if p.archive != nil {
-		ch, err = loader.LoadArchive(bytes.NewReader(p.archive))
+		var files []*charts.File
+		if files, err = charts.Files(p.archive); err == nil {
+			ch, err = loader.LoadFiles(files)
+		}
 	} else {
 		var bf []*loader.BufferedFile
 		for _, name := range slices.Sorted(maps.Keys(p.files)) {

@@ -1,7 +1,6 @@
-// Package helm is kplan's Helm engine, for Flux and Argo CD alike: the one
-// owner of charts (Charts: fetched from Helm repositories and OCI
-// registries under the network policy, cached, dependencies built) and
-// of rendering them with the Helm SDK. It renders a Flux HelmRelease
+// Package helm is kplan's Helm engine, for Flux and Argo CD alike: charts
+// (fetched by internal/charts, the one owner of fetching, their
+// dependencies built here) rendered with the Helm SDK. It renders a Flux HelmRelease
 // (helm.toolkit.fluxcd.io v2, v2beta1, v2beta2) as helm-controller renders
 // it before applying:
 // its chart from the source it names, its values composed from the

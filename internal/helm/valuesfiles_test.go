@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/testchart"
 )
 
@@ -39,7 +40,7 @@ func TestValuesFilesAsSourceController(t *testing.T) {
 			}
 			return tree[dir], true, nil
 		},
-		Charts: &Charts{Get: loopback(t)},
+		Charts: charts.New(charts.Options{Policy: loopback(t)}),
 	}
 	local := `chart: ./charts/demo, sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}`
 	packaged := `chart: demo, version: 1.0.0, sourceRef: {kind: HelmRepository, name: charts, namespace: flux-system}`

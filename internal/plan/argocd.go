@@ -69,9 +69,6 @@ func newArgoEngine(ctx context.Context, c *change) (*argocd.Engine, *argoParses)
 		}
 	}
 	opts := argocd.Options{Render: c.opts.Render, Repos: argocd.NewRepos(urls...), Revisions: baseBranches(ctx, c.opts), NewGitFileGlobbing: cfg != nil && cfg.ArgoCDNewGitFileGlobbing}
-	if !c.opts.Full {
-		opts.ChartCache = c.opts.CacheDir // shared with Flux HelmReleases' charts
-	}
 	if cfg != nil && cfg.ArgoCDKustomizeBuildOptions != "" {
 		// argocd-cm's kustomize.buildOptions: how Argo CD builds, over
 		// kplan's own render flags (Parse has checked them).

@@ -107,9 +107,6 @@ func (fluxRun) plan(ctx context.Context, c *change) (*engineMode, error) {
 	// What each cluster runs, for the HelmReleases' charts: head's
 	// declaration on both sides, as every engine setting.
 	fo := flux.Options{Render: c.opts.Render, Clusters: clusters, Kubernetes: func(cluster string) kubeversion.Capabilities { return c.config.Capabilities(cluster) }}
-	if !c.opts.Full {
-		fo.ChartCache = c.opts.CacheDir
-	}
 	if c.cache != nil {
 		// Root and parent Kustomizations read what an app's change leaves
 		// alone: kept, they are not built again.

@@ -847,9 +847,14 @@ func (p *planner) unaffected(side int, o string, c *closure.Closure, changed map
 
 // refused says whether the render surely refuses to fetch a remote
 // reference: an http(s) URL whose host the policy does not allow (git
-// bases over http(s) follow the same rule). Other forms may be fetched.
+// bases over http(s), and helmCharts' oci:// registries, which
+// internal/charts speaks to over https, follow the same rule). Other
+// forms may be fetched.
 func (p *planner) refused(r closure.Remote) bool {
 	u, err := url.Parse(r.Ref)
+	if err == nil && u.Scheme == "oci" {
+		u.Scheme = "https"
+	}
 	if err != nil || u.Hostname() == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return false
 	}
@@ -909,6 +914,9 @@ func (p *planner) settle(ctx context.Context, sides [2]*side, jobs []*job) error
 	for _, j := range jobs {
 		if j.done == nil && j.key != "" {
 			hits = append(hits, j)
+		}
+		if j.done == nil && (j.key == "" || !p.cache.Has(j.key)) {
+			p.warm() // a build will run: parse the schema while hits decode
 		}
 	}
 	// Decoding entries is CPU work, as rendering is: spread it out.
