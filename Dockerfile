@@ -9,6 +9,8 @@ FROM golang:1.26.8-bookworm@sha256:a688600ca24f8a4d3ca77f95b0dd40704a9fc787c8266
 WORKDIR /src
 # Modules first, so a source-only change reuses the download layer.
 COPY go.mod go.sum ./
+# The modules go.mod replaces with patched copies (third_party/README.md).
+COPY third_party/ third_party/
 RUN go mod download
 COPY . .
 # Static binaries: the final image has no Go toolchain and needs no libc match.

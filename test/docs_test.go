@@ -292,3 +292,43 @@ func TestPackageTable(t *testing.T) {
 	}
 	testkit.Generated(t, "../docs/development.md", "go list ./...", b.String())
 }
+
+// TestTroubleshootingQuotesRealMessages: each section of
+// docs/troubleshooting.md starts from a message quoted in its heading,
+// and that message is one kplan prints: it is in the source of a program,
+// the chart or the GitLab component (not in a test), so renaming a
+// message cannot leave the page pointing at words nobody sees.
+func TestTroubleshootingQuotesRealMessages(t *testing.T) {
+	page, err := os.ReadFile("../docs/troubleshooting.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sources []string
+	for _, root := range []string{"../internal", "../cmd", "../charts", "../templates"} {
+		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || strings.HasSuffix(p, "_test.go") || strings.Contains(p, "testdata") {
+				return err
+			}
+			if ext := filepath.Ext(p); ext == ".go" || ext == ".tpl" || ext == ".yml" || ext == ".yaml" {
+				data, err := os.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				sources = append(sources, string(data))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	quoted := regexp.MustCompile("(?m)^### `([^`]+)`$").FindAllStringSubmatch(string(page), -1)
+	if len(quoted) < 5 {
+		t.Fatalf("docs/troubleshooting.md quotes %d messages in its headings; want its sections to start from messages", len(quoted))
+	}
+	for _, q := range quoted {
+		if !slices.ContainsFunc(sources, func(src string) bool { return strings.Contains(src, q[1]) }) {
+			t.Errorf("docs/troubleshooting.md quotes %q, which no program, chart or component source prints", q[1])
+		}
+	}
+}

@@ -172,3 +172,104 @@ func TestFluxOperatorInstanceSyncPath(t *testing.T) {
 		}
 	}
 }
+
+// Leftover `flux bootstrap` files beside a FluxInstance
+// (testdata/flux-operator, with clusters/legacy: a gotk-sync.yaml whose
+// flux-system Kustomization applies its own directory, and an apps
+// Kustomization there) are an entry point nothing references: the plan
+// names it, on the FluxInstance's cluster, and does not plan it as a
+// second cluster doubling every target; until .kplan.yaml declares it.
+func TestFluxPhantomEntryBesideFluxInstance(t *testing.T) {
+	kplan := buildKplan(t)
+	r := newFluxRepo(t, "flux-operator")
+	gittest.Write(t, r.Dir, map[string]string{
+		"clusters/legacy/flux-system/gotk-sync.yaml": `apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata:
+  name: flux-system
+  namespace: flux-system
+spec:
+  interval: 1m
+  ref:
+    branch: main
+  url: https://example.invalid/home-ops.git
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: flux-system
+  namespace: flux-system
+spec:
+  interval: 10m
+  path: ./clusters/legacy
+  prune: true
+  sourceRef:
+    kind: GitRepository
+    name: flux-system
+`,
+		"clusters/legacy/flux-system/kustomization.yaml": "resources:\n  - gotk-sync.yaml\n",
+		"clusters/legacy/apps.yaml": `apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: apps
+  namespace: flux-system
+spec:
+  interval: 1h
+  path: ./apps/home
+  prune: true
+  sourceRef:
+    kind: GitRepository
+    name: flux-system
+`,
+	})
+	gittest.Git(t, r.Dir, "add", "-A")
+	gittest.Git(t, r.Dir, "commit", "-qm", "leftover bootstrap files")
+	r.Edit("apps/home/podinfo/ingress.yaml", "number: 9898", "number: 9899")
+
+	targets := func(p fluxPlan) (ids []string, notes map[string][]string) {
+		notes = map[string][]string{}
+		for _, o := range p.Overlays {
+			ids = append(ids, o.Path)
+			notes[o.Path] = o.Notes
+			if o.Error != "" {
+				t.Errorf("%s: %s", o.Path, o.Error)
+			}
+		}
+		slices.Sort(ids)
+		return ids, notes
+	}
+	for _, full := range []bool{false, true} {
+		args := []string{}
+		if full {
+			args = append(args, "--full")
+		}
+		p, _ := r.diff(kplan, "main~1", "main", "json", args...)
+		ids, notes := targets(p)
+		// The leftover directory is no Flux target's: planned as a plain
+		// kustomize overlay, as bootstrap/ directories are.
+		ids = slices.DeleteFunc(ids, func(id string) bool { return id == "clusters/legacy/flux-system" })
+		if want := []string{"flux-system/apps", "flux-system/flux-system"}; !slices.Equal(ids, want) {
+			t.Errorf("full=%v: targets %q, want the FluxInstance's cluster alone %q", full, ids, want)
+		}
+		if !slices.ContainsFunc(notes["flux-system/flux-system"], func(n string) bool {
+			return strings.Contains(n, "clusters/legacy") && strings.Contains(n, "unreferenced") && strings.Contains(n, "fluxClusters")
+		}) {
+			t.Errorf("full=%v: flux-system/flux-system's notes %q must name clusters/legacy as an unreferenced entry point", full, notes["flux-system/flux-system"])
+		}
+		if f := fieldsOf(p, "flux-system/apps", "networking.k8s.io_v1_Ingress|podinfo|podinfo"); len(f) == 0 && !full {
+			t.Errorf("the port change is not planned: %+v", p.Overlays)
+		}
+	}
+
+	// Declared in .kplan.yaml, it is a cluster.
+	gittest.Write(t, r.Dir, map[string]string{".kplan.yaml": "apiVersion: kplan.dev/v1alpha1\nkind: Repository\nfluxClusters:\n  home: clusters/home\n  legacy: clusters/legacy\n"})
+	gittest.Git(t, r.Dir, "add", "-A")
+	gittest.Git(t, r.Dir, "commit", "-qm", "declare both clusters")
+	r.Edit("apps/home/podinfo/ingress.yaml", "number: 9899", "number: 9900")
+	p, _ := r.diff(kplan, "main~1", "main", "json")
+	ids, _ := targets(p)
+	want := []string{"home: flux-system/apps", "home: flux-system/flux-system", "legacy: flux-system/apps", "legacy: flux-system/flux-system"}
+	if !slices.Equal(ids, want) {
+		t.Errorf("targets %q, want both declared clusters %q", ids, want)
+	}
+}

@@ -139,7 +139,7 @@ func TestFluxHelmReleasesRendered(t *testing.T) {
 				t.Errorf("web's Deployment does not hold %q:\n%s", want, deploy)
 			}
 		}
-		if !strings.Contains(settings, "(secret variable") {
+		if !strings.Contains(settings, "(value from Secret web/web-secret key") {
 			t.Errorf("web-settings' password must show where the Secret's value went:\n%s", settings)
 		}
 		if !strings.Contains(svc, "post-rendered") {
@@ -226,6 +226,22 @@ func TestFluxHelmReleasesRendered(t *testing.T) {
 	t.Run("secret rotated", func(t *testing.T) {
 		for _, format := range []string{"json", "text", "markdown"} {
 			run(t, "main~1", "main", format) // checks that no output holds the Secret's value
+		}
+		// The value the chart renders into web-settings changed: the
+		// ConfigMap is planned changed, its field masked.
+		p := diff(t, "main~1", "main")
+		web := p.Overlays[target(t, p, "flux-system/web")]
+		const mask = "(value from Secret web/web-secret key password, hidden"
+		var got []string
+		for k, fs := range web.Fields {
+			for _, f := range fs {
+				if strings.HasSuffix(k, "ConfigMap|web|web-settings") && f.Path == "data.password" && fmt.Sprint(f.Old) == mask+")" && fmt.Sprint(f.New) == mask+", changed)" {
+					got = append(got, k)
+				}
+			}
+		}
+		if web.Status != "changed" || len(got) != 1 {
+			t.Errorf("web is %s with fields %+v; want web-settings' data.password changed, masked", web.Status, web.Fields)
 		}
 	})
 }

@@ -2,6 +2,8 @@ package test
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -112,5 +114,82 @@ func TestInstallsPullTagsTheReleasePushes(t *testing.T) {
 	values, err := os.ReadFile("../charts/kplan-webhook/templates/_helpers.tpl")
 	if err != nil || !strings.Contains(string(values), `default (printf "v%s" .Chart.AppVersion)`) {
 		t.Errorf("the chart's image tag does not default to v<appVersion>: %v", err)
+	}
+}
+
+// The GitLab component runs the image of its own release: its image
+// input defaults to the release deploy/ pins (which the release workflow
+// checks against its tag, as it checks the component's), and the docs
+// include the component at that release. It ran :latest whatever
+// version was included, and the docs included v1.2.0, which does not
+// exist.
+func TestGitLabComponentPinsItsRelease(t *testing.T) {
+	var kust struct {
+		Images []struct{ NewTag string }
+	}
+	data, err := os.ReadFile("../deploy/base/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sigsyaml.Unmarshal(data, &kust); err != nil || len(kust.Images) != 1 {
+		t.Fatalf("deploy/base/kustomization.yaml: %v %+v", err, kust)
+	}
+	release := kust.Images[0].NewTag
+	comp, err := os.ReadFile("../templates/kplan-plan.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The component's spec is the first document; its inputs' defaults.
+	spec, _, _ := strings.Cut(string(comp), "\n---\n")
+	var c struct {
+		Spec struct {
+			Inputs map[string]struct{ Default any }
+		}
+	}
+	if err := sigsyaml.Unmarshal([]byte(spec), &c); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.Spec.Inputs["image"].Default, "ghcr.io/kplan-dev/kplan:"+release; got != want {
+		t.Errorf("the component's image defaults to %v, want %s (the release deploy/ pins)", got, want)
+	}
+	docs, err := os.ReadFile("../docs/gitlab.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`kplan-plan@(v[0-9.]+)`).FindAllStringSubmatch(string(docs), -1) {
+		if m[1] != release {
+			t.Errorf("docs/gitlab.md includes the component at %s, want %s (the release deploy/ pins)", m[1], release)
+		}
+	}
+	wf, err := os.ReadFile("../.github/workflows/release.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(wf), "templates/kplan-plan.yml::the component runs") {
+		t.Error("release.yml does not check the component's image against the tag")
+	}
+}
+
+// A release's notes are its CHANGELOG.md section (scripts/release-notes.sh,
+// which release.yml hands goreleaser), and a tag with no section fails
+// the release instead of publishing every commit subject since the start.
+func TestReleaseNotesComeFromTheChangelog(t *testing.T) {
+	dir := t.TempDir()
+	cl := filepath.Join(dir, "CHANGELOG.md")
+	os.WriteFile(cl, []byte("# Changelog\n\n## [Unreleased]\n\n- next\n\n## [1.2.0] - 2026-12-01\n\n### Added\n\n- a thing\n\n## [1.1.0] - 2026-11-01\n\n- old\n"), 0o644)
+	out, err := exec.Command("../scripts/release-notes.sh", "v1.2.0", cl).Output()
+	if err != nil || strings.TrimSpace(string(out)) != "### Added\n\n- a thing" {
+		t.Errorf("notes of v1.2.0: %v\n%s", err, out)
+	}
+	out, err = exec.Command("../scripts/release-notes.sh", "v1.3.0", cl).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `no section "## [1.3.0]"`) {
+		t.Errorf("a tag with no section: %v\n%s", err, out)
+	}
+	wf, err := os.ReadFile("../.github/workflows/release.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(wf), `scripts/release-notes.sh "$TAG" > "$RUNNER_TEMP/release-notes.md"`) || !strings.Contains(string(wf), "--release-notes ${{ runner.temp }}/release-notes.md") {
+		t.Error("release.yml does not hand goreleaser the CHANGELOG section")
 	}
 }

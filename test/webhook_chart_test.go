@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,7 +37,45 @@ const chartDir = "../charts/kplan-webhook"
 // the values given as YAML; the objects by kind/name.
 func helmTemplate(t *testing.T, values string) (map[string]*unstructured.Unstructured, string, error) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(testhelm.Dir(t), "helm"), "template", "kplan-webhook", chartDir, "--namespace", "kplan-system", "-f", "-")
+	return helmTemplateOf(t, releasedChart(t), values)
+}
+
+// releaseVersion is the version releasedChart packages the chart at.
+const releaseVersion = "9.8.7"
+
+var released struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// releasedChart is the chart as the release packages it (version and
+// appVersion set to the tag's), built once per test run.
+func releasedChart(t *testing.T) string {
+	t.Helper()
+	released.once.Do(func() {
+		dir, err := os.MkdirTemp("", "kplan-chart-")
+		if err != nil {
+			released.err = err
+			return
+		}
+		out, err := exec.Command(filepath.Join(testhelm.Dir(t), "helm"), "package", chartDir, "--version", releaseVersion, "--app-version", releaseVersion, "-d", dir).CombinedOutput()
+		if err != nil {
+			released.err = fmt.Errorf("helm package: %v\n%s", err, out)
+			return
+		}
+		released.path = filepath.Join(dir, "kplan-webhook-"+releaseVersion+".tgz")
+	})
+	if released.err != nil {
+		t.Fatal(released.err)
+	}
+	return released.path
+}
+
+// helmTemplateOf renders chart (a directory or a packaged chart).
+func helmTemplateOf(t *testing.T, chart, values string) (map[string]*unstructured.Unstructured, string, error) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(testhelm.Dir(t), "helm"), "template", "kplan-webhook", chart, "--namespace", "kplan-system", "-f", "-")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(values), &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -107,6 +146,111 @@ func TestWebhookChartTemplates(t *testing.T) {
 		}
 	})
 
+	t.Run("chart credentials", func(t *testing.T) {
+		objs, _, err := helmTemplate(t, "github: {webhookSecret: s, token: t}\nchartCredentials: {existingSecret: charts-login}\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := chartDeployment(t, objs).Spec.Template.Spec
+		env := envOf(spec.Containers[0])
+		mounted := false
+		for _, m := range spec.Containers[0].VolumeMounts {
+			mounted = mounted || (m.Name == "chart-credentials" && m.MountPath == "/var/run/secrets/kplan-charts")
+		}
+		secret := false
+		for _, v := range spec.Volumes {
+			secret = secret || (v.Name == "chart-credentials" && v.Secret != nil && v.Secret.SecretName == "charts-login")
+		}
+		if env["HELM_REGISTRY_CONFIG"] != "/var/run/secrets/kplan-charts/config.json" || env["HELM_REPOSITORY_CONFIG"] != "/var/run/secrets/kplan-charts/repositories.yaml" || !mounted || !secret {
+			t.Errorf("env %v, mounted %v, volume %v: want the Secret charts-login mounted and Helm's variables naming its files", env, mounted, secret)
+		}
+	})
+
+	t.Run("from a clone: no image v0.0.0, a clear error", func(t *testing.T) {
+		if meta.AppVersion != "0.0.0" {
+			t.Skipf("Chart.yaml's appVersion is %s: the release sets it", meta.AppVersion)
+		}
+		_, _, err := helmTemplateOf(t, chartDir, "github: {webhookSecret: s3cret, token: ghs_x}\n")
+		if err == nil || !strings.Contains(err.Error(), "image.tag") || !strings.Contains(err.Error(), "Install from a clone") {
+			t.Errorf("helm template of the clone with no image.tag: %v; want an error naming image.tag and the docs", err)
+		}
+		objs, _, err := helmTemplateOf(t, chartDir, "github: {webhookSecret: s3cret, token: ghs_x}\nimage: {repository: registry.example/me/kplan, tag: dev-1}\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := chartDeployment(t, objs).Spec.Template.Spec.Containers[0]; c.Image != "registry.example/me/kplan:dev-1" {
+			t.Errorf("image %s, want the one built from the clone", c.Image)
+		}
+	})
+
+	t.Run("values the schema refuses", func(t *testing.T) {
+		for values, want := range map[string]string{
+			"replicas: two\n":                         "/replicas",
+			"rabc: {clusterAdmin: false}\n":           "'rabc' not allowed",
+			"image: {tga: v1.0.0}\n":                  "'tga' not allowed",
+			"kubeconfigSecrets: {prod: [a]}\n":        "/kubeconfigSecrets/prod",
+			"serviceAccount: {annotations: {a: 1}}\n": "/serviceAccount/annotations/a",
+			"chartCredentials: {existingSecret: 1}\n": "/chartCredentials/existingSecret",
+		} {
+			_, _, err := helmTemplate(t, "github: {webhookSecret: s3cret, token: ghs_x}\n"+values)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("values %q: %v; want refused naming %s", values, err, want)
+			}
+		}
+	})
+
+	t.Run("remote clusters' kubeconfigs, workload identity, pull secrets", func(t *testing.T) {
+		objs, _, err := helmTemplate(t, `github: {webhookSecret: s3cret, token: ghs_x}
+kubeconfigSecrets: {prod-eu: prod-eu-kubeconfig}
+config:
+  repositories:
+    - name: octo-org/deploy-config
+      branches:
+        - name: main
+          targets:
+            - {name: prod-eu, overlay: overlays/prod-eu, kubeconfig: /var/run/kplan/kubeconfigs/prod-eu/kubeconfig}
+serviceAccount: {annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::1:role/kplan"}}
+podAnnotations: {team: platform}
+image: {pullSecrets: [mirror-creds]}
+extraVolumes: [{name: ca, configMap: {name: corp-ca}}]
+extraVolumeMounts: [{name: ca, mountPath: /etc/ssl/corp, readOnly: true}]
+`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := chartDeployment(t, objs)
+		pod := d.Spec.Template.Spec
+		mounts := map[string]string{}
+		for _, m := range pod.Containers[0].VolumeMounts {
+			mounts[m.Name] = m.MountPath
+		}
+		volumes := map[string]corev1.Volume{}
+		for _, v := range pod.Volumes {
+			volumes[v.Name] = v
+		}
+		if mounts["kubeconfig-prod-eu"] != "/var/run/kplan/kubeconfigs/prod-eu" || volumes["kubeconfig-prod-eu"].Secret == nil || volumes["kubeconfig-prod-eu"].Secret.SecretName != "prod-eu-kubeconfig" {
+			t.Errorf("mounts %v volumes %v: want Secret prod-eu-kubeconfig at /var/run/kplan/kubeconfigs/prod-eu", mounts, keysOf(volumes))
+		}
+		if mounts["ca"] != "/etc/ssl/corp" || volumes["ca"].ConfigMap == nil {
+			t.Errorf("extra volume and mount missing: %v %v", mounts, keysOf(volumes))
+		}
+		if len(pod.ImagePullSecrets) != 1 || pod.ImagePullSecrets[0].Name != "mirror-creds" {
+			t.Errorf("imagePullSecrets %v", pod.ImagePullSecrets)
+		}
+		if d.Spec.Template.Annotations["team"] != "platform" || d.Spec.Template.Annotations["checksum/config"] == "" {
+			t.Errorf("pod annotations %v", d.Spec.Template.Annotations)
+		}
+		sa := objs["ServiceAccount/kplan-webhook"]
+		if sa == nil || sa.GetAnnotations()["eks.amazonaws.com/role-arn"] != "arn:aws:iam::1:role/kplan" {
+			t.Errorf("ServiceAccount annotations: %v", sa)
+		}
+		// The target's kubeconfig is the file the mount holds.
+		cm := convert[corev1.ConfigMap](t, objs["ConfigMap/kplan-webhook-config"])
+		if !strings.Contains(cm.Data["webhook.yaml"], "/var/run/kplan/kubeconfigs/prod-eu/kubeconfig") {
+			t.Errorf("config:\n%s", cm.Data["webhook.yaml"])
+		}
+	})
+
 	t.Run("defaults with a token", func(t *testing.T) {
 		objs, _, err := helmTemplate(t, "github: {webhookSecret: s3cret, token: ghs_x}\n")
 		if err != nil {
@@ -114,7 +258,7 @@ func TestWebhookChartTemplates(t *testing.T) {
 		}
 		d := chartDeployment(t, objs)
 		c := d.Spec.Template.Spec.Containers[0]
-		if want := "ghcr.io/kplan-dev/kplan:v" + meta.AppVersion; c.Image != want {
+		if want := "ghcr.io/kplan-dev/kplan:v" + releaseVersion; c.Image != want {
 			t.Errorf("image %s, want %s: the release's own image", c.Image, want)
 		}
 		if !slices.Equal(c.Command, []string{"/usr/local/bin/kplan-webhook"}) || !slices.Contains(c.Args, "--leader-elect") || *d.Spec.Replicas != 2 {

@@ -11,6 +11,7 @@ import (
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/kplan-dev/kplan/internal/action"
+	_ "github.com/kplan-dev/kplan/internal/batchgc/atstart" // the collector off while packages initialize
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/plan"
 )

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	_ "github.com/kplan-dev/kplan/internal/batchgc/atstart" // the collector off while packages initialize
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/gitlabci"
 	"github.com/kplan-dev/kplan/internal/plan"

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +26,8 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/kplan-dev/kplan/internal/batchgc"
+	_ "github.com/kplan-dev/kplan/internal/batchgc/atstart" // the collector off while packages initialize
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/demo"
 	"github.com/kplan-dev/kplan/internal/gitbase"
@@ -43,7 +46,7 @@ import (
 
 func main() {
 	batchgc.Tune(os.Getenv)
-	stopProfile, err := startCPUProfile(os.Getenv("KPLAN_CPUPROFILE"))
+	stopProfile, err := startProfiles(os.Getenv("KPLAN_CPUPROFILE"), os.Getenv("KPLAN_TRACE"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kplan:", err)
 		os.Exit(1)
@@ -87,8 +90,27 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 }
 
-// startCPUProfile writes a CPU profile to path (KPLAN_CPUPROFILE), for
-// finding where a plan's time goes; "" profiles nothing.
+// startProfiles writes a CPU profile to cpu (KPLAN_CPUPROFILE) and an
+// execution trace to exec (KPLAN_TRACE: what waits on what, where a
+// plan's wall time goes), for finding where a plan's time goes; ""
+// writes none.
+func startProfiles(cpu, exec string) (stop func(), err error) {
+	stopCPU, err := startCPUProfile(cpu)
+	if err != nil || exec == "" {
+		return stopCPU, err
+	}
+	f, err := os.Create(exec)
+	if err == nil {
+		err = trace.Start(f)
+	}
+	if err != nil {
+		stopCPU()
+		return nil, fmt.Errorf("KPLAN_TRACE: %w", err)
+	}
+	return func() { trace.Stop(); f.Close(); stopCPU() }, nil
+}
+
+// startCPUProfile writes a CPU profile to path; "" profiles nothing.
 func startCPUProfile(path string) (stop func(), err error) {
 	if path == "" {
 		return func() {}, nil
@@ -253,6 +275,9 @@ func (r *renderFlags) options() (render.Options, func(), error) {
 		return o, nil, fmt.Errorf("--remote-hosts: %w", err)
 	}
 	o.Remote = policy
+	// Charts from private registries and repositories: the credentials of
+	// `helm registry login`, `docker login` and `helm repo add`.
+	o.ChartAuth = charts.Standard(os.Getenv)
 	dir := r.gitCache
 	if dir == "" {
 		c, err := os.UserCacheDir()

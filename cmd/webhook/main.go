@@ -513,6 +513,10 @@ func environment(table []forgeRow) [][2]string {
 		{"POD_NAME", "--leader-elect: this replica's name (default: the hostname)"},
 		{"POD_NAMESPACE", "--leader-elect: default of --leader-election-namespace"},
 		{"POD_IP", "--leader-elect: default host of --advertise-address"},
+		// Read at each deploy, by internal/charts (charts.Standard).
+		{"HELM_REGISTRY_CONFIG", "credentials of OCI chart registries, a Docker config.json (docs/charts.md; default: helm's)"},
+		{"HELM_REPOSITORY_CONFIG", "credentials of HTTP chart repositories, Helm's repositories.yaml (default: helm's)"},
+		{"DOCKER_CONFIG", "the directory of the Docker config.json also read for registries (default: ~/.docker)"},
 	}...)
 }
 

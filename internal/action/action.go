@@ -24,6 +24,7 @@ import (
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/kplan-dev/kplan/internal/batchgc"
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/forge"
 	"github.com/kplan-dev/kplan/internal/forge/github"
 	"github.com/kplan-dev/kplan/internal/gate"
@@ -112,6 +113,10 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	g := gitcli.Repo{Dir: dir, Env: fetchAuth(ctx, dir, gctx.ServerURL, in.token)}
 	temp := cmp.Or(getenv("RUNNER_TEMP"), os.TempDir())
+	// Charts from private registries and repositories: the credentials
+	// a login step left where helm and docker keep them (prflow drops
+	// them for an untrusted change).
+	in.Settings.Plan.Render.ChartAuth = charts.Standard(getenv)
 	job := &prflow.Job{
 		Settings: in.Settings, Words: words, Log: log, GC: gc, Stdout: stdout, Repo: g, Change: pr,
 		TempDir: temp, CacheDir: cacheDir(in.CacheDir, temp, gctx.Workspace),

@@ -220,6 +220,10 @@ type Kustomize struct {
 	Patches                 []map[string]any  `json:"patches,omitempty"`
 	Components              []string          `json:"components,omitempty"`
 	IgnoreMissingComponents bool              `json:"ignoreMissingComponents,omitempty"`
+	// KubeVersion and APIVersions are what the source's helmCharts see
+	// (with argocd-cm's --enable-helm), over the destination cluster's.
+	KubeVersion string   `json:"kubeVersion,omitempty"`
+	APIVersions []string `json:"apiVersions,omitempty"`
 }
 
 // Replica is a kustomize replicas override; Count is an integer or a
@@ -242,8 +246,8 @@ type Helm struct {
 	IgnoreMissingValueFiles bool            `json:"ignoreMissingValueFiles,omitempty"`
 	Namespace               string          `json:"namespace,omitempty"`
 	// KubeVersion and APIVersions are the Capabilities the chart sees
-	// (--kube-version, --api-versions); Argo CD takes the destination
-	// cluster's when they are not set, kplan Helm's defaults.
+	// (--kube-version, --api-versions); Argo CD and kplan take the
+	// destination cluster's when they are not set (Options.Kubernetes).
 	KubeVersion string   `json:"kubeVersion,omitempty"`
 	APIVersions []string `json:"apiVersions,omitempty"`
 	// PassCredentials sends a Helm repository's credentials to the

@@ -128,8 +128,8 @@ func TestRemoteChartIsHelmTemplate(t *testing.T) {
 	if oci == nil || oci.Err != nil {
 		t.Fatalf("shop-oci: %+v", oci)
 	}
-	out = run(t, dir, helm, "template", "storefront", "oci://"+cs.reg.Host+"/charts/shop", "--version", "1.0.0", "--plain-http", "--namespace", "storefront",
-		"--values", filepath.Join(testdataAbs(t), "remote/shop/values-prod.yaml"), "--set", "image.tag=1.0.0-hotfix", "--include-crds", "--skip-tests")
+	out = run(t, dir, helm, onCluster("template", "storefront", "oci://"+cs.reg.Host+"/charts/shop", "--version", "1.0.0", "--plain-http", "--namespace", "storefront",
+		"--values", filepath.Join(testdataAbs(t), "remote/shop/values-prod.yaml"), "--set", "image.tag=1.0.0-hotfix", "--include-crds", "--skip-tests")...)
 	sameObjects(t, "shop-oci", oci.Objects, parseStream(t, out))
 }
 
@@ -162,8 +162,8 @@ func TestChartDependenciesBuiltAsHelmDependencyBuild(t *testing.T) {
 	helmEnv(t)
 	oracle := copyDir(t, dir)
 	run(t, oracle, helm, "dependency", "build", "charts/umbrella", "--plain-http")
-	out := run(t, oracle, helm, "template", "umbrella", "charts/umbrella", "--namespace", "umbrella",
-		"--values", "envs/prod/umbrella.yaml", "--set-file", "motd=charts/umbrella/files/motd.txt", "--include-crds", "--skip-tests")
+	out := run(t, oracle, helm, onCluster("template", "umbrella", "charts/umbrella", "--namespace", "umbrella",
+		"--values", "envs/prod/umbrella.yaml", "--set-file", "motd=charts/umbrella/files/motd.txt", "--include-crds", "--skip-tests")...)
 	sameObjects(t, "umbrella", u.Objects, parseStream(t, out))
 	got := objects(t, u.Objects)
 	for _, k := range []string{"ConfigMap /umbrella-base", "Service /umbrella-cache", "Deployment /umbrella", "ConfigMap /umbrella-motd"} {
@@ -282,7 +282,7 @@ func TestPulledChartDependenciesBuilt(t *testing.T) {
 	pulled := t.TempDir()
 	run(t, pulled, helm, "pull", "bundle", "--repo", cs.repo.URL, "--version", "1.0.0", "--untar", "--untardir", ".")
 	run(t, pulled, helm, "dependency", "build", "bundle")
-	out := run(t, pulled, helm, "template", "bundle", "bundle", "--namespace", "bundle", "--include-crds", "--skip-tests")
+	out := run(t, pulled, helm, onCluster("template", "bundle", "bundle", "--namespace", "bundle", "--include-crds", "--skip-tests")...)
 	sameObjects(t, "bundle", tg.Objects, parseStream(t, out))
 	got := objects(t, tg.Objects)
 	for _, k := range []string{"Service /bundle-cache", "ServiceAccount /bundle-extras"} {

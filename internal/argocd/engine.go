@@ -21,9 +21,10 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/crash"
-	"github.com/kplan-dev/kplan/internal/helm"
+	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
@@ -51,13 +52,14 @@ type Options struct {
 	// does with applicationset.enableNewGitFileGlobbing; off, as git
 	// ls-files does (its default).
 	NewGitFileGlobbing bool
-	// ChartCache is the render cache directory whose charts/ keeps the
-	// pulled charts, shared with Flux HelmReleases; "" keeps them in
-	// memory only. Charts are fetched through Render.Remote.
-	ChartCache string
 	// KustomizeEnableHelm is argocd-cm's kustomize.buildOptions
 	// --enable-helm: kustomize sources inflate their helmCharts.
 	KustomizeEnableHelm bool
+	// Kubernetes says what an Application's destination cluster runs,
+	// for its charts (Helm sources, kustomize helmCharts), as Argo CD's
+	// controller passes the cluster's version and API versions to the
+	// repo server; nil is kubeversion's default for every cluster.
+	Kubernetes func(Destination) kubeversion.Capabilities
 }
 
 // Engine renders the Argo CD Applications of snapshots; safe for
@@ -65,7 +67,10 @@ type Options struct {
 type Engine struct {
 	k      *render.Kustomizer
 	opts   Options
-	charts *helm.Charts
+	charts *charts.Fetcher
+	// kusts are the Kustomizers of kustomize sources inflating charts,
+	// one per Kubernetes (kustFor).
+	kusts  sync.Map
 	pulled sync.Map // pulledMayOutput's answers
 	// madeApps are the Applications ApplicationSets made, by madeKey.
 	madeApps sync.Map
@@ -101,7 +106,11 @@ func New(opts Options) *Engine {
 	if opts.Memo == nil {
 		opts.Memo = closure.NewMemo()
 	}
-	return &Engine{k: render.NewKustomizer(ro), opts: opts, charts: helm.NewCharts(opts.Render, opts.ChartCache)}
+	// Charts come through the plan's fetcher (Render.Charts: its network
+	// policy, credentials and cache, shared with Flux HelmReleases and
+	// kustomize helmCharts).
+	ro.Charts = opts.Render.ChartFetcher()
+	return &Engine{k: render.NewKustomizer(ro), opts: opts, charts: ro.Charts}
 }
 
 // Target is one Application's render.
@@ -131,6 +140,9 @@ type Target struct {
 	// Parent is the target whose render outputs this Application
 	// (app-of-apps); nil for one declared in git.
 	Parent *Target
+	// Kubernetes is what its charts were templated for; nil when it
+	// templated none.
+	Kubernetes *kubeversion.Capabilities
 
 	name string
 	own  []string // the paths its sources and declaration read, without its parent's
@@ -567,12 +579,12 @@ func (e *Engine) pulledMayOutput(ctx context.Context, src Source) bool {
 		return v.(bool)
 	}
 	may := true
-	tgz, _, err := e.charts.Pull(ctx, src.RepoURL, src.Chart, src.TargetRevision)
-	if helm.Refused(err) {
+	got, err := e.charts.Pull(ctx, charts.Ref{Repo: src.RepoURL, Name: src.Chart, Version: src.TargetRevision})
+	if charts.Refused(err) {
 		may = false
 	}
 	if err == nil {
-		if zr, err := gzip.NewReader(bytes.NewReader(tgz)); err == nil {
+		if zr, err := gzip.NewReader(bytes.NewReader(got.Archive)); err == nil {
 			data, err := io.ReadAll(io.LimitReader(zr, e.charts.Limit()))
 			may = err != nil || bytes.Contains(data, []byte(Group+"/v"))
 		}
@@ -828,7 +840,7 @@ func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) er
 			t.NotRendered = append(t.NotRendered, what+": a config management plugin source is not rendered (plugins run programs in Argo CD's repo server)")
 			continue
 		case kindKustomize:
-			out, err = e.kustomize(ctx, s, src, env)
+			out, err = e.kustomize(ctx, s, t, src, env)
 		case kindHelm, kindRemoteChart:
 			out, err = e.helm(ctx, s, t, src, refs, env)
 		case kindDirectory:
@@ -863,8 +875,9 @@ func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) er
 }
 
 // kustomize builds a kustomize source with the Application's settings
-// written into its kustomization.
-func (e *Engine) kustomize(ctx context.Context, s *snapshot.Snapshot, src Source, env map[string]string) ([]*yaml.RNode, error) {
+// written into its kustomization; with helm on, its charts see the
+// destination cluster's Kubernetes (kustFor).
+func (e *Engine) kustomize(ctx context.Context, s *snapshot.Snapshot, t *Target, src Source, env map[string]string) ([]*yaml.RNode, error) {
 	dir := cleanPath(src.Path)
 	var fsys filesys.FileSystem = s.FS
 	if k := src.Kustomize; k != nil {
@@ -888,7 +901,49 @@ func (e *Engine) kustomize(ctx context.Context, s *snapshot.Snapshot, src Source
 			return nil, err
 		}
 	}
-	return e.k.RenderContext(ctx, fsys, dir, false)
+	return e.kustFor(t, src).RenderContext(ctx, fsys, dir, false)
+}
+
+// kubernetes is what t's destination cluster runs.
+func (e *Engine) kubernetes(t *Target) kubeversion.Capabilities {
+	if e.opts.Kubernetes == nil {
+		return kubeversion.Defaults()
+	}
+	return e.opts.Kubernetes(t.Destination)
+}
+
+// kustFor is the Kustomizer building t's kustomize source src: with
+// argocd-cm's --enable-helm, one whose charts see the destination
+// cluster's Kubernetes, the source's kustomize.kubeVersion and
+// apiVersions over it (Argo CD v3.5.1's GetKubeVersionOrDefault and
+// GetAPIVersionsOrDefault, passed as kustomize build --helm-kube-version
+// and --helm-api-versions: util/kustomize/kustomize.go); t then says so.
+func (e *Engine) kustFor(t *Target, src Source) *render.Kustomizer {
+	if !e.opts.KustomizeEnableHelm {
+		return e.k
+	}
+	caps := e.kubernetes(t)
+	if k := src.Kustomize; k != nil {
+		if k.KubeVersion != "" {
+			caps.Version, caps.From = k.KubeVersion, "the Application's kustomize.kubeVersion"
+			if v, err := kubeversion.Parse(k.KubeVersion); err == nil {
+				caps.Version = v
+			}
+		}
+		if len(k.APIVersions) > 0 {
+			caps.APIVersions, caps.From = k.APIVersions, "the Application's kustomize.apiVersions"
+		}
+	}
+	if t.Closure != nil && t.Closure.Helm {
+		t.Kubernetes = &caps
+	}
+	if v, ok := e.kusts.Load(caps.Key()); ok {
+		return v.(*render.Kustomizer)
+	}
+	ro := e.opts.Render.WithKubernetes(caps)
+	ro.EnableHelm = true
+	v, _ := e.kusts.LoadOrStore(caps.Key(), render.NewKustomizer(ro))
+	return v.(*render.Kustomizer)
 }
 
 // closure is what t's render reads: each source of this repository (a

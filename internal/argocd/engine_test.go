@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 	"github.com/kplan-dev/kplan/internal/testhelm"
 )
@@ -86,6 +87,17 @@ func sameObjects(t *testing.T, what string, got, want []*yaml.RNode) {
 	}
 }
 
+// onCluster are helm template's args for a chart templated for a cluster
+// nothing declares: kplan's default Kubernetes and the API versions it
+// serves, as the Argo CD engine passes them.
+func onCluster(args ...string) []string {
+	args = append(args, "--kube-version", kubeversion.Default)
+	for _, v := range kubeversion.Defaults().APIVersionSet() {
+		args = append(args, "--api-versions", v)
+	}
+	return args
+}
+
 func run(t *testing.T, dir, bin string, args ...string) []byte {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
@@ -153,9 +165,9 @@ func TestHelmSourceIsHelmTemplate(t *testing.T) {
 	if err := os.WriteFile(vals, []byte("replicas: 4\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := run(t, repo, filepath.Join(testhelm.Dir(t), "helm"), "template", "storefront", "charts/web", "--namespace", "web",
+	out := run(t, repo, filepath.Join(testhelm.Dir(t), "helm"), onCluster("template", "storefront", "charts/web", "--namespace", "web",
 		"--values", "charts/web/values-prod.yaml", "--values", "envs/prod.yaml", "--values", vals,
-		"--set", "image.tag=1.25", "--set-string", "port=8080", "--include-crds", "--skip-tests")
+		"--set", "image.tag=1.25", "--set-string", "port=8080", "--include-crds", "--skip-tests")...)
 	sameObjects(t, "web", tg.Objects, parseStream(t, out))
 	if tg.Namespace != "web" {
 		t.Errorf("destination namespace %q, want web", tg.Namespace)

@@ -1,7 +1,6 @@
 package argocd
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -18,7 +17,9 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/helm"
+	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -36,7 +37,8 @@ var errNotHere = errors.New("not in this repository")
 // then parameters (--set, then --set-string), then fileParameters
 // (--set-file); helm.kubeVersion and helm.apiVersions as
 // --kube-version and --api-versions; CRDs unless skipCrds; hooks except
-// tests.
+// tests. Charts see the destination cluster's Kubernetes (Options.
+// Kubernetes).
 func (e *Engine) helm(ctx context.Context, s *snapshot.Snapshot, t *Target, src Source, refs map[string]Source, env map[string]string) ([]*yaml.RNode, error) {
 	h := src.Helm
 	if h == nil {
@@ -132,14 +134,30 @@ func (e *Engine) helm(ctx context.Context, s *snapshot.Snapshot, t *Target, src 
 			return nil, fmt.Errorf("helm.fileParameters %s: %w", fp.Name, err)
 		}
 	}
+	// The destination cluster's Kubernetes, the source's helm.kubeVersion
+	// and apiVersions over it (Argo CD v3.5.1: GetKubeVersionOrDefault,
+	// GetAPIVersionsOrDefault in pkg/apis/application/v1alpha1/types.go;
+	// helmTemplate in reposerver/repository/repository.go).
+	caps := e.kubernetes(t)
+	apiVersions := caps.APIVersionSet()
+	if h.KubeVersion != "" {
+		caps.Version, caps.From = h.KubeVersion, "the Application's helm.kubeVersion"
+		if v, err := kubeversion.Parse(h.KubeVersion); err == nil {
+			caps.Version = v // as the repo server's parseKubeVersion reads it
+		}
+	}
+	if len(h.APIVersions) > 0 {
+		caps.APIVersions, caps.From, apiVersions = h.APIVersions, "the Application's helm.apiVersions", h.APIVersions
+	}
+	t.Kubernetes = &caps
 	return helm.Template(ctx, ch, vals, helm.TemplateOptions{
 		Name:        cmp.Or(h.ReleaseName, t.Application.Name),
 		Namespace:   cmp.Or(h.Namespace, t.Namespace),
 		IncludeCRDs: !h.SkipCrds,
 		Hooks:       true,
 		Timeout:     e.opts.Render.Timeout,
-		KubeVersion: h.KubeVersion,
-		APIVersions: h.APIVersions,
+		KubeVersion: caps.Version,
+		APIVersions: apiVersions,
 	})
 }
 
@@ -154,19 +172,16 @@ func (e *Engine) chart(ctx context.Context, s *snapshot.Snapshot, src Source) (*
 	dir := ""
 	what := ""
 	if src.Chart != "" {
-		tgz, version, err := e.charts.Pull(ctx, src.RepoURL, src.Chart, src.TargetRevision)
+		got, err := e.charts.Pull(ctx, charts.Ref{Repo: src.RepoURL, Name: src.Chart, Version: src.TargetRevision})
 		if err != nil {
 			return nil, "", fmt.Errorf("chart %s %s from %s: %w", src.Chart, cmp.Or(src.TargetRevision, "*"), src.RepoURL, err)
 		}
-		what = fmt.Sprintf("chart %s %s from %s: ", src.Chart, version, src.RepoURL)
-		bf, err := loader.LoadArchiveFiles(bytes.NewReader(tgz))
+		what = fmt.Sprintf("chart %s %s from %s: ", src.Chart, got.Version, src.RepoURL)
+		bf, err := charts.Files(got.Archive)
 		if err != nil {
 			return nil, "", fmt.Errorf("%s%w", what, err)
 		}
-		files = make(map[string][]byte, len(bf))
-		for _, f := range bf {
-			files[f.Name] = f.Data
-		}
+		files = charts.FileMap(bf)
 		local = func(_ context.Context, rel string) (map[string][]byte, bool, error) {
 			got := map[string][]byte{}
 			for name, data := range files {

@@ -252,6 +252,7 @@ func (ix *Index) Encode() ([]byte, error) {
 		w.sortedPaths(rec.listed)
 		w.str(rec.c.Unbounded)
 		w.flag(rec.c.OpenAPI)
+		w.flag(rec.c.Helm)
 		w.num(len(rec.c.Remote))
 		for _, rm := range rec.c.Remote {
 			w.str(rm.Ref)
@@ -488,6 +489,7 @@ func DecodeIndex(data []byte) (*Index, error) {
 		rec := &closureRec{c: &closure.Closure{Paths: r.sortedPaths()}, own: r.sortedPaths(), listed: r.sortedPaths()}
 		rec.c.Unbounded = r.str()
 		rec.c.OpenAPI = r.flag()
+		rec.c.Helm = r.flag()
 		for range r.count() {
 			rec.c.Remote = append(rec.c.Remote, closure.Remote{Ref: r.str(), Field: r.str(), File: r.str()})
 		}

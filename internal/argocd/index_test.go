@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
 
+	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 	"github.com/kplan-dev/kplan/internal/testkit"
 	"github.com/kplan-dev/kplan/test/gittest"
@@ -279,4 +281,41 @@ func FuzzDecodeIndex(f *testing.F) {
 			t.Fatalf("encodes to %q, then %q (%v)", enc, enc2, err)
 		}
 	})
+}
+
+// TestIndexKeepsEveryClosureField: the index writes every field of a
+// closure but Err (a closure that failed is not kept): a field added to
+// closure.Closure is written too, or the closures taken from the index
+// lose it. A closure of every field set reads back alike.
+func TestIndexKeepsEveryClosureField(t *testing.T) {
+	var fields []string
+	for f := range reflect.TypeFor[closure.Closure]().Fields() {
+		fields = append(fields, f.Name)
+	}
+	if want := []string{"Overlay", "Paths", "Remote", "Unbounded", "OpenAPI", "Helm", "Err"}; !slices.Equal(fields, want) {
+		t.Fatalf("closure.Closure has fields %q; the index writes %q: write the new ones (Encode, DecodeIndex)", fields, want)
+	}
+	f := &fileRec{path: "apps/a.yaml", id: "0123456789abcdef0123456789abcdef01234567"}
+	a, err := Parse(map[string]any{"metadata": map[string]any{"name": "a"}, "spec": map[string]any{"source": map[string]any{"repoURL": repoURL, "path": "a"}}}, f.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.facts = &appFacts{renders: true}
+	f.decl.Applications = []*Application{a}
+	c := &closure.Closure{Overlay: a.ID(), Paths: []string{".", "a", "apps", "apps/a.yaml"}, Remote: []closure.Remote{{Ref: "https://example.com/x", Field: "resources", File: "a/kustomization.yaml"}},
+		Unbounded: "why", OpenAPI: true, Helm: true}
+	ix := &Index{revisions: map[string]bool{}, files: map[fileKey]*fileRec{{f.path, f.id}: f},
+		commits: []*commitState{{id: "c", files: []*fileRec{f}, closures: map[*Application]*closureRec{a: {c: c, own: []string{"apps/a.yaml"}, listed: []string{"a"}, may: mayNot}}}}}
+	data, err := ix.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeIndex(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := back.commits[0].closures[back.commits[0].files[0].decl.Applications[0]]
+	if got == nil || !reflect.DeepEqual(got.c, c) || !slices.Equal(got.own, []string{"apps/a.yaml"}) || !slices.Equal(got.listed, []string{"a"}) || got.may != mayNot {
+		t.Errorf("read back %+v, want %+v", got, c)
+	}
 }

@@ -1,7 +1,7 @@
 // Package chartindex reads a Helm chart repository's index.yaml and picks
 // a chart version from it as Helm does (`helm pull --version`,
-// helm-controller's HelmChart): one owner for the kustomize helmCharts
-// pull (internal/render) and Flux HelmReleases (internal/helm).
+// helm-controller's HelmChart), for the chart fetcher (internal/charts)
+// that kustomize helmCharts, Flux HelmReleases and Argo CD share.
 //
 // It is written against the index's published shape rather than Helm's
 // pkg/repo, whose import brings Helm's getters and through them its

@@ -228,6 +228,10 @@ type Closure struct {
 	// OpenAPI is set when a kustomization of the build sets a custom
 	// schema, which krusty keeps in a process-wide variable.
 	OpenAPI bool
+	// Helm is set when the build inflates Helm charts (helmCharts, a
+	// HelmChartInflationGenerator), with Options.EnableHelm: what they
+	// render depends on the cluster's Kubernetes.
+	Helm bool
 	// Err is a bug met reading a kustomization of the build (a
 	// *crash.Error): the overlay fails with it. Unbounded says so too,
 	// so that nothing takes the closure for all the build reads.
@@ -276,6 +280,7 @@ type node struct {
 	remote    []Remote
 	unbounded string
 	openapi   bool
+	helm      bool  // it inflates Helm charts
 	listed    bool  // it lists directories, beyond its paths
 	err       error // a panic reading it: kplan's bug
 }
@@ -373,6 +378,7 @@ func (b *Builder) walk(dir string, visit func(*node)) *Closure {
 			c.Unbounded = n.unbounded
 		}
 		c.OpenAPI = c.OpenAPI || n.openapi
+		c.Helm = c.Helm || n.helm
 		if n.err != nil && c.Err == nil {
 			c.Err = n.err
 		}
@@ -506,6 +512,7 @@ func (b *Builder) read(n *node, dir string) {
 		}
 	}
 	if len(k.HelmCharts) > 0 && b.opts.EnableHelm {
+		n.helm = true
 		r.helm(k.HelmGlobals, k.HelmCharts)
 	}
 	for _, f := range []struct {
@@ -706,6 +713,7 @@ func (r refs) configs(data []byte, field string) {
 			}
 		case "HelmChartInflationGenerator":
 			if r.b.opts.EnableHelm {
+				r.n.helm = true
 				r.unbound(fmt.Sprintf("%s: %s runs helm, which reads charts outside the repository snapshot", r.file, field))
 			}
 		case "AnnotationsTransformer", "HashTransformer", "IAMPolicyGenerator", "ImageTagTransformer",

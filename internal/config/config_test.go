@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kplan-dev/kplan/internal/render"
 )
 
 var defaults = Settings{Prune: true, ReconcileTimeout: 5 * time.Minute, InventoryPolicy: "must-match"}
@@ -32,7 +34,8 @@ func TestLoadExample(t *testing.T) {
 					{Name: "prod-eu", Overlay: "overlays/prod-eu", Environment: "production-eu", Namespace: "shop",
 						Settings: Settings{Kubeconfig: "/etc/kplan/prod-eu.kubeconfig", Context: "prod-eu", Prune: true,
 							ReconcileTimeout: 5 * time.Minute, InventoryPolicy: "must-match", RequireReviewedPlan: true,
-							RemoteHosts: []string{"github.com", "*.example.com"}}},
+							RemoteHosts: []string{"github.com", "*.example.com"},
+							Render:      render.Options{KubeVersion: "v1.31", APIVersions: []string{"monitoring.coreos.com/v1/ServiceMonitor"}}}},
 					{Name: "prod-us", Overlay: "overlays/prod-us", Environment: "prod-us", Namespace: "default",
 						Inventory: &Inventory{Kind: "ResourceGroup", Name: "inventory-prod-us", Namespace: "kplan", ID: "inventory-prod-us-kplan"},
 						Settings:  defaults},
@@ -248,9 +251,11 @@ func TestErrors(t *testing.T) {
 		{"backslash overlay", target("name: a\noverlay: 'overlays\\a'"), []string{fmt.Sprintf(tg+`overlay: "overlays\\a" must use / as the separator`, 7)}},
 		{"empty overlay", target("name: a\noverlay: \"\""), []string{fmt.Sprintf(tg+`overlay: must not be empty`, 7)}},
 		{"bad target name", target("name: prod eu\noverlay: a"), []string{fmt.Sprintf(tg+`name: "prod eu" must be 1 to 63 letters`, 6)}},
-		{"unknown target field", target("name: a\noverlay: a\nnamespaces: x"), []string{fmt.Sprintf(tg+"namespaces: unknown field (known: allowRemoteBases, allowReplaceInventory, context, enableHelm, environment, inventory, inventoryPolicy, kubeconfig, name, namespace, overlay, prune, reconcileTimeout, remoteHosts, requireReviewedPlan)", 8)}},
+		{"unknown target field", target("name: a\noverlay: a\nnamespaces: x"), []string{fmt.Sprintf(tg+"namespaces: unknown field (known: allowRemoteBases, allowReplaceInventory, apiVersions, context, enableHelm, environment, inventory, inventoryPolicy, kubeVersion, kubeconfig, name, namespace, overlay, prune, reconcileTimeout, remoteHosts, requireReviewedPlan)", 8)}},
 		{"bad remote host", target("name: a\noverlay: a\nremoteHosts: [example.com, \"http://x/\"]"), []string{fmt.Sprintf(tg+`remoteHosts[1]: remote host "http://x/": want a host name`, 8)}},
 		{"bad namespace", target("name: a\noverlay: a\nnamespace: Apps"), []string{fmt.Sprintf(tg+`namespace: "Apps" is not a valid namespace`, 8)}},
+		{"bad kubeVersion", target("name: a\noverlay: a\nkubeVersion: latest"), []string{fmt.Sprintf(tg+`kubeVersion: "latest" is not a Kubernetes version`, 8)}},
+		{"bad apiVersions", target("name: a\noverlay: a\napiVersions: [\"a b/v1\"]"), []string{fmt.Sprintf(tg+`apiVersions[0]: "a b/v1": want group/version`, 8)}},
 		{"same explicit inventory", "repositories:\n  - name: o/r\n    branches:\n      - name: main\n        targets:\n" +
 			"          - {name: eu, overlay: a, kubeconfig: /k, inventory: {name: inv, namespace: kplan}}\n" +
 			"          - {name: us, overlay: b, kubeconfig: /k, inventory: {name: inv, namespace: kplan, id: other}}\n",

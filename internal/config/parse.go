@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/kplan-dev/kplan/internal/inventory"
+	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"io"
 	"maps"
@@ -445,6 +446,33 @@ func (p *parser) settings(s *Settings) map[string]func(*yaml.Node, string) {
 					continue
 				}
 				s.RemoteHosts = append(s.RemoteHosts, h)
+			}
+		},
+		// What the target's cluster runs, for the charts its helmCharts
+		// inflate (render.Options KubeVersion and APIVersions).
+		"kubeVersion": func(v *yaml.Node, field string) {
+			if str, ok := p.nonEmpty(v, field); ok {
+				kv, err := kubeversion.Parse(str)
+				if err != nil {
+					p.errorf(v, field, "%v", err)
+					return
+				}
+				s.Render.KubeVersion = kv
+			}
+		},
+		"apiVersions": func(v *yaml.Node, field string) {
+			s.Render.APIVersions = nil
+			for i, item := range p.list(v, field, "API version") {
+				at := fmt.Sprintf("%s[%d]", field, i)
+				a, ok := p.nonEmpty(item, at)
+				if !ok {
+					continue
+				}
+				if err := kubeversion.CheckAPIVersions([]string{a}); err != nil {
+					p.errorf(item, at, "%q: want group/version or group/version/Kind (e.g. monitoring.coreos.com/v1/ServiceMonitor)", a)
+					continue
+				}
+				s.Render.APIVersions = append(s.Render.APIVersions, a)
 			}
 		},
 		"allowReplaceInventory": func(v *yaml.Node, field string) {

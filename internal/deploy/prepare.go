@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path"
 
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/declared"
@@ -13,6 +15,7 @@ import (
 	kinv "github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/repoconfig"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -47,8 +50,10 @@ func FromSnapshot(s *snapshot.Snapshot) Source { return Source{FS: s.FS, Snapsho
 // Settings say how a target renders and which inventory it applies
 // through: everything Prepare needs besides the tree.
 type Settings struct {
-	// Name names the target in messages.
-	Name string
+	// Name names the target in messages; with Environment, its cluster
+	// in .kplan.yaml's kubernetes: (kubernetes).
+	Name        string
+	Environment string
 	// Overlay is the overlay's directory, relative to the tree's root.
 	Overlay string
 	// Display is how messages name the overlay ("" is Overlay): the
@@ -84,7 +89,7 @@ type Settings struct {
 // options reach the render.
 func SettingsOf(t config.Target) Settings {
 	return Settings{
-		Name: t.Name, Overlay: t.Overlay, Namespace: t.Namespace, Inventory: t.Inventory,
+		Name: t.Name, Environment: t.Environment, Overlay: t.Overlay, Namespace: t.Namespace, Inventory: t.Inventory,
 		RemoteHosts: t.RemoteHosts, AllowRemoteBases: t.AllowRemoteBases,
 		Render: t.Render,
 	}
@@ -130,6 +135,9 @@ func Prepare(ctx context.Context, src Source, s Settings, net Network) (*Prepare
 			return nil, err
 		}
 	}
+	if ropts, err = s.kubernetes(src, ropts); err != nil {
+		return nil, err
+	}
 	rs, err := render.Render(ctx, src.FS, tree, []string{s.Overlay}, ropts)
 	if err != nil {
 		return nil, err
@@ -159,6 +167,27 @@ func Prepare(ctx context.Context, src Source, s Settings, net Network) (*Prepare
 	}
 	p.Target = *tg
 	return p, nil
+}
+
+// kubernetes are o with what the target's cluster runs, for its charts:
+// the target's own kubeVersion and apiVersions (the webhook's
+// configuration), else what the tree's .kplan.yaml declares for the
+// target's name or environment (as the plan rendered it), else
+// kubeversion's default. A .kplan.yaml that does not parse fails the
+// render: the plan failed on it too.
+func (s Settings) kubernetes(src Source, o render.Options) (render.Options, error) {
+	if !o.EnableHelm || o.KubeVersion != "" || len(o.APIVersions) > 0 {
+		return o, nil
+	}
+	data, err := src.FS.ReadFile(snapshot.Abs(repoconfig.File))
+	if err != nil {
+		return o, nil // no .kplan.yaml: the default
+	}
+	cfg, err := repoconfig.Parse(data)
+	if err != nil {
+		return o, fmt.Errorf("target %s: what its cluster runs, for its charts: %w", s.Name, err)
+	}
+	return o.WithKubernetes(cfg.Capabilities(s.Name, s.Environment)), nil
 }
 
 func (s Settings) namespace() string {
@@ -198,6 +227,13 @@ func (s Settings) renderOptions(ctx context.Context, src Source, net Network) (r
 		return o, done, fmt.Errorf("target %s: remoteHosts: %w", s.Name, err)
 	}
 	o.Remote = policy
+	if o.ChartAuth == nil {
+		// Charts from private registries and repositories: the
+		// credentials mounted where helm and docker read them
+		// (docs/webhook.md), read anew for each deploy, so that a rotated
+		// Secret needs no restart.
+		o.ChartAuth = charts.Standard(os.Getenv)
+	}
 	if len(s.RemoteHosts) > 0 && s.GitBases != "" {
 		// Git remote bases come through the same policy.
 		c := gitbase.New(s.GitBases, policy)

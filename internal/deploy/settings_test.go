@@ -1,13 +1,21 @@
 package deploy
 
 import (
+	"context"
 	"fmt"
+	"maps"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	sigsyaml "sigs.k8s.io/yaml"
+
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/testhelm"
+	"github.com/kplan-dev/kplan/internal/testkit"
 )
 
 // TestTargetRenderOptionsReachTheRender pins where a target's render
@@ -54,5 +62,57 @@ func TestTargetRenderOptionsReachTheRender(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no field of render.Options is a target option; enableHelm is")
+	}
+}
+
+// A target's charts see what its cluster runs: the webhook's kubeVersion
+// and apiVersions for the target, else what the commit's .kplan.yaml
+// declares for its name or environment (as the plan rendered it), else
+// kplan's default — never Helm's v1.20, which the chart's kubeVersion
+// range refuses.
+func TestPrepareSeesTheClustersKubernetes(t *testing.T) {
+	helm := filepath.Join(testhelm.Dir(t), "helm")
+	files := map[string]string{"app/kustomization.yaml": "namespace: app\nhelmCharts:\n  - {name: capabilities, releaseName: app}\n"}
+	for p, data := range testkit.Files(t, "testdata/capabilities") {
+		files["app/charts/capabilities/"+p] = data
+	}
+	declared := "apiVersion: kplan.dev/v1alpha1\nkind: Repository\nkubernetes:\n  clusters:\n    - {name: production, version: '1.29', apiVersions: [monitoring.coreos.com/v1/ServiceMonitor]}\n"
+	for _, tc := range []struct {
+		name, kplan string
+		target      config.Target
+		want        []string
+	}{
+		{"kplan's default", "", config.Target{Name: "prod", Environment: "production"}, []string{"kubeVersion: v1.37.0"}},
+		{"the environment's in .kplan.yaml", declared, config.Target{Name: "prod", Environment: "production"}, []string{"kubeVersion: v1.29", "kind: ServiceMonitor"}},
+		{"the webhook's for the target", declared, config.Target{Name: "prod", Environment: "production", Settings: config.Settings{Render: render.Options{KubeVersion: "v1.33"}}}, []string{"kubeVersion: v1.33"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := maps.Clone(files)
+			if tc.kplan != "" {
+				fs[".kplan.yaml"] = tc.kplan
+			}
+			s := testkit.Snapshot(t, "test", fs)
+			tg := tc.target
+			tg.Overlay, tg.Namespace = "app", "app"
+			tg.Inventory = &config.Inventory{Kind: "ResourceGroup", Name: "app", Namespace: "app", ID: "app"}
+			tg.Render.EnableHelm, tg.Render.HelmCommand = true, helm
+			p, err := Prepare(context.Background(), FromSnapshot(s), SettingsOf(tg), Offline)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			for _, o := range p.Objects {
+				y, err := sigsyaml.Marshal(o.Object)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out.Write(y)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("the render does not hold %q:\n%s", w, out.String())
+				}
+			}
+		})
 	}
 }

@@ -30,7 +30,7 @@ func (e *Engine) buildKey(s *snapshot.Snapshot, t *Target) string {
 	if err != nil {
 		return ""
 	}
-	parts := []string{"kplan-flux-build/1", e.opts.CacheVersion, string(obj), "root=" + t.Root, fmt.Sprint("within=", t.Within),
+	parts := []string{"kplan-flux-build/2", e.opts.CacheVersion, string(obj), "root=" + t.Root, fmt.Sprint("within=", t.Within),
 		fmt.Sprint("openapi=", t.Closure.OpenAPI)}
 	for _, p := range t.built {
 		parts = append(parts, p+"="+s.Index.State(p))
@@ -100,7 +100,7 @@ func (e *Engine) postBuildKey(t *Target, pool varPool) string {
 	if t.key == "" {
 		return ""
 	}
-	return rendercache.Key("kplan-flux-postbuild/1", t.key, t.ID(), pool.key(t.Kustomization))
+	return rendercache.Key("kplan-flux-postbuild/2", t.key, t.ID(), pool.key(t.Kustomization))
 }
 
 // postBuilt sets t's post-built objects, notes and error from the ones

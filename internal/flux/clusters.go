@@ -108,8 +108,8 @@ type cluster struct {
 // implicit ones: FluxInstances' sync paths, .kplan.yaml's clusters,
 // bootstrap directories whose sync file is a placeholder), and says why
 // any instance is not one.
-func (e *Engine) entries(ctx context.Context, s *snapshot.Snapshot, declared []Declared, instances []Instance, self, root func(i int) bool) ([]Declared, map[int]string, []Skipped) {
-	f := &entryPoints{s: s, declared: declared, named: map[int]string{}, byPath: map[string]int{}}
+func (e *Engine) entries(ctx context.Context, s *snapshot.Snapshot, declared []Declared, instances []Instance, self, root func(i int) bool) *entryPoints {
+	f := &entryPoints{s: s, declared: declared, named: map[int]string{}, byPath: map[string]int{}, synced: map[int]string{}}
 	for i, d := range declared {
 		if e.skip(d.Kustomization) == "" && self(i) {
 			if _, dup := f.byPath[d.Path()]; !dup {
@@ -118,18 +118,18 @@ func (e *Engine) entries(ctx context.Context, s *snapshot.Snapshot, declared []D
 		}
 	}
 	for _, name := range sortedKeys(e.opts.Clusters) {
-		f.add(syncKustomization("flux-system", "flux-system", cleanPath(e.opts.Clusters[name]), ""), name)
+		f.add(syncKustomization("flux-system", "flux-system", cleanPath(e.opts.Clusters[name]), ""), name, "")
 	}
 	for _, in := range instances {
 		if in.Kind != "GitRepository" {
 			f.skipped = append(f.skipped, Skipped{ID: in.Namespace + "/" + in.Name, File: in.File, Reason: fmt.Sprintf("its FluxInstance syncs from a %s, not this repository", in.Kind)})
 			continue
 		}
-		f.add(syncKustomization(in.Namespace, in.Name, in.Path, in.File), "")
+		f.add(syncKustomization(in.Namespace, in.Name, in.Path, in.File), "", in.File)
 	}
 	f.placeholders()
 	f.unsynced(e, root)
-	return f.declared, f.named, f.skipped
+	return f
 }
 
 // entryPoints are the clusters' entry points as entries finds them.
@@ -139,14 +139,87 @@ type entryPoints struct {
 	named    map[int]string // entry index → configured name
 	byPath   map[string]int // entry path → its index
 	skipped  []Skipped
+	// synced are the entries a FluxInstance syncs: entry index → the
+	// file declaring the instance.
+	synced map[int]string
+}
+
+// entriesOf are the entry points among the declared Kustomizations: the
+// implicit ones, and those whose build applies their own declaration
+// (selfRoot: flux bootstrap's flux-system); but those unreferenced, which
+// phantoms holds with why (by index).
+func (f *entryPoints) entriesOf(selfRoot func(i int) bool) (entries []int, phantoms map[int]Skipped) {
+	phantoms = map[int]Skipped{}
+	for i, d := range f.declared {
+		if !d.entry && !selfRoot(i) {
+			continue
+		}
+		if why := f.unreferenced(i); why != "" {
+			phantoms[i] = Skipped{ID: d.ID(), File: d.File, Reason: why}
+			continue
+		}
+		entries = append(entries, i)
+	}
+	return entries, phantoms
+}
+
+// name adds to the entry target of cluster c, when a FluxInstance syncs
+// it, a note naming each unreferenced entry point: on the plan, where the
+// FluxInstance is.
+func (f *entryPoints) name(c cluster, phantoms map[int]Skipped, targets []*Target) {
+	if _, ok := f.synced[c.entry]; !ok || len(phantoms) == 0 {
+		return
+	}
+	var notes []string
+	for _, i := range slices.Sorted(maps.Keys(phantoms)) {
+		notes = append(notes, phantoms[i].Reason)
+	}
+	for _, t := range targets {
+		if t.Cluster == c.name && t.Parent == "" && t.ID() == f.declared[c.entry].ID() {
+			t.Notes = append(t.Notes, notes...)
+		}
+	}
+}
+
+// unreferenced says why entry point i, found by its files alone (a
+// self-applying Kustomization, a bootstrap placeholder, directories
+// declaring the same Kustomizations), is not planned as a cluster: the
+// repository installs Flux with FluxInstances, none of which syncs it,
+// and .kplan.yaml does not name it (leftover `flux bootstrap` files
+// would otherwise double every target under a second cluster); "" when
+// it is planned.
+func (f *entryPoints) unreferenced(i int) string {
+	if len(f.synced) == 0 || f.named[i] != "" {
+		return ""
+	}
+	if _, ok := f.synced[i]; ok {
+		return ""
+	}
+	d := f.declared[i]
+	var files []string
+	for _, file := range f.synced {
+		if !slices.Contains(files, file) {
+			files = append(files, file)
+		}
+	}
+	slices.Sort(files)
+	what := d.Path()
+	if d.File != "" {
+		what = fmt.Sprintf("%s (Kustomization %s in %s)", d.Path(), d.ID(), d.File)
+	}
+	return fmt.Sprintf("the cluster entry point %s is unreferenced: beside the FluxInstance of %s, which syncs other paths, nothing applies it (leftover bootstrap files?); it is not planned as a cluster: name it in .kplan.yaml's fluxClusters to plan it", what, strings.Join(files, ", "))
 }
 
 // add makes the Kustomization syncing k's path an entry point, named
-// name when not "": the declared one building that path, else k.
-func (f *entryPoints) add(k *Kustomization, name string) {
+// name when not "": the declared one building that path, else k;
+// instance is the file of the FluxInstance syncing it ("" for none).
+func (f *entryPoints) add(k *Kustomization, name, instance string) {
 	if i, ok := f.byPath[k.Path()]; ok {
 		if name != "" {
 			f.named[i] = name
+		}
+		if instance != "" {
+			f.synced[i] = instance
 		}
 		return
 	}
@@ -158,6 +231,9 @@ func (f *entryPoints) add(k *Kustomization, name string) {
 	f.byPath[k.Path()] = len(f.declared) - 1
 	if name != "" {
 		f.named[len(f.declared)-1] = name
+	}
+	if instance != "" {
+		f.synced[len(f.declared)-1] = instance
 	}
 }
 
@@ -174,7 +250,7 @@ func (f *entryPoints) placeholders() {
 		if path.Base(p) != "gotk-sync.yaml" || path.Base(path.Dir(p)) != "flux-system" || declares[p] {
 			continue
 		}
-		f.add(syncKustomization("flux-system", "flux-system", path.Dir(path.Dir(p)), ""), "")
+		f.add(syncKustomization("flux-system", "flux-system", path.Dir(path.Dir(p)), ""), "", "")
 	}
 }
 
@@ -199,7 +275,7 @@ func (f *entryPoints) unsynced(e *Engine, root func(i int) bool) {
 		}
 		for _, dir := range dirs[id] {
 			if !f.underEntry(dir) {
-				f.add(syncKustomization("flux-system", "flux-system", dir, ""), "")
+				f.add(syncKustomization("flux-system", "flux-system", dir, ""), "", "")
 			}
 		}
 	}

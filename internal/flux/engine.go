@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path"
 	"reflect"
 	"runtime"
@@ -19,9 +20,10 @@ import (
 	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/crash"
-	"github.com/kplan-dev/kplan/internal/helm"
+	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/rendercache"
 	"github.com/kplan-dev/kplan/internal/snapshot"
@@ -55,9 +57,9 @@ type Options struct {
 	// them for this Engine only.
 	Cache        Cache
 	CacheVersion string
-	// ChartCache is the render cache directory, whose charts/ keeps the
-	// HelmReleases' charts (helm.go); "" keeps them in memory only.
-	ChartCache string
+	// Kubernetes says what a cluster (by name) runs, for its
+	// HelmReleases' charts; nil is kubeversion's default for all.
+	Kubernetes func(cluster string) kubeversion.Capabilities
 }
 
 // Cache is where builds are kept between runs (rendercache.Cache).
@@ -72,9 +74,9 @@ type Engine struct {
 	k      *render.Kustomizer
 	opts   Options
 	gen    *genMemo
-	builds sync.Map // build key → *kept: both sides of a plan share a build of the same inputs
-	posts  sync.Map // post-build key → *keptPost: and its post-build with the same variables
-	charts *helm.Charts
+	builds sync.Map        // build key → *kept: both sides of a plan share a build of the same inputs
+	posts  sync.Map        // post-build key → *keptPost: and its post-build with the same variables
+	charts *charts.Fetcher // Render.Charts: the plan's (helm.go)
 	// repoCharts memoizes, per snapshot, the repository charts its
 	// HelmReleases name (helm.go).
 	repoCharts sync.Map
@@ -97,7 +99,7 @@ func New(opts Options) *Engine {
 	if opts.Memo == nil {
 		opts.Memo = closure.NewMemo()
 	}
-	return &Engine{k: render.NewKustomizer(ro), opts: opts, gen: &genMemo{m: map[string]*generated{}}, charts: helmCharts(opts)}
+	return &Engine{k: render.NewKustomizer(ro), opts: opts, gen: &genMemo{m: map[string]*generated{}}, charts: opts.Render.ChartFetcher()}
 }
 
 // Target is one Flux Kustomization's build.
@@ -121,7 +123,13 @@ type Target struct {
 	// Deferred: Plan found that the change cannot affect the target, and
 	// did not build it (Objects is empty).
 	Deferred bool
+	// Kubernetes is what its HelmReleases' charts were templated for;
+	// nil when it has none.
+	Kubernetes *kubeversion.Capabilities
 
+	// src is the artifact it builds from (source.go): the repository as
+	// source-controller archives it for its GitRepository.
+	src   *source
 	name  string   // in a plan: [cluster: ]namespace/name
 	key   string   // its build's key (buildKey), "" when it has none
 	built []string // the paths its build reads (no declarations), sorted
@@ -221,7 +229,7 @@ func (e *Engine) Plan(ctx context.Context, base, head *snapshot.Snapshot, change
 				continue
 			}
 			o := res[1-i].Target(t.Name())
-			if o == nil || !o.Deferred || !reflect.DeepEqual(o.Object, t.Object) || o.Root != t.Root || !slices.Equal(o.Within, t.Within) ||
+			if o == nil || !o.Deferred || !reflect.DeepEqual(o.Object, t.Object) || o.Root != t.Root || !slices.Equal(o.Within, t.Within) || o.src.rules() != t.src.rules() ||
 				res[i].pools[t.Cluster].key(t.Kustomization) != res[1-i].pools[o.Cluster].key(o.Kustomization) {
 				t.Deferred = false
 				todo = append(todo, t)
@@ -322,23 +330,36 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 	}
 	_, readers := graph(declared)
 	root := func(i int) bool { return len(readers[i]) == 0 }
-	declared, named, skipped := e.entries(ctx, s, declared, found.Instances, self, root)
+	ep := e.entries(ctx, s, declared, found.Instances, self, root)
+	declared = ep.declared
 	reads, readers := graph(declared)
 	// Entry points: the implicit ones, and the roots whose build applies
-	// their own declaration (flux bootstrap's flux-system).
-	var entries []int
-	for i, d := range declared {
-		if d.entry || (len(readers[i]) == 0 && self(i) && e.skip(d.Kustomization) == "") {
-			entries = append(entries, i)
-		}
+	// their own declaration (flux bootstrap's flux-system), but those
+	// nothing references beside a FluxInstance.
+	res := &Result{pools: map[string]varPool{}, Skipped: ep.skipped}
+	entries, phantoms := ep.entriesOf(func(i int) bool {
+		return len(readers[i]) == 0 && self(i) && e.skip(declared[i].Kustomization) == ""
+	})
+	for _, i := range slices.Sorted(maps.Keys(phantoms)) {
+		res.Skipped = append(res.Skipped, phantoms[i])
 	}
-	res := &Result{pools: map[string]varPool{}, Skipped: skipped}
-	cs, unreached := clusters(declared, entries, named, reads)
+	cs, unreached := clusters(declared, entries, ep.named, reads)
+	srcs := e.newSources(s, found.GitRepositories)
 	for _, c := range cs {
-		e.buildCluster(ctx, s, c, declared, readers, deferrable, res)
+		var reads []string
+		if c.entry >= 0 {
+			if rc := rawOf(c.entry); rc != nil {
+				reads = rc.Paths
+			}
+		}
+		e.buildCluster(ctx, s, c, clusterSources{srcs, reads}, declared, readers, deferrable, res)
+		ep.name(c, phantoms, res.Targets)
 	}
 	for _, i := range unreached {
 		d := declared[i]
+		if _, ok := phantoms[i]; ok {
+			continue // named above
+		}
 		if why := e.skip(d.Kustomization); why != "" {
 			res.Skipped = append(res.Skipped, Skipped{ID: d.ID(), File: d.File, Reason: why})
 			continue
@@ -353,8 +374,9 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 // (its entry point, or for the unnamed cluster those no member reads),
 // then the Kustomizations their builds output, level by level; then, in
 // rounds, the declared ones no build output that a failed build reads.
-func (e *Engine) buildCluster(ctx context.Context, s *snapshot.Snapshot, c cluster, declared []Declared, allReaders [][]string, deferrable func(*Target) bool, res *Result) {
+func (e *Engine) buildCluster(ctx context.Context, s *snapshot.Snapshot, c cluster, cs clusterSources, declared []Declared, allReaders [][]string, deferrable func(*Target) bool, res *Result) {
 	b := newClusterBuild(e, s, c, declared, allReaders, deferrable, res)
+	b.srcs = cs
 	level := b.roots()
 	for round := 0; ; round++ {
 		b.levels(ctx, level)
@@ -384,6 +406,37 @@ type clusterBuild struct {
 	targets map[string]*Target // by ID
 	// matched are the members a build output, or a round built.
 	matched map[int]bool
+	srcs    clusterSources
+}
+
+// clusterSources are the artifacts a cluster's targets build from: the
+// side's, picked by what the cluster's entry point reads (reads).
+type clusterSources struct {
+	*sources
+	reads []string
+}
+
+// source is the artifact k builds from, and what the cluster's roots
+// must say of it. An ExternalArtifact is copied from the artifact of
+// the repository's (first) GitRepository.
+func (b *clusterBuild) source(ctx context.Context, k *Kustomization) (*source, []string) {
+	if b.srcs.sources == nil {
+		return nil, nil
+	}
+	kind, id := k.Source()
+	if kind == "ExternalArtifact" {
+		id = b.e.opts.Sources[0]
+	}
+	g, note := b.srcs.pick(id, b.srcs.reads)
+	src := b.srcs.of(ctx, g)
+	var notes []string
+	if k.Parent == "" {
+		if note != "" {
+			notes = append(notes, note)
+		}
+		notes = append(notes, src.notes...)
+	}
+	return src, notes
 }
 
 func newClusterBuild(e *Engine, s *snapshot.Snapshot, c cluster, declared []Declared, allReaders [][]string, deferrable func(*Target) bool, res *Result) *clusterBuild {
@@ -428,7 +481,7 @@ func (b *clusterBuild) levels(ctx context.Context, level []*Kustomization) {
 			}
 			return
 		}
-		built := b.newTargets(level)
+		built := b.newTargets(ctx, level)
 		b.e.buildAll(ctx, b.s, b.e.opts.Scratch, built, b.deferrable)
 		for _, t := range built {
 			if t.Err == nil {
@@ -454,7 +507,7 @@ func (b *clusterBuild) levels(ctx context.Context, level []*Kustomization) {
 // newTargets are the targets of a level's Kustomizations, but those
 // already targets (a Kustomization applying itself: flux-system) and
 // those skipped, which their parent's notes name.
-func (b *clusterBuild) newTargets(level []*Kustomization) []*Target {
+func (b *clusterBuild) newTargets(ctx context.Context, level []*Kustomization) []*Target {
 	var built []*Target
 	for _, k := range level {
 		if _, dup := b.targets[k.ID()]; dup {
@@ -472,6 +525,7 @@ func (b *clusterBuild) newTargets(level []*Kustomization) []*Target {
 			continue
 		}
 		t := &Target{Kustomization: k, Cluster: b.c.name}
+		t.src, t.Notes = b.source(ctx, k)
 		b.targets[k.ID()] = t
 		built = append(built, t)
 	}
@@ -627,6 +681,14 @@ func (e *Engine) buildAll(ctx context.Context, s *snapshot.Snapshot, scratch str
 
 // build runs Flux's generator and kustomize build for t.
 func (e *Engine) build(ctx context.Context, s *snapshot.Snapshot, scratch string, t *Target, deferrable func(*Target) bool) error {
+	if t.src != nil {
+		// What source-controller's artifact leaves out does not exist for
+		// the build.
+		if t.src.err != nil {
+			return fmt.Errorf("Flux Kustomization %s: the artifact of its source: %w", t.ID(), t.src.err)
+		}
+		s = t.src.snap
+	}
 	if t.Closure == nil {
 		t.Closure = e.closure(ctx, s, t)
 	}
@@ -732,6 +794,7 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 	for _, p := range e.chartPaths(ctx, s, c.Paths) {
 		set[p] = true
 	}
+	t.src.repoPaths(set)
 	for p := range set {
 		for d := path.Dir(p); d != "." && !set[d]; d = path.Dir(d) {
 			set[d] = true

@@ -23,10 +23,10 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/kplan-dev/kplan/internal/snapshot"
+	"github.com/kplan-dev/kplan/internal/yamldocs"
 )
 
 // Group is the API group of Flux Kustomizations.
@@ -107,38 +107,40 @@ func fromNode(n *yaml.RNode, file, defaultNS string) (*Kustomization, error) {
 	return &Kustomization{Namespace: ns, Name: n.GetName(), File: file, Object: m}, nil
 }
 
-// foundIn are the Flux Kustomizations and FluxInstances the YAML file
-// holding data declares, in the order written; none when it does not
+// foundIn are the Flux Kustomizations, FluxInstances and GitRepositories
+// the YAML file holding data declares, in the order written; none when it does not
 // parse. Any YAML is read: a document that is not a mapping (a kustomize
 // replacements file is a top-level list) or whose metadata is not one
 // declares nothing. Documents are read as maps, never with kyaml's
 // getters, which panic on a node of another kind; each once, for both.
-func foundIn(data []byte, file string) (ks []Declared, ins []Instance) {
+func foundIn(data []byte, file string) *Found {
 	kust := bytes.Contains(data, []byte(Group))
 	inst := bytes.Contains(data, []byte(OperatorGroup)) || bytes.Contains(data, []byte("flux-instance"))
-	if !kust && !inst {
-		return nil, nil
+	git := bytes.Contains(data, []byte("GitRepository"))
+	f := &Found{}
+	if !kust && !inst && !git {
+		return f
 	}
-	nodes, err := (&kio.ByteReader{Reader: bytes.NewReader(data), OmitReaderAnnotations: true}).Read()
+	nodes, err := yamldocs.Mappings(data)
 	if err != nil {
-		return nil, nil
+		return f
 	}
 	for _, n := range nodes {
-		if n.YNode().Kind != yaml.MappingNode {
-			continue
-		}
 		m, err := asMap(n)
 		if err != nil {
 			continue
 		}
 		if k := declared(m, file); k != nil && kust {
-			ks = append(ks, *k)
+			f.Kustomizations = append(f.Kustomizations, *k)
 		}
 		if in := instance(m, file); in != nil && inst {
-			ins = append(ins, *in)
+			f.Instances = append(f.Instances, *in)
+		}
+		if g := gitRepository(m, file); g != nil && git {
+			f.GitRepositories = append(f.GitRepositories, *g)
 		}
 	}
-	return ks, ins
+	return f
 }
 
 // declared is the Flux Kustomization a document of file (m) declares,
@@ -168,6 +170,10 @@ type Declared struct {
 type Found struct {
 	Kustomizations []Declared
 	Instances      []Instance
+	// GitRepositories are the GitRepository objects written in the
+	// repository: the rules of the artifacts the targets build from
+	// (source.go).
+	GitRepositories []GitRepository
 }
 
 // Discover finds the Flux Kustomization and FluxInstance objects written
@@ -177,9 +183,10 @@ func Discover(ctx context.Context, s *snapshot.Snapshot) (*Found, error) {
 	return DiscoverIn(ctx, s, s.Index.Paths())
 }
 
-// Needles are the strings a file must hold to declare a Kustomization or
-// a FluxInstance (foundIn): files without them are never parsed.
-func Needles() []string { return []string{Group, OperatorGroup, "flux-instance"} }
+// Needles are the strings a file must hold to declare a Kustomization, a
+// FluxInstance or a GitRepository (foundIn): files without them are never
+// parsed.
+func Needles() []string { return []string{Group, OperatorGroup, "flux-instance", "GitRepository"} }
 
 // DiscoverIn is Discover over some of the files of s (paths, sorted):
 // those that changed, on a side whose other side declares none.
@@ -213,8 +220,7 @@ func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) (*Fou
 		// A file's declarations depend on its content and its path:
 		// parsed once for every side and pass of a plan.
 		v, err := s.Derived(ctx, p, "flux.foundIn\x00"+p, func(data []byte) any {
-			ks, ins := foundIn(data, p)
-			return &Found{Kustomizations: ks, Instances: ins}
+			return foundIn(data, p)
 		})
 		if err != nil {
 			continue
@@ -222,6 +228,7 @@ func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) (*Fou
 		f := v.(*Found)
 		out.Kustomizations = append(out.Kustomizations, f.Kustomizations...)
 		out.Instances = append(out.Instances, f.Instances...)
+		out.GitRepositories = append(out.GitRepositories, f.GitRepositories...)
 	}
 	slices.SortFunc(out.Kustomizations, func(a, b Declared) int {
 		return strings.Compare(a.File+"\x00"+a.ID(), b.File+"\x00"+b.ID())

@@ -33,7 +33,8 @@ func addSeeds(f *testing.F, dir string) {
 func FuzzDiscover(f *testing.F) {
 	addSeeds(f, "discover")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ks, ins := foundIn(data, "x.yaml")
+		found := foundIn(data, "x.yaml")
+		ks, ins := found.Kustomizations, found.Instances
 		for _, d := range ks {
 			if d.Name == "" || d.Namespace == "" || d.File != "x.yaml" {
 				t.Fatalf("declared %+v: a Kustomization without a name, a namespace or its file", d)
@@ -51,6 +52,16 @@ func FuzzDiscover(f *testing.F) {
 		for _, in := range ins {
 			if in.Path == "" || strings.HasPrefix(in.Path, "/") || strings.HasPrefix(in.Path, "../") || in.Path == ".." || in.Namespace == "" || in.Name == "" {
 				t.Fatalf("instance %+v: no path, a path above the repository, or no sync name", in)
+			}
+		}
+		for _, g := range found.GitRepositories {
+			if g.Name == "" || g.Namespace == "" || g.File != "x.yaml" {
+				t.Fatalf("GitRepository %+v: no name, namespace or file", g)
+			}
+			for _, in := range g.Include {
+				if p := in.to(); strings.HasPrefix(p, "/") || strings.HasPrefix(p, "../") || p == ".." {
+					t.Fatalf("include %+v copies above the artifact", in)
+				}
 			}
 		}
 		// ArtifactGenerators are read from builds' objects, which hold

@@ -1,7 +1,6 @@
 package flux
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,12 +12,13 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/helm"
+	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/internal/snapshot"
+	"github.com/kplan-dev/kplan/internal/yamldocs"
 )
 
 // HelmReleases are rendered as helm-controller renders them
@@ -45,11 +45,6 @@ type releaseRender struct {
 	id      string // namespace/name of the HelmRelease
 	objects []*yaml.RNode
 	err     error // *helm.UnavailableError or a render failure
-}
-
-// helmCharts is the chart fetcher and cache of an engine's options.
-func helmCharts(opts Options) *helm.Charts {
-	return helm.NewCharts(opts.Render, opts.ChartCache)
 }
 
 // renderReleases renders the HelmReleases of res's built targets and
@@ -92,8 +87,12 @@ func (e *Engine) renderReleases(ctx context.Context, s *snapshot.Snapshot, res *
 
 // applyReleases adds rendered releases to their targets; drop names
 // releases (target ID, release ID) whose objects are left out.
-func applyReleases(res *Result, rendered map[string][]releaseRender, drop func(target, release string) (string, bool)) {
+func applyReleases(res *Result, rendered map[string][]releaseRender, drop func(target, release string) (string, bool), kube func(cluster string) kubeversion.Capabilities) {
 	for _, t := range res.Targets {
+		if len(rendered[t.Name()]) > 0 && kube != nil {
+			caps := kube(t.Cluster)
+			t.Kubernetes = &caps
+		}
 		var failed []string
 		for _, rr := range rendered[t.Name()] {
 			var un *helm.UnavailableError
@@ -119,7 +118,7 @@ func applyReleases(res *Result, rendered map[string][]releaseRender, drop func(t
 // renderBuilt renders and applies the releases of one side alone.
 func (e *Engine) renderBuilt(ctx context.Context, s *snapshot.Snapshot, res *Result) {
 	r := e.renderReleases(ctx, s, res, nil)
-	applyReleases(res, r, func(string, string) (string, bool) { return "", false })
+	applyReleases(res, r, func(string, string) (string, bool) { return "", false }, e.kubernetes)
 }
 
 // renderPlan renders and applies the releases of both sides of a plan.
@@ -145,7 +144,7 @@ func (e *Engine) renderPlan(ctx context.Context, snaps [2]*snapshot.Snapshot, re
 				}
 			}
 			return "", false
-		})
+		}, e.kubernetes)
 	}
 }
 
@@ -185,7 +184,7 @@ func (e *Engine) renderRelease(ctx context.Context, o *yaml.RNode, env helm.Env,
 			}
 		}
 	}
-	tokens := newSecretTokens([]*yaml.RNode{o}, vars, secrets)
+	tokens := newSecretTokens([]*yaml.RNode{o}, vars, secrets, func(name string) string { return name })
 	twin, terr := p.Render(ctx, func(name string, _ any) any { return tokens.token[name] })
 	switch {
 	case err != nil && terr != nil:
@@ -228,6 +227,14 @@ func (e *Engine) helmEnv(ctx context.Context, s *snapshot.Snapshot, res *Result,
 	}
 	pool := res.pools[cluster]
 	declared := sync.OnceValue(func() map[string][]map[string]any { return declaredSources(ctx, s) })
+	// A chart of a GitRepository of this repository is read from its
+	// artifact (source.go), as the cluster's targets built from it are.
+	artifacts := map[string]*snapshot.Snapshot{}
+	for _, t := range res.Targets {
+		if kind, id := t.Source(); t.Cluster == cluster && kind == "GitRepository" && t.src != nil && t.src.err == nil {
+			artifacts[id] = t.src.snap
+		}
+	}
 	return helm.Env{
 		Source: func(kind, ns, name string) map[string]any {
 			if m := sources[kind+"/"+ns+"/"+name]; m != nil {
@@ -256,13 +263,26 @@ func (e *Engine) helmEnv(ctx context.Context, s *snapshot.Snapshot, res *Result,
 			if kind != "GitRepository" || !slices.Contains(e.opts.Sources, ns+"/"+name) {
 				return nil, false, nil
 			}
-			files, err := readDir(ctx, s, dir)
+			from := s
+			if a := artifacts[ns+"/"+name]; a != nil {
+				from = a
+			}
+			files, err := readDir(ctx, from, dir)
 			return files, true, err
 		},
 		Charts:     e.charts,
 		Kustomizer: e.k,
 		Timeout:    e.opts.Render.Timeout,
+		Kubernetes: e.kubernetes(cluster),
 	}
+}
+
+// kubernetes is what cluster runs, for its releases' charts.
+func (e *Engine) kubernetes(cluster string) kubeversion.Capabilities {
+	if e.opts.Kubernetes == nil {
+		return kubeversion.Defaults()
+	}
+	return e.opts.Kubernetes(cluster)
 }
 
 // readDir reads the files under dir of s, by path relative to dir.
@@ -334,15 +354,12 @@ func declaredSources(ctx context.Context, s *snapshot.Snapshot) map[string][]map
 // yamlMaps are the mapping documents of a YAML file; none if it does
 // not parse.
 func yamlMaps(data []byte) []map[string]any {
-	nodes, err := (&kio.ByteReader{Reader: bytes.NewReader(data), OmitReaderAnnotations: true}).Read()
+	nodes, err := yamldocs.Mappings(data)
 	if err != nil {
 		return nil
 	}
 	var out []map[string]any
 	for _, n := range nodes {
-		if n.YNode().Kind != yaml.MappingNode {
-			continue
-		}
 		if m, err := asMap(n); err == nil {
 			out = append(out, m)
 		}

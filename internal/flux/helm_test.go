@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/kplan-dev/kplan/internal/helm"
+	"github.com/kplan-dev/kplan/internal/kubeversion"
 )
 
 // How a release's render reaches its target: rendered objects join it; a
@@ -40,7 +41,10 @@ func TestApplyReleases(t *testing.T) {
 			res := &Result{Targets: []*Target{tg}}
 			applyReleases(res, map[string][]releaseRender{"flux-system/t": {tc.rr}}, func(target, rel string) (string, bool) {
 				return "it cannot be", tc.otherCannot && target == "flux-system/t" && rel == "ns/app"
-			})
+			}, func(string) kubeversion.Capabilities { return kubeversion.Capabilities{Version: "v1.30"} })
+			if tg.Kubernetes == nil || tg.Kubernetes.Version != "v1.30" {
+				t.Errorf("the target says its charts were templated for %v, want its cluster's v1.30", tg.Kubernetes)
+			}
 			var names []string
 			for _, o := range tg.Objects {
 				names = append(names, o.GetName())

@@ -23,18 +23,31 @@ import (
 // by construction), and the two results are walked side by side. A
 // field is printed from the real objects only where it equals the
 // twin's (so nothing a Secret made is in it); elsewhere the twin's
-// field is printed, each token shown as "(secret variable NAME)"; where
-// the twin has no token there (a Secret's value moved text, or a
-// function like ${X:0:3} cut the token), maskDerived is printed. Every
-// printed field is thus secret-free text, whatever the re-parse did.
+// field is printed, each token shown as its mask, "(value from Secret
+// ns/name key K, hidden)"; where the twin has no token there (a Secret's
+// value moved text, or a function like ${X:0:3} cut the token),
+// maskDerived is printed. Every printed field is thus secret-free text,
+// whatever the re-parse did.
 //
 // A Flux target's digest is taken over the masked objects: kplan does
 // not apply Flux targets, and a digest over a Secret's value would let
-// whoever sees the plan test guesses of it.
+// whoever sees the plan test guesses of it. That a masked value changed
+// is told apart in memory (Result.Masked): the plan marks it changed
+// without printing or digesting anything of it.
 
 // maskDerived stands for a field a Secret variable's value made that
 // cannot be shown as the twin's.
-const maskDerived = "(from a secret variable)"
+const maskDerived = "(value from a Secret, hidden)"
+
+// maskOf is the mask that stands for the value from source ("Secret
+// ns/name key K", a Helm values leaf adding " path P").
+func maskOf(source string) string { return "(value from " + source + ", hidden)" }
+
+// secretSource names where postBuild variable name of a Flux
+// Kustomization in namespace ns takes its value: a key of Secret secret.
+func secretSource(ns, secret, name string) string {
+	return fmt.Sprintf("Secret %s/%s key %s", ns, secret, name)
+}
 
 // The errors of a substitution that fails with the Secret variables'
 // values, or only without them.
@@ -47,7 +60,7 @@ const (
 // substitution.
 type secretTokens struct {
 	token  map[string]string // variable name -> token
-	marker *strings.Replacer // token -> "(secret variable NAME)"
+	marker *strings.Replacer // token -> its mask (maskOf)
 	prefix string
 }
 
@@ -55,8 +68,9 @@ type secretTokens struct {
 // name -> value) that none of objs' text and no variable's value holds,
 // so that a token in the twin comes from the substitution alone. Tokens
 // are plain alphanumerics (a YAML string in every context) of one width,
-// so none is a prefix of another.
-func newSecretTokens(objs []*yaml.RNode, vars, secrets map[string]string) *secretTokens {
+// so none is a prefix of another. source names where each variable's
+// value comes from, for its mask.
+func newSecretTokens(objs []*yaml.RNode, vars, secrets map[string]string, source func(name string) string) *secretTokens {
 	var text strings.Builder
 	for _, o := range objs {
 		s, _ := o.String()
@@ -76,7 +90,7 @@ func newSecretTokens(objs []*yaml.RNode, vars, secrets map[string]string) *secre
 	for i, n := range names {
 		tok := fmt.Sprintf("%s%0*dz", prefix, width, i)
 		t.token[n] = tok
-		rs = append(rs, tok, "(secret variable "+n+")")
+		rs = append(rs, tok, maskOf(source(n)))
 	}
 	t.marker = strings.NewReplacer(rs...)
 	return t

@@ -104,7 +104,7 @@ func checkMasked(t testing.TB, field, value string) string {
 		return ""
 	}
 	control, _ := substituted(t, field, "0", false)
-	allowed := strings.Join([]string{field, control, "(secret variable S)", maskDerived, errHidden, errCannotTell}, "\n")
+	allowed := strings.Join([]string{field, control, "(value from Secret apps/vars key S, hidden)", maskDerived, errHidden, errCannotTell}, "\n")
 	if g := leaked(out, allowed, value); g != "" {
 		t.Errorf("field %q with Secret value %q prints %q of it:\n%s", field, value, g, out)
 	}
@@ -116,21 +116,21 @@ func checkMasked(t testing.TB, field, value string) string {
 // masked where they land, and the field shows the variable instead.
 func TestSecretMaskingForms(t *testing.T) {
 	tests := []struct{ field, value, want string }{
-		{"v: ${S}", "abc #tail", "v: (secret variable S)"},
-		{"v: ${S}", " leading", "v: (secret variable S)"},
-		{`v: "${S}"`, `a\"b\\c`, "v: (secret variable S)"},
-		{"v: ${S}", "line one\nline two", "v: (secret variable S)"},
-		{"v: Bearer ${S}", "tok #en", "v: Bearer (secret variable S)"},
-		{"v: ${S}", "[left, right]", "v: (secret variable S)"},
-		{"v: ${S}", "{user: pass}", "v: (secret variable S)"},
-		{"${S}: key", "admin-user", "(secret variable S): key"},
-		{`v: "${S}"`, `\x41\x42\x43\x44`, "v: (secret variable S)"},
+		{"v: ${S}", "abc #tail", "v: (value from Secret apps/vars key S, hidden)"},
+		{"v: ${S}", " leading", "v: (value from Secret apps/vars key S, hidden)"},
+		{`v: "${S}"`, `a\"b\\c`, "v: (value from Secret apps/vars key S, hidden)"},
+		{"v: ${S}", "line one\nline two", "v: (value from Secret apps/vars key S, hidden)"},
+		{"v: Bearer ${S}", "tok #en", "v: Bearer (value from Secret apps/vars key S, hidden)"},
+		{"v: ${S}", "[left, right]", "v: (value from Secret apps/vars key S, hidden)"},
+		{"v: ${S}", "{user: pass}", "v: (value from Secret apps/vars key S, hidden)"},
+		{"${S}: key", "admin-user", "(value from Secret apps/vars key S, hidden): key"},
+		{`v: "${S}"`, `\x41\x42\x43\x44`, "v: (value from Secret apps/vars key S, hidden)"},
 		{"v: ${S:0:6}", "prefix-of-it", "v: " + maskDerived},
 		{"v: ${S^^}", "lowercase", "v: " + maskDerived},
-		{"v: ${S}", "123456", "v: (secret variable S)"},
+		{"v: ${S}", "123456", "v: (value from Secret apps/vars key S, hidden)"},
 		// kustomize prints the sequence in block style: the value cannot
 		// end it and move "other" where the twin has "fixed".
-		{`v: ["${S}", "fixed"]`, `moved", "other"] #`, "- (secret variable S)\n  - fixed"},
+		{`v: ["${S}", "fixed"]`, `moved", "other"] #`, "- (value from Secret apps/vars key S, hidden)\n  - fixed"},
 		// A value that breaks the YAML fails the parse with Flux: the
 		// error says so, without the parser's text (which may quote it).
 		{"v: pre-${S}-post", "user: pass", "error\nFlux Kustomization apps/web: postBuild substitution fails with the values of its Secret variables"},

@@ -263,6 +263,7 @@ func (out *postBuilt) substitute(ctx context.Context, k *Kustomization, pool var
 	}
 	vars := map[string]string{}
 	secrets := map[string]string{} // var name -> value, to mask
+	from := map[string]string{}    // var name -> its Secret's key (secretSource)
 	var unknown []string
 	for _, ref := range refs {
 		vs, ok := pool[poolKey(ref.Kind, k.Namespace, ref.Name)]
@@ -280,6 +281,7 @@ func (out *postBuilt) substitute(ctx context.Context, k *Kustomization, pool var
 			vars[name] = strings.ReplaceAll(v, "\n", "")
 			if vs.secret {
 				secrets[name] = vars[name]
+				from[name] = secretSource(k.Namespace, ref.Name, name)
 			} else {
 				delete(secrets, name)
 			}
@@ -306,7 +308,7 @@ func (out *postBuilt) substitute(ctx context.Context, k *Kustomization, pool var
 	// The same substitution with a token for each Secret variable's
 	// value: what it makes holds no Secret's text, and says where the
 	// values went (maskSecretFields).
-	out.tokens = newSecretTokens(objs, vars, secrets)
+	out.tokens = newSecretTokens(objs, vars, secrets, func(name string) string { return from[name] })
 	twinVars := maps.Clone(vars)
 	for name := range secrets {
 		twinVars[name] = out.tokens.token[name]

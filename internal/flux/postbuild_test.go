@@ -66,7 +66,7 @@ metadata:
 		{"inline overrides substituteFrom; Secret values masked; undefined empty as Flux does",
 			`{substitute: {APP: web}, substituteFrom: [{kind: ConfigMap, name: settings}, {kind: Secret, name: secrets}]}`,
 			map[string]string{
-				"web":        "url: https://web.example.test|token: Bearer (secret variable TOKEN)|password: (secret variable PASSWORD)|undefined: '[]'|key: none",
+				"web":        "url: https://web.example.test|token: Bearer (value from Secret apps/secrets key TOKEN, hidden)|password: (value from Secret apps/secrets key PASSWORD, hidden)|undefined: '[]'|key: none",
 				"${APP}-raw": "name: ${APP}-raw",
 			}, ""},
 		{"a missing optional source is skipped",

@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 
 	"github.com/kplan-dev/kplan/internal/batchgc"
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/forge"
 	"github.com/kplan-dev/kplan/internal/forge/gitlab"
 	"github.com/kplan-dev/kplan/internal/gate"
@@ -133,6 +134,10 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	g := gitcli.Repo{Dir: dir}
 	change := pl.Change
+	// Charts from private registries and repositories: the credentials
+	// a login step left where helm and docker keep them (prflow drops
+	// them for an untrusted change).
+	in.Settings.Plan.Render.ChartAuth = charts.Standard(getenv)
 	job := &prflow.Job{
 		Settings: in.Settings, Words: words, Log: log, GC: gc, Stdout: stdout, Repo: g, Change: &change,
 		TempDir: os.TempDir(), CacheDir: in.CacheDir,

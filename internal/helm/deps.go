@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"path"
 	"strings"
@@ -12,60 +11,8 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/charts"
 )
-
-// NewCharts is the chart fetcher and cache of a plan's render options:
-// it fetches through o.Remote when that is a Getter (the render network
-// policy), keeps archives under dir's charts/ ("" in memory only) and
-// bounds one body by o.MaxReadBytes. Flux HelmReleases and Argo CD
-// Applications fetch through it alike.
-func NewCharts(o render.Options, dir string) *Charts {
-	c := &Charts{Dir: dir}
-	if g, ok := o.Remote.(Getter); ok && g != nil {
-		c.Get = g
-	}
-	if o.MaxReadBytes > 0 {
-		c.Max = o.MaxReadBytes
-	}
-	return c
-}
-
-// Pull fetches chart name at version (a version or a semver range, ""
-// the newest release) from repo: an http(s) Helm repository, through its
-// index, or an OCI registry (oci://host/path, or host/path without a
-// scheme, as Argo CD names one), the newest tag satisfying a range.
-// Registries are spoken to over https, plain http on loopback hosts
-// only (as Docker and go-containerregistry do). It returns the archive
-// and the version picked; an exact version already cached is not
-// fetched.
-func (c *Charts) Pull(ctx context.Context, repo, name, version string) ([]byte, string, error) {
-	switch {
-	case strings.HasPrefix(repo, "https://"), strings.HasPrefix(repo, "http://"):
-		return c.fromIndex(ctx, repo, name, version)
-	case strings.HasPrefix(repo, "oci://"), !strings.Contains(repo, "://"):
-		ref := strings.Trim(strings.TrimPrefix(repo, "oci://"), "/")
-		if ref == "" {
-			return nil, "", fmt.Errorf("repository %q names no registry", repo)
-		}
-		host, _, _ := strings.Cut(ref, "/")
-		return c.fromOCI(ctx, ref+"/"+name, cmpOr(version, "*"), "", loopbackHost(host))
-	}
-	return nil, "", fmt.Errorf("repository %q is neither an http(s) Helm repository nor an OCI registry", repo)
-}
-
-// loopbackHost reports whether host[:port] is a loopback address or
-// localhost.
-func loopbackHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
-}
 
 // ErrRemoteDependency is the category of a chart dependency from a chart
 // repository or registry that a build was not allowed to fetch.
@@ -80,7 +27,7 @@ type DependencySource struct {
 	Local func(ctx context.Context, rel string) (files map[string][]byte, ok bool, err error)
 	// Remote pulls dependencies from Helm repositories and OCI
 	// registries; nil refuses them with ErrRemoteDependency.
-	Remote *Charts
+	Remote *charts.Fetcher
 }
 
 // BuildDependencies adds to files (a chart's files by path relative to
@@ -145,11 +92,11 @@ func BuildDependencies(ctx context.Context, files map[string][]byte, src Depende
 				version = l.Version
 			}
 		}
-		tgz, picked, err := src.Remote.Pull(ctx, d.Repository, d.Name, version)
+		got, err := src.Remote.Pull(ctx, charts.Ref{Repo: d.Repository, Name: d.Name, Version: version})
 		if err != nil {
 			return fmt.Errorf("dependency %s %s from %s: %w", d.Name, version, d.Repository, err)
 		}
-		files["charts/"+d.Name+"-"+picked+".tgz"] = tgz
+		files["charts/"+d.Name+"-"+got.Version+".tgz"] = got.Archive
 	}
 	return nil
 }

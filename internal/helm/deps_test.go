@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/testchart"
 )
 
@@ -56,7 +57,7 @@ func TestBuildDependencies(t *testing.T) {
 			before := len(files)
 			src := DependencySource{Local: local}
 			if tc.remote {
-				src.Remote = &Charts{Get: loopback(t)}
+				src.Remote = charts.New(charts.Options{Policy: loopback(t)})
 			}
 			err := BuildDependencies(context.Background(), files, src)
 			if tc.err != "" {

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/Masterminds/semver/v3"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/test/fuzzseed"
 )
 
@@ -75,20 +75,6 @@ func FuzzLoadChart(f *testing.F) {
 	})
 }
 
-// A registry's challenge comes from the network: it is split into
-// parameters whatever it holds.
-func FuzzChallenge(f *testing.F) {
-	for _, s := range fuzzseed.Files(f, "testdata/challenge/*") {
-		f.Add(string(s))
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		parts := splitChallenge(s)
-		if strings.Count(s, ",") < len(parts)-1 {
-			t.Fatalf("%q split into %d parts", s, len(parts))
-		}
-	})
-}
-
 // A chart's Chart.yaml and Chart.lock come from the repository or a
 // pulled chart: its dependencies build or are refused, only under
 // charts/, a remote one refused by a plan that fetches from no host.
@@ -107,7 +93,7 @@ func FuzzBuildDependencies(f *testing.F) {
 				}
 				return map[string][]byte{"Chart.yaml": []byte("apiVersion: v2\nname: common\nversion: 0.1.0\n")}, true, nil
 			},
-			Remote: &Charts{},
+			Remote: charts.New(charts.Options{}),
 		})
 		for name := range files {
 			if name != "Chart.yaml" && name != "Chart.lock" && !strings.HasPrefix(name, "charts/") {
@@ -116,27 +102,6 @@ func FuzzBuildDependencies(f *testing.F) {
 		}
 		if err == nil && strings.Contains(chartYAML, "https://") && len(files) > before && !strings.Contains(chartYAML, "file://") {
 			t.Fatalf("a remote dependency was built by a plan that fetches from no host: %v", files)
-		}
-	})
-}
-
-// A registry's tag list comes from the network: the tag picked for a
-// version range satisfies it.
-func FuzzNewestTag(f *testing.F) {
-	for _, s := range fuzzseed.Files(f, "testdata/tags/*") {
-		f.Add(string(s))
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		lines := strings.Split(s, "\n")
-		constraint := lines[len(lines)-1]
-		tag, err := newestTag(lines[:len(lines)-1], constraint)
-		if err != nil {
-			return
-		}
-		c, cerr := semver.NewConstraint(constraint)
-		v, verr := semver.NewVersion(tag)
-		if cerr != nil || verr != nil || !c.Check(v) {
-			t.Fatalf("tag %q picked for %q", tag, constraint)
 		}
 	})
 }

@@ -1,7 +1,6 @@
 package helm
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,7 +22,9 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/crash"
+	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
@@ -43,7 +44,7 @@ type Env struct {
 	// files by path relative to dir. ok is false when it is not.
 	Local func(ctx context.Context, kind, namespace, name, dir string) (files map[string][]byte, ok bool, err error)
 	// Charts fetches and caches remote charts; nil fetches none.
-	Charts *Charts
+	Charts *charts.Fetcher
 	// Upgrade says the release exists already (on the plan's base): the
 	// upgrade's CRD policy and hooks apply, not the install's.
 	Upgrade bool
@@ -53,6 +54,9 @@ type Env struct {
 	// none. Helm's engine takes no context: past it the render fails and
 	// is abandoned, as a kustomize build is (render.Kustomizer).
 	Timeout time.Duration
+	// Kubernetes is what the release's cluster runs, as its Capabilities
+	// say; the zero value is kubeversion's default.
+	Kubernetes kubeversion.Capabilities
 }
 
 // Prepared is a release whose chart is fetched and whose values sources
@@ -69,7 +73,7 @@ type Prepared struct {
 	archive []byte            // a packaged chart, or
 	files   map[string][]byte // the chart's files from the repository
 	deps    map[string][]byte // local dependencies' archives by name
-	valuesF []string          // spec.chart.spec.valuesFiles, chart-relative
+	valuesF *valuesFiles      // spec.chart.spec.valuesFiles; nil: the chart's own values
 }
 
 // Prepare fetches r's chart and reads its values sources.
@@ -135,10 +139,6 @@ func (p *Prepared) fetch(ctx context.Context) error {
 	if ns == "" {
 		ns = specNS
 	}
-	valuesFiles := spec.ValuesFiles
-	if spec.ValuesFile != "" {
-		valuesFiles = append([]string{spec.ValuesFile}, valuesFiles...)
-	}
 	src := source{kind: ref.Kind, ns: ns, name: ref.Name}
 	switch ref.Kind {
 	case "HelmRepository":
@@ -149,18 +149,12 @@ func (p *Prepared) fetch(ctx context.Context) error {
 		}
 		u := src.str("spec", "url")
 		p.Chart = fmt.Sprintf("%s %s from %s", spec.Chart, cmpOr(spec.Version, "*"), u)
-		var err error
-		var version string
-		if src.str("spec", "type") == "oci" || strings.HasPrefix(u, "oci://") {
-			p.archive, version, err = p.env.Charts.fromOCI(ctx, strings.TrimSuffix(strings.TrimPrefix(u, "oci://"), "/")+"/"+spec.Chart, cmpOr(spec.Version, "*"), "", src.bool("spec", "insecure"))
-		} else {
-			p.archive, version, err = p.env.Charts.fromIndex(ctx, u, spec.Chart, spec.Version)
-		}
+		got, err := p.pull(ctx, src, charts.Ref{Repo: u, Name: spec.Chart, Version: spec.Version, Insecure: src.bool("spec", "insecure")})
 		if err != nil {
-			return p.unavailable("cannot be fetched", err)
+			return err
 		}
-		p.Chart = fmt.Sprintf("%s %s from %s", spec.Chart, version, u)
-		p.valuesF = valuesFiles
+		p.Chart = fmt.Sprintf("%s %s from %s", spec.Chart, got.Version, u)
+		p.valuesF = newValuesFiles(spec)
 		return nil
 	case "GitRepository", "Bucket":
 		dir := cleanChartPath(spec.Chart)
@@ -179,21 +173,10 @@ func (p *Prepared) fetch(ctx context.Context) error {
 			return fmt.Errorf("HelmRelease %s: chart %s: the directory holds no file", r.ID(), p.Chart)
 		}
 		p.files = files
-		// valuesFiles of a GitRepository are relative to its root.
-		for _, f := range valuesFiles {
-			rel, ok := strings.CutPrefix(cleanChartPath(f), dir+"/")
-			if !ok && dir == "." {
-				rel, ok = cleanChartPath(f), true
+		if p.valuesF = newValuesFiles(spec); p.valuesF != nil {
+			if err := p.valuesF.readLocal(ctx, p.env.Local, src, dir, files); err != nil {
+				return fmt.Errorf("HelmRelease %s: chart %s: %w", r.ID(), p.Chart, err)
 			}
-			if !ok {
-				more, found, err := p.env.Local(ctx, ref.Kind, ns, ref.Name, path.Dir(cleanChartPath(f)))
-				if err != nil || !found {
-					return fmt.Errorf("HelmRelease %s: chart %s: valuesFiles %s: %v", r.ID(), p.Chart, f, err)
-				}
-				rel = "../" + cleanChartPath(f)
-				p.files[rel] = more[path.Base(f)]
-			}
-			p.valuesF = append(p.valuesF, rel)
 		}
 		return p.localDeps(ctx, src, dir)
 	}
@@ -226,19 +209,39 @@ func (p *Prepared) source(kind, ns, name string) map[string]any {
 // fromOCIRepository fetches the chart an OCIRepository names.
 func (p *Prepared) fromOCIRepository(ctx context.Context, src source) error {
 	u := src.str("spec", "url")
-	tag := cmpOr(src.str("spec", "ref", "semver"), cmpOr(src.str("spec", "ref", "tag"), "latest"))
-	digest := src.str("spec", "ref", "digest")
-	p.Chart = fmt.Sprintf("%s:%s", u, cmpOr(digest, tag))
+	ref := charts.Ref{Repo: u, Version: src.str("spec", "ref", "semver"), Tag: src.str("spec", "ref", "tag"),
+		Digest: src.str("spec", "ref", "digest"), Insecure: src.bool("spec", "insecure")}
+	if ref.Version == "" && ref.Tag == "" {
+		ref.Tag = "latest" // source-controller's default
+	}
+	p.Chart = fmt.Sprintf("%s:%s", u, cmpOr(ref.Digest, cmpOr(ref.Version, ref.Tag)))
 	if !strings.HasPrefix(u, "oci://") {
 		return fmt.Errorf("HelmRelease %s: %s: spec.url %q is not oci://", p.Release.ID(), src.id(), u)
 	}
-	data, version, err := p.env.Charts.fromOCI(ctx, strings.TrimSuffix(strings.TrimPrefix(u, "oci://"), "/"), tag, digest, src.bool("spec", "insecure"))
+	got, err := p.pull(ctx, src, ref)
 	if err != nil {
-		return p.unavailable("cannot be fetched", err)
+		return err
 	}
-	p.Chart = fmt.Sprintf("%s:%s", u, version)
-	p.archive = data
+	p.Chart = fmt.Sprintf("%s:%s", u, got.Version)
 	return nil
+}
+
+// pull fetches the chart ref of source src into p. A chart that cannot
+// be fetched makes the release unavailable; one whose source has a
+// secretRef says how kplan gets the credentials that Secret holds for
+// Flux.
+func (p *Prepared) pull(ctx context.Context, src source, ref charts.Ref) (*charts.Chart, error) {
+	got, err := p.env.Charts.Pull(ctx, ref)
+	if err != nil {
+		e := p.unavailable("cannot be fetched", err)
+		var auth *charts.AuthError
+		if s := src.str("spec", "secretRef", "name"); s != "" && errors.As(err, &auth) {
+			e.(*UnavailableError).Hint = fmt.Sprintf("%s takes credentials from Secret %s/%s, which kplan does not read: give kplan the same ones where it runs, as docs/charts.md#credentials says", src.id(), src.ns, s)
+		}
+		return nil, e
+	}
+	p.archive = got.Archive
+	return got, nil
 }
 
 // load reads the chart anew: a render changes the chart it is given
@@ -247,42 +250,24 @@ func (p *Prepared) load() (*chart.Chart, error) {
 	var ch *chart.Chart
 	var err error
 	if p.archive != nil {
-		ch, err = loader.LoadArchive(bytes.NewReader(p.archive))
+		var files []*charts.File
+		if files, err = charts.Files(p.archive); err == nil {
+			ch, err = loader.LoadFiles(files)
+		}
 	} else {
 		var bf []*loader.BufferedFile
 		for _, name := range slices.Sorted(maps.Keys(p.files)) {
-			if !strings.HasPrefix(name, "../") {
-				bf = append(bf, &loader.BufferedFile{Name: name, Data: p.files[name]})
-			}
+			bf = append(bf, &loader.BufferedFile{Name: name, Data: p.files[name]})
 		}
 		ch, err = loader.LoadFiles(bf)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load the chart: %w", err)
 	}
-	if len(p.valuesF) > 0 {
-		// source-controller's valuesFiles: merged in order, they replace
-		// the chart's values.yaml.
-		merged := map[string]any{}
-		for _, f := range p.valuesF {
-			data, ok := p.files[f]
-			if !ok && p.archive != nil {
-				for _, raw := range ch.Raw {
-					if raw.Name == f {
-						data, ok = raw.Data, true
-					}
-				}
-			}
-			if !ok {
-				return nil, fmt.Errorf("valuesFiles %s is not in the chart", f)
-			}
-			var v map[string]any
-			if err := sigsyaml.Unmarshal(data, &v); err != nil {
-				return nil, fmt.Errorf("valuesFiles %s: %w", f, err)
-			}
-			merged = MergeMaps(merged, v)
+	if p.valuesF != nil {
+		if err := p.valuesF.compose(ch); err != nil {
+			return nil, err
 		}
-		ch.Values = merged
 	}
 	return ch, nil
 }
@@ -309,6 +294,8 @@ func (p *Prepared) Render(ctx context.Context, tokenize Tokenize) ([]*yaml.RNode
 		namespace:   r.ReleaseNamespace(),
 		includeCRDs: r.IncludeCRDs(p.env.Upgrade),
 		hooks:       !r.DisableHooks(p.env.Upgrade),
+		kubeVersion: p.env.Kubernetes.Version,
+		apiVersions: p.env.Kubernetes.APIVersionSet(),
 	}
 	rel, err := p.template(ctx, t, ch, vals)
 	if err != nil {
@@ -341,9 +328,10 @@ func (p *Prepared) Render(ctx context.Context, tokenize Tokenize) ([]*yaml.RNode
 type templating struct {
 	name, namespace    string
 	includeCRDs, hooks bool
-	// kubeVersion (nil: Helm's default) and apiVersions (added to the
-	// defaults) are the Capabilities, as install.go's ClientOnly sets them.
-	kubeVersion *chartutil.KubeVersion
+	// kubeVersion ("": kubeversion.Default, never Helm's v1.20) and
+	// apiVersions (added to Helm's) are the Capabilities, as install.go's
+	// ClientOnly sets them from --kube-version and --api-versions.
+	kubeVersion string
 	apiVersions []string
 }
 
@@ -369,7 +357,8 @@ type TemplateOptions struct {
 	Timeout time.Duration
 	// KubeVersion and APIVersions are `helm template --kube-version` and
 	// `--api-versions`: the Capabilities the chart sees besides Helm's
-	// defaults ("" and nil: the defaults alone).
+	// own API versions ("": kubeversion.Default, never Helm's v1.20; a
+	// cluster's are kubeversion.Capabilities' Version and APIVersionSet).
 	KubeVersion string
 	APIVersions []string
 }
@@ -380,14 +369,7 @@ type TemplateOptions struct {
 // server renders a Helm source this way; HelmReleases render through
 // Prepared.Render, which adds helm-controller's steps.
 func Template(ctx context.Context, ch *chart.Chart, vals map[string]any, o TemplateOptions) ([]*yaml.RNode, error) {
-	t := templating{name: o.Name, namespace: o.Namespace, includeCRDs: o.IncludeCRDs, hooks: o.Hooks, apiVersions: o.APIVersions}
-	if o.KubeVersion != "" {
-		kv, err := chartutil.ParseKubeVersion(o.KubeVersion)
-		if err != nil {
-			return nil, fmt.Errorf("kube version %q: %w", o.KubeVersion, err)
-		}
-		t.kubeVersion = kv
-	}
+	t := templating{name: o.Name, namespace: o.Namespace, includeCRDs: o.IncludeCRDs, hooks: o.Hooks, kubeVersion: o.KubeVersion, apiVersions: o.APIVersions}
 	rel, err := t.within(ctx, o.Timeout, ch, vals)
 	if err != nil {
 		return nil, err
@@ -453,7 +435,8 @@ func (t templating) within(ctx context.Context, timeout time.Duration, ch *chart
 // never uses. The steps and their order are install.go's RunWithContext
 // and action.go's renderResources in helm v3.22: the release name
 // checked, dependencies enabled and their values merged, the default
-// capabilities, the chart's kubeVersion range, values validated against
+// capabilities (the cluster's Kubernetes, kubeversion's default: not
+// Helm's v1.20), the chart's kubeVersion range, values validated against
 // the schema, NOTES.txt dropped, manifests sorted in install order and
 // hooks split off.
 func (t templating) run(ch *chart.Chart, vals map[string]any) (*rendered, error) {
@@ -464,10 +447,14 @@ func (t templating) run(ch *chart.Chart, vals map[string]any) (*rendered, error)
 		return nil, err
 	}
 	caps := chartutil.DefaultCapabilities.Copy()
-	if t.kubeVersion != nil {
-		caps.KubeVersion = *t.kubeVersion
+	kv, err := chartutil.ParseKubeVersion(cmpOr(t.kubeVersion, kubeversion.Default))
+	if err != nil {
+		return nil, fmt.Errorf("kube version %q: %w", t.kubeVersion, err)
 	}
-	caps.APIVersions = append(caps.APIVersions, t.apiVersions...)
+	caps.KubeVersion = *kv
+	// A new slice: Copy shares Helm's default set, whose spare capacity
+	// another templating's append would write into.
+	caps.APIVersions = slices.Concat(caps.APIVersions, t.apiVersions)
 	if v := ch.Metadata.KubeVersion; v != "" && !chartutil.IsCompatibleRange(v, caps.KubeVersion.String()) {
 		return nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", v, caps.KubeVersion.String())
 	}

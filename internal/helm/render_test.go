@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/testchart"
 	"github.com/kplan-dev/kplan/internal/testhelm"
@@ -122,7 +123,7 @@ func TestRenderFromHelmRepository(t *testing.T) {
 			}
 			return nil, false
 		},
-		Charts: &Charts{Get: loopback(t)},
+		Charts: charts.New(charts.Options{Policy: loopback(t)}),
 	}
 	r := parseRelease(t, `
 metadata: {name: demo, namespace: apps}
@@ -198,7 +199,7 @@ func TestRenderRefusedHostSaysWhatToDo(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := parseRelease(t, `{metadata: {name: demo, namespace: apps}, spec: {chart: {spec: {chart: demo, version: 1.0.0, sourceRef: {kind: HelmRepository, name: charts}}}}}`)
-	env := Env{Source: sources(`{kind: HelmRepository, metadata: {name: charts, namespace: apps}, spec: {url: ` + repo.URL + `}}`), Charts: &Charts{Get: none}}
+	env := Env{Source: sources(`{kind: HelmRepository, metadata: {name: charts, namespace: apps}, spec: {url: ` + repo.URL + `}}`), Charts: charts.New(charts.Options{Policy: none})}
 	_, err = Prepare(context.Background(), r, env)
 	var un *UnavailableError
 	if !errors.As(err, &un) {
@@ -222,11 +223,11 @@ func TestChartCacheServesExactVersionsOffline(t *testing.T) {
 	dir := t.TempDir()
 	r := parseRelease(t, `{metadata: {name: demo, namespace: apps}, spec: {chart: {spec: {chart: demo, version: 1.0.0, sourceRef: {kind: HelmRepository, name: charts}}}}}`)
 	src := sources(`{kind: HelmRepository, metadata: {name: charts, namespace: apps}, spec: {url: ` + repo.URL + `}}`)
-	renderOK(t, r, Env{Source: src, Charts: &Charts{Get: loopback(t), Dir: dir}})
+	renderOK(t, r, Env{Source: src, Charts: charts.New(charts.Options{Policy: loopback(t), Dir: dir})})
 	if entries, _ := os.ReadDir(filepath.Join(dir, "charts")); len(entries) != 1 {
 		t.Fatalf("cache holds %d entries, want the chart", len(entries))
 	}
-	got := renderOK(t, r, Env{Source: src, Charts: &Charts{Dir: dir}})
+	got := renderOK(t, r, Env{Source: src, Charts: charts.New(charts.Options{Dir: dir})})
 	if got["Deployment apps/demo"] == nil {
 		t.Errorf("no Deployment from the cached chart: %v", keys(got))
 	}
@@ -244,7 +245,7 @@ func TestRenderFromOCI(t *testing.T) {
 			`{kind: HelmRepository, metadata: {name: oci, namespace: apps}, spec: {type: oci, insecure: true, url: "oci://`+reg.Host+`/charts"}}`,
 			`{kind: OCIRepository, metadata: {name: demo, namespace: apps}, spec: {insecure: true, url: "oci://`+reg.Host+`/charts/demo", ref: {semver: ">=1.0.0 <2"}}}`,
 			`{kind: HelmChart, metadata: {name: apps-demo, namespace: charts}, spec: {chart: demo, version: "~1.0", sourceRef: {kind: HelmRepository, name: oci, namespace: apps}}}`),
-		Charts: &Charts{Get: loopback(t)},
+		Charts: charts.New(charts.Options{Policy: loopback(t)}),
 	}
 	for _, tc := range []struct{ name, spec, tag string }{
 		{"HelmRepository", `{chart: {spec: {chart: demo, version: 1.0.0, sourceRef: {kind: HelmRepository, name: oci}}}}`, "1.0.0"},

@@ -1,7 +1,6 @@
-// Package helm is kplan's Helm engine, for Flux and Argo CD alike: the one
-// owner of charts (Charts: fetched from Helm repositories and OCI
-// registries under the network policy, cached, dependencies built) and
-// of rendering them with the Helm SDK. It renders a Flux HelmRelease
+// Package helm is kplan's Helm engine, for Flux and Argo CD alike: charts
+// (fetched by internal/charts, the one owner of fetching, their
+// dependencies built here) rendered with the Helm SDK. It renders a Flux HelmRelease
 // (helm.toolkit.fluxcd.io v2, v2beta1, v2beta2) as helm-controller renders
 // it before applying:
 // its chart from the source it names, its values composed from the
@@ -19,8 +18,10 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"path"
 	"strings"
 
+	"helm.sh/helm/v3/pkg/chartutil"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -72,6 +73,24 @@ type ChartSpec struct {
 	SourceRef   CrossRef `json:"sourceRef"`
 	ValuesFiles []string `json:"valuesFiles,omitempty"`
 	ValuesFile  string   `json:"valuesFile,omitempty"` // v2beta1
+	// IgnoreMissingValuesFiles skips a valuesFiles entry the source does
+	// not hold; without it, source-controller fails the chart.
+	IgnoreMissingValuesFiles bool `json:"ignoreMissingValuesFiles,omitempty"`
+}
+
+// valuesFiles are the files source-controller composes the chart's
+// values from (BuildOptions.GetValuesFiles, internal/helm/chart/builder.go
+// at v1.9.1): valuesFile (v2beta1) then valuesFiles; a lone values.yaml
+// is the chart's own values, nothing to compose.
+func (s ChartSpec) valuesFiles() []string {
+	files := s.ValuesFiles
+	if s.ValuesFile != "" {
+		files = append([]string{s.ValuesFile}, files...)
+	}
+	if len(files) == 1 && path.Clean(files[0]) == chartutil.ValuesfileName {
+		return nil
+	}
+	return files
 }
 
 // CrossRef names an object, in the referrer's namespace by default.

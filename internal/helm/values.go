@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -21,8 +22,8 @@ type ValuesSource struct {
 }
 
 // Tokenize replaces a value that came from a Secret in the composed
-// values: name is where it came from ("Secret ns/name key" and, for a
-// YAML document, the value's path in it), v the value. Rendering with
+// values: name is where it came from ("Secret ns/name key K" and, for a
+// YAML document, LeafPath and the value's path in it), v the value. Rendering with
 // every such value replaced by a token (the twin) says which rendered
 // fields the Secrets made.
 type Tokenize func(name string, v any) any
@@ -66,7 +67,7 @@ func (r *Release) values(lookup func(kind, ns, name string) (*ValuesSource, bool
 			}
 			return nil, nil, fmt.Errorf("%s: it has no key %s", what, key)
 		}
-		source := fmt.Sprintf("%s %s/%s %s", ref.Kind, r.Namespace, ref.Name, key)
+		source := fmt.Sprintf("%s %s/%s key %s", ref.Kind, r.Namespace, ref.Name, key)
 		if ref.TargetPath != "" {
 			if src.Secret {
 				secrets = append(secrets, source)
@@ -91,15 +92,37 @@ func (r *Release) values(lookup func(kind, ns, name string) (*ValuesSource, bool
 		}
 		if src.Secret {
 			for _, leaf := range leaves(parsed, "") {
-				secrets = append(secrets, source+":"+leaf)
+				secrets = append(secrets, source+LeafPath+leaf)
 			}
 			if tokenize != nil {
-				parsed = tokenizeTree(parsed, source+":", "", tokenize).(map[string]any)
+				parsed = tokenizeTree(parsed, source+LeafPath, "", tokenize).(map[string]any)
 			}
 		}
 		out = MergeMaps(out, parsed)
 	}
 	return MergeMaps(out, r.Spec.Values), secrets, nil
+}
+
+// LeafPath joins a values document's source ("Secret ns/name key K") and
+// the path of one of its values, in the name a Tokenize is given.
+const LeafPath = " path "
+
+// Leaf is the value at path (as leaves names it, dots in keys escaped)
+// of the YAML values document data, encoded as JSON; ok is false when
+// the document has no value there.
+func Leaf(data, path string) (string, bool) {
+	var doc map[string]any
+	if sigsyaml.Unmarshal([]byte(data), &doc) != nil {
+		return "", false
+	}
+	found, ok := "", false
+	walkLeaves(doc, "", func(p string, v any) {
+		if p == path {
+			b, _ := json.Marshal(v)
+			found, ok = string(b), true
+		}
+	})
+	return found, ok
 }
 
 // setPath sets value at a dot path as helm-controller's ReplacePathValue:
@@ -131,19 +154,25 @@ func MergeMaps(a, b map[string]any) map[string]any {
 // leaves are the paths of the scalar values in v, sorted.
 func leaves(v any, prefix string) []string {
 	var out []string
+	walkLeaves(v, prefix, func(p string, _ any) { out = append(out, p) })
+	return out
+}
+
+// walkLeaves calls fn with the path and value of each scalar in v, maps'
+// keys sorted.
+func walkLeaves(v any, prefix string, fn func(path string, v any)) {
 	switch t := v.(type) {
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(t)) {
-			out = append(out, leaves(t[k], join(prefix, k))...)
+			walkLeaves(t[k], join(prefix, k), fn)
 		}
 	case []any:
 		for i, e := range t {
-			out = append(out, leaves(e, prefix+"["+strconv.Itoa(i)+"]")...)
+			walkLeaves(e, prefix+"["+strconv.Itoa(i)+"]", fn)
 		}
 	default:
-		out = append(out, prefix)
+		fn(prefix, v)
 	}
-	return out
 }
 
 func join(prefix, k string) string {

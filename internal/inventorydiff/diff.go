@@ -4,14 +4,18 @@
 package inventorydiff
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/danger"
 	"github.com/kplan-dev/kplan/internal/inventory"
+	"github.com/kplan-dev/kplan/internal/kubeversion"
 )
 
 // Annotations that keep an object in the cluster when it leaves the
@@ -34,6 +38,15 @@ type Side struct {
 	// beyond the keep annotations every engine honours (Argo CD's
 	// Prune=false); nil for none.
 	Keeps func(obj *inventory.Object) bool
+	// Masked says, for each mask of a hidden value in obj's fields
+	// ("(value from Secret ns/name key K, hidden)"), a fingerprint of the
+	// value it stands for, kept in memory only; nil when the engine
+	// masks nothing. A field masked alike on both sides whose
+	// fingerprints differ is planned changed (MarkMaskedChanges).
+	Masked func(obj *yaml.RNode) map[string]string
+	// Kubernetes is what the render's charts were templated for (the
+	// cluster's Capabilities); nil when it templated none.
+	Kubernetes *kubeversion.Capabilities
 }
 
 // Status of an overlay in the plan.
@@ -119,6 +132,9 @@ type Overlay struct {
 	// Notes are what kustomize warns about the overlay's kustomizations
 	// on head (deprecated fields), each naming its file, once.
 	Notes []string
+	// Kubernetes is what its charts were templated for, on head (else
+	// base); nil when it templated none.
+	Kubernetes *kubeversion.Capabilities `json:",omitempty"`
 }
 
 // FailureIntroduced says the overlay fails on head and did not on base:
@@ -284,7 +300,8 @@ func CompareOne(path string, b Side, inBase bool, h Side, inHead bool) Overlay {
 }
 
 func compareOverlay(path string, b Side, inBase bool, h Side, inHead bool) Overlay {
-	o := Overlay{Path: path, Skipped: b.Skipped && h.Skipped}
+	MarkMaskedChanges(b, h)
+	o := Overlay{Path: path, Skipped: b.Skipped && h.Skipped, Kubernetes: cmp.Or(h.Kubernetes, b.Kubernetes)}
 	o.BaseInventory, o.HeadInventory = b.Inventory.Identity(), h.Inventory.Identity()
 	if b.Err != nil {
 		o.BaseErr = b.Err.Error()

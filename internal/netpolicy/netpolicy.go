@@ -298,6 +298,36 @@ func reason(err error) string {
 	return err.Error()
 }
 
+// Transport is a RoundTripper holding to the policy, for clients that
+// speak a protocol of their own over it (go-containerregistry's, for OCI
+// registries): every request, each redirect and token request included,
+// is checked as Get checks it before anything is sent, and connects as
+// the policy's client does. A nil policy refuses every request.
+func (p *Policy) Transport() http.RoundTripper { return checked{p} }
+
+type checked struct{ p *Policy }
+
+func (c checked) RoundTrip(req *http.Request) (*http.Response, error) {
+	var err error
+	if c.p == nil {
+		err = (*Policy)(nil).refused(Redact(req.URL), req.URL.Hostname(), "", "renders fetch from no host")
+	} else {
+		err = c.p.Check(req.URL)
+	}
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close() // as a RoundTripper must, whatever it returns
+		}
+		return nil, err
+	}
+	resp, err := c.p.client.Transport.RoundTrip(req)
+	var refused *RefusedError
+	if errors.As(err, &refused) && refused.URL == "" { // refused at connect time
+		refused.URL = Redact(req.URL)
+	}
+	return resp, err
+}
+
 // Fetch returns the body of a GET of rawURL, at most max bytes (<= 0: no
 // limit), when the policy allows it; a *RefusedError (wrapped) when not.
 // A response other than 2xx is an error: there is no fallback.

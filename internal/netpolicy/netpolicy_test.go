@@ -158,3 +158,40 @@ func TestFetch(t *testing.T) {
 		})
 	}
 }
+
+// A client of its own over Transport (go-containerregistry's) holds to
+// the policy: a listed host is reached, a redirect to a host the policy
+// does not list is refused before anything is sent to it, and a nil
+// policy reaches nothing.
+func TestTransportHoldsEveryRequest(t *testing.T) {
+	var elsewhere atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.Add(1) }))
+	defer other.Close()
+	redirect := strings.Replace(other.URL, "127.0.0.1", "localhost", 1) + "/x"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/away" {
+			http.Redirect(w, r, redirect, http.StatusFound)
+		}
+	}))
+	defer srv.Close()
+	p, err := New([]string{"127.0.0.1"}, "--remote-hosts %s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: p.Transport()}
+	resp, err := c.Get(srv.URL + "/here")
+	if err != nil {
+		t.Fatalf("a listed host: %v", err)
+	}
+	resp.Body.Close()
+	var refused *RefusedError
+	if _, err := c.Get(srv.URL + "/away"); !errors.As(err, &refused) || refused.Host != "localhost" {
+		t.Errorf("a redirect to a host not listed: %v, want a refusal naming it", err)
+	}
+	if _, err := (&http.Client{Transport: (*Policy)(nil).Transport()}).Get(srv.URL + "/here"); !errors.As(err, &refused) {
+		t.Errorf("a nil policy: %v, want a refusal", err)
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Errorf("the host not listed got %d requests", n)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/argocd"
 	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/internal/rendercache"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
 	"github.com/kplan-dev/kplan/internal/snapshot"
@@ -76,9 +77,6 @@ func newArgoEngine(ctx context.Context, c *change) (*argocd.Engine, *argoIndex) 
 		}
 	}
 	opts := argocd.Options{Render: c.opts.Render, Repos: argocd.NewRepos(urls...), Revisions: baseBranches(ctx, c.opts), NewGitFileGlobbing: cfg != nil && cfg.ArgoCDNewGitFileGlobbing}
-	if !c.opts.Full {
-		opts.ChartCache = c.opts.CacheDir // shared with Flux HelmReleases' charts
-	}
 	if cfg != nil && cfg.ArgoCDKustomizeBuildOptions != "" {
 		// argocd-cm's kustomize.buildOptions: how Argo CD builds, over
 		// kplan's own render flags (Parse has checked them).
@@ -93,6 +91,9 @@ func newArgoEngine(ctx context.Context, c *change) (*argocd.Engine, *argoIndex) 
 		for _, cl := range cfg.ArgoCDClusters {
 			opts.Clusters = append(opts.Clusters, argocd.Cluster{Name: cl.Name, Server: cl.Server, Labels: cl.Labels, Annotations: cl.Annotations})
 		}
+	}
+	opts.Kubernetes = func(d argocd.Destination) kubeversion.Capabilities {
+		return cfg.Capabilities(argoClusterIDs(cfg, d)...)
 	}
 	e := argocd.New(opts)
 	if c.cache == nil {
@@ -292,6 +293,22 @@ func (r argoRun) plan(ctx context.Context, c *change) (*engineMode, error) {
 	return m, nil
 }
 
+// argoClusterIDs name an Application's destination cluster for
+// .kplan.yaml's kubernetes.clusters: its name and server, and the other
+// of the two as argocdClusters pairs them (Argo CD's cluster Secrets).
+func argoClusterIDs(cfg *repoconfig.Config, d argocd.Destination) []string {
+	ids := []string{d.Name, d.Server}
+	if cfg == nil {
+		return ids
+	}
+	for _, cl := range cfg.ArgoCDClusters {
+		if (d.Name != "" && cl.Name == d.Name) || (d.Server != "" && strings.TrimSuffix(cl.Server, "/") == strings.TrimSuffix(d.Server, "/")) {
+			ids = append(ids, cl.Name, cl.Server)
+		}
+	}
+	return ids
+}
+
 // argoTarget is an Application as the planner reads it: the namespace
 // of namespaced objects without one is the destination's.
 func argoTarget(t *argocd.Target) *engineTarget {
@@ -300,7 +317,9 @@ func argoTarget(t *argocd.Target) *engineTarget {
 		closure: t.Closure, deferred: t.Deferred,
 		notes: slices.Concat(t.Notes, t.NotRendered),
 		side: func() inventorydiff.Side {
-			return engineSide("Argo CD Application "+t.Name(), t.Name(), t.Objects, cmp.Or(t.Namespace, repoconfig.DefaultNamespace), t.Err)
+			sd := engineSide("Argo CD Application "+t.Name(), t.Name(), t.Objects, cmp.Or(t.Namespace, repoconfig.DefaultNamespace), t.Err)
+			sd.Kubernetes = t.Kubernetes
+			return sd
 		},
 		changeNotes: func(pruning, deleted bool) []string {
 			if deleted {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/flux"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
@@ -103,10 +104,9 @@ func (fluxRun) plan(ctx context.Context, c *change) (*engineMode, error) {
 	if c.config != nil {
 		clusters = c.config.FluxClusters
 	}
-	fo := flux.Options{Render: c.opts.Render, Clusters: clusters}
-	if !c.opts.Full {
-		fo.ChartCache = c.opts.CacheDir
-	}
+	// What each cluster runs, for the HelmReleases' charts: head's
+	// declaration on both sides, as every engine setting.
+	fo := flux.Options{Render: c.opts.Render, Clusters: clusters, Kubernetes: func(cluster string) kubeversion.Capabilities { return c.config.Capabilities(cluster) }}
 	if c.cache != nil {
 		// Root and parent Kustomizations read what an app's change leaves
 		// alone: kept, they are not built again.
@@ -127,7 +127,9 @@ func (fluxRun) plan(ctx context.Context, c *change) (*engineMode, error) {
 				closure: t.Closure, deferred: t.Deferred,
 				notes: slices.Concat(t.Notes, t.NotRendered),
 				side: func() inventorydiff.Side {
-					return engineSide("Flux Kustomization "+t.Name(), t.Path(), t.Objects, repoconfig.DefaultNamespace, t.Err)
+					sd := engineSide("Flux Kustomization "+t.Name(), t.Path(), t.Objects, repoconfig.DefaultNamespace, t.Err)
+					sd.Masked, sd.Kubernetes = res[i].Masked(t), t.Kubernetes
+					return sd
 				},
 			})
 		}

@@ -161,6 +161,16 @@ func execute(ctx context.Context, opts Options, engines []engine) (*planner, *in
 		return nil, nil, err
 	}
 	opts.RepoDir = top
+	if opts.Render.Charts == nil {
+		// One chart fetcher for the plan: kustomize helmCharts, Flux
+		// HelmReleases and Argo CD Applications share its cache (the
+		// render cache's charts/, but for the reference plan).
+		dir := opts.CacheDir
+		if opts.Full {
+			dir = ""
+		}
+		opts.Render.Charts = opts.Render.NewCharts(dir)
+	}
 	kust := render.NewKustomizer(opts.Render)
 	warm := warmer(kust)
 	if opts.CacheDir == "" || opts.Full {

@@ -377,6 +377,30 @@ func TestNoBase(t *testing.T) {
 	}
 }
 
+// A helmCharts chart from an OCI registry whose host the policy does
+// not list is refused alike on both sides, whatever the network does: a
+// changed-only plan skips the overlay when the change does not reach it,
+// as it skips an http(s) resource on such a host.
+func TestRefusedRegistryChartSkipped(t *testing.T) {
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	write(t, dir, map[string]string{
+		"oci/kustomization.yaml":   "helmCharts:\n- {name: demo, repo: oci://registry.kplan-test.invalid/charts, version: 1.0.0, releaseName: demo}\n",
+		"plain/kustomization.yaml": "resources: [x.yaml]\n",
+		"plain/x.yaml":             cm("x", "k: v"),
+	})
+	base := commit(t, dir, "base")
+	write(t, dir, map[string]string{"plain/x.yaml": cm("x", "k: w")})
+	head := commit(t, dir, "head")
+	_, st, err := Execute(context.Background(), Options{RepoDir: dir, Base: base, Head: head, Render: render.Options{EnableHelm: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Skipped != 1 {
+		t.Errorf("skipped %d overlays, want the oci one, whose registry no host setting allows", st.Skipped)
+	}
+}
+
 // A git base is refused before krusty could clone it, even when the
 // clone would work (here from a local repo): nothing is cloned.
 func TestGitBaseNeverBuilds(t *testing.T) {
@@ -483,4 +507,47 @@ func TestFluxModeFromHeadChange(t *testing.T) {
 			t.Errorf("head %s plans %v, want %v", tc.head, got, tc.want)
 		}
 	}
+}
+
+// TestSchemaOnlyWhenABuildRuns: kyaml's OpenAPI schema is parsed only by
+// a plan that builds (a fifth of a small plan's CPU): a plan whose
+// builds all come from the render cache parses none, a plan with one
+// miss parses it, and so does a plan with no cache. Not parallel: the
+// schema is the process's.
+func TestSchemaOnlyWhenABuildRuns(t *testing.T) {
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	write(t, dir, fixture)
+	base := commit(t, dir, "base")
+	write(t, dir, map[string]string{"base/deployment.yaml": strings.ReplaceAll(deployYAML, "IMAGE", "2")})
+	head := commit(t, dir, "head")
+	ctx := context.Background()
+	forget := func() { _ = render.Exclusive(func() error { return nil }) } // resets the schema as it ends
+	plan := func(what string, opts Options, wantParsed bool) Stats {
+		t.Helper()
+		forget()
+		_, st, err := Execute(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := render.SchemaParsed(); got != wantParsed {
+			t.Errorf("%s (%+v): schema parsed %v, want %v", what, st, got, wantParsed)
+		}
+		return st
+	}
+	opts := Options{RepoDir: dir, Base: base, Head: head, CacheDir: t.TempDir()}
+	if st := plan("first plan, empty cache", opts, true); st.Rendered == 0 {
+		t.Fatalf("first plan rendered nothing: %+v", st)
+	}
+	if st := plan("same plan again, every build cached", opts, false); st.CacheHits == 0 || st.Rendered != 0 {
+		t.Errorf("second plan: %+v; want every render a cache hit", st)
+	}
+	write(t, dir, map[string]string{"base/deployment.yaml": strings.ReplaceAll(deployYAML, "IMAGE", "3")})
+	opts.Head = commit(t, dir, "next push")
+	if st := plan("next push, base cached, head not", opts, true); st.CacheHits == 0 || st.Rendered == 0 {
+		t.Errorf("next push: %+v; want base's renders from the cache and head's built", st)
+	}
+	opts.CacheDir = ""
+	plan("no cache", opts, true)
+	forget()
 }

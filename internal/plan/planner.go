@@ -26,6 +26,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/declared"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/internal/overlap"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/rendercache"
@@ -39,6 +40,12 @@ type planner struct {
 	opts Options
 	log  *slog.Logger
 	kust *render.Kustomizer
+	// kube is head's .kplan.yaml (nil: none), whose kubernetes: says what
+	// each target's cluster runs, for the charts helm inflates; kusts
+	// are the Kustomizers for each cluster's (kustFor).
+	kube   *repoconfig.Config
+	kustMu sync.Mutex
+	kusts  map[string]*render.Kustomizer
 	// warm parses krusty's schema in the background, once (warmer).
 	warm  func()
 	cache *rendercache.Cache
@@ -226,6 +233,7 @@ func (p *planner) open(ctx context.Context, base, head *snapshot.Snapshot) ([2]*
 	}
 	// Every changed path, for the files no overlay reads; the changed-only
 	// plan skips overlays by it too, and head's discovery reads only it.
+	p.kube = c.config
 	c.changed = snapshot.Changed(base.Index, head.Index)
 	c.skip = c.changed
 	if p.opts.Full || p.opts.Warm {
@@ -841,9 +849,14 @@ func (p *planner) unaffected(side int, o string, c *closure.Closure, changed map
 
 // refused says whether the render surely refuses to fetch a remote
 // reference: an http(s) URL whose host the policy does not allow (git
-// bases over http(s) follow the same rule). Other forms may be fetched.
+// bases over http(s), and helmCharts' oci:// registries, which
+// internal/charts speaks to over https, follow the same rule). Other
+// forms may be fetched.
 func (p *planner) refused(r closure.Remote) bool {
 	u, err := url.Parse(r.Ref)
+	if err == nil && u.Scheme == "oci" {
+		u.Scheme = "https"
+	}
 	if err != nil || u.Hostname() == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return false
 	}
@@ -903,6 +916,9 @@ func (p *planner) settle(ctx context.Context, sides [2]*side, jobs []*job) error
 	for _, j := range jobs {
 		if j.done == nil && j.key != "" {
 			hits = append(hits, j)
+		}
+		if j.done == nil && (j.key == "" || !p.cache.Has(j.key)) {
+			p.warm() // a build will run: parse the schema while hits decode
 		}
 	}
 	// Decoding entries is CPU work, as rendering is: spread it out.
@@ -980,7 +996,7 @@ func (p *planner) build(ctx context.Context, sides [2]*side, todo []*job) error 
 		var rerr error
 		built := false
 		failed := p.safely(sd, j.overlay, func() inventorydiff.Side {
-			objs, rerr = p.kust.Render(sd.s.FS, j.overlay, j.c.OpenAPI)
+			objs, rerr = p.kustFor(j.overlay).Render(sd.s.FS, j.overlay, j.c.OpenAPI)
 			// A render past its time budget depends on the machine's load,
 			// not on the commit: never cache it.
 			var timeout *render.TimeoutError
@@ -1148,7 +1164,14 @@ func (p *planner) compareOne(overlay string, b inventorydiff.Side, inBase bool, 
 			digest = headDigest(h)
 		}
 		if inBase && inHead {
+			// Marked after the digest, which holds no mark, and before
+			// thin, which would take fields masked alike for unchanged.
+			inventorydiff.MarkMaskedChanges(b, h)
 			thin(b.Inventory, h.Inventory)
+		}
+		if b.Kubernetes == nil && h.Kubernetes == nil && p.inflates(overlay) {
+			caps := p.kubernetes(overlay)
+			h.Kubernetes = &caps
 		}
 		o = inventorydiff.CompareOne(overlay, b, inBase, h, inHead)
 		o.HeadDigest = digest
@@ -1221,6 +1244,10 @@ func (p *planner) cacheKey(s *snapshot.Snapshot, c *closure.Closure) string {
 		"restrictNone=" + strconv.FormatBool(p.opts.Render.LoadRestrictorNone),
 		"helm=" + strconv.FormatBool(p.opts.Render.EnableHelm), c.Overlay} {
 		k.Add(part)
+	}
+	if p.opts.Render.EnableHelm {
+		// Charts render for the cluster's Kubernetes.
+		k.Add("kube=" + p.kubernetes(c.Overlay).Key())
 	}
 	for _, path := range c.Paths {
 		k.AddPair(path, s.Index.State(path))
@@ -1351,7 +1378,7 @@ func (p *planner) identities(ctx context.Context, sd *side, overlays []string, k
 	}
 	perr := parallel(ctx, p.workers(), todo, func(o string) {
 		record(o, p.safely(sd, o, func() inventorydiff.Side {
-			objs, err := p.kust.Render(sd.s.FS, o, cs[o].OpenAPI)
+			objs, err := p.kustFor(o).Render(sd.s.FS, o, cs[o].OpenAPI)
 			var timeout *render.TimeoutError
 			if key := cacheKeys[o]; key != "" && ctx.Err() == nil && !errors.As(err, &timeout) {
 				if perr := p.cache.Put(key, rendercache.Entry{Objects: objs, Err: err}); perr == nil {
@@ -1365,4 +1392,48 @@ func (p *planner) identities(ctx context.Context, sd *side, overlays []string, k
 	})
 	p.stats.Rendered += len(todo)
 	return out, cmp.Or(perr, ctx.Err())
+}
+
+// kubernetes is what the cluster of overlay's targets runs, as head's
+// .kplan.yaml declares it (both sides, as every setting of an engine):
+// what its charts see.
+func (p *planner) kubernetes(overlay string) kubeversion.Capabilities {
+	return p.kube.TargetCapabilities(overlay)
+}
+
+// kustFor is the Kustomizer that builds overlay: with helm, one per
+// cluster's Kubernetes (kubernetes), made once.
+func (p *planner) kustFor(overlay string) *render.Kustomizer {
+	if !p.opts.Render.EnableHelm {
+		return p.kust
+	}
+	caps := p.kubernetes(overlay)
+	if caps.Equal(kubeversion.Capabilities{Version: p.opts.Render.KubeVersion, APIVersions: p.opts.Render.APIVersions}) {
+		return p.kust
+	}
+	p.kustMu.Lock()
+	defer p.kustMu.Unlock()
+	if k := p.kusts[caps.Key()]; k != nil {
+		return k
+	}
+	if p.kusts == nil {
+		p.kusts = map[string]*render.Kustomizer{}
+	}
+	k := render.NewKustomizer(p.opts.Render.WithKubernetes(caps))
+	p.kusts[caps.Key()] = k
+	return k
+}
+
+// inflates says whether overlay's build, on either side, inflates Helm
+// charts (with helm on): the plan says which Kubernetes they saw.
+func (p *planner) inflates(overlay string) bool {
+	if !p.opts.Render.EnableHelm {
+		return false
+	}
+	for _, cs := range p.closures {
+		if c := cs[overlay]; c != nil && c.Helm {
+			return true
+		}
+	}
+	return false
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/forge"
 	"github.com/kplan-dev/kplan/internal/gate"
 	"github.com/kplan-dev/kplan/internal/gitbase"
@@ -114,6 +115,7 @@ func (j *Job) Plan(ctx context.Context) (*inventorydiff.Plan, error) {
 		return nil, err
 	}
 	opts.Render.Remote = policy
+	opts.Render.ChartAuth = j.chartAuth()
 	// Git remote bases are fetched for this job only, from the hosts the
 	// policy allows.
 	gitCache := gitbase.New(filepath.Join(j.TempDir, "kplan-git"), policy)
@@ -149,6 +151,18 @@ func (j *Job) pattern(pattern string, exclude bool) string {
 		return fmt.Sprintf("%s %q", j.Words.Say("exclude"), pattern)
 	}
 	return fmt.Sprintf("%s %q", j.Words.Say("overlays"), pattern)
+}
+
+// chartAuth is the credentials the plan's chart pulls may send: the
+// settings', but none for a change the repository does not trust, which
+// could name a private chart for its plan to show.
+func (j *Job) chartAuth() *charts.Auth {
+	a := j.Settings.Plan.Render.ChartAuth
+	if j.Untrusted != "" && a != nil {
+		j.Log.Info(j.Untrusted + ": charts are pulled without credentials")
+		return nil
+	}
+	return a
 }
 
 // remotePolicy is the network policy of the plan's renders: an untrusted

@@ -11,6 +11,7 @@ import (
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/forge"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
@@ -91,6 +92,23 @@ func TestReportFitsTheCommentInTheForgesLimit(t *testing.T) {
 		}
 		if cut := strings.Contains(body, "the complete report is the artifact"); cut == c.complete {
 			t.Errorf("%s: %d characters, cut %v, want %v", c.forge, n, cut, !c.complete)
+		}
+	}
+}
+
+// A change the repository trusts pulls charts with the credentials the
+// job has; one it does not (a fork's, pull_request_target) without them,
+// whatever the job logged in to.
+func TestUntrustedChangesPullChartsAnonymously(t *testing.T) {
+	auth := &charts.Auth{RegistryConfig: "config.json"}
+	for _, tc := range []struct {
+		untrusted string
+		want      *charts.Auth
+	}{{"", auth}, {"a pull request from a fork", nil}} {
+		j := &Job{Untrusted: tc.untrusted, Log: slog.New(slog.DiscardHandler)}
+		j.Settings.Plan.Render.ChartAuth = auth
+		if got := j.chartAuth(); got != tc.want {
+			t.Errorf("untrusted %q: credentials %v, want %v", tc.untrusted, got, tc.want)
 		}
 	}
 }

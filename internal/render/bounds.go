@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -363,10 +364,11 @@ type guardFS struct {
 	filesys.FileSystem
 	ctx      context.Context
 	budget   *budget
-	fetcher  Fetcher    // nil: nothing is fetched
-	git      GitFetcher // nil: no git base is fetched
-	maxRead  int64      // < 0: no limit
-	maxDepth int        // < 0: no limit
+	fetcher  Fetcher         // nil: nothing is fetched
+	git      GitFetcher      // nil: no git base is fetched
+	charts   *charts.Fetcher // helmCharts' charts from repositories and registries
+	maxRead  int64           // < 0: no limit
+	maxDepth int             // < 0: no limit
 
 	mu       sync.Mutex
 	refused  error             // the first refusal, which fails the render
@@ -377,7 +379,7 @@ type guardFS struct {
 }
 
 func newGuardFS(ctx context.Context, fSys filesys.FileSystem, k *Kustomizer) *guardFS {
-	return &guardFS{FileSystem: fSys, ctx: ctx, budget: newBudget(k.maxAliasNodes), fetcher: k.remote, git: k.git,
+	return &guardFS{FileSystem: fSys, ctx: ctx, budget: newBudget(k.maxAliasNodes), fetcher: k.remote, git: k.git, charts: k.charts,
 		maxRead: k.maxRead, readLeft: k.maxRead, maxDepth: k.maxDepth}
 }
 

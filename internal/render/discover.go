@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"maps"
 	"path"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -222,6 +223,32 @@ type parsed struct {
 
 func newParser() *parser { return &parser{memo: map[string]parsed{}} }
 
+// warm parses files on every core, for the scan that follows to find
+// each in the memo: YAML decoding is most of discovery, and the files are
+// independent. What fails here is met again, and reported, by the scan.
+func (ps *parser) warm(fSys filesys.FileSystem, files []string) {
+	workers := min(runtime.GOMAXPROCS(0), len(files)/64+1)
+	if workers < 2 {
+		return
+	}
+	next := make(chan string)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for f := range next {
+				if data, err := fSys.ReadFile(snapshot.Abs(f)); err == nil {
+					ps.parse(data)
+				}
+			}
+		})
+	}
+	for _, f := range files {
+		next <- f
+	}
+	close(next)
+	wg.Wait()
+}
+
 func (ps *parser) parse(data []byte) parsed {
 	ps.mu.Lock()
 	p, ok := ps.memo[string(data)]
@@ -333,6 +360,7 @@ func listKustomizations(fSys filesys.FileSystem) ([]string, bool) {
 func scanTree(fSys filesys.FileSystem, ps *parser) (*scan, error) {
 	sc := &scan{kusts: map[string]*Kustomization{}}
 	if files, ok := listKustomizations(fSys); ok {
+		ps.warm(fSys, files)
 		// Sorted, so a directory's first file is the one a walk meets
 		// first.
 		for _, f := range files {

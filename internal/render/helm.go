@@ -1,15 +1,10 @@
 package render
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -21,7 +16,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/kplan-dev/kplan/internal/chartindex"
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -35,10 +30,11 @@ import (
 // (from the snapshot, through the render's guard: budgets apply and the
 // reads are the render's) just before krusty reads those kustomizations.
 //
-// Charts from a chart repository are pulled by kplan, not helm: the
-// repository's index.yaml and the chart archive are fetched through the
-// render's network policy (Options.Remote) and unpacked where `helm pull
-// --untar` would put them, so helm itself reaches no network.
+// Charts from a chart repository or an OCI registry are pulled by kplan,
+// not helm: through the render's chart fetcher (Options.Charts:
+// internal/charts, under the network policy, with credentials, cached)
+// and unpacked where `helm pull --untar` would put them, so helm itself
+// reaches no network.
 type helmFS struct {
 	g    *guardFS // the render's file system
 	disk string   // the directory standing for "/"
@@ -358,107 +354,58 @@ func (h *helmFS) copyFile(p string) error {
 }
 
 // pull fetches chart c from its repository into the disk directory into,
-// as `helm pull --repo R --version V --untar --untardir into` does, but
-// through the render's network policy.
+// as `helm pull --untar --untardir into` does for kustomize, with --repo R
+// --version V for a chart repository, or oci://R/NAME --version V for an
+// OCI registry (kustomize v0.21.2
+// api/internal/builtins/HelmChartInflationGenerator.go pullCommand) — but
+// through kplan's chart fetcher (internal/charts: the network policy,
+// credentials, the chart cache), so helm itself reaches no network. The
+// archive and what it unpacks count against the render's read budget.
 func (h *helmFS) pull(file string, c types.HelmChart, into string) error {
 	what := fmt.Sprintf("%s: helmCharts %s from %s", file, c.Name, c.Repo)
-	if strings.HasPrefix(c.Repo, "oci://") {
-		return fmt.Errorf("%s: kplan does not pull charts from OCI registries; commit the chart under the chart home (helmGlobals.chartHome) instead", what)
+	if h.g.charts == nil {
+		return fmt.Errorf("%s: fetch refused: this render fetches from no host (hosts are listed with kplan's --remote-hosts, the Action's remote-hosts input or a webhook target's remoteHosts)", what)
 	}
-	base, err := url.Parse(strings.TrimSuffix(c.Repo, "/") + "/")
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") {
-		return fmt.Errorf("%s: the repository is not an http(s) URL", what)
-	}
-	data, err := h.fetch(base.JoinPath("index.yaml").String())
+	got, err := h.g.charts.Pull(h.g.ctx, charts.Ref{Repo: c.Repo, Name: c.Name, Version: c.Version, Devel: c.Devel})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	ix, err := chartindex.Parse(data)
-	if err != nil {
-		return fmt.Errorf("%s: the repository's index.yaml: %w", what, err)
+	if err := h.g.take(c.Repo+" "+c.Name+" "+got.Version, int64(len(got.Archive))); err != nil {
+		return h.g.fail(err)
 	}
-	// helm pull --version takes a version or a semver range, as the index
-	// picks it (chartindex: Helm's rules); --devel admits pre-releases.
-	e, err := ix.Pick(c.Name, c.Version, c.Devel)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if len(e.URLs) == 0 {
-		return fmt.Errorf("%s: the repository's index lists no URL for %s %s", what, c.Name, e.Version)
-	}
-	urls := e.URLs
-	ref, err := url.Parse(urls[0])
-	if err != nil {
-		return fmt.Errorf("%s: chart URL %q: %w", what, urls[0], err)
-	}
-	u := base.ResolveReference(ref).String()
-	tgz, err := h.fetch(u)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if err := h.untar(tgz, into, c.Name); err != nil {
-		return fmt.Errorf("%s: unpack %s: %w", what, u, err)
+	if err := h.untar(got.Archive, into); err != nil {
+		return fmt.Errorf("%s: unpack %s %s: %w", what, c.Name, got.Version, err)
 	}
 	return nil
 }
 
-// fetch reads a URL through the render's network policy, within its read
-// budget.
-func (h *helmFS) fetch(u string) ([]byte, error) {
-	if h.g.fetcher == nil {
-		return nil, fmt.Errorf("fetch %s refused: this render fetches from no host (hosts are listed with kplan's --remote-hosts, the Action's remote-hosts input or a webhook target's remoteHosts)", u)
-	}
-	data, err := h.g.fetcher.Fetch(h.g.ctx, u, h.g.bytesLeft())
-	if err != nil {
-		return nil, err
-	}
-	return data, h.g.take(u, int64(len(data)))
-}
-
-// untar unpacks a chart archive into dir, which then holds the chart's
-// directory, name; what it unpacks counts against the render's read
-// budget.
-func (h *helmFS) untar(tgz []byte, dir, name string) error {
-	zr, err := gzip.NewReader(bytes.NewReader(tgz))
+// untar writes a chart archive's files (charts.Files, the one untar)
+// into dir/<the chart's name>, as `helm pull --untar` does; what it
+// writes counts against the render's read budget.
+func (h *helmFS) untar(tgz []byte, dir string) error {
+	files, err := charts.Files(tgz)
 	if err != nil {
 		return err
 	}
-	tr := tar.NewReader(zr)
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if hdr.Typeflag != tar.TypeReg {
-			continue // helm's chart loader reads regular files only
-		}
-		p := path.Clean(filepath.ToSlash(hdr.Name))
-		if path.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../") {
-			return fmt.Errorf("entry %q leaves the chart", hdr.Name)
-		}
-		if h.g.maxRead >= 0 && hdr.Size > h.g.bytesLeft() {
-			return h.g.fail(&ReadLimitError{File: hdr.Name, Size: hdr.Size, Limit: h.g.maxRead})
-		}
-		data, err := io.ReadAll(io.LimitReader(tr, hdr.Size))
-		if err != nil {
-			return err
-		}
-		if err := h.g.take(hdr.Name, int64(len(data))); err != nil {
+	name, err := charts.Name(files)
+	if err != nil {
+		return err
+	}
+	top := path.Join(dir, name)
+	for _, f := range files {
+		if err := h.g.take(f.Name, int64(len(f.Data))); err != nil {
 			return h.g.fail(err)
 		}
-		d := path.Join(dir, p)
+		d := path.Join(top, f.Name)
 		if err := os.MkdirAll(path.Dir(d), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(d, data, 0o644); err != nil {
+		if err := os.WriteFile(d, f.Data, 0o644); err != nil {
 			return err
 		}
 	}
 	h.mu.Lock()
-	h.pulled = append(h.pulled, path.Join(dir, name))
+	h.pulled = append(h.pulled, top)
 	slices.Sort(h.pulled)
 	h.mu.Unlock()
 	return nil

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/kplan-dev/kplan/internal/gitbase"
+	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/testhelm"
 	"github.com/kplan-dev/kplan/internal/testkit"
@@ -43,9 +45,9 @@ func readTree(t *testing.T, dir, prefix string) map[string]string {
 	return files
 }
 
-// kustomizeBuild runs `kustomize build --enable-helm` on overlay of files
-// written to disk.
-func kustomizeBuild(t *testing.T, bin string, files map[string]string, overlay string) string {
+// kustomizeBuild runs `kustomize build --enable-helm` (and args) on
+// overlay of files written to disk.
+func kustomizeBuild(t *testing.T, bin string, files map[string]string, overlay string, args ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for name, content := range files {
@@ -57,7 +59,7 @@ func kustomizeBuild(t *testing.T, bin string, files map[string]string, overlay s
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(filepath.Join(bin, "kustomize"), "build", "--enable-helm", "--helm-command", filepath.Join(bin, "helm"), filepath.Join(dir, overlay))
+	cmd := exec.Command(filepath.Join(bin, "kustomize"), append([]string{"build", "--enable-helm", "--helm-command", filepath.Join(bin, "helm"), filepath.Join(dir, overlay)}, args...)...)
 	out, err := cmd.Output()
 	if err != nil {
 		var ee *exec.ExitError
@@ -205,5 +207,59 @@ func TestHelmChartInAGitBase(t *testing.T) {
 	want := kustomizeBuild(t, bin, base, "overlay")
 	if got := toYAML(t, rs[0].Objects); got != want || !strings.Contains(got, "name: prod-web-hello") {
 		t.Errorf("renders\n%s\nkustomize build --enable-helm of the same base on disk gives\n%s", got, want)
+	}
+}
+
+// helmCharts see the cluster's Kubernetes as `kustomize build
+// --enable-helm --helm-kube-version --helm-api-versions` passes it (Argo
+// CD passes its cluster's): the chart requiring Kubernetes 1.25, which
+// Helm's default refuses, renders for kplan's default and for a declared
+// version with a custom resource; an entry's own kubeVersion wins, as
+// kustomize reads the entry over the flags (HelmChartInflationGenerator
+// Config, kustomize api v0.21.2).
+func TestHelmChartsSeeTheClustersKubernetes(t *testing.T) {
+	t.Parallel()
+	bin := testhelm.Dir(t)
+	files := readTree(t, filepath.Join("testdata", "helm", "capabilities"), "")
+	s := testkit.Snapshot(t, "test", files)
+	tree, err := Discover(s.FS, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want map[string][]string // overlay → what its render holds
+	}{
+		{"kplan's default", Options{}, map[string][]string{"caps": {"kubeVersion: v1.37.0", "apiVersion: policy/v1\n"}, "pinned": {"kubeVersion: v1.31"}}},
+		{"declared", Options{KubeVersion: "v1.28.3", APIVersions: []string{"monitoring.coreos.com/v1/ServiceMonitor"}},
+			map[string][]string{"caps": {"kubeVersion: v1.28.3", "kind: ServiceMonitor", "sidecars: init-containers"}, "pinned": {"kubeVersion: v1.31", "kind: ServiceMonitor"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.opts
+			o.EnableHelm, o.HelmCommand = true, filepath.Join(bin, "helm")
+			rs, err := Render(context.Background(), s.FS, tree, []string{"caps", "pinned"}, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"--helm-kube-version", cmp.Or(tc.opts.KubeVersion, kubeversion.Default)}
+			for _, v := range tc.opts.Kubernetes().APIVersionSet() {
+				args = append(args, "--helm-api-versions", v)
+			}
+			for _, r := range rs {
+				if r.Err != nil {
+					t.Fatalf("%s: %v", r.Path, r.Err)
+				}
+				got, want := toYAML(t, r.Objects), kustomizeBuild(t, bin, files, r.Path, args...)
+				if got != want {
+					t.Errorf("%s renders\n%s\nkustomize build %s gives\n%s", r.Path, got, strings.Join(args[:2], " "), want)
+				}
+				for _, w := range tc.want[r.Path] {
+					if !strings.Contains(got, w) {
+						t.Errorf("%s does not hold %q:\n%s", r.Path, w, got)
+					}
+				}
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path"
@@ -15,7 +16,10 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/crash"
+	"github.com/kplan-dev/kplan/internal/kubeversion"
+	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/snapshot"
 )
 
@@ -33,6 +37,16 @@ type Options struct {
 	// EnableHelm allows helmCharts inflation with HelmCommand (default "helm").
 	EnableHelm  bool `target:"enableHelm"`
 	HelmCommand string
+	// KubeVersion and APIVersions are what the cluster runs, as the
+	// charts helm inflates see it (kubeversion.Capabilities: "" is
+	// kubeversion.Default; the built-in API versions that version serves
+	// are added): every chart gets them, over its own kubeVersion and
+	// apiVersions, as `kustomize build --helm-kube-version
+	// --helm-api-versions` passes them (Argo CD's repo server passes its
+	// cluster's). A webhook target reads them as kubeVersion and
+	// apiVersions (internal/config checks them).
+	KubeVersion string
+	APIVersions []string
 	// Parallelism bounds concurrent renders; 0 means one per CPU.
 	Parallelism int
 	// Timeout bounds each overlay's render: 0 is DefaultTimeout, < 0 no
@@ -55,6 +69,43 @@ type Options struct {
 	// Git fetches the git repositories kustomizations name as remote
 	// bases (gitbase.Cache); nil refuses them.
 	Git GitFetcher
+	// ChartAuth is where chart fetches find credentials (charts.Standard:
+	// Docker's and Helm's configuration); nil fetches charts anonymously.
+	ChartAuth *charts.Auth
+	// Charts fetches and keeps the charts that helmCharts, HelmReleases
+	// and Argo CD Applications pull, one for a whole plan (its cache
+	// shared); nil: each user makes its own through Remote (NewCharts).
+	Charts *charts.Fetcher `fingerprint:"-"`
+}
+
+// NewCharts is a chart fetcher for o: through o.Remote when that is
+// kplan's network policy (nothing is fetched otherwise), with
+// o.ChartAuth's credentials, bodies bounded by o.MaxReadBytes (64 MiB
+// when it sets none), archives kept under dir's charts/ ("" in memory
+// only).
+func (o Options) NewCharts(dir string) *charts.Fetcher {
+	p, _ := o.Remote.(*netpolicy.Policy)
+	return charts.New(charts.Options{Policy: p, Dir: dir, Max: o.MaxReadBytes, Auth: o.ChartAuth})
+}
+
+// ChartFetcher is o.Charts, else a fetcher of its own (NewCharts) that
+// keeps nothing on disk.
+func (o Options) ChartFetcher() *charts.Fetcher {
+	if o.Charts != nil {
+		return o.Charts
+	}
+	return o.NewCharts("")
+}
+
+// Kubernetes are the capabilities KubeVersion and APIVersions declare.
+func (o Options) Kubernetes() kubeversion.Capabilities {
+	return kubeversion.Capabilities{Version: o.KubeVersion, APIVersions: o.APIVersions}
+}
+
+// WithKubernetes are o for a cluster that runs c.
+func (o Options) WithKubernetes(c kubeversion.Capabilities) Options {
+	o.KubeVersion, o.APIVersions = c.Version, c.APIVersions
+	return o
 }
 
 // Load restrictors, spelled as kustomize's --load-restrictor flag.
@@ -144,6 +195,7 @@ type Kustomizer struct {
 	maxAliasNodes int           // < 0: none
 	remote        Fetcher
 	git           GitFetcher
+	charts        *charts.Fetcher
 	maxRead       int64 // < 0: none
 	maxDepth      int   // < 0: none
 }
@@ -163,9 +215,15 @@ func NewKustomizer(opts Options) *Kustomizer {
 		if kopts.PluginConfig.HelmConfig.Command == "" {
 			kopts.PluginConfig.HelmConfig.Command = "helm"
 		}
+		caps := opts.Kubernetes()
+		kopts.PluginConfig.HelmConfig.KubeVersion = cmp.Or(caps.Version, kubeversion.Default)
+		kopts.PluginConfig.HelmConfig.ApiVersions = caps.APIVersionSet()
 	}
 	k := &Kustomizer{kopts: kopts, timeout: opts.Timeout, maxAliasNodes: opts.MaxAliasNodes, remote: opts.Remote, git: opts.Git,
 		maxRead: opts.MaxReadBytes, maxDepth: opts.MaxPathDepth}
+	if opts.EnableHelm {
+		k.charts = opts.ChartFetcher()
+	}
 	if k.maxRead == 0 {
 		k.maxRead = DefaultMaxReadBytes
 	}
@@ -240,7 +298,6 @@ func (k *Kustomizer) RenderContext(ctx context.Context, fSys filesys.FileSystem,
 	done := make(chan built, 1) // buffered: an abandoned build never blocks
 	go func() {
 		defer unlock()
-		defer cleanup() // once the build is over: an abandoned one goes on
 		var b built
 		b.err = crash.Catch(func() (err error) {
 			b.objs, err = renderAt(view, dir, root, k.kopts)
@@ -252,6 +309,10 @@ func (k *Kustomizer) RenderContext(ctx context.Context, fSys filesys.FileSystem,
 		if crash.As(b.err) != nil {
 			b.objs, b.err = nil, fmt.Errorf("render %s: %w", dir, b.err)
 		}
+		// Once the build is over (an abandoned one goes on), and before
+		// its result is handed over: a process that exits as soon as it
+		// has it (kplan render) would leave helm's directory behind.
+		cleanup()
 		done <- b
 	}()
 	var b built
@@ -300,6 +361,15 @@ func lockSchema(exclusive bool) func() {
 		}
 		schemaMu.Unlock()
 	}
+}
+
+// SchemaParsed says whether kyaml's default OpenAPI schema is parsed in
+// this process (a fifth of a small plan's CPU): a plan parses it only
+// once a build runs, which its tests check.
+func SchemaParsed() bool {
+	schemaMu.RLock()
+	defer schemaMu.RUnlock()
+	return schemaReady
 }
 
 // readSchema takes krusty's schema lock as a shared build does, without

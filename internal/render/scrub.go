@@ -14,6 +14,8 @@ import (
 	"sync"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/kplan-dev/kplan/internal/yamldocs"
 )
 
 // Render errors end up in PR comments, commit statuses and logs, and
@@ -159,9 +161,11 @@ type generator struct {
 	Files    []string `json:"files"`
 }
 
-// secrets gathers the data and stringData values of the Secrets in data.
+// secrets gathers the data and stringData values of the Secrets in data,
+// read as objects through yamldocs: a file mentioning "Secret" may be a
+// list (a JSON 6902 patch, a replacements file), which is no object.
 func (s *scrubber) secrets(data []byte) {
-	docs, err := kio(data)
+	docs, err := yamldocs.Mappings(data)
 	if err != nil {
 		if bytes.Contains(data, []byte("kind: Secret")) {
 			s.addText(string(data)) // malformed: hide all of it

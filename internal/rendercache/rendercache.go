@@ -107,6 +107,17 @@ func (c *Cache) Get(key string) (Entry, bool) {
 	return e, true
 }
 
+// Has says whether an entry is stored under key, without reading it: a
+// guess (Get may still find it unreadable) that lets a plan start work a
+// miss needs before it decodes its hits.
+func (c *Cache) Has(key string) bool {
+	if !validKey(key) {
+		return false
+	}
+	_, err := os.Stat(c.path(key))
+	return err == nil
+}
+
 // Put stores a render under key, atomically: readers see the old entry
 // or the new one, never part of it.
 func (c *Cache) Put(key string, e Entry) error {

@@ -3,6 +3,7 @@ package repoconfig
 import (
 	"testing"
 
+	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/test/fuzzseed"
 )
 
@@ -27,5 +28,17 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		c.Overlays()
+		// What a cluster runs is a version Helm parses, whatever the
+		// declaration (Parse normalised it).
+		for _, ids := range [][]string{nil, {"production"}, {"https://10.0.0.1:6443"}} {
+			if v := c.Capabilities(ids...).Version; v != "" {
+				if _, err := kubeversion.Parse(v); err != nil {
+					t.Fatalf("Capabilities(%q).Version %q: %v", ids, v, err)
+				}
+			}
+		}
+		for _, tg := range c.Targets {
+			c.TargetCapabilities(tg.Overlay)
+		}
 	})
 }

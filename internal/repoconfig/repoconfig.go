@@ -15,6 +15,12 @@
 //	  kinds: [HorizontalPodAutoscaler]
 //	dangerous:                       # the plan's danger rules (internal/danger)
 //	  disable: [scale-to-zero]       # rule ids not reported; off only when base and head both say so
+//	kubernetes:                      # what the clusters run, for the charts kplan templates (Helm's Capabilities)
+//	  version: "1.31"                # default: the newest kplan's Kubernetes libraries speak (kubeversion.Default)
+//	  apiVersions: [monitoring.coreos.com/v1]   # added to Helm's own
+//	  clusters:                      # clusters that run another, by name (target name or environment, Flux
+//	    - name: legacy               # cluster, Argo CD cluster) or server (Argo CD destination)
+//	      version: "1.29"
 //
 // A file may hold only ignore rules and danger settings: overlays are
 // then discovered. A file without apiVersion and kind (as every file was
@@ -93,9 +99,34 @@ type Config struct {
 	// with which Argo CD builds kustomize sources: "--enable-helm" and
 	// "--load-restrictor LoadRestrictionsNone" are read (ParseBuildOptions).
 	ArgoCDKustomizeBuildOptions string `yaml:"argocdKustomizeBuildOptions"`
+	// Kubernetes declares what each cluster runs, for the charts kplan
+	// templates for it (kubeversion): unset, kplan's default.
+	Kubernetes Kubernetes `yaml:"kubernetes"`
 	// Warnings are what the file should change but still works with (no
 	// apiVersion and kind), for the caller to log.
 	Warnings []string `yaml:"-"`
+}
+
+// Kubernetes is what the clusters run: the version and API versions
+// Helm's Capabilities hold when kplan templates a chart for one of them.
+type Kubernetes struct {
+	// Version and APIVersions are every cluster's that Clusters does not
+	// name.
+	Version     string   `yaml:"version"`
+	APIVersions []string `yaml:"apiVersions"`
+	// Clusters are the clusters that run another.
+	Clusters []KubernetesCluster `yaml:"clusters"`
+}
+
+// KubernetesCluster is what one cluster runs. It is found by name (a
+// target's name or environment, a Flux cluster, an Argo CD cluster's
+// name) or by server (an Argo CD destination's); a field it leaves unset
+// is the top one's.
+type KubernetesCluster struct {
+	Name        string   `yaml:"name"`
+	Server      string   `yaml:"server"`
+	Version     string   `yaml:"version"`
+	APIVersions []string `yaml:"apiVersions"`
 }
 
 // ArgoCDCluster is one cluster Argo CD deploys to, as its cluster Secret
@@ -180,18 +211,22 @@ func (c *Config) check() []error {
 		errs = append(errs, fmt.Errorf("%s: argocdKustomizeBuildOptions: %w", File, err))
 	}
 	errs = append(errs, c.checkArgoCDClusters()...)
+	errs = append(errs, c.Kubernetes.check()...)
 	errs = append(errs, c.Ignore.check()...)
 	if err := danger.CheckIDs(c.Dangerous.Disable); err != nil {
 		errs = append(errs, fmt.Errorf("%s: dangerous.disable: %w", File, err))
 	}
-	return append(errs, c.checkTargets()...)
+	errs = append(errs, c.checkTargets()...)
+	return append(errs, c.checkTargetsKubernetes()...)
 }
 
 // declaresNothing says whether the file sets nothing at all: no target,
 // ignore rule, danger setting, Flux or Argo CD setting.
 func (c *Config) declaresNothing() bool {
 	ignoring := len(c.Ignore.Fields)+len(c.Ignore.Kinds) > 0 || c.Ignore.Defaults != nil
-	return len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 && c.Flux == nil && len(c.FluxClusters) == 0 && c.ArgoCD == nil && len(c.ArgoCDRepoURLs) == 0 && c.ArgoCDClusters == nil && !c.ArgoCDNewGitFileGlobbing && c.ArgoCDKustomizeBuildOptions == ""
+	k := c.Kubernetes
+	kube := k.Version != "" || len(k.APIVersions) > 0 || len(k.Clusters) > 0
+	return len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 && c.Flux == nil && len(c.FluxClusters) == 0 && c.ArgoCD == nil && len(c.ArgoCDRepoURLs) == 0 && c.ArgoCDClusters == nil && !c.ArgoCDNewGitFileGlobbing && c.ArgoCDKustomizeBuildOptions == "" && !kube
 }
 
 // checkFluxClusters refuses a fluxClusters entry without a usable name

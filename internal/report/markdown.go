@@ -218,6 +218,9 @@ func (m *md) render(d detail, maxRows int, open bool) string {
 	}
 	m.writeIgnored(&b)
 	m.writeUnread(&b)
+	if s := chartsLine(p, inline); s != "" {
+		b.WriteString(escapeText(s) + ".\n\n") // the code spans hold no & < >
+	}
 	if d != countsOnly {
 		folded := false
 		for i, o := range all {
@@ -399,6 +402,9 @@ func (m *md) writeOverlay(b *strings.Builder, o *inventorydiff.Overlay, d detail
 				codeBlock(b, "", e.err)
 			}
 		}
+		if c := chartsOf(o); c != "" {
+			fmt.Fprintf(b, "%s.\n\n", escapeText(c))
+		}
 		b.WriteString("</details>\n\n")
 		return
 	}
@@ -430,6 +436,9 @@ func (m *md) writeOverlay(b *strings.Builder, o *inventorydiff.Overlay, d detail
 	}
 	if changed := inventoryChange(o); changed != "" {
 		fmt.Fprintf(b, "%s\n\n", changed)
+	}
+	if c := chartsOf(o); c != "" {
+		fmt.Fprintf(b, "%s.\n\n", escapeText(c))
 	}
 	if objs := m.objects(o, d); objs != "" {
 		codeBlock(b, "diff", objs)

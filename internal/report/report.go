@@ -11,6 +11,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/danger"
 	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
+	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/internal/markers"
 )
 
@@ -242,6 +243,10 @@ type jsonOverlay struct {
 	Targets    []string `json:"targets,omitempty"`
 	MovedFrom  string   `json:"movedFrom,omitempty"`
 	SharedWith []string `json:"sharedInventoryWith,omitempty"`
+	// Kubernetes is what its charts were templated for (absent when it
+	// templated none): the version, the declared API versions, and
+	// where they were declared ("" is kplan's default).
+	Kubernetes *kubeversion.Capabilities `json:"kubernetes,omitempty"`
 }
 
 type jsonSide struct {
@@ -400,7 +405,7 @@ func JSONWith(p *inventorydiff.Plan, opts Options) ([]byte, error) {
 			Error:     overlayError(o),
 			AddedYAML: o.AddedYAML,
 			File:      o.File, Notes: o.Notes,
-			Digest: o.HeadDigest, Skipped: o.Skipped,
+			Digest: o.HeadDigest, Skipped: o.Skipped, Kubernetes: o.Kubernetes,
 		}
 		for _, f := range o.Dangerous {
 			j.Dangerous = append(j.Dangerous, f.String())

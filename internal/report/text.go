@@ -59,6 +59,9 @@ func textFailed(ew *errWriter, o *inventorydiff.Overlay) {
 	if o.HeadErr != "" {
 		ew.printf("  head: %s\n", o.HeadErr)
 	}
+	if c := chartsOf(o); c != "" {
+		ew.printf("  %s\n", c)
+	}
 	ew.printf("\n")
 }
 
@@ -107,6 +110,9 @@ func textHeader(ew *errWriter, o *inventorydiff.Overlay) {
 	}
 	for _, n := range o.Notes {
 		ew.printf("  note: %s\n", textNote(n))
+	}
+	if c := chartsOf(o); c != "" {
+		ew.printf("  %s\n", c)
 	}
 }
 
@@ -191,6 +197,9 @@ func textFooter(ew *errWriter, p *inventorydiff.Plan) {
 			src = " (" + r.Source + ")"
 		}
 		ew.printf("Ignored %s%s: %s.\n", r.Rule, src, ignoredText(r))
+	}
+	if s := chartsLine(p, func(s string) string { return s }); s != "" {
+		ew.printf("%s.\n", s)
 	}
 	if len(p.Unread) > 0 {
 		ew.printf("No overlay reads these changed files (this plan cannot show what they change):\n")

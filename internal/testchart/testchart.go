@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log"
@@ -16,6 +17,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -77,26 +79,58 @@ func PackageDir(dir, version, tag string) ([]byte, error) {
 type Repo struct {
 	URL string
 
-	mu     sync.Mutex
-	ix     *repo.IndexFile
-	files  map[string][]byte
-	Served map[string]int // requests by path
+	mu       sync.Mutex
+	ix       *repo.IndexFile
+	files    map[string][]byte
+	redirect map[string]string // path -> URL answered 302
+	user     string            // with password: Basic auth required
+	password string
+	Served   map[string]int // requests by path
+	auth     []string       // each request's Authorization header, "" without
+}
+
+// RepoOptions say how a Repo serves.
+type RepoOptions struct {
+	// User and Password, when set, make every request without them
+	// answered 401, as a private chart repository behind basic auth.
+	User, Password string
 }
 
 // ServeRepo starts an empty chart repository, closed with the test.
 func ServeRepo(t testing.TB) *Repo {
-	r, stop := StartRepo()
+	return ServeRepoWith(t, RepoOptions{})
+}
+
+// ServeRepoWith starts an empty chart repository with o, closed with
+// the test.
+func ServeRepoWith(t testing.TB, o RepoOptions) *Repo {
+	r, stop := startRepo(o)
 	t.Cleanup(stop)
 	return r
 }
 
 // StartRepo is ServeRepo for programs (the benchmarks): stop closes it.
-func StartRepo() (r *Repo, stop func()) {
-	r = &Repo{ix: repo.NewIndexFile(), files: map[string][]byte{}, Served: map[string]int{}}
+func StartRepo() (r *Repo, stop func()) { return startRepo(RepoOptions{}) }
+
+func startRepo(o RepoOptions) (r *Repo, stop func()) {
+	r = &Repo{ix: repo.NewIndexFile(), files: map[string][]byte{}, redirect: map[string]string{}, Served: map[string]int{},
+		user: o.User, password: o.Password}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.Served[req.URL.Path]++
+		r.auth = append(r.auth, req.Header.Get("Authorization"))
+		if r.user != "" {
+			if u, p, ok := req.BasicAuth(); !ok || u != r.user || p != r.password {
+				w.Header().Set("WWW-Authenticate", `Basic realm="charts"`)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+		}
+		if to, ok := r.redirect[req.URL.Path]; ok {
+			http.Redirect(w, req, to, http.StatusFound)
+			return
+		}
 		if req.URL.Path == "/index.yaml" {
 			data, err := sigsyaml.Marshal(r.ix)
 			if err != nil {
@@ -115,6 +149,44 @@ func StartRepo() (r *Repo, stop func()) {
 	}))
 	r.URL = srv.URL
 	return r, srv.Close
+}
+
+// Authorizations are the Authorization headers of the requests the
+// repository got, in order ("" for a request without one).
+func (r *Repo) Authorizations() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.auth)
+}
+
+// Redirect answers a request for path (as "/demo-1.0.0.tgz") with a 302
+// to url.
+func (r *Repo) Redirect(path, url string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.redirect[path] = url
+}
+
+// AddElsewhere publishes a packaged chart whose archive another
+// repository serves: r's index lists it at the URL of at.
+func (r *Repo) AddElsewhere(t testing.TB, tgz []byte, at *Repo) {
+	t.Helper()
+	ch, err := loader.LoadArchive(bytes.NewReader(tgz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("%s-%s.tgz", ch.Metadata.Name, ch.Metadata.Version)
+	sum := sha256.Sum256(tgz)
+	r.mu.Lock()
+	err = r.ix.MustAdd(ch.Metadata, name, at.URL, hex.EncodeToString(sum[:]))
+	r.ix.SortEntries()
+	r.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at.mu.Lock()
+	at.files[name] = tgz
+	at.mu.Unlock()
 }
 
 // Add publishes a packaged chart.
@@ -150,16 +222,99 @@ func (r *Repo) Count(path string) int {
 	return r.Served[path]
 }
 
-// Registry is an OCI registry on loopback (plain http).
+// Registry is an OCI registry on loopback (go-containerregistry's
+// pkg/registry), plain http unless RegistryOptions.TLS.
 type Registry struct {
 	Host string // host:port
+	// CertFile is the PEM of the server's certificate, with TLS: what a
+	// client trusts it through (SSL_CERT_FILE).
+	CertFile string
+
+	h    http.Handler // the registry, for pushes in process
+	mu   sync.Mutex
+	auth []string // each request's Authorization header, "" without
+}
+
+// RegistryOptions say how a Registry serves.
+type RegistryOptions struct {
+	// TLS serves https with httptest's certificate (for 127.0.0.1),
+	// written to CertFile.
+	TLS bool
+	// User and Password, when set, guard the registry with a token
+	// service, as Docker Hub and most registries do: a request to /v2/
+	// without a token is answered 401 with a Bearer challenge whose
+	// realm is /token on the same host, which gives a token for Basic
+	// User:Password (and nothing anonymous).
+	User, Password string
 }
 
 // ServeRegistry starts an empty registry, closed with the test.
 func ServeRegistry(t testing.TB) *Registry {
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	return ServeRegistryWith(t, RegistryOptions{})
+}
+
+// ServeRegistryWith starts an empty registry with o, closed with the test.
+func ServeRegistryWith(t testing.TB, o RegistryOptions) *Registry {
+	g := &Registry{h: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
+	token := ""
+	if o.User != "" {
+		sum := sha256.Sum256([]byte(o.User + ":" + o.Password + ":token"))
+		token = hex.EncodeToString(sum[:16])
+	}
+	var srv *httptest.Server
+	handler := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		g.mu.Lock()
+		g.auth = append(g.auth, req.Header.Get("Authorization"))
+		g.mu.Unlock()
+		if token == "" {
+			g.h.ServeHTTP(w, req)
+			return
+		}
+		if req.URL.Path == "/token" {
+			if u, p, ok := req.BasicAuth(); !ok || u != o.User || p != o.Password {
+				http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"wrong credentials"}]}`, http.StatusUnauthorized)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"token":%q}`, token)
+			return
+		}
+		if req.Header.Get("Authorization") != "Bearer "+token {
+			scope := ""
+			if rest, ok := strings.CutPrefix(req.URL.Path, "/v2/"); ok {
+				for _, sep := range []string{"/manifests/", "/blobs/", "/tags/"} {
+					if i := strings.Index(rest, sep); i > 0 {
+						scope = fmt.Sprintf(`,scope="repository:%s:pull"`, rest[:i])
+					}
+				}
+			}
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="%s/token",service="testchart"%s`, srv.URL, scope))
+			http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`, http.StatusUnauthorized)
+			return
+		}
+		g.h.ServeHTTP(w, req)
+	})
+	if o.TLS {
+		srv = httptest.NewTLSServer(handler)
+		g.CertFile = filepath.Join(t.TempDir(), "registry.pem")
+		cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+		if err := os.WriteFile(g.CertFile, cert, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		srv = httptest.NewServer(handler)
+	}
 	t.Cleanup(srv.Close)
-	return &Registry{Host: strings.TrimPrefix(srv.URL, "http://")}
+	g.Host = srv.Listener.Addr().String()
+	return g
+}
+
+// Authorizations are the Authorization headers of the requests the
+// registry got, in order ("" for a request without one).
+func (g *Registry) Authorizations() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.auth)
 }
 
 // Push pushes a packaged chart as helm push does: repo/name:version.
@@ -185,30 +340,29 @@ func (g *Registry) Push(t testing.TB, repoPath string, tgz []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest(http.MethodPut, "http://"+g.Host+"/v2/"+name+"/manifests/"+ch.Metadata.Version, bytes.NewReader(manifest))
+	// Helm pushes a version's + as _ (helm's pkg/registry/reference.go).
+	tag := strings.ReplaceAll(ch.Metadata.Version, "+", "_")
+	req := httptest.NewRequest(http.MethodPut, "/v2/"+name+"/manifests/"+tag, bytes.NewReader(manifest))
 	req.Header.Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
-	do(t, req, http.StatusCreated)
+	g.do(t, req, http.StatusCreated)
 }
 
 func (g *Registry) blob(t testing.TB, name string, data []byte) string {
 	t.Helper()
 	sum := sha256.Sum256(data)
 	digest := "sha256:" + hex.EncodeToString(sum[:])
-	req, _ := http.NewRequest(http.MethodPost, "http://"+g.Host+"/v2/"+name+"/blobs/uploads/?digest="+digest, bytes.NewReader(data))
-	do(t, req, http.StatusCreated)
+	g.do(t, httptest.NewRequest(http.MethodPost, "/v2/"+name+"/blobs/uploads/?digest="+digest, bytes.NewReader(data)), http.StatusCreated)
 	return digest
 }
 
-func do(t testing.TB, req *http.Request, want int) {
+// do serves a push in process: a guarded registry's token service is
+// for pulls.
+func (g *Registry) do(t testing.TB, req *http.Request, want int) {
 	t.Helper()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != want {
-		t.Fatalf("%s %s: %s %s", req.Method, req.URL, resp.Status, body)
+	rec := httptest.NewRecorder()
+	g.h.ServeHTTP(rec, req)
+	if rec.Code != want {
+		t.Fatalf("%s %s: %d %s", req.Method, req.URL, rec.Code, rec.Body.String())
 	}
 }
 
