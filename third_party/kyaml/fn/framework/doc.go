@@ -42,7 +42,7 @@
 //		return errors.Wrap(err)
 //	}
 //
-// Architecture
+// # Architecture
 //
 // Functions modify a slice of resources (ResourceList.Items) which are read as input and written
 // as output.  The function itself may be configured through a functionConfig
@@ -50,16 +50,16 @@
 //
 // Example function input:
 //
-//    kind: ResourceList
-//    items:
-//    - kind: Deployment
-//      ...
-//    - kind: Service
-//      ....
-//    functionConfig:
-//      kind: Example
-//      spec:
-//        value: foo
+//	kind: ResourceList
+//	items:
+//	- kind: Deployment
+//	  ...
+//	- kind: Service
+//	  ....
+//	functionConfig:
+//	  kind: Example
+//	  spec:
+//	    value: foo
 //
 // The functionConfig may be specified declaratively and run with
 //
@@ -67,16 +67,16 @@
 //
 // Declarative function declaration:
 //
-//    kind: Example
-//    metadata:
-//      annotations:
-//        # run the function by creating this container and providing this
-//        # Example as the functionConfig
-//        config.kubernetes.io/function: |
-//          container:
-//            image: image/containing/function:impl
-//    spec:
-//      value: foo
+//	kind: Example
+//	metadata:
+//	  annotations:
+//	    # run the function by creating this container and providing this
+//	    # Example as the functionConfig
+//	    config.kubernetes.io/function: |
+//	      container:
+//	        image: image/containing/function:impl
+//	spec:
+//	  value: foo
 //
 // The framework takes care of serializing and deserializing the ResourceList.
 //
@@ -88,36 +88,36 @@
 // When run imperatively, a ConfigMap is generated for the functionConfig, and the command
 // arguments are set as ConfigMap data entries.
 //
-//    kind: ConfigMap
-//    data:
-//      value: foo
+//	kind: ConfigMap
+//	data:
+//	  value: foo
 //
 // To write a function that can be run imperatively on the commandline, have it take a
 // ConfigMap as its functionConfig.
 //
-// Mutator and Generator Functions
+// # Mutator and Generator Functions
 //
 // Functions may add, delete or modify resources by modifying the ResourceList.Items slice.
 //
-// Validator Functions
+// # Validator Functions
 //
-// A function may emit validation results by setting the ResourceList.Result
+// # A function may emit validation results by setting the ResourceList.Result
 //
-// Configuring Functions
+// # Configuring Functions
 //
 // Functions may be configured through a functionConfig (i.e. a client-side custom resource),
 // or through flags (which the framework parses from a ConfigMap provided as input).
 //
 // Functions may also access environment variables set by the caller.
 //
-// Building a container image for the function
+// # Building a container image for the function
 //
 // The go program may be built into a container and run as a function.  The framework
 // can be used to generate a Dockerfile to build the function container.
 //
-//   # create the ./Dockerfile for the container
-//   $ go run ./main.go gen ./
+//	# create the ./Dockerfile for the container
+//	$ go run ./main.go gen ./
 //
-//   # build the function's container
-//   $ docker build . -t gcr.io/my-project/my-image:my-version
+//	# build the function's container
+//	$ docker build . -t gcr.io/my-project/my-image:my-version
 package framework
