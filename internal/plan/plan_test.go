@@ -320,14 +320,22 @@ func (c *countLookups) LookupHost(ctx context.Context, host string) ([]string, e
 	return notFound{}.LookupHost(ctx, host)
 }
 
-// Damaged cache entries never change a plan: they are rendered again.
-func TestCorruptCache(t *testing.T) {
-	dir := t.TempDir()
+// imageBump is a repository of the fixture (base) and a commit bumping
+// its Deployment's image (head).
+func imageBump(t *testing.T) (dir, base, head string) {
+	t.Helper()
+	dir = t.TempDir()
 	git(t, dir, "init", "-q", "-b", "main")
 	write(t, dir, fixture)
-	base := commit(t, dir, "base")
+	base = commit(t, dir, "base")
 	write(t, dir, map[string]string{"base/deployment.yaml": strings.ReplaceAll(deployYAML, "IMAGE", "2")})
-	head := commit(t, dir, "head")
+	head = commit(t, dir, "head")
+	return dir, base, head
+}
+
+// Damaged cache entries never change a plan: they are rendered again.
+func TestCorruptCache(t *testing.T) {
+	dir, base, head := imageBump(t)
 	ctx := context.Background()
 	opts := Options{RepoDir: dir, Base: base, Head: head, CacheDir: t.TempDir()}
 	want, first, err := Execute(ctx, opts)
@@ -441,12 +449,7 @@ func TestGitBaseNeverBuilds(t *testing.T) {
 // Progress counts every build up to the total, one call at a time, and
 // the plan says how much it rendered.
 func TestProgressAndWork(t *testing.T) {
-	dir := t.TempDir()
-	git(t, dir, "init", "-q", "-b", "main")
-	write(t, dir, fixture)
-	base := commit(t, dir, "base")
-	write(t, dir, map[string]string{"base/deployment.yaml": strings.ReplaceAll(deployYAML, "IMAGE", "2")})
-	head := commit(t, dir, "head")
+	dir, base, head := imageBump(t)
 	var calls [][2]int
 	p, st, err := Execute(context.Background(), Options{RepoDir: dir, Base: base, Head: head,
 		Progress: func(done, total int) { calls = append(calls, [2]int{done, total}) }})
@@ -515,12 +518,7 @@ func TestFluxModeFromHeadChange(t *testing.T) {
 // miss parses it, and so does a plan with no cache. Not parallel: the
 // schema is the process's.
 func TestSchemaOnlyWhenABuildRuns(t *testing.T) {
-	dir := t.TempDir()
-	git(t, dir, "init", "-q", "-b", "main")
-	write(t, dir, fixture)
-	base := commit(t, dir, "base")
-	write(t, dir, map[string]string{"base/deployment.yaml": strings.ReplaceAll(deployYAML, "IMAGE", "2")})
-	head := commit(t, dir, "head")
+	dir, base, head := imageBump(t)
 	ctx := context.Background()
 	forget := func() { _ = render.Exclusive(func() error { return nil }) } // resets the schema as it ends
 	plan := func(what string, opts Options, wantParsed bool) Stats {
