@@ -89,17 +89,7 @@ func TestInstallsPullTagsTheReleasePushes(t *testing.T) {
 			t.Errorf("the release does not push %s: tags %q", want, gr.Dockers[0].Tags)
 		}
 	}
-	var kust struct {
-		Images []struct{ Name, NewName, NewTag string }
-	}
-	data, err = os.ReadFile("../deploy/base/kustomization.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sigsyaml.Unmarshal(data, &kust); err != nil || len(kust.Images) != 1 {
-		t.Fatalf("deploy/base/kustomization.yaml images: %v %+v", err, kust)
-	}
-	if img := kust.Images[0]; img.NewName != gr.Dockers[0].Images[0] || !regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+$`).MatchString(img.NewTag) {
+	if img := deployImage(t); img.NewName != gr.Dockers[0].Images[0] || !regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+$`).MatchString(img.NewTag) {
 		t.Errorf("deploy/ pulls %s:%s: want %s at the exact release (vX.Y.Z)", img.NewName, img.NewTag, gr.Dockers[0].Images[0])
 	}
 	release, err := os.ReadFile("../.github/workflows/release.yml")
@@ -124,17 +114,7 @@ func TestInstallsPullTagsTheReleasePushes(t *testing.T) {
 // version was included, and the docs included v1.2.0, which does not
 // exist.
 func TestGitLabComponentPinsItsRelease(t *testing.T) {
-	var kust struct {
-		Images []struct{ NewTag string }
-	}
-	data, err := os.ReadFile("../deploy/base/kustomization.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sigsyaml.Unmarshal(data, &kust); err != nil || len(kust.Images) != 1 {
-		t.Fatalf("deploy/base/kustomization.yaml: %v %+v", err, kust)
-	}
-	release := kust.Images[0].NewTag
+	release := deployImage(t).NewTag
 	comp, err := os.ReadFile("../templates/kplan-plan.yml")
 	if err != nil {
 		t.Fatal(err)
@@ -192,4 +172,20 @@ func TestReleaseNotesComeFromTheChangelog(t *testing.T) {
 	if !strings.Contains(string(wf), `scripts/release-notes.sh "$TAG" > "$RUNNER_TEMP/release-notes.md"`) || !strings.Contains(string(wf), "--release-notes ${{ runner.temp }}/release-notes.md") {
 		t.Error("release.yml does not hand goreleaser the CHANGELOG section")
 	}
+}
+
+// deployImage is the one image deploy/ pulls: what a release pins.
+func deployImage(t *testing.T) struct{ Name, NewName, NewTag string } {
+	t.Helper()
+	var kust struct {
+		Images []struct{ Name, NewName, NewTag string }
+	}
+	data, err := os.ReadFile("../deploy/base/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sigsyaml.Unmarshal(data, &kust); err != nil || len(kust.Images) != 1 {
+		t.Fatalf("deploy/base/kustomization.yaml images: %v %+v", err, kust)
+	}
+	return kust.Images[0]
 }
