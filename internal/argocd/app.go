@@ -207,19 +207,23 @@ type Source struct {
 
 // Kustomize are a source's kustomize: settings.
 type Kustomize struct {
-	NamePrefix              string            `json:"namePrefix,omitempty"`
-	NameSuffix              string            `json:"nameSuffix,omitempty"`
-	Namespace               string            `json:"namespace,omitempty"`
-	Images                  []string          `json:"images,omitempty"`
-	CommonLabels            map[string]string `json:"commonLabels,omitempty"`
-	CommonAnnotations       map[string]string `json:"commonAnnotations,omitempty"`
-	ForceCommonLabels       bool              `json:"forceCommonLabels,omitempty"`
-	ForceCommonAnnotations  bool              `json:"forceCommonAnnotations,omitempty"`
-	LabelWithoutSelector    bool              `json:"labelWithoutSelector,omitempty"`
-	Replicas                []Replica         `json:"replicas,omitempty"`
-	Patches                 []map[string]any  `json:"patches,omitempty"`
-	Components              []string          `json:"components,omitempty"`
-	IgnoreMissingComponents bool              `json:"ignoreMissingComponents,omitempty"`
+	NamePrefix             string            `json:"namePrefix,omitempty"`
+	NameSuffix             string            `json:"nameSuffix,omitempty"`
+	Namespace              string            `json:"namespace,omitempty"`
+	Images                 []string          `json:"images,omitempty"`
+	CommonLabels           map[string]string `json:"commonLabels,omitempty"`
+	CommonAnnotations      map[string]string `json:"commonAnnotations,omitempty"`
+	ForceCommonLabels      bool              `json:"forceCommonLabels,omitempty"`
+	ForceCommonAnnotations bool              `json:"forceCommonAnnotations,omitempty"`
+	LabelWithoutSelector   bool              `json:"labelWithoutSelector,omitempty"`
+	LabelIncludeTemplates  bool              `json:"labelIncludeTemplates,omitempty"`
+	// CommonAnnotationsEnvsubst expands the build environment's
+	// variables in commonAnnotations' values (only then).
+	CommonAnnotationsEnvsubst bool             `json:"commonAnnotationsEnvsubst,omitempty"`
+	Replicas                  []Replica        `json:"replicas,omitempty"`
+	Patches                   []map[string]any `json:"patches,omitempty"`
+	Components                []string         `json:"components,omitempty"`
+	IgnoreMissingComponents   bool             `json:"ignoreMissingComponents,omitempty"`
 	// KubeVersion and APIVersions are what the source's helmCharts see
 	// (with argocd-cm's --enable-helm), over the destination cluster's.
 	KubeVersion string   `json:"kubeVersion,omitempty"`
@@ -244,6 +248,7 @@ type Helm struct {
 	SkipCrds                bool            `json:"skipCrds,omitempty"`
 	SkipTests               bool            `json:"skipTests,omitempty"`
 	IgnoreMissingValueFiles bool            `json:"ignoreMissingValueFiles,omitempty"`
+	SkipSchemaValidation    bool            `json:"skipSchemaValidation,omitempty"`
 	Namespace               string          `json:"namespace,omitempty"`
 	// KubeVersion and APIVersions are the Capabilities the chart sees
 	// (--kube-version, --api-versions); Argo CD and kplan take the
