@@ -320,3 +320,48 @@ spec:
 		t.Errorf("%+v, want skipSchemaValidation to render", tg)
 	}
 }
+
+// Settings that set nothing do not force a source's type: the
+// application controller drops them (NormalizeSource, util/argo/
+// argo.go:1046-1065 at 37ee0097cf, with the IsZero methods of
+// pkg/apis/application/v1alpha1/types.go:682, 852, 926, 949) and the
+// repo server detects the type from the path's files; a directory's
+// include or exclude keep it a directory. disableExtensionFilter reads
+// files of any extension (getPotentiallyValidManifestFile,
+// reposerver/repository/repository.go:2148-2153).
+func TestConformanceEmptySettingsDoNotForceTheType(t *testing.T) {
+	base := map[string]string{
+		"chart/Chart.yaml":        "apiVersion: v2\nname: c\nversion: 1.0.0\n",
+		"chart/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-chart}\n",
+		"kust/kustomization.yaml": "resources: [cm.yaml]\nnamePrefix: k-\n",
+		"kust/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n",
+		"kust/extra.txt":          "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: txt}\n",
+	}
+	for _, tc := range []struct {
+		name, source string
+		want         []string
+	}{
+		{"kustomize: {} on a chart", `{path: chart, kustomize: {}}`, []string{"ConfigMap /from-chart"}},
+		{"kustomize with only force options on a chart", `{path: chart, kustomize: {forceCommonLabels: true}}`, []string{"ConfigMap /from-chart"}},
+		{"helm: {} on a kustomization", `{path: kust, helm: {}}`, []string{"ConfigMap /k-cm"}},
+		{"directory: {} on a kustomization", `{path: kust, directory: {}}`, []string{"ConfigMap /k-cm"}},
+		{"directory include keeps a directory", `{path: kust, directory: {include: "cm.yaml"}}`, []string{"ConfigMap /cm"}},
+		{"disableExtensionFilter", `{path: kust, directory: {disableExtensionFilter: true, include: "*.txt"}}`, []string{"ConfigMap /txt"}},
+		{"kustomize and an empty helm", `{path: kust, kustomize: {namePrefix: p-}, helm: {}}`, []string{"ConfigMap /p-cm"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := maps.Clone(base)
+			files["apps/a.yaml"] = "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: a, namespace: argocd}\nspec:\n  source: " +
+				strings.Replace(tc.source, "{", "{repoURL: https://github.com/example/deploy, targetRevision: main, ", 1) +
+				"\n  destination: {server: https://kubernetes.default.svc, namespace: a}\n"
+			tg := build(t, files, "argocd/a")
+			if tg == nil || tg.Err != nil {
+				t.Fatalf("%+v", tg)
+			}
+			got := slices.Sorted(maps.Keys(objects(t, tg.Objects)))
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("objects %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
