@@ -187,8 +187,21 @@ type Destination struct {
 	Namespace string `json:"namespace,omitempty"`
 }
 
-// Cluster names the destination cluster: its name, else its server.
+// The cluster Argo CD runs in, which it knows by this name and by this
+// server alike (KubernetesInClusterName, KubernetesInternalAPIServerAddr:
+// pkg/apis/application/v1alpha1/application_defaults.go:31-34 at argo-cd
+// 37ee0097cf).
+const (
+	InClusterName   = "in-cluster"
+	InClusterServer = "https://kubernetes.default.svc"
+)
+
+// Cluster names the destination cluster: its name, else its server; the
+// in-cluster destination is in-cluster, however it is written.
 func (d Destination) Cluster() string {
+	if d.Name == InClusterName || (d.Name == "" && d.Server == InClusterServer) {
+		return InClusterName
+	}
 	if d.Name != "" {
 		return d.Name
 	}

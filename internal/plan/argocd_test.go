@@ -235,6 +235,10 @@ func TestArgoCDDuplicateObjectsOnlyWhereDestinationsMeet(t *testing.T) {
 	}{
 		{"same cluster", "in-cluster", "argocd/b", "argocd/a", true},
 		{"another cluster", "staging", "staging: argocd/b", "in-cluster: argocd/a", false},
+		// Argo CD knows the cluster it runs in by this server and by the
+		// name in-cluster alike (pkg/apis/application/v1alpha1/
+		// application_defaults.go:31-34 at argo-cd 37ee0097cf).
+		{"in-cluster by its server", "'', server: 'https://kubernetes.default.svc'", "argocd/b", "argocd/a", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -617,5 +621,25 @@ func TestApplicationSetSyncPolicyKeepsApplications(t *testing.T) {
 				t.Errorf("template changed: noted %v, want %v", noted, tc.notUpdated)
 			}
 		})
+	}
+}
+
+// Respelling the in-cluster destination (its name for its server) moves
+// nothing: Argo CD syncs the same objects to the same cluster.
+func TestInClusterDestinationRespelledChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+	app := func(dest string) string {
+		return "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: a, namespace: argocd}\n" +
+			"spec:\n  source: {repoURL: 'https://github.com/example/deploy.git', path: a}\n  destination: {" + dest + ", namespace: apps}\n"
+	}
+	write(t, dir, map[string]string{"apps/a.yaml": app("server: 'https://kubernetes.default.svc'"), "a/cm.yaml": cm("settings", "k: v")})
+	base := commit(t, dir, "by server")
+	write(t, dir, map[string]string{"apps/a.yaml": app("name: in-cluster")})
+	head := commit(t, dir, "by name")
+	full, _, _ := plans(t, dir, base, head)
+	if full.Totals.Pruned != 0 || full.Totals.Added != 0 || len(full.Overlays) != 1 || full.Overlays[0].Path != "argocd/a" {
+		t.Errorf("respelled destination: %d added, %d pruned, targets %v; want argocd/a, nothing added or pruned", full.Totals.Added, full.Totals.Pruned, changedTargets(full))
 	}
 }
