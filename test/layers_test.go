@@ -39,8 +39,9 @@ var layers = [][]string{
 	{"internal/plan", "internal/gate", "internal/deployreport"},
 	// The pull request flow the CI front ends adapt onto.
 	{"internal/prflow"},
-	// Front ends: the Action, GitLab CI's job, each forge's deploy reports.
-	{"internal/action", "internal/gitlabci", "internal/forge/github/deploys", "internal/forge/gitlab/deploys"},
+	// Front ends: the Action, GitLab CI's job, each forge's deploy
+	// reports, the webhook's status page.
+	{"internal/action", "internal/gitlabci", "internal/forge/github/deploys", "internal/forge/gitlab/deploys", "internal/status"},
 	// Mains and the tests of the whole.
 	{"cmd/action", "cmd/kplan", "cmd/kplan-gitlab", "cmd/webhook", "bench", "test", "test/deploydemo"},
 }
@@ -55,7 +56,7 @@ var layers = [][]string{
 var deployOnly = []string{
 	"internal/resourcegroup", "internal/deploy", "internal/ghauth", "internal/webhook",
 	"internal/gitmirror", "internal/liveplan", "internal/deployer", "internal/leader", "internal/deployreport",
-	"internal/forge/github/deploys", "internal/forge/gitlab/deploys",
+	"internal/forge/github/deploys", "internal/forge/gitlab/deploys", "internal/status",
 }
 
 // TestNoPackageImportsOneAbove checks every kplan package's imports

@@ -220,6 +220,9 @@ type Deployer struct {
 	// own, which its Metrics observe. A target's request waiting for a
 	// slot is still replaced by a newer one.
 	Slots *Slots
+	// Status, if set, is told what each target does and did (the status
+	// page, internal/status).
+	Status Status
 
 	started chan struct{}
 
@@ -255,6 +258,7 @@ type worker struct {
 	mu   sync.Mutex
 	t    Target
 	next *Request // the newest request not yet taken
+	busy bool     // a request is taken and running
 }
 
 // New makes a deployer for targets and sources; their names must be
@@ -317,6 +321,9 @@ func (d *Deployer) Submit(target string, r Request) error {
 		}
 		w.next = &r
 	}
+	if w.src == nil && !w.busy {
+		d.tell(w.t, Queued, describe(w.t, *w.next)+" waits for a deploy slot")
+	}
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
@@ -331,6 +338,32 @@ func (w *worker) take() *Request {
 	r := w.next
 	w.next = nil
 	return r
+}
+
+// taken marks the worker running r (the Status is told so, with w.mu
+// held so that a Submit meanwhile does not tell it queued).
+func (d *Deployer) taken(w *worker, r *Request) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.busy = true
+	if w.src == nil {
+		d.tell(w.t, Deploying, describe(w.t, *r))
+	}
+}
+
+// done marks the worker's request ended: it is queued again when a newer
+// one waits, else idle.
+func (d *Deployer) done(w *worker) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.busy = false
+	switch {
+	case w.src != nil:
+	case w.next != nil:
+		d.tell(w.t, Queued, describe(w.t, *w.next)+" waits for a deploy slot")
+	default:
+		d.tell(w.t, Idle, "")
+	}
 }
 
 func (w *worker) pending() bool {
@@ -525,7 +558,9 @@ func (d *Deployer) drain(ctx context.Context, w *worker) {
 			w.slot = true
 		}
 		if r := w.take(); r != nil {
+			d.taken(w, r)
 			d.run(ctx, w, *r)
+			d.done(w)
 		}
 		d.releaseSlot(w)
 	}
@@ -695,6 +730,8 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	state, err := eng.State(ctx, target.Inventory)
 	if err != nil {
 		log.Warn("cannot read the deployed state; deploying", "err", err)
+	} else if d.Status != nil {
+		d.Status.Runs(t, state)
 	}
 	if err := d.lastDeployedBy(t, inv, state.Target); err != nil {
 		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err, Reason: ReasonInventoryConflict})
@@ -809,6 +846,9 @@ func (d *Deployer) finish(ctx context.Context, log *slog.Logger, o Outcome, eng 
 		if err := eng.SetState(ctx, target.Inventory, st); err != nil {
 			log.Error("cannot record the deploy on the inventory", "err", err)
 		}
+	}
+	if d.Status != nil {
+		d.Status.Finished(o)
 	}
 	d.Report.Finished(ctx, o)
 }
@@ -1035,6 +1075,9 @@ func (d *Deployer) expand(ctx context.Context, s Source, r Request) {
 	for k, w := range d.workers {
 		if w.src == nil && w.target().Source == s.Name && !keep[k] {
 			close(w.quit)
+			if d.Status != nil {
+				d.Status.Retired(w.target())
+			}
 			delete(d.workers, k)
 			delete(d.rendered, k)
 			delete(d.conflicts, k)
