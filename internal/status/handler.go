@@ -33,8 +33,9 @@ var page = template.Must(template.New("page.html").Funcs(template.FuncMap{
 }).ParseFS(files, "page.html"))
 
 // contentSecurityPolicy lets the page load nothing: no script, no font,
-// no image, no frame; only its own inline style.
-const contentSecurityPolicy = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+// no frame, no image but the empty icon inline (without it the browser
+// asks for /favicon.ico); only its own inline style.
+const contentSecurityPolicy = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // Handler serves the board: GET / as HTML (as JSON when the request
 // accepts application/json and not text/html), GET /status.json as JSON.
