@@ -17,7 +17,7 @@ var layers = [][]string{
 	// Leaves: no kplan package below them.
 	{"internal/crash", "internal/batchgc", "internal/batchgc/atstart", "internal/gitcli", "internal/keylock", "internal/netpolicy",
 		"internal/version", "internal/kubeversion", "internal/noi18n", "internal/yamldocs", "internal/chartindex", "internal/forge", "internal/inventory",
-		"internal/render/hostiletest", "internal/testchart", "internal/testcluster",
+		"internal/render/hostiletest", "internal/testchart", "internal/testcluster", "internal/browsertest",
 		"test/fuzzseed", "test/gittest", "test/githttp", "test/githubapi", "test/gitlabapi"},
 	// A repository read: one side of a plan, the mirror a deploy fetches into, remote bases.
 	{"internal/snapshot", "internal/gitmirror", "internal/gitbase", "internal/demo", "internal/approval", "internal/charts",
