@@ -221,6 +221,19 @@ func (p *Page) Texts(selector string) []string {
 	return out
 }
 
+// Attrs are the values of attribute name of every element matching the
+// CSS selector, in document order, as the browser resolved them (a
+// link's href is absolute).
+func (p *Page) Attrs(selector, name string) []string {
+	p.t.Helper()
+	js := fmt.Sprintf(`Array.from(document.querySelectorAll(%q), e => e[%q] ?? e.getAttribute(%q) ?? "")`, selector, name, name)
+	out, err := get(p, chromedp.Evaluate[[]string](js))
+	if err != nil {
+		p.t.Fatalf("read %s's %s of %s: %v", selector, name, p.url, err)
+	}
+	return out
+}
+
 // Screenshot saves the whole page as a PNG at path.
 func (p *Page) Screenshot(path string) {
 	p.t.Helper()

@@ -22,8 +22,9 @@ var files embed.FS
 // script, nothing loaded from anywhere (its Content-Security-Policy says
 // so to the browser).
 var page = template.Must(template.New("page.html").Funcs(template.FuncMap{
-	"ago":   ago,
-	"clock": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"ago":    ago,
+	"object": Object,
+	"clock":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"short": func(s string) string {
 		if len(s) > 7 {
 			return s[:7]

@@ -26,6 +26,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/deployer"
 	"github.com/kplan-dev/kplan/internal/deployreport"
 	"github.com/kplan-dev/kplan/internal/forge"
+	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/liveplan"
 )
 
@@ -35,6 +36,13 @@ const DefaultKeep = 20
 // maxMessage bounds a failure message kept (bytes): an error can quote a
 // whole render.
 const maxMessage = 2000
+
+// maxFailures bounds the failed objects a deploy keeps, each error cut
+// at maxFailure bytes.
+const (
+	maxFailures = 10
+	maxFailure  = 400
+)
 
 // Board is the status page's record of every target. Its zero value is
 // ready; set the fields before the deployers start.
@@ -140,13 +148,22 @@ type Deploy struct {
 	Outcome string `json:"outcome"`
 	// Reason is deployer.Reason (Deployed, RenderFailed, Refused …);
 	// Message the error, cluster addresses scrubbed.
-	Reason   string    `json:"reason"`
-	Message  string    `json:"message,omitempty"`
+	Reason  string `json:"reason"`
+	Message string `json:"message,omitempty"`
+	// Failures are the objects that failed, each with the API server's
+	// error (at most maxFailures).
+	Failures []Failure `json:"failures,omitempty"`
 	Objects  string    `json:"objects,omitempty"` // "2 created, 1 configured, …"
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
 	Seconds  float64   `json:"seconds"`
 	Approval *Approval `json:"approval,omitempty"`
+}
+
+// Failure is one object a deploy failed on.
+type Failure struct {
+	Object string `json:"object"` // its key (inventory.ID.Key)
+	Error  string `json:"error"`
 }
 
 // Duration is how long the deploy took, rounded for people.
@@ -239,11 +256,24 @@ func (b *Board) Runs(t deployer.Target, s deploy.State) {
 
 // Finished implements deployer.Status.
 func (b *Board) Finished(o deployer.Outcome) {
-	d := Deploy{Commit: b.commit(o.Target, o.SHA, o.PR), Outcome: outcome(o), Reason: string(cmp.Or(o.Reason, deployer.ReasonDeployed)),
+	change := o.PR
+	if change == 0 && o.Review != nil {
+		// A resync, or a push: the change the approval check found the
+		// commit came from.
+		change = o.Review.PR
+	}
+	d := Deploy{Commit: b.commit(o.Target, o.SHA, change), Outcome: outcome(o), Reason: string(cmp.Or(o.Reason, deployer.ReasonDeployed)),
 		Objects: deployreport.Counts(o.Result), Started: o.Started, Finished: o.Finished, Seconds: o.Finished.Sub(o.Started).Seconds(),
 		Approval: approvalOf(o.Review)}
 	if o.Err != nil {
 		d.Message = liveplan.ScrubAddresses(deployreport.Clip(o.Err.Error(), maxMessage))
+	}
+	if o.Result != nil {
+		for _, obj := range o.Result.Objects {
+			if obj.Error != "" && len(d.Failures) < maxFailures {
+				d.Failures = append(d.Failures, Failure{Object: obj.Key, Error: liveplan.ScrubAddresses(deployreport.Clip(obj.Error, maxFailure))})
+			}
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -303,6 +333,21 @@ func approvalOf(r *deployer.Review) *Approval {
 	a := &Approval{Verdict: string(r.Verdict), Ok: r.Ok() || r.Acknowledged != "", Says: liveplan.ScrubAddresses(r.Describe()),
 		By: r.By, Approved: r.Commit, Acknowledged: r.Acknowledged, Fix: r.Fix}
 	return a
+}
+
+// Object names an object for people, as the deploy comment does:
+// "ConfigMap a (hook)" for the key ~G_v1_ConfigMap|hook|a; a key that
+// does not parse as it is.
+func Object(key string) string {
+	id, err := inventory.ParseKey(key)
+	if err != nil || id.Kind == "" {
+		return key
+	}
+	s := id.Kind + " " + id.Name
+	if id.Namespace != "" {
+		s += " (" + id.Namespace + ")"
+	}
+	return s
 }
 
 // ClusterName names the cluster a target deploys to, for people: the

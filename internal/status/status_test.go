@@ -248,7 +248,7 @@ func TestHandlerServesHTMLAndJSON(t *testing.T) {
 	if csp := html.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
 		t.Errorf("CSP %q", csp)
 	}
-	for _, want := range []string{"&lt;script&gt;alert(1)&lt;/script&gt; refused", "not approved: #13 has no standing approval", "~ data.password (value hidden)",
+	for _, want := range []string{"&lt;script&gt;alert(1)&lt;/script&gt; refused", `<span class="badge not-ok">not-approved</span>`, "~ data.password (value hidden)",
 		`~ data.v: &#34;a&#34; → &#34;hand-edited&#34;`, "dial tcp &lt;cluster&gt;: connection refused", `href="https://github.example/o/r/pull/13"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q", want)
