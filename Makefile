@@ -120,7 +120,7 @@ flate:
 # in the order given, and the end-to-end package (5 minutes, mostly
 # waiting on the processes it starts) last left one core idle.
 SLOW_PKGS := ./test ./internal/plan
-RACE_PKGS := ./internal/deploy ./internal/deployer ./internal/liveplan ./internal/webhook ./internal/leader ./internal/keylock
+RACE_PKGS := ./internal/deploy ./internal/deployer ./internal/liveplan ./internal/webhook ./internal/leader ./internal/keylock ./internal/status
 
 unit:
 	@$(MAKE) --no-print-directory -j2 tests race

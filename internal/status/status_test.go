@@ -3,9 +3,11 @@ package status
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -282,6 +284,44 @@ func TestWantsJSON(t *testing.T) {
 	} {
 		if got := wantsJSON(accept); got != want {
 			t.Errorf("wantsJSON(%q) = %v", accept, got)
+		}
+	}
+}
+
+// The deployers of several terms and shards feed one board while the
+// page is served: under the race detector (RACE_PKGS), no field is
+// shared unguarded, and no deploy is lost beyond Keep.
+func TestBoardIsSharedSafely(t *testing.T) {
+	b := board()
+	b.Keep = 5
+	b.Drift = func() []liveplan.DriftStatus { return nil }
+	targets := []deployer.Target{target("a", "e", ""), target("b", "e", ""), target("c", "f", "/k")}
+	var wg sync.WaitGroup
+	for _, tg := range targets {
+		wg.Go(func() {
+			for i := range 50 {
+				b.Activity(tg, deployer.Deploying, fmt.Sprint("commit ", i))
+				o := outcomeAt(fmt.Sprintf("%040d", i), i, i, nil, "", &deploy.Result{}, approved)
+				o.Target = tg
+				b.Finished(o)
+				b.Runs(tg, deploy.State{SHA: o.SHA, Outcome: "success"})
+				b.Activity(tg, deployer.Idle, "")
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 50 {
+			rec := httptest.NewRecorder()
+			Handler{Board: b}.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+			if rec.Code != http.StatusOK {
+				t.Errorf("HTTP %d", rec.Code)
+			}
+		}
+	})
+	wg.Wait()
+	for _, row := range b.Page().Targets {
+		if len(row.Deploys) != 5 || row.Deploys[0].SHA != fmt.Sprintf("%040d", 49) || row.State != "idle" {
+			t.Errorf("%s: %d deploys, newest %s, state %s", row.Key, len(row.Deploys), row.Deploys[0].SHA, row.State)
 		}
 	}
 }
