@@ -38,8 +38,8 @@ const (
 	Waiting Activity = "waiting"
 )
 
-// tell tells the status, if any, what t is doing. It is called with the
-// worker's lock held, so that what a target does is told in order.
+// tell tells the status, if any, what t is doing. The worker's own
+// calls hold its lock, so that what a target does is told in order.
 func (d *Deployer) tell(t Target, a Activity, reason string) {
 	if d.Status != nil {
 		d.Status.Activity(t, a, reason)
