@@ -183,7 +183,8 @@ FUZZ_TARGETS := \
 	./internal/charts:FuzzRepositories \
 	./internal/declared:FuzzRGFile \
 	./internal/approval:FuzzParseRecord \
-	./internal/approval:FuzzApprovalHistories
+	./internal/approval:FuzzApprovalHistories \
+	./internal/status:FuzzRequest
 
 fuzz:
 	@failed=; for t in $(FUZZ_TARGETS); do \
