@@ -43,7 +43,10 @@ func directory(ctx context.Context, s *snapshot.Snapshot, src Source) (objs []*y
 	for _, f := range tree(s, dir, d.Recurse) {
 		rel := strings.TrimPrefix(f, prefix)
 		ext := path.Ext(f)
-		if ext != ".yaml" && ext != ".yml" && ext != ".json" && ext != ".jsonnet" {
+		// The extension filter (manifestFile, getPotentiallyValidManifestFile,
+		// reposerver/repository/repository.go:1995, 2148-2153 at
+		// 37ee0097cf), unless disableExtensionFilter.
+		if !d.DisableExtensionFilter && ext != ".yaml" && ext != ".yml" && ext != ".json" && ext != ".jsonnet" {
 			continue
 		}
 		if (include != nil && !include.MatchString(rel)) || (exclude != nil && exclude.MatchString(rel)) {
