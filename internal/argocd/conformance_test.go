@@ -365,3 +365,50 @@ func TestConformanceEmptySettingsDoNotForceTheType(t *testing.T) {
 		})
 	}
 }
+
+// Hooks are not the Application's objects: gitops-engine splits them off
+// before the diff (hook.IsHook, hook.Skip, ignore.Ignore in
+// gitops-engine/pkg/sync/hook/hook.go:23-50, pkg/sync/ignore/
+// ignore.go:10-12, pkg/sync/reconcile.go:13-27; controller/state.go:1040
+// at 37ee0097cf): an Argo CD hook of a type it runs, a Helm hook other
+// than crd-install (its pre-/post-install and -upgrade mapped onto
+// PreSync and PostSync, pkg/sync/hook/helm/type.go), Skip alone, and
+// hooks of no type the sync runs. None is planned, added or pruned;
+// each is said. A file holding +argocd:skip-file-rendering is not read
+// by a directory source (reposerver/repository/repository.go:2204-2207).
+func TestConformanceHooks(t *testing.T) {
+	obj := func(name, ann string) string {
+		return "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n  annotations: {" + ann + "}\n"
+	}
+	base := map[string]string{
+		"apps/a.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: a, namespace: argocd}\nspec:\n  source: {repoURL: https://github.com/example/deploy, targetRevision: main, path: a}\n  destination: {server: https://kubernetes.default.svc, namespace: a}\n",
+		"a/objects.yaml": obj("plain", "") + obj("presync", `argocd.argoproj.io/hook: PreSync`) + obj("skip", `argocd.argoproj.io/hook: Skip`) +
+			obj("skip-and-sync", `argocd.argoproj.io/hook: "Skip, Sync"`) + obj("postdelete", `argocd.argoproj.io/hook: PostDelete`) +
+			obj("helm-pre", `helm.sh/hook: pre-upgrade`) + obj("helm-test", `helm.sh/hook: test`) + obj("helm-crd", `helm.sh/hook: crd-install`) +
+			obj("argo-over-helm", `argocd.argoproj.io/hook: Sync, helm.sh/hook: test`),
+		"a/marked.yaml": "# +argocd:skip-file-rendering\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: marked}\n",
+	}
+	tg := build(t, base, "argocd/a")
+	if tg == nil || tg.Err != nil {
+		t.Fatalf("%+v", tg)
+	}
+	got := slices.Sorted(maps.Keys(objects(t, tg.Objects)))
+	if want := []string{"ConfigMap /helm-crd", "ConfigMap /plain"}; !slices.Equal(got, want) {
+		t.Errorf("objects %q, want %q (hooks and Skip not planned)", got, want)
+	}
+	for _, want := range []string{"presync is not planned as an object: a PreSync hook", "skip is not planned as an object: argocd.argoproj.io/hook: Skip",
+		"skip-and-sync is not planned as an object: a Skip,Sync hook", "postdelete is not planned as an object: argocd.argoproj.io/hook: PostDelete: a hook the sync does not run",
+		"helm-pre is not planned as an object: helm.sh/hook: pre-upgrade, a PreSync hook", "helm-test is not planned as an object: helm.sh/hook: test: a Helm hook Argo CD's sync does not run",
+		"argo-over-helm is not planned as an object: a Sync hook", "a/marked.yaml holds +argocd:skip-file-rendering"} {
+		if !slices.ContainsFunc(tg.Notes, func(n string) bool { return strings.Contains(n, want) }) {
+			t.Errorf("no note says %q: %q", want, tg.Notes)
+		}
+	}
+	// A hook's change plans no object change, and no prune.
+	p := planChange(t, base, map[string]string{"a/objects.yaml": obj("plain", "") + obj("presync", `argocd.argoproj.io/hook: PreSync, x: changed`) + obj("helm-crd", `helm.sh/hook: crd-install`)})
+	for i, side := range p {
+		if o := objects(t, side.Target("argocd/a").Objects); len(o) != 2 {
+			t.Errorf("side %d plans %d objects, want plain and helm-crd", i, len(o))
+		}
+	}
+}

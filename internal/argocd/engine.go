@@ -875,10 +875,13 @@ func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) er
 		case kindHelm, kindRemoteChart:
 			out, err = e.helm(ctx, s, t, src, refs, env)
 		case kindDirectory:
-			var skipped []string
-			out, skipped, err = directory(ctx, s, src)
+			var skipped, marked []string
+			out, skipped, marked, err = directory(ctx, s, src)
 			for _, f := range skipped {
 				t.NotRendered = append(t.NotRendered, fmt.Sprintf("%s: %s is jsonnet, which kplan does not evaluate", what, f))
+			}
+			for _, f := range marked {
+				t.Notes = append(t.Notes, fmt.Sprintf("%s: %s holds %s: Argo CD does not read it, nor does the plan", what, f, skipFileRenderingMarker))
 			}
 		}
 		if err != nil {
@@ -888,6 +891,16 @@ func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) er
 	}
 	kept := objs[:0]
 	for _, o := range objs {
+		if why := hookOf(o); why != "" {
+			name := o.GetName()
+			if name == "" {
+				if g, err := o.Pipe(yaml.Lookup("metadata", "generateName")); err == nil && g != nil {
+					name = g.YNode().Value + "*"
+				}
+			}
+			t.Notes = append(t.Notes, fmt.Sprintf("%s %s is not planned as an object: %s", o.GetKind(), name, why))
+			continue
+		}
 		if o.GetName() == "" && o.GetKind() != "" {
 			if g, err := o.Pipe(yaml.Lookup("metadata", "generateName")); err == nil && g != nil && g.YNode().Value != "" {
 				// A hook (Argo CD's or Helm's) Argo CD creates anew at each
