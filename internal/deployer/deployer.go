@@ -730,7 +730,9 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	state, err := eng.State(ctx, target.Inventory)
 	if err != nil {
 		log.Warn("cannot read the deployed state; deploying", "err", err)
-	} else if d.Status != nil {
+	} else if d.Status != nil && (state.Target == "" || state.Target == t.Key()) {
+		// What another target deployed through this inventory is not
+		// what this one runs (lastDeployedBy refuses it below).
 		d.Status.Runs(t, state)
 	}
 	if err := d.lastDeployedBy(t, inv, state.Target); err != nil {

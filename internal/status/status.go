@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/deploy"
 	"github.com/kplan-dev/kplan/internal/deployer"
 	"github.com/kplan-dev/kplan/internal/deployreport"
@@ -209,6 +210,11 @@ func (b *Board) row(t deployer.Target) *Target {
 	// cluster) at any commit: the row says where it deploys now.
 	r.Name, r.Repo, r.Branch, r.Overlay, r.Environment = t.Name, t.Repo, t.Branch, t.Overlay, t.Environment
 	r.Cluster, r.Source = ClusterName(t.Kubeconfig, t.Context), t.Source
+	if t.Source == "" && t.Name == config.SourceName(t.Repo, t.Branch) {
+		// A branch's stand-in, on which reading its targets file fails:
+		// no cluster of its own.
+		r.Cluster = "the targets of " + t.Overlay
+	}
 	return r
 }
 

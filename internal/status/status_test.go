@@ -195,6 +195,9 @@ func TestBoardGroupsAndQueues(t *testing.T) {
 	eu.Context = "eu"
 	gone := target("gone", "production", "/k/prod.yaml")
 	b.Declare(prod, staging, eu, gone)
+	// A branch whose targets file does not read: its stand-in.
+	b.Finished(deployer.Outcome{Target: deployer.Target{Target: config.Target{Name: "o/r@main", Overlay: ".kplan.yaml", Environment: ".kplan.yaml"}, Repo: "o/r", Branch: "main"},
+		SHA: "1111111aaaa", Err: errors.New("no .kplan.yaml"), Reason: deployer.ReasonTargetsInvalid})
 	b.Retired(gone)
 	b.Activity(staging, deployer.Deploying, "commit 1111111")
 	b.Activity(eu, deployer.Waiting, "waiting on prod's failure")
@@ -207,7 +210,7 @@ func TestBoardGroupsAndQueues(t *testing.T) {
 			}
 		}
 	}
-	want := "in-cluster/staging/staging prod.yaml/production/prod prod.yaml (eu)/production/prod-eu"
+	want := "in-cluster/staging/staging prod.yaml/production/prod prod.yaml (eu)/production/prod-eu the targets of .kplan.yaml/.kplan.yaml/o/r@main"
 	if strings.Join(got, " ") != want {
 		t.Errorf("groups %q, want %q", strings.Join(got, " "), want)
 	}
