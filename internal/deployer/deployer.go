@@ -688,6 +688,7 @@ func (d *Deployer) resume(ctx context.Context, log *slog.Logger, w *worker, t Ta
 func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	t := w.target()
 	log := d.Logger.With("target", t.Key(), "repo", t.Repo, "branch", t.Branch)
+	begun := time.Now()
 	d.resume(ctx, log, w, t)
 	dir, err := d.resolve(ctx, log, t, &r)
 	reason := ReasonFetchFailed
@@ -710,7 +711,7 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	w.first()
 	sha := r.SHA
 	if err != nil {
-		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err, Reason: reason})
+		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err, Reason: reason, Started: begun})
 		return
 	}
 	if !d.awaitFirstRenders(ctx, w) {
@@ -766,6 +767,7 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	if state.Target == t.Key() {
 		m.deployed = state.SHA
 	}
+	checked := time.Now()
 	review := d.review(ctx, log, t, m, r.PR)
 	if t.RequireReviewedPlan && !review.Ok() {
 		if review == nil {
@@ -776,7 +778,7 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 			ackErr = d.acknowledged(ctx, t, r.Acknowledged)
 		}
 		if r.Acknowledged == "" || ackErr != nil {
-			d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: refusal(t, review, ackErr, r.PR), Reason: ReasonRefused, Review: review})
+			d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: refusal(t, review, ackErr, r.PR), Reason: ReasonRefused, Review: review, Started: checked})
 			return
 		}
 		review.Acknowledged = r.Acknowledged
@@ -805,9 +807,13 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 }
 
 // failedEarly reports a deploy that failed before applying (fetch,
-// render), once: a resync that fails the same way again only logs.
+// render), once: a resync that fails the same way again only logs. It
+// ended now, having started when o says (now, if o does not say).
 func (d *Deployer) failedEarly(ctx context.Context, log *slog.Logger, o Outcome) {
-	o.Started, o.Finished = time.Now(), time.Now()
+	o.Finished = time.Now()
+	if o.Started.IsZero() {
+		o.Started = o.Finished
+	}
 	d.observe(o, false)
 	key := o.SHA + "\x00" + o.Err.Error()
 	d.mu.Lock()
