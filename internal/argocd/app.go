@@ -69,6 +69,9 @@ type Application struct {
 	// Set is the ID of the ApplicationSet that makes it; "" for one
 	// declared as an Application.
 	Set string
+	// setPolicy is that ApplicationSet's applicationsSync policy ("":
+	// sync).
+	setPolicy string
 }
 
 // ID is namespace/name.
@@ -667,15 +670,47 @@ const ResourcesFinalizer = "resources-finalizer.argocd.argoproj.io"
 // the merge deletes the Application: without its resources finalizer,
 // nothing.
 func (a *Application) DeleteNotes() []string {
+	if why := a.keptBySet(); why != "" {
+		return []string{why}
+	}
 	if a.Cascades() {
 		return nil
 	}
 	return []string{"the Application is deleted without the " + ResourcesFinalizer + " finalizer: Argo CD leaves the objects it synced in the cluster"}
 }
 
+// keptBySet says why the ApplicationSet that made a keeps it when it no
+// longer makes it, or "": ApplicationsSyncPolicy.AllowDelete is sync and
+// create-delete only (pkg/apis/application/v1alpha1/
+// applicationset_types.go:132-134 at 37ee0097cf), and the controller
+// deletes nothing otherwise (applicationset_controller.go:376).
+func (a *Application) keptBySet() string {
+	switch a.setPolicy {
+	case "create-only", "create-update":
+		return "its ApplicationSet " + a.Set + " (syncPolicy.applicationsSync: " + a.setPolicy + ") no longer makes it, and does not delete it: the Application and its objects stay, as they are (deleting the ApplicationSet itself deletes it)"
+	}
+	return ""
+}
+
+// UpdateNote says, for an Application an ApplicationSet makes whose
+// policy does not update existing Applications (create-only,
+// create-delete: AllowUpdate, applicationset_types.go:128-130), that a
+// change of its spec reaches only an Application created anew; "" for
+// others.
+func (a *Application) UpdateNote() string {
+	switch a.setPolicy {
+	case "create-only", "create-delete":
+		return "its ApplicationSet " + a.Set + " (syncPolicy.applicationsSync: " + a.setPolicy + ") does not update an Application that exists: the plan shows the spec it makes now, which Argo CD uses only if it creates the Application"
+	}
+	return ""
+}
+
 // Cascades says whether deleting the Application deletes the objects it
 // synced: it carries the resources finalizer (either propagation).
 func (a *Application) Cascades() bool {
+	if a.keptBySet() != "" {
+		return false // not deleted at all
+	}
 	md, _ := a.Object()["metadata"].(map[string]any)
 	fs, _ := md["finalizers"].([]any)
 	for _, f := range fs {

@@ -325,6 +325,15 @@ func (e *Engine) plan(ctx context.Context, snaps []*snapshot.Snapshot, changed m
 		twin.Closure = t.Closure
 	}
 	name(lp.res...)
+	if len(snaps) == 2 {
+		for _, t := range lp.res[1].Targets {
+			if n := t.UpdateNote(); n != "" {
+				if b := lp.res[0].Target(t.Name()); b != nil && !b.SameObject(t.Application) {
+					t.Notes = append(t.Notes, n)
+				}
+			}
+		}
+	}
 	return lp.res, nil
 }
 
