@@ -272,6 +272,11 @@ func (r argoRun) plan(ctx context.Context, c *change) (*engineMode, error) {
 	for _, sk := range res[1].Skipped {
 		m.notPlanned = append(m.notPlanned, inventorydiff.NotPlanned{Engine: "Argo CD", ID: sk.ID, File: sk.File, Reason: sk.Reason})
 	}
+	for _, r := range res {
+		for _, sk := range r.Skipped {
+			m.claimed = append(m.claimed, sk.Paths...)
+		}
+	}
 	for i, s := range c.snaps {
 		for _, sk := range res[i].Skipped {
 			c.log.Debug("Argo CD object not planned", "side", s.Rev, "id", sk.ID, "file", sk.File, "reason", sk.Reason)
