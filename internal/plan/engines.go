@@ -137,7 +137,7 @@ type engineMode struct {
 	// claimed are directories the mode's objects that are no target
 	// sync (an Application of another revision): no loose overlays.
 	claimed []string
-	built      int // target sides built, for the plan's work
+	built   int // target sides built, for the plan's work
 }
 
 // isEngineTarget says whether name is the target of an engine the plan
