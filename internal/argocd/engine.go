@@ -931,6 +931,10 @@ func synced(t *Target, objs []*yaml.RNode) ([]*yaml.RNode, error) {
 			t.Notes = append(t.Notes, fmt.Sprintf("%s %s is not planned as an object: %s", o.GetKind(), cmp.Or(o.GetName(), generated+"*"), why))
 			continue
 		}
+		if why := excluded(o); why != "" {
+			t.Notes = append(t.Notes, fmt.Sprintf("%s %s is not planned as an object: %s", o.GetKind(), cmp.Or(o.GetName(), generated+"*"), why))
+			continue
+		}
 		if o.GetName() == "" && o.GetKind() != "" && generated != "" {
 			// An object Argo CD creates anew at each sync under a
 			// generated name: no object of the plan.
