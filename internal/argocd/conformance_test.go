@@ -440,3 +440,44 @@ func TestConformanceResourceExclusions(t *testing.T) {
 		t.Errorf("%d notes say an object is excluded, want 7: %q", n, tg.Notes)
 	}
 }
+
+// The clusters generator's parameters of a cluster Secret include its
+// project ("" without one), and Argo CD's own cluster, without a Secret,
+// comes last with an empty project (applicationset/generators/
+// cluster.go:90-104, 128-160 at 37ee0097cf).
+func TestConformanceClustersGeneratorProject(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"sets/apps.yaml": `apiVersion: argoproj.io/v1alpha1
+kind: ApplicationSet
+metadata: {name: apps, namespace: argocd}
+spec:
+  goTemplate: true
+  generators: [{clusters: {}}]
+  template:
+    metadata: {name: 'app-{{.name}}'}
+    spec:
+      project: '{{if .project}}{{.project}}{{else}}default{{end}}'
+      source: {repoURL: https://github.com/example/deploy, targetRevision: main, path: app}
+      destination: {server: '{{.server}}', namespace: app}
+`,
+		"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n",
+	})
+	s, err := snapshot.FromFS(os.DirFS(dir), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(Options{Repos: NewRepos(repoURL), Revisions: []string{"main"}, ClustersFile: ".kplan.yaml",
+		Clusters: []Cluster{{Name: "prod", Server: "https://prod.example.com", Project: "team-a"}, {Name: "dev", Server: "https://dev.example.com"}}})
+	r, err := e.Build(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, tg := range r.Targets {
+		got[tg.Application.Name] = tg.Spec().Project
+	}
+	if want := map[string]string{"app-prod": "team-a", "app-dev": "default", "app-in-cluster": "default"}; !maps.Equal(got, want) {
+		t.Errorf("projects %v, want %v", got, want)
+	}
+}

@@ -89,7 +89,7 @@ func newArgoEngine(ctx context.Context, c *change) (*argocd.Engine, *argoIndex) 
 		// Argo CD's clusters are not in git: both sides see head's.
 		opts.ClustersFile = repoconfig.File
 		for _, cl := range cfg.ArgoCDClusters {
-			opts.Clusters = append(opts.Clusters, argocd.Cluster{Name: cl.Name, Server: cl.Server, Labels: cl.Labels, Annotations: cl.Annotations})
+			opts.Clusters = append(opts.Clusters, argocd.Cluster{Name: cl.Name, Server: cl.Server, Labels: cl.Labels, Annotations: cl.Annotations, Project: cl.Project})
 		}
 	}
 	opts.Kubernetes = func(d argocd.Destination) kubeversion.Capabilities {
