@@ -12,6 +12,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/declared"
+	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/overlap"
 	"github.com/kplan-dev/kplan/internal/render"
@@ -345,11 +346,16 @@ func (m *engineMode) keysForDuplicates(ctx context.Context, p *planner) {
 // ResourceGroup file is read, and namespaced objects without a namespace
 // land in ns.
 func engineSide(what, path string, objs []*yaml.RNode, ns string, err error) inventorydiff.Side {
+	return engineSideScoped(what, path, objs, ns, err, render.NamespaceScoped)
+}
+
+// engineSideScoped is engineSide with the kinds' scopes from scope.
+func engineSideScoped(what, path string, objs []*yaml.RNode, ns string, err error, scope inventory.Scope) inventorydiff.Side {
 	if err != nil {
 		return inventorydiff.Side{Err: err}
 	}
 	files := func(string) ([]byte, error) { return nil, fs.ErrNotExist }
-	inv, err := declared.Planned(render.Result{Path: path, Objects: objs}, files, ns)
+	inv, err := declared.PlannedScoped(render.Result{Path: path, Objects: objs}, files, ns, scope)
 	if err != nil {
 		return inventorydiff.Side{Err: fmt.Errorf("%s: %w", what, err)}
 	}
