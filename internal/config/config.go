@@ -69,6 +69,10 @@ type Config struct {
 	// GitBasesMaxAge is how long a git remote base no deploy uses stays in
 	// the cache under StateDir; 0 keeps them.
 	GitBasesMaxAge time.Duration
+	// DeployNowLabel, added to a merged pull request by a user with write
+	// access, deploys its merge at once, outside its targets' windows and
+	// freeze (DefaultDeployNowLabel).
+	DeployNowLabel string
 	// Warnings are what the file should change but still works with (no
 	// apiVersion and kind), for the caller to log.
 	Warnings []string
@@ -150,6 +154,16 @@ type Target struct {
 	// FromFile is set only on the stand-in target Config.Targets returns
 	// for a branch with TargetsFrom: it names the file whose targets deploy.
 	FromFile string
+	// DependsOn names targets of the same repository and branch that
+	// must have deployed a commit (applied, every object reconciled)
+	// before this target applies it; one that failed stops it.
+	DependsOn []string
+	// Windows are when the target may deploy (none: any time); a merge
+	// outside them waits for the next one.
+	Windows []Window
+	// Freeze stops the target's deploys until it is unset (or the
+	// deploy-now label overrides it).
+	Freeze bool
 }
 
 // Environment maps an environment name of .kplan.yaml to a cluster.
