@@ -40,9 +40,9 @@ import (
 	"github.com/kplan-dev/kplan/internal/leader"
 	"github.com/kplan-dev/kplan/internal/liveplan"
 	_ "github.com/kplan-dev/kplan/internal/noi18n" // before kubectl's packages start
-	_ "time/tzdata"                                 // deployWindows' time zones, in an image without /usr/share/zoneinfo
 	"github.com/kplan-dev/kplan/internal/version"
 	"github.com/kplan-dev/kplan/internal/webhook"
+	_ "time/tzdata" // deployWindows' time zones, in an image without /usr/share/zoneinfo
 )
 
 func main() {
