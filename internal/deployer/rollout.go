@@ -170,12 +170,13 @@ func (d *Deployer) gate(ctx context.Context, log *slog.Logger, t Target, r Reque
 		}
 		refused = "; " + err.Error()
 	}
-	how := fmt.Sprintf(" (to deploy now: a user with write access adds the label %s to the merged pull request)", label)
+	// What it waits for first: a commit status shows 140 characters.
+	how := fmt.Sprintf("to deploy now, a user with write access adds the label %s to the merged pull request", label)
 	var why string
 	if t.Freeze {
-		why = "frozen: freeze is set for " + t.Name + " in the webhook's configuration; it deploys when it is unset" + refused + how
+		why = fmt.Sprintf("frozen: freeze is set for %s in the webhook's configuration%s (it deploys once unset; %s)", t.Name, refused, how)
 	} else {
-		why = fmt.Sprintf("waiting for the window at %s (%s)%s%s", opens.In(t.Windows[0].Location).Format("2006-01-02 15:04 MST"), windows(t.Windows), refused, how)
+		why = fmt.Sprintf("waiting for the window at %s%s (deploy windows: %s; %s)", opens.In(t.Windows[0].Location).Format("2006-01-02 15:04 MST"), refused, windows(t.Windows), how)
 	}
 	d.wait(ctx, log, t, r, why, "", opens)
 	return "", false
