@@ -14,7 +14,7 @@ import (
 // fixedClock is a Clock that stands still; its timers never fire.
 type fixedClock struct{ now time.Time }
 
-func (c fixedClock) Now() time.Time                             { return c.now }
+func (c fixedClock) Now() time.Time                            { return c.now }
 func (fixedClock) AfterFunc(time.Duration, func()) func() bool { return func() bool { return true } }
 
 // A frozen target (or one outside its windows) deploys only with a
