@@ -237,6 +237,9 @@ apiBaseURL: `+e.gh.URL()+`/
 	eq(t, "ConfigMaps once the window opened", e.configMaps(), []string{"a", "b", "c"})
 	e.statusSays(sha3, "kplan/prod", "success", "")
 	e.deployComment(3, "1 of 1 targets succeeded")
+	// Merge 2, which waited, went with merge 3: its reports say so.
+	e.statusSays(sha2, "kplan/prod", "success", "superseded: deployed with the branch's newer commit "+short(sha3))
+	e.deployComment(2, "✅ superseded: deployed with the branch's newer commit "+short(sha3))
 
 	// Saturday again: merge 4 waits until alice, a writer, adds the
 	// label: it deploys at once, and the reports say she overrode the

@@ -118,4 +118,6 @@ func TestWebhookRolloutOrder(t *testing.T) {
 		t.Errorf("merge 3: staging deployed at log line %d, prod deploying at %d", s, p)
 	}
 	e.deployComment(3, "2 of 2 targets succeeded")
+	// Production's row of merge 2, which waited, says merge 3 carried it.
+	e.statusSays(sha2, "kplan/prod", "success", "superseded: deployed with the branch's newer commit "+short(sha3))
 }

@@ -124,6 +124,10 @@ type Outcome struct {
 	// Override says who deployed it outside its deploy windows or freeze
 	// (the deploy-now label); "" when no one did.
 	Override string
+	// Superseded, when set, is the branch's newer commit that deployed
+	// in place of this one, which waited (a dependency, a window):
+	// nothing was applied at SHA itself, its changes are in Superseded.
+	Superseded string
 	Started  time.Time
 	Finished time.Time
 }
@@ -260,6 +264,7 @@ type Deployer struct {
 	parked       map[string]Request
 	waitReported map[string]string
 	timers       map[string]func() bool
+	waited       map[string][]Request // the commits reported waiting, by target key
 }
 
 type worker struct {
@@ -287,7 +292,7 @@ func New(targets []Target, mirrors Mirror, report Reporter, engine func(Target) 
 		workers: map[string]*worker{}, started: make(chan struct{}), lastFailed: map[string]string{},
 		rendered: map[string]inventory.Identity{}, conflicts: map[string]string{},
 		firstRenders: make(chan struct{}), states: map[string]*TargetState{}, parked: map[string]Request{},
-		waitReported: map[string]string{}, timers: map[string]func() bool{}}
+		waitReported: map[string]string{}, timers: map[string]func() bool{}, waited: map[string][]Request{}}
 	d.Slots = NewSlots(DefaultMaxParallel, d.observeSlots)
 	for _, t := range targets {
 		w := newWorker(t, nil)

@@ -99,6 +99,17 @@ func (d *Deployer) done(t Target, sha string, ok bool, override string) {
 	s.SHA, s.PR, s.Waiting, s.WaitingOn, s.WindowOpens = "", 0, "", "", time.Time{}
 	delete(d.waitReported, t.Key())
 	delete(d.parked, t.Key())
+	var superseded []Request
+	if ok {
+		// The commits that waited are in the one deployed (the branch's
+		// newer tip): their reports say so instead of waiting forever.
+		for _, w := range d.waited[t.Key()] {
+			if w.SHA != sha {
+				superseded = append(superseded, w)
+			}
+		}
+		delete(d.waited, t.Key())
+	}
 	if stop := d.timers[t.Key()]; stop != nil {
 		stop()
 		delete(d.timers, t.Key())
@@ -115,9 +126,27 @@ func (d *Deployer) done(t Target, sha string, ok bool, override string) {
 		}
 	}
 	d.mu.Unlock()
+	for _, w := range superseded {
+		d.Report.Finished(context.WithoutCancel(d.runContext()), Outcome{Target: t, SHA: w.SHA, PR: w.PR, Superseded: sha,
+			Started: d.clock().Now(), Finished: d.clock().Now()})
+	}
 	for i, k := range keys {
 		d.Submit(k, wake[i])
 	}
+}
+
+// maxWaited bounds the waiting commits a target remembers, to report
+// them superseded.
+const maxWaited = 20
+
+// runContext is the run's context, or the background before Run.
+func (d *Deployer) runContext() context.Context {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.runCtx == nil {
+		return context.Background()
+	}
+	return d.runCtx
 }
 
 // waitingOn says which target t waits on to deploy sha: the first of
@@ -206,6 +235,9 @@ func (d *Deployer) wait(ctx context.Context, log *slog.Logger, t Target, r Reque
 	d.parked[key] = parked
 	repeated := d.waitReported[key] == r.SHA+"\x00"+why
 	d.waitReported[key] = r.SHA + "\x00" + why
+	if !slices.ContainsFunc(d.waited[key], func(w Request) bool { return w.SHA == r.SHA }) && len(d.waited[key]) < maxWaited {
+		d.waited[key] = append(d.waited[key], Request{SHA: r.SHA, PR: r.PR})
+	}
 	if stop := d.timers[key]; stop != nil {
 		stop()
 		delete(d.timers, key)

@@ -58,6 +58,12 @@ func Short(sha string) string {
 	return sha
 }
 
+// SupersededBy says that a commit which waited deployed as part of the
+// branch's newer commit sha.
+func SupersededBy(sha string) string {
+	return "superseded: deployed with the branch's newer commit " + Short(sha)
+}
+
 // Counts says what a deploy did to its objects, in a line.
 func Counts(res *deploy.Result) string {
 	if res == nil {
@@ -113,6 +119,9 @@ func Comment(byTarget map[string]deployer.Outcome, maxChars int) string {
 		res := "✅ " + Counts(o.Result)
 		if o.Override != "" {
 			res += "<br>⏩ " + cell(o.Override)
+		}
+		if o.Superseded != "" {
+			res = "✅ " + SupersededBy(o.Superseded)
 		}
 		if o.Waiting != "" {
 			res = "⏳ " + cell(Clip(o.Waiting, 600))

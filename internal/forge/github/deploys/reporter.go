@@ -192,6 +192,8 @@ func (r *Reporter) Finished(ctx context.Context, o deployer.Outcome) {
 	case o.Waiting != "":
 		// Nothing applied yet: the commit's status says what it waits for.
 		state, desc = "pending", o.Waiting
+	case o.Superseded != "":
+		state, desc = "success", deployreport.SupersededBy(o.Superseded)
 	case o.Err != nil:
 		state, desc = "failure", deployreport.Public(o.Err.Error())
 	}

@@ -174,6 +174,8 @@ func (r *Reporter) Finished(ctx context.Context, o deployer.Outcome) {
 	case o.Waiting != "":
 		// Nothing applied yet: the commit's status says what it waits for.
 		state, desc = gitlab.Pending, o.Waiting
+	case o.Superseded != "":
+		state, desc = gitlab.Success, deployreport.SupersededBy(o.Superseded)
 	case o.Err != nil:
 		state, dstate, desc = gitlab.Failed, gitlab.DeploymentStatusFailed, deployreport.Public(o.Err.Error())
 	}
