@@ -342,13 +342,14 @@ func (c *Config) ClustersOf(repo string) map[string][]string {
 }
 
 // DeployedTo reads the webhook's configuration file at path for a plan of
-// repository repo: ClustersOf that repository. With repo empty, the file
-// must configure exactly one repository. A plan's front ends (kplan diff
-// --webhook-config, the Action's webhook-config input) call it.
-func DeployedTo(path, repo string) (map[string][]string, error) {
+// repository repo: ClustersOf that repository, and its RolloutNotes. With
+// repo empty, the file must configure exactly one repository. A plan's
+// front ends (kplan diff --webhook-config, the Action's webhook-config
+// input) call it.
+func DeployedTo(path, repo string) (clusters, notes map[string][]string, err error) {
 	c, err := Load(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if repo == "" {
 		if len(c.Repositories) != 1 {
@@ -356,14 +357,14 @@ func DeployedTo(path, repo string) (map[string][]string, error) {
 			for i, r := range c.Repositories {
 				names[i] = r.Name
 			}
-			return nil, fmt.Errorf("%s configures %d repositories (%s): say which one this is (kplan diff --repository)", path, len(c.Repositories), strings.Join(names, ", "))
+			return nil, nil, fmt.Errorf("%s configures %d repositories (%s): say which one this is (kplan diff --repository)", path, len(c.Repositories), strings.Join(names, ", "))
 		}
 		repo = c.Repositories[0].Name
 	}
 	if c.Repository(repo) == nil {
-		return nil, fmt.Errorf("%s does not configure repository %s: no overlay of it deploys from there", path, repo)
+		return nil, nil, fmt.Errorf("%s does not configure repository %s: no overlay of it deploys from there", path, repo)
 	}
-	return c.ClustersOf(repo), nil
+	return c.ClustersOf(repo), c.RolloutNotes(repo), nil
 }
 
 // ForgeOf is the forge repo is on (GitHub when it is not configured).

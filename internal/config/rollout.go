@@ -346,3 +346,44 @@ func DescribeOrder(stages [][]string) string {
 	}
 	return strings.Join(parts, " → ")
 }
+
+// RolloutNotes say, by overlay of repo, how the webhook rolls a change
+// of it out where that is not "at once": the rollout order of the
+// branch's targets (dependsOn), the deploy windows, a freeze. A plan of
+// the repository shows them on the overlays it changes.
+func (c *Config) RolloutNotes(repo string) map[string][]string {
+	r := c.Repository(repo)
+	if r == nil {
+		return nil
+	}
+	out := map[string][]string{}
+	for _, b := range r.Branches {
+		order := RolloutOrder(b.Targets)
+		for _, t := range b.Targets {
+			var n []string
+			if len(t.DependsOn) > 0 {
+				n = append(n, fmt.Sprintf("target %s deploys a merge into %s after %s has (dependsOn; order %s), and not if it fails",
+					t.Name, b.Name, strings.Join(t.DependsOn, " and "), DescribeOrder(order)))
+			}
+			if t.Freeze {
+				n = append(n, fmt.Sprintf("target %s is frozen: a merge into %s waits until the freeze is lifted (or a writer adds the label %s)", t.Name, b.Name, c.deployNowLabel()))
+			} else if len(t.Windows) > 0 {
+				var ws []string
+				for _, w := range t.Windows {
+					ws = append(ws, w.String())
+				}
+				n = append(n, fmt.Sprintf("target %s deploys a merge into %s only in its deploy windows (%s); outside them it waits (or a writer adds the label %s)",
+					t.Name, b.Name, strings.Join(ws, "; "), c.deployNowLabel()))
+			}
+			out[t.Overlay] = append(out[t.Overlay], n...)
+		}
+	}
+	return out
+}
+
+func (c *Config) deployNowLabel() string {
+	if c.DeployNowLabel == "" {
+		return DefaultDeployNowLabel
+	}
+	return c.DeployNowLabel
+}
