@@ -128,8 +128,8 @@ type Outcome struct {
 	// in place of this one, which waited (a dependency, a window):
 	// nothing was applied at SHA itself, its changes are in Superseded.
 	Superseded string
-	Started  time.Time
-	Finished time.Time
+	Started    time.Time
+	Finished   time.Time
 }
 
 // Reporter tells the outside world (GitHub) about deploys
