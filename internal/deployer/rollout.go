@@ -228,10 +228,16 @@ func (d *Deployer) wait(ctx context.Context, log *slog.Logger, t Target, r Reque
 	key := t.Key()
 	d.mu.Lock()
 	s := d.state(key)
-	s.SHA, s.PR, s.Waiting, s.WaitingOn, s.WindowOpens = r.SHA, r.PR, why, on, opens
+	if s.SHA != r.SHA || r.PR != 0 {
+		s.PR = r.PR
+	}
+	s.SHA, s.Waiting, s.WaitingOn, s.WindowOpens = r.SHA, why, on, opens
 	// A newer request (a merge while waiting) replaces the parked one.
 	parked := r
 	parked.DeployNow = ""
+	if prev, ok := d.parked[key]; ok && prev.SHA == r.SHA && r.PR == 0 {
+		parked.PR = prev.PR // a resync of the same commit keeps its pull request
+	}
 	d.parked[key] = parked
 	repeated := d.waitReported[key] == r.SHA+"\x00"+why
 	d.waitReported[key] = r.SHA + "\x00" + why
