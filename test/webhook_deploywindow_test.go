@@ -20,6 +20,8 @@ import (
 	"github.com/kplan-dev/kplan/internal/forge/github"
 	"github.com/kplan-dev/kplan/internal/forge/github/deploys"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
+	"github.com/kplan-dev/kplan/internal/status"
+	"github.com/kplan-dev/kplan/internal/testkit"
 	"github.com/kplan-dev/kplan/internal/webhook"
 	"github.com/kplan-dev/kplan/test/githttp"
 	"github.com/kplan-dev/kplan/test/githubapi"
@@ -86,7 +88,7 @@ func (c *testClock) Set(now time.Time) {
 // process, as cmd/webhook wires them, with the deployer reading clock:
 // deploy windows open when the test says. It reports to the fake
 // GitHub and deploys to the test cluster.
-func (e *hookEnv) startInProcess(yaml string, clock deployer.Clock) *deployer.Deployer {
+func (e *hookEnv) startInProcess(yaml string, clock deployer.Clock) (*deployer.Deployer, *status.Board) {
 	t := e.t
 	t.Helper()
 	cfg, err := config.Parse(filepath.Join(t.TempDir(), "webhook.yaml"), []byte(strings.ReplaceAll(yaml, "KUBECONFIG", e.cluster.Kubeconfig)))
@@ -108,6 +110,9 @@ func (e *hookEnv) startInProcess(yaml string, clock deployer.Clock) *deployer.De
 	dep := deployer.New(targets, deployer.GitMirror{Mirrors: &gitmirror.Mirrors{Dir: t.TempDir(), Token: []byte(hookToken), Logger: log}}, rep, engine, log)
 	dep.Reviews, dep.Clock, dep.DeployNowLabel = rep, clock, cfg.DeployNowLabel
 	dep.Resync, dep.GitBases = time.Hour, t.TempDir()
+	board := &status.Board{}
+	board.Declare(targets...)
+	dep.Status = board
 	h, err := webhook.New(webhook.Options{Secret: []byte(hookSecret), Config: cfg, Receiver: github.Receiver{}, Logger: log,
 		Enqueue: func(i webhook.Intent) {
 			for _, tg := range i.Targets {
@@ -135,7 +140,7 @@ func (e *hookEnv) startInProcess(yaml string, clock deployer.Clock) *deployer.De
 			t.Logf("webhook log:\n%s", tailLines(string(data), 40))
 		}
 	})
-	return dep
+	return dep, board
 }
 
 // labeledPRPayload is GitHub's delivery of sender adding label to the
@@ -177,7 +182,7 @@ func TestWebhookDeployWindows(t *testing.T) {
 	}
 	clock := &testClock{now: at("2026-11-27 10:00")} // a Friday, in the window
 	sha1 := e.commit("a")
-	dep := e.startInProcess(`apiVersion: kplan.dev/v1alpha1
+	dep, board := e.startInProcess(`apiVersion: kplan.dev/v1alpha1
 kind: WebhookConfig
 repositories:
   - name: `+hookRepo+`
@@ -215,6 +220,11 @@ apiBaseURL: `+e.gh.URL()+`/
 	if len(st) != 1 || st[0].SHA != sha2 || st[0].Waiting != waiting || !st[0].WindowOpens.Equal(at("2026-11-30 09:00")) {
 		t.Errorf("the deployer's state while merge 2 waits: %+v", st)
 	}
+	// The status page's queue says so too (told once the worker is done).
+	testkit.Eventually(t, "the status page to show prod waiting for its window", 30*time.Second, func() bool {
+		q := board.Page().Queue
+		return len(q) == 1 && q[0].State == "waiting" && q[0].Reason == waiting
+	})
 
 	// Merge 3 arrives meanwhile, and mallory, who may only triage, adds
 	// the deploy-now label to it: it still waits, saying why the label
@@ -267,5 +277,8 @@ apiBaseURL: `+e.gh.URL()+`/
 	}
 	if st := dep.States(); len(st) != 1 || st[0].LastSHA != sha4 || st[0].Override != override || st[0].Waiting != "" {
 		t.Errorf("the deployer's state after the override: %+v", st)
+	}
+	if p := board.Page(); len(p.Targets) != 1 || len(p.Targets[0].Deploys) == 0 || p.Targets[0].Deploys[0].Override != override || p.Targets[0].Deploys[0].SHA != sha4 {
+		t.Errorf("the status page's last deploy does not record the override: %+v", p.Targets)
 	}
 }

@@ -73,6 +73,16 @@ func (d *Deployer) States() []TargetState {
 	return out
 }
 
+// waitingWhy is what target key waits for ("" for nothing).
+func (d *Deployer) waitingWhy(key string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s := d.states[key]; s != nil {
+		return s.Waiting
+	}
+	return ""
+}
+
 // state returns t's state; d.mu is held.
 func (d *Deployer) state(key string) *TargetState {
 	s := d.states[key]
@@ -83,9 +93,9 @@ func (d *Deployer) state(key string) *TargetState {
 	return s
 }
 
-// done records how target key ended at sha, and wakes the targets that
+// settle records how target t ended at sha, and wakes the targets that
 // depend on it when that changed: they wait for it.
-func (d *Deployer) done(t Target, sha string, ok bool, override string) {
+func (d *Deployer) settle(t Target, sha string, ok bool, override string) {
 	if sha == "" {
 		return
 	}
