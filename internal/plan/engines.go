@@ -134,7 +134,10 @@ type engineMode struct {
 	settings func(*inventorydiff.Settings)
 	// notPlanned are head's objects of the mode that are no target.
 	notPlanned []inventorydiff.NotPlanned
-	built      int // target sides built, for the plan's work
+	// claimed are directories the mode's objects that are no target
+	// sync (an Application of another revision): no loose overlays.
+	claimed []string
+	built   int // target sides built, for the plan's work
 }
 
 // isEngineTarget says whether name is the target of an engine the plan
@@ -204,6 +207,11 @@ func (m *engineMode) dropRead(sides [2]*side) {
 					delete(sd.overlays, q)
 				}
 			}
+		}
+	}
+	for _, q := range m.claimed {
+		for _, sd := range sides {
+			delete(sd.overlays, q)
 		}
 	}
 }
