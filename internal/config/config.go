@@ -69,6 +69,10 @@ type Config struct {
 	// GitBasesMaxAge is how long a git remote base no deploy uses stays in
 	// the cache under StateDir; 0 keeps them.
 	GitBasesMaxAge time.Duration
+	// DeployNowLabel, added to a merged pull request by a user with write
+	// access, deploys its merge at once, outside its targets' windows and
+	// freeze (DefaultDeployNowLabel).
+	DeployNowLabel string
 	// Warnings are what the file should change but still works with (no
 	// apiVersion and kind), for the caller to log.
 	Warnings []string
@@ -150,6 +154,16 @@ type Target struct {
 	// FromFile is set only on the stand-in target Config.Targets returns
 	// for a branch with TargetsFrom: it names the file whose targets deploy.
 	FromFile string
+	// DependsOn names targets of the same repository and branch that
+	// must have deployed a commit (applied, every object reconciled)
+	// before this target applies it; one that failed stops it.
+	DependsOn []string
+	// Windows are when the target may deploy (none: any time); a merge
+	// outside them waits for the next one.
+	Windows []Window
+	// Freeze stops the target's deploys until it is unset (or the
+	// deploy-now label overrides it).
+	Freeze bool
 }
 
 // Environment maps an environment name of .kplan.yaml to a cluster.
@@ -328,13 +342,14 @@ func (c *Config) ClustersOf(repo string) map[string][]string {
 }
 
 // DeployedTo reads the webhook's configuration file at path for a plan of
-// repository repo: ClustersOf that repository. With repo empty, the file
-// must configure exactly one repository. A plan's front ends (kplan diff
-// --webhook-config, the Action's webhook-config input) call it.
-func DeployedTo(path, repo string) (map[string][]string, error) {
+// repository repo: ClustersOf that repository, and its RolloutNotes. With
+// repo empty, the file must configure exactly one repository. A plan's
+// front ends (kplan diff --webhook-config, the Action's webhook-config
+// input) call it.
+func DeployedTo(path, repo string) (clusters, notes map[string][]string, err error) {
 	c, err := Load(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if repo == "" {
 		if len(c.Repositories) != 1 {
@@ -342,14 +357,14 @@ func DeployedTo(path, repo string) (map[string][]string, error) {
 			for i, r := range c.Repositories {
 				names[i] = r.Name
 			}
-			return nil, fmt.Errorf("%s configures %d repositories (%s): say which one this is (kplan diff --repository)", path, len(c.Repositories), strings.Join(names, ", "))
+			return nil, nil, fmt.Errorf("%s configures %d repositories (%s): say which one this is (kplan diff --repository)", path, len(c.Repositories), strings.Join(names, ", "))
 		}
 		repo = c.Repositories[0].Name
 	}
 	if c.Repository(repo) == nil {
-		return nil, fmt.Errorf("%s does not configure repository %s: no overlay of it deploys from there", path, repo)
+		return nil, nil, fmt.Errorf("%s does not configure repository %s: no overlay of it deploys from there", path, repo)
 	}
-	return c.ClustersOf(repo), nil
+	return c.ClustersOf(repo), c.RolloutNotes(repo), nil
 }
 
 // ForgeOf is the forge repo is on (GitHub when it is not configured).

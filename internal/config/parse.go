@@ -137,6 +137,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 		ResyncInterval: DefaultResyncInterval,
 		StateDir:       DefaultStateDir,
 		GitBasesMaxAge: DefaultGitBasesMaxAge,
+		DeployNowLabel: DefaultDeployNowLabel,
 	}
 	p.targets = map[string]int{}
 	repos := map[string]int{}
@@ -191,6 +192,11 @@ func (p *parser) config(root *yaml.Node) *Config {
 				}
 			}
 		},
+		"deployNowLabel": func(v *yaml.Node, field string) {
+			if s, ok := p.nonEmpty(v, field); ok {
+				cfg.DeployNowLabel = s
+			}
+		},
 		"stateDir": func(v *yaml.Node, field string) {
 			if s, ok := p.nonEmpty(v, field); ok {
 				cfg.StateDir = p.localPath(s)
@@ -201,6 +207,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 		p.required(root, "", seen, "repositories")
 	}
 	p.sharedInventories(cfg)
+	p.dependencies(cfg)
 	return cfg
 }
 
@@ -536,6 +543,21 @@ func (p *parser) target(n *yaml.Node, at string) (Target, bool) {
 				} else {
 					t.Namespace = s
 				}
+			}
+		},
+		"dependsOn": func(v *yaml.Node, field string) {
+			for i, item := range p.list(v, field, "target") {
+				if s, ok := p.nonEmpty(item, fmt.Sprintf("%s[%d]", field, i)); ok {
+					t.DependsOn = append(t.DependsOn, s)
+				}
+			}
+		},
+		"deployWindows": func(v *yaml.Node, field string) {
+			t.Windows = p.windows(v, field)
+		},
+		"freeze": func(v *yaml.Node, field string) {
+			if b, ok := p.bool(v, field); ok {
+				t.Freeze = b
 			}
 		},
 	})
