@@ -687,7 +687,9 @@ func TestArgoCDCustomResourcesGoToTheDestinationNamespace(t *testing.T) {
 			t.Errorf("pruned | added: %s; want %s among them", joined, want)
 		}
 	}
-	if !slices.ContainsFunc(web.Notes, func(n string) bool { return strings.Contains(n, "other.example.com/v1 Gadget: no CustomResourceDefinition") }) {
+	if !slices.ContainsFunc(web.Notes, func(n string) bool {
+		return strings.Contains(n, "other.example.com/v1 Gadget: no CustomResourceDefinition")
+	}) {
 		t.Errorf("notes %q, want one on Gadget's unknown scope", web.Notes)
 	}
 }
