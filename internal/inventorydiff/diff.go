@@ -98,8 +98,12 @@ type Overlay struct {
 	AddedYAML, PrunedYAML map[string]string
 	// Detached are objects that leave the inventory but stay in the
 	// cluster because of a keep/detach annotation.
-	Detached  []string
-	Changed   []Change
+	Detached []string
+	Changed  []Change
+	// Ignored are the field changes the ignore rules hid, by object (an
+	// object of an ignored kind whole): the HTML report shows them
+	// behind their count.
+	Ignored   []Change `json:",omitempty"`
 	Unchanged int
 	// Dangerous are the change's dangerous findings (internal/danger):
 	// what it prunes, refusals, access widening, inventory changes.

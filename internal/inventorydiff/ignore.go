@@ -277,10 +277,14 @@ func (ig *ignorer) overlay(o *Overlay) {
 			continue
 		}
 		if ig.hideKind(o.Path, c) {
+			o.Ignored = append(o.Ignored, c)
 			o.Unchanged++
 			continue
 		}
-		fields := ig.hideFields(o.Path, c)
+		fields, hidden := ig.hideFields(o.Path, c)
+		if len(hidden) > 0 {
+			o.Ignored = append(o.Ignored, Change{Key: c.Key, BaseKey: c.BaseKey, Fields: hidden})
+		}
 		if len(fields) == 0 && len(c.Fields) > 0 && c.BaseKey == "" {
 			// Every change ignored: the object is unchanged for review.
 			ig.hideObject(o.Path, c)
@@ -340,12 +344,12 @@ func (ig *ignorer) hideKind(overlay string, c Change) bool {
 	return false
 }
 
-// hideFields returns the field changes of c the rules leave: each one
-// the first matching rule hides, unless its value is hidden already (a
-// Secret's data always shows that it changed).
-func (ig *ignorer) hideFields(overlay string, c Change) []FieldChange {
+// hideFields returns the field changes of c the rules leave, and those
+// they hide: each one the first matching rule hides, unless its value is
+// hidden already (a Secret's data always shows that it changed).
+func (ig *ignorer) hideFields(overlay string, c Change) (fields, hidden []FieldChange) {
 	kind := Kind(c.Key)
-	fields := c.Fields[:0:0]
+	fields = c.Fields[:0:0]
 	for _, f := range c.Fields {
 		var by *IgnoredRule
 		for _, a := range ig.rules {
@@ -363,9 +367,10 @@ func (ig *ignorer) hideFields(overlay string, c Change) []FieldChange {
 		default:
 			by.Fields++
 			ig.hide(by, overlay, c.Key, 1)
+			hidden = append(hidden, f)
 		}
 	}
-	return fields
+	return fields, hidden
 }
 
 // hideObject counts c, every change of which was ignored, as an object

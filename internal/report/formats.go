@@ -27,6 +27,7 @@ var Formats = []Format{
 	{Name: "text", Write: TextWith},
 	{Name: "markdown", Aliases: []string{"md"}, Write: writeMarkdown},
 	{Name: "json", Write: writeJSON},
+	{Name: "html", Write: writeHTML},
 }
 
 // FormatNames lists the formats for a flag's help: "text, markdown or json".

@@ -14,7 +14,7 @@ import (
 // all (the list kplan diff, merge and demo print in their help).
 func TestFormatsAreOfferedAndWritten(t *testing.T) {
 	p := samplePlan(t)
-	if got := FormatNames(); got != "text, markdown or json" {
+	if got := FormatNames(); got != "text, markdown, json or html" {
 		t.Errorf("FormatNames() = %q", got)
 	}
 	var text bytes.Buffer
@@ -25,8 +25,13 @@ func TestFormatsAreOfferedAndWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var page bytes.Buffer
+	if err := writeHTML(&page, p, Options{}); err != nil {
+		t.Fatal(err)
+	}
 	want := map[string]string{
-		"": text.String(), "text": text.String(), "json": string(data) + "\n",
+		"html": page.String(),
+		"":     text.String(), "text": text.String(), "json": string(data) + "\n",
 		"markdown": Markdown(p, "", github.MaxCommentChars), "md": Markdown(p, "", github.MaxCommentChars),
 	}
 	for name, w := range want {
@@ -42,7 +47,7 @@ func TestFormatsAreOfferedAndWritten(t *testing.T) {
 		t.Errorf("json is not JSON: %s", data)
 	}
 	err = Write(&bytes.Buffer{}, p, "xml", Options{})
-	if err == nil || !strings.Contains(err.Error(), `"xml": want text, markdown or json`) {
+	if err == nil || !strings.Contains(err.Error(), `"xml": want text, markdown, json or html`) {
 		t.Errorf("Write xml: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"errors"
+	"html"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -63,8 +64,8 @@ func inventoryRenamedPlan(t *testing.T) *inventorydiff.Plan {
 // format and diff style: testdata/<plan>.<style>.<md|txt|json>.golden.
 // After a deliberate change, go test ./internal/report -update rewrites
 // them; review the diff as the change's user-visible part.
-// goldenFormats compares p's Markdown, text and JSON reports with opts
-// to testdata/<name>.{md,txt,json}.golden.
+// goldenFormats compares p's Markdown, text, JSON and HTML reports with
+// opts to testdata/<name>.{md,txt,json,html}.golden.
 func goldenFormats(t *testing.T, p *inventorydiff.Plan, opts Options, name string) {
 	t.Helper()
 	var text bytes.Buffer
@@ -75,7 +76,12 @@ func goldenFormats(t *testing.T, p *inventorydiff.Plan, opts Options, name strin
 	if err != nil {
 		t.Fatal(err)
 	}
+	var page bytes.Buffer
+	if err := writeHTML(&page, p, opts); err != nil {
+		t.Fatal(err)
+	}
 	for ext, got := range map[string]string{
+		"html": page.String(),
 		"md":   MarkdownWith(p, "<!-- kplan:plan -->\n", github.MaxCommentChars, opts),
 		"txt":  text.String(),
 		"json": string(js),
@@ -107,6 +113,11 @@ func TestDangerOnUnchangedOverlayIsNamedInEveryFormat(t *testing.T) {
 		var out bytes.Buffer
 		if err := f.Write(&out, p, Options{}); err != nil {
 			t.Fatal(err)
+		}
+		if f.Name == "html" {
+			text := html.UnescapeString(out.String()) // as a browser shows it
+			out.Reset()
+			out.WriteString(text)
 		}
 		for _, want := range []string{"apps/shop", string(danger.InventoryChange), reason} {
 			if !strings.Contains(out.String(), want) {

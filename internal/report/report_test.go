@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"math"
 	"strings"
 	"testing"
@@ -82,8 +83,18 @@ func TestNoSecretValueInAnyForm(t *testing.T) {
 		t.Fatal(err)
 	}
 	umd := MarkdownWith(p, "", github.MaxCommentChars, unified)
-	for form, out := range map[string]string{"text": text.String(), "json": string(js), "markdown": md,
-		"unified text": utext.String(), "unified json": string(ujs), "unified markdown": umd} {
+	var page, upage bytes.Buffer
+	if err := writeHTML(&page, p, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeHTML(&upage, p, unified); err != nil {
+		t.Fatal(err)
+	}
+	for form, out := range map[string]string{"text": text.String(), "json": string(js), "markdown": md, "html": page.String(),
+		"unified text": utext.String(), "unified json": string(ujs), "unified markdown": umd, "unified html": upage.String()} {
+		if strings.HasSuffix(form, "html") {
+			out = html.UnescapeString(out) // the text a browser shows
+		}
 		for _, v := range []string{secretPlain, secretB64, "c2VjcmV0"} {
 			if strings.Contains(out, v) {
 				t.Errorf("%s report shows the secret value %q", form, v)
