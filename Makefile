@@ -135,12 +135,14 @@ race:
 race-all:
 	$(GO) test -race -vet=off -count=1 -timeout 30m ./...
 
-# The PR comment as GitHub shows it, and the webhook's status page, in
+# The PR comment as GitHub shows it, the HTML report (-o html) and the
+# webhook's status page, in
 # docs/ (needs Debian's chromium and cmark-gfm, and npm; documentation
 # only, not part of make test). The status page is the one its browser
 # test checks, after a deploy, a failed apply and a refusal.
 screenshots: browser cluster-apiserver
 	KPLAN_STATUS_SCREENSHOT=$(CURDIR)/docs/status-page.png $(GO) test -count=1 -run '^TestWebhookStatusPageInBrowser$$' ./test
+	KPLAN_REPORT_SCREENSHOT=$(CURDIR)/docs/html-report.png $(GO) test -count=1 -run '^TestHTMLReportInBrowser$$' ./test
 	sh tools/screenshots/screenshots.sh
 
 # Each fuzz target for FUZZTIME (go test -fuzz runs one target at a time);

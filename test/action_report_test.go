@@ -167,13 +167,17 @@ func TestActionLargePlanKeepsEveryChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("comment %d characters, job summary %d bytes, report file %d bytes", utf8.RuneCountInString(body), len(summary), len(full))
+	page, err := os.ReadFile(r.outputs(t)["report-html"])
+	if err != nil || !strings.Contains(string(page), "app-399") {
+		t.Errorf("report-html %q: %v", r.outputs(t)["report-html"], err)
+	}
+	t.Logf("comment %d characters, job summary %d bytes, report file %d bytes, HTML report %d bytes", utf8.RuneCountInString(body), len(summary), len(full), len(page))
 	if c := utf8.RuneCountInString(body); c > 65536 {
 		t.Errorf("comment: %d characters, over GitHub's 65,536", c)
 	}
 	for _, want := range []string{
 		"### kplan: 0 to add, 800 to change, 0 to prune in 400 of 400 overlays",
-		"the complete report is [in the job summary](https://github.com/Codertocat/Hello-World/actions/runs/4242) and in the file `kplan-report.md`",
+		"the complete report is [in the job summary](https://github.com/Codertocat/Hello-World/actions/runs/4242) and in the file `kplan-report.md`, and `kplan-report.html` to browse",
 		"| `clusters/c399` | 0 | 2 | 0 |",
 		// The first overlays' changes stay in the comment.
 		`! spec.template.spec.containers[name=app].image: "registry.example/app-000:1.0" → "registry.example/app-000:2.0"`,

@@ -133,6 +133,9 @@ func TestGitLabPipelinePostsThenEditsOneNote(t *testing.T) {
 	if err != nil || !strings.Contains(string(report), "1 to add, 5 to change, 4 to prune") {
 		t.Errorf("artifact kplan-report.md: %v\n%s", err, report)
 	}
+	if page, err := os.ReadFile(filepath.Join(ws, "kplan-report", "kplan-report.html")); err != nil || !strings.Contains(string(page), "1 to add, 5 to change, 4 to prune") {
+		t.Errorf("artifact kplan-report.html: %v", err)
+	}
 	var js struct{ Totals struct{ Added int } }
 	if data, err := os.ReadFile(filepath.Join(ws, "kplan-report", "kplan-plan.json")); err != nil || json.Unmarshal(data, &js) != nil || js.Totals.Added != 1 {
 		t.Errorf("artifact kplan-plan.json: %v %+v", err, js)

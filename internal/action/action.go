@@ -164,7 +164,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // (1 MiB) keeping every field change, and the step's outputs; it says
 // where the complete report is, for the comment (65,536 characters).
 func publish(a *githubactions.Action, p *inventorydiff.Plan, files prflow.Files, opts report.Options, getenv func(string) string) string {
-	artifact := "the file `kplan-report.md` (the `report-file` output: upload it with actions/upload-artifact to keep it)"
+	artifact := "the file `kplan-report.md`, and `kplan-report.html` to browse and filter by target, kind and change (the `report-file` and `report-html` outputs: upload them with actions/upload-artifact to keep them)"
 	sopts := opts
 	sopts.Complete = artifact
 	summary, _ := report.MarkdownFitBytes(p, "", github.MaxSummaryBytes, sopts)
@@ -178,6 +178,7 @@ func publish(a *githubactions.Action, p *inventorydiff.Plan, files prflow.Files,
 	a.SetOutput("failed", strconv.FormatBool(len(p.IntroducedFailures()) > 0))
 	a.SetOutput("report-json", files.JSON)
 	a.SetOutput("report-file", files.Markdown)
+	a.SetOutput("report-html", files.HTML)
 	if u := runURL(getenv); u != "" {
 		return "[in the job summary](" + u + ") and in " + artifact
 	}

@@ -245,3 +245,26 @@ func (p *Page) Screenshot(path string) {
 		p.t.Fatal(err)
 	}
 }
+
+// Shown are the texts of the elements matching the CSS selector that
+// the page shows, in document order: those hidden by a style
+// (display:none) or inside a closed <details> are left out.
+func (p *Page) Shown(selector string) []string {
+	p.t.Helper()
+	js := fmt.Sprintf(`Array.from(document.querySelectorAll(%q)).filter(e => e.checkVisibility()).map(e => e.innerText)`, selector)
+	out, err := get(p, chromedp.Evaluate[[]string](js))
+	if err != nil {
+		p.t.Fatalf("read %s of %s: %v", selector, p.url, err)
+	}
+	return out
+}
+
+// Click clicks the first shown element matching the CSS selector with
+// the mouse, as a reader does: a checkbox, a <summary>; it fails the
+// test when none is shown.
+func (p *Page) Click(selector string) {
+	p.t.Helper()
+	if err := p.run(chromedp.Click(chromedp.CSS(selector))); err != nil {
+		p.t.Fatalf("click %s on %s: %v", selector, p.url, err)
+	}
+}

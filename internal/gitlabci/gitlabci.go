@@ -150,11 +150,14 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return path, os.WriteFile(path, data, 0o644)
 		},
 		Published: func(*inventorydiff.Plan, prflow.Files, report.Options) (string, error) {
-			artifact := "artifact `" + filepath.Base(in.ReportDir) + "/kplan-report.md`"
+			dir := filepath.Base(in.ReportDir)
+			artifact := "artifact `" + dir + "/kplan-report.md`"
 			if pl.JobURL != "" {
-				return "[the job](" + pl.JobURL + ")'s " + artifact, nil
+				// GitLab shows an HTML artifact as a page at its file URL.
+				page := pl.JobURL + "/artifacts/file/" + dir + "/kplan-report.html"
+				return "[the job](" + pl.JobURL + ")'s " + artifact + ", and [the HTML report](" + page + ") to browse and filter by target, kind and change", nil
 			}
-			return "the job's " + artifact, nil
+			return "the job's " + artifact + " (and `" + dir + "/kplan-report.html` to browse and filter by target, kind and change)", nil
 		},
 		MaxCommentChars: gitlab.MaxCommentChars,
 		Post:            func(ctx context.Context, md string) error { return note(ctx, pl, in.Token, md, log) },

@@ -1,6 +1,7 @@
 package prflow
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -88,6 +89,7 @@ type Job struct {
 // Files are the paths of the complete reports a job keeps.
 type Files struct {
 	Markdown string // kplan-report.md: every field change, however large
+	HTML     string // kplan-report.html: the same to browse and filter
 	JSON     string // kplan-plan.json
 }
 
@@ -208,6 +210,13 @@ func (j *Job) Report(ctx context.Context, p *inventorydiff.Plan) error {
 	)
 	if files.Markdown, err = j.WriteFile("kplan-report.md", []byte(full)); err != nil {
 		return fmt.Errorf("write the Markdown report: %w", err)
+	}
+	var page bytes.Buffer
+	if err := report.Write(&page, p, "html", opts); err != nil {
+		return err
+	}
+	if files.HTML, err = j.WriteFile("kplan-report.html", page.Bytes()); err != nil {
+		return fmt.Errorf("write the HTML report: %w", err)
 	}
 	data, err := report.JSONWith(p, opts)
 	if err != nil {

@@ -71,6 +71,7 @@ type htmlTarget struct {
 	ID, Title, Counts string
 	Classes           string
 	Failure           string
+	Introduced        bool // the failure is this change's
 	Errors            []string
 	Dangers           []string
 	Lines             []string
@@ -229,7 +230,8 @@ func newHTMLTarget(o *inventorydiff.Overlay, id string, opts Options) *htmlTarge
 	case inventorydiff.Failed:
 		t.Counts = "failed to render"
 	}
-	if t.Failure != "" {
+	if _, introduced := o.Problem(); introduced && t.Failure != "" {
+		t.Introduced = true
 		classes = append(classes, "failed")
 	}
 	t.Classes = strings.Join(classes, " ")
