@@ -59,6 +59,12 @@ func TestIgnoreKeepsDangerousChanges(t *testing.T) {
 	if len(o.Changed) != 1 || o.Changed[0].Key != "apps_v1_StatefulSet|app|db" || len(o.Dangerous) != 1 || o.Dangerous[0].Rule != "statefulset-immutable" {
 		t.Fatalf("changed %+v dangerous %+v: want the StatefulSet kept, the Deployment hidden", o.Changed, o.Dangerous)
 	}
+	// What the rules hid stays with the overlay, for the HTML report to
+	// show behind its count: the Deployment whole, not the dangerous
+	// StatefulSet.
+	if len(o.Ignored) != 1 || o.Ignored[0].Key != "apps_v1_Deployment|app|web" || len(o.Ignored[0].Fields) != 1 || o.Ignored[0].Fields[0].Path != "spec.replicas" {
+		t.Errorf("ignored %+v: want the Deployment's replicas", o.Ignored)
+	}
 	for _, r := range p.Ignored {
 		want := map[string][2]int{"kind StatefulSet": {0, 1}, "kind Deployment": {1, 0}}[r.Rule]
 		if r.Objects != want[0] || r.Kept != want[1] {

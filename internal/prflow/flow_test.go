@@ -62,7 +62,7 @@ func TestReportFitsTheCommentInTheForgesLimit(t *testing.T) {
 				return "/reports/" + name, nil
 			},
 			Published: func(_ *inventorydiff.Plan, f Files, _ report.Options) (string, error) {
-				if f.Markdown != "/reports/kplan-report.md" || f.JSON != "/reports/kplan-plan.json" {
+				if f.Markdown != "/reports/kplan-report.md" || f.HTML != "/reports/kplan-report.html" || f.JSON != "/reports/kplan-plan.json" {
 					t.Errorf("%s: files %+v", c.forge, f)
 				}
 				return "the artifact", nil
@@ -73,7 +73,7 @@ func TestReportFitsTheCommentInTheForgesLimit(t *testing.T) {
 		if err := j.Report(context.Background(), p); err != nil {
 			t.Fatalf("%s: %v", c.forge, err)
 		}
-		if len(files) != 2 {
+		if len(files) != 3 {
 			t.Errorf("%s: files written %v", c.forge, files)
 		}
 		if c.change == nil {
