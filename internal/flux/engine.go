@@ -269,6 +269,9 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 			files[d.File] = true
 		}
 		names := append(substituteNames(declared), valuesFromNames(ctx, s)...)
+		// A ResourceSet's objects (Flux Kustomizations among them) are
+		// known once it is rendered: its target is never deferred.
+		names = append(names, rsetKind)
 		deferrable = func(t *Target) bool {
 			if t.Closure.Meets(changed) || !t.Closure.Bounded() {
 				return false
@@ -770,12 +773,12 @@ func (e *Engine) postBuild(ctx context.Context, t *Target, pool varPool) {
 		return
 	}
 	t.Objects, t.Notes, t.reads = pb.objects, append(t.Notes, pb.notes...), pb.reads
-	for _, o := range t.Objects {
-		g, _, _ := strings.Cut(o.GetApiVersion(), "/")
-		if o.GetKind() == "ResourceSet" && g == OperatorGroup {
-			t.NotRendered = append(t.NotRendered, "ResourceSet "+o.GetNamespace()+"/"+o.GetName()+" is not rendered (flux-operator makes its objects from inputs kplan does not evaluate; kplan plans the ResourceSet object only)")
-		}
-	}
+	// What its ResourceSets make is what flux-operator applies: planned
+	// as the target's, its Flux Kustomizations the next targets.
+	rs := resourceSets(t.Objects)
+	t.Objects = append(t.Objects, rs.objects...)
+	t.Notes = append(t.Notes, rs.notes...)
+	t.NotRendered = append(t.NotRendered, rs.notRendered...)
 }
 
 // closure is what t's own build reads (rawClosure: the same paths as
