@@ -60,6 +60,11 @@ type Options struct {
 	// Kubernetes says what a cluster (by name) runs, for its
 	// HelmReleases' charts; nil is kubeversion's default for all.
 	Kubernetes func(cluster string) kubeversion.Capabilities
+	// Artifacts are the OCI artifacts built from this repository (URL,
+	// without tag → repository directory; .kplan.yaml fluxArtifacts): a
+	// Kustomization whose OCIRepository pulls one is a target, built from
+	// that directory.
+	Artifacts map[string]string
 }
 
 // Cache is where builds are kept between runs (rendercache.Cache).
@@ -261,7 +266,14 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 	if err != nil {
 		return nil, err
 	}
-	declared := found.Kustomizations
+	// Kustomizations whose OCIRepository pulls an artifact built from
+	// this repository are rooted at its directory (copies: found is
+	// shared by both sides).
+	ocis := ociURLs(found)
+	declared := slices.Clone(found.Kustomizations)
+	for i := range declared {
+		declared[i].Kustomization = e.withArtifact(declared[i].Kustomization, ocis)
+	}
 	var deferrable func(t *Target) bool
 	if changed != nil {
 		files := map[string]bool{}
@@ -355,7 +367,7 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 				reads = rc.Paths
 			}
 		}
-		e.buildCluster(ctx, s, c, clusterSources{srcs, reads}, declared, readers, deferrable, res)
+		e.buildCluster(ctx, s, c, clusterSources{srcs, reads}, declared, readers, deferrable, maps.Clone(ocis), res)
 		ep.name(c, phantoms, res.Targets)
 	}
 	for _, i := range unreached {
@@ -377,9 +389,9 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 // (its entry point, or for the unnamed cluster those no member reads),
 // then the Kustomizations their builds output, level by level; then, in
 // rounds, the declared ones no build output that a failed build reads.
-func (e *Engine) buildCluster(ctx context.Context, s *snapshot.Snapshot, c cluster, cs clusterSources, declared []Declared, allReaders [][]string, deferrable func(*Target) bool, res *Result) {
+func (e *Engine) buildCluster(ctx context.Context, s *snapshot.Snapshot, c cluster, cs clusterSources, declared []Declared, allReaders [][]string, deferrable func(*Target) bool, ocis map[string]string, res *Result) {
 	b := newClusterBuild(e, s, c, declared, allReaders, deferrable, res)
-	b.srcs = cs
+	b.srcs, b.ocis = cs, ocis
 	level := b.roots()
 	for round := 0; ; round++ {
 		b.levels(ctx, level)
@@ -410,6 +422,9 @@ type clusterBuild struct {
 	// matched are the members a build output, or a round built.
 	matched map[int]bool
 	srcs    clusterSources
+	// ocis are the URLs of the OCIRepositories the cluster declares or
+	// its builds output, by ID.
+	ocis map[string]string
 }
 
 // clusterSources are the artifacts a cluster's targets build from: the
@@ -502,6 +517,7 @@ func (b *clusterBuild) levels(ctx context.Context, level []*Kustomization) {
 			// levels substitute from them, helm-controller's valuesFrom
 			// reads them).
 			b.pool.add(t.ID(), t.Objects)
+			addOCIURLs(t.Objects, b.ocis)
 			level = append(level, b.children(t)...)
 		}
 	}
@@ -529,6 +545,9 @@ func (b *clusterBuild) newTargets(ctx context.Context, level []*Kustomization) [
 		}
 		t := &Target{Kustomization: k, Cluster: b.c.name}
 		t.src, t.Notes = b.source(ctx, k)
+		if p := b.targets[k.Parent]; k.Artifact != "" && (p == nil || p.Artifact != k.Artifact) {
+			t.Notes = append(t.Notes, artifactNote(k))
+		}
 		b.targets[k.ID()] = t
 		built = append(built, t)
 	}
@@ -549,6 +568,7 @@ func (b *clusterBuild) children(t *Target) []*Kustomization {
 			continue
 		}
 		child.Parent = t.ID()
+		child = b.e.withArtifact(child, b.ocis)
 		for _, i := range b.c.members {
 			d := b.declared[i]
 			if d.Name == child.Name && d.File != "" && t.Closure != nil && slices.Contains(t.Closure.Paths, d.File) {
@@ -608,7 +628,11 @@ func (e *Engine) skip(k *Kustomization) string {
 	switch {
 	case kind == "ExternalArtifact":
 		return "" // resolved against its cluster's ArtifactGenerators
-	case kind == "OCIRepository" || kind == "Bucket":
+	case kind == "OCIRepository" && k.Artifact != "":
+		return "" // built from this repository (.kplan.yaml fluxArtifacts)
+	case kind == "OCIRepository":
+		return fmt.Sprintf("its source OCIRepository %s is an artifact .kplan.yaml's fluxArtifacts does not map to a directory of this repository; kplan renders Kustomizations of the repository only (map it there if CI pushes it from this repository)", src)
+	case kind == "Bucket":
 		return fmt.Sprintf("its source %s %s is an artifact built outside this repository; kplan renders Kustomizations of the repository only", kind, src)
 	case kind != "GitRepository" || !slices.Contains(e.opts.Sources, src):
 		return fmt.Sprintf("its source %s %s is not this repository (this repository is the GitRepository %s)", kind, src, strings.Join(e.opts.Sources, ", "))

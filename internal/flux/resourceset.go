@@ -15,6 +15,7 @@ import (
 	"hash/adler32"
 	"io"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"text/template"
@@ -124,7 +125,7 @@ func renderResourceSet(o *yaml.RNode, all []*yaml.RNode, out *rsetResult) ([]*ya
 	if deps, _, _ := unstructured.NestedSlice(spec, "dependsOn"); len(deps) > 0 {
 		out.notes = append(out.notes, fmt.Sprintf("ResourceSet %s waits for %s before flux-operator applies what it makes", id, describeDeps(deps)))
 	}
-	providers, unknown, err := inputProviders(o, spec, all, out)
+	providers, unknown, err := inputProviders(o, spec, all, usesID(spec), out)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +206,7 @@ type provider struct {
 // (resourceset_controller.go:394 getInputs), sorted as
 // internal/inputs/provider.go:31 compareProviderKeys sorts them; unknown
 // names those whose inputs kplan cannot know.
-func inputProviders(o *yaml.RNode, spec map[string]any, all []*yaml.RNode, out *rsetResult) (providers []provider, unknown []string, err error) {
+func inputProviders(o *yaml.RNode, spec map[string]any, all []*yaml.RNode, noteID bool, out *rsetResult) (providers []provider, unknown []string, err error) {
 	refs, _, _ := unstructured.NestedSlice(spec, "inputsFrom")
 	ns := o.GetNamespace()
 	rsID := ns + "/" + o.GetName()
@@ -252,7 +253,7 @@ func inputProviders(o *yaml.RNode, spec map[string]any, all []*yaml.RNode, out *
 		return cmp3(a.GetApiVersion()+", Kind="+a.GetKind(), b.GetApiVersion()+", Kind="+b.GetKind(), a.GetNamespace(), b.GetNamespace(), a.GetName(), b.GetName())
 	})
 	for _, p := range found {
-		pv, why, err := staticProvider(p, out)
+		pv, why, err := staticProvider(p, noteID, out)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -290,7 +291,7 @@ func findProvider(all []*yaml.RNode, ns, name string) *yaml.RNode {
 // its defaultValues and an id
 // (resourcesetinputprovider_controller.go:253); why says, for any other
 // type, why kplan cannot know its inputs.
-func staticProvider(p *yaml.RNode, out *rsetResult) (provider, string, error) {
+func staticProvider(p *yaml.RNode, noteID bool, out *rsetResult) (provider, string, error) {
 	m, err := asMap(p)
 	if err != nil {
 		return provider{}, "", err
@@ -315,8 +316,19 @@ func staticProvider(p *yaml.RNode, out *rsetResult) (provider, string, error) {
 	// The id is the checksum of the object's UID, which the cluster
 	// assigns: kplan uses its namespace/name in its place.
 	input["id"] = inputID(id)
-	out.notes = append(out.notes, fmt.Sprintf("ResourceSetInputProvider %s: inputs.id is a checksum of the UID the cluster gives it; kplan plans it as %s (a checksum of %s)", id, input["id"], id))
+	if noteID {
+		out.notes = append(out.notes, fmt.Sprintf("ResourceSetInputProvider %s: inputs.id is a checksum of the UID the cluster gives it; kplan plans it as %s (a checksum of %s)", id, input["id"], id))
+	}
 	return provider{apiVersion: p.GetApiVersion(), kind: providerKind, name: p.GetName(), namespace: p.GetNamespace(), inputs: []map[string]any{input}}, "", nil
+}
+
+// idRef finds a template reading an input set's id.
+var idRef = regexp.MustCompile(`\.id\b`)
+
+// usesID says whether the ResourceSet's templates may read inputs.id.
+func usesID(spec map[string]any) bool {
+	data, _ := json.Marshal([]any{spec["resources"], spec["resourcesTemplate"], spec["steps"]})
+	return idRef.Match(data)
 }
 
 // jsonRoundTrip gives v as JSON decoding gives it (numbers as float64),

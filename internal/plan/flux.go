@@ -62,7 +62,7 @@ func fluxMode(ctx context.Context, c *change) (bool, error) {
 	if cfg.HasTargets() {
 		return false, nil // kplan deploys the targets it lists
 	}
-	if cfg != nil && len(cfg.FluxClusters) > 0 {
+	if cfg != nil && (len(cfg.FluxClusters) > 0 || len(cfg.FluxArtifacts) > 0) {
 		return true, nil
 	}
 	for i, s := range c.snaps {
@@ -106,7 +106,7 @@ func (fluxRun) plan(ctx context.Context, c *change) (*engineMode, error) {
 	}
 	// What each cluster runs, for the HelmReleases' charts: head's
 	// declaration on both sides, as every engine setting.
-	fo := flux.Options{Render: c.opts.Render, Clusters: clusters, Kubernetes: func(cluster string) kubeversion.Capabilities { return c.config.Capabilities(cluster) }}
+	fo := flux.Options{Render: c.opts.Render, Clusters: clusters, Artifacts: c.config.FluxArtifactPaths(), Kubernetes: func(cluster string) kubeversion.Capabilities { return c.config.Capabilities(cluster) }}
 	if c.cache != nil {
 		// Root and parent Kustomizations read what an app's change leaves
 		// alone: kept, they are not built again.
