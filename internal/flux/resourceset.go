@@ -722,6 +722,10 @@ func finishRSet(o *yaml.RNode, spec map[string]any, objs []*unstructured.Unstruc
 	id := o.GetNamespace() + "/" + o.GetName()
 	var nodes []*yaml.RNode
 	for _, obj := range objs {
+		if obj.GetName() == "" || obj.GetKind() == "" || obj.GetAPIVersion() == "" {
+			// The operator's apply refuses it, and applies nothing.
+			return nil, fmt.Errorf("a resource without apiVersion, kind or name")
+		}
 		l := obj.GetLabels()
 		if l == nil {
 			l = map[string]string{}
