@@ -35,6 +35,7 @@ require (
 	k8s.io/cli-runtime v0.37.2
 	k8s.io/client-go v0.37.2
 	k8s.io/klog/v2 v2.140.0
+	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad
 	k8s.io/kubectl v0.37.2
 	sigs.k8s.io/cli-utils v0.37.3-0.20251021150641-5895ad6c17dd
 	sigs.k8s.io/kustomize/api v0.21.2
@@ -140,7 +141,6 @@ require (
 	gotest.tools/v3 v3.5.2 // indirect
 	k8s.io/component-base v0.37.2 // indirect
 	k8s.io/component-helpers v0.37.2 // indirect
-	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
 	oras.land/oras-go/v2 v2.6.2 // indirect
 	sigs.k8s.io/controller-runtime v0.25.0 // indirect
@@ -150,3 +150,5 @@ require (
 )
 
 replace sigs.k8s.io/kustomize/kyaml => ./third_party/kyaml
+
+replace github.com/santhosh-tekuri/jsonschema/v6 => ./third_party/jsonschema

@@ -817,10 +817,14 @@ func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) er
 			refs[src.Ref] = src
 		}
 	}
+	srcs, err := e.sources(ctx, s, t)
+	if err != nil {
+		return err
+	}
 	var objs []*yaml.RNode
-	for i, src := range t.Spec().AllSources() {
+	for i, src := range srcs {
 		what := fmt.Sprintf("source %s", cmp.Or(src.Path, src.Chart, src.RepoURL))
-		if len(t.Spec().AllSources()) > 1 {
+		if len(srcs) > 1 {
 			what = fmt.Sprintf("source %d (%s)", i+1, cmp.Or(src.Path, src.Chart, src.RepoURL))
 		}
 		if !e.renders(src) {
@@ -979,8 +983,22 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 		if src.Ref != "" {
 			refs[src.Ref] = src
 		}
+		if src.Chart == "" && src.Path != "" && e.opts.Repos.Has(src.RepoURL) {
+			// The repo server's override files, there or not.
+			for _, f := range overrideFiles(t.Application, cleanPath(src.Path)) {
+				u.Path(f)
+			}
+		}
 	}
-	for _, src := range t.Spec().AllSources() {
+	srcs, err := e.sources(ctx, s, t)
+	if err != nil {
+		u.Unbound(err.Error())
+		t.own = u.Paths()
+		c := u.Closure()
+		c.Err = err
+		return c
+	}
+	for _, src := range srcs {
 		e.sourceClosure(ctx, s, b, u, t, src, refs)
 	}
 	t.own = u.Paths()
