@@ -60,6 +60,10 @@ type Options struct {
 	// Kubernetes says what a cluster (by name) runs, for its
 	// HelmReleases' charts; nil is kubeversion's default for all.
 	Kubernetes func(cluster string) kubeversion.Capabilities
+	// BaseKubernetes is Kubernetes on a plan's base side (its own
+	// .kplan.yaml's declaration); nil is Kubernetes. A target whose
+	// cluster runs another Kubernetes on either side is built on both.
+	BaseKubernetes func(cluster string) kubeversion.Capabilities
 	// Artifacts are the OCI artifacts built from this repository (URL,
 	// without tag → repository directory; .kplan.yaml fluxArtifacts): a
 	// Kustomization whose OCIRepository pulls one is a target, built from
@@ -160,6 +164,9 @@ type Result struct {
 	// pools are, by cluster, the ConfigMaps and Secrets its built targets
 	// apply: substitution and HelmReleases' valuesFrom read them.
 	pools map[string]varPool
+	// kube says what each cluster runs on this side; nil is the
+	// Engine's Kubernetes.
+	kube func(cluster string) kubeversion.Capabilities
 }
 
 // Target returns the target with the given name, or nil.
@@ -226,6 +233,9 @@ func (e *Engine) Plan(ctx context.Context, base, head *snapshot.Snapshot, change
 		}
 		res[i] = r
 	}
+	if e.opts.BaseKubernetes != nil {
+		res[0].kube = e.opts.BaseKubernetes
+	}
 	name(res[0], res[1])
 	for i := range res {
 		var todo []*Target
@@ -235,7 +245,8 @@ func (e *Engine) Plan(ctx context.Context, base, head *snapshot.Snapshot, change
 			}
 			o := res[1-i].Target(t.Name())
 			if o == nil || !o.Deferred || !reflect.DeepEqual(o.Object, t.Object) || o.Root != t.Root || !slices.Equal(o.Within, t.Within) || o.src.rules() != t.src.rules() ||
-				res[i].pools[t.Cluster].key(t.Kustomization) != res[1-i].pools[o.Cluster].key(o.Kustomization) {
+				res[i].pools[t.Cluster].key(t.Kustomization) != res[1-i].pools[o.Cluster].key(o.Kustomization) ||
+				!sameCapabilities(e.kubeOf(res[i])(t.Cluster), e.kubeOf(res[1-i])(o.Cluster)) {
 				t.Deferred = false
 				todo = append(todo, t)
 			}
