@@ -52,6 +52,11 @@ const (
 	// slugMaxLength is the slugify function's limit, a label value's
 	// (internal/builder/resourceset.go:303 init).
 	slugMaxLength = 63
+	// maxTemplateOutput and maxTemplateList bound what one template
+	// execution may make: a ResourceSet comes with the change under
+	// review, and `until 1000000000` must fail it, not the plan.
+	maxTemplateOutput = 16 << 20
+	maxTemplateList   = 100_000
 )
 
 // rsetKind and providerKind are flux-operator's kinds that make inputs.
@@ -610,7 +615,7 @@ func buildResource(raw []byte, in map[string]any) (*unstructured.Unstructured, e
 	if err != nil {
 		return nil, fmt.Errorf("failed to parse template: %w", err)
 	}
-	var b strings.Builder
+	var b limitedWriter
 	if err := t.Execute(&b, nil); err != nil {
 		return nil, fmt.Errorf("failed to execute template: %w", err)
 	}
@@ -631,7 +636,7 @@ func buildFromYAML(tmpl string, in map[string]any) ([]*unstructured.Unstructured
 	if err != nil {
 		return nil, fmt.Errorf("failed to parse multi-doc YAML template: %w", err)
 	}
-	var b strings.Builder
+	var b limitedWriter
 	if err := t.Execute(&b, nil); err != nil {
 		return nil, fmt.Errorf("failed to execute multi-doc YAML template: %w", err)
 	}
@@ -671,11 +676,71 @@ func newRSetTemplate(text string, in map[string]any) (*template.Template, error)
 	return template.New("resourceset").
 		Delims("<<", ">>").
 		Funcs(sprig.HermeticTxtFuncMap()).
+		Funcs(boundedFuncs()).
 		Funcs(template.FuncMap{"slugify": slugify}).
 		Funcs(template.FuncMap{"inputs": func() any { return in }}).
 		Funcs(template.FuncMap{"toYaml": toYaml, "mustToYaml": mustToYaml}).
 		Option("missingkey=error").
 		Parse(text)
+}
+
+// boundedFuncs are slim-sprig's functions that make a list or a string
+// of a size the template gives, refusing sizes past kplan's bounds
+// (kplan's, not flux-operator's: the operator would exhaust its memory).
+func boundedFuncs() template.FuncMap {
+	fm := sprig.HermeticTxtFuncMap()
+	until, _ := fm["until"].(func(int) []int)
+	untilStep, _ := fm["untilStep"].(func(int, int, int) []int)
+	seq, _ := fm["seq"].(func(...int) string)
+	tooMany := func(n int) error {
+		return fmt.Errorf("a list of %d items: kplan renders at most %d", n, maxTemplateList)
+	}
+	span := func(a, b int) int {
+		if a > b {
+			a, b = b, a
+		}
+		return b - a
+	}
+	return template.FuncMap{
+		"until": func(n int) ([]int, error) {
+			if span(0, n) > maxTemplateList {
+				return nil, tooMany(n)
+			}
+			return until(n), nil
+		},
+		"untilStep": func(start, stop, step int) ([]int, error) {
+			if step != 0 && span(start, stop)/span(0, step) > maxTemplateList {
+				return nil, tooMany(span(start, stop) / span(0, step))
+			}
+			return untilStep(start, stop, step), nil
+		},
+		"seq": func(params ...int) (string, error) {
+			for _, a := range params {
+				for _, b := range params {
+					if span(a, b) > maxTemplateList || span(0, a) > maxTemplateList {
+						return "", tooMany(span(a, b))
+					}
+				}
+			}
+			return seq(params...), nil
+		},
+		"repeat": func(count int, str string) (string, error) {
+			if count > 0 && len(str) > 0 && count > maxTemplateOutput/len(str) {
+				return "", fmt.Errorf("a string of %d × %d bytes: kplan renders at most %d", count, len(str), maxTemplateOutput)
+			}
+			return strings.Repeat(str, max(count, 0)), nil
+		},
+	}
+}
+
+// limitedWriter fails a template whose output passes maxTemplateOutput.
+type limitedWriter struct{ strings.Builder }
+
+func (w *limitedWriter) Write(p []byte) (int, error) {
+	if w.Len()+len(p) > maxTemplateOutput {
+		return 0, fmt.Errorf("the template makes more than %d bytes", maxTemplateOutput)
+	}
+	return w.Builder.Write(p)
 }
 
 // slugify is gosimple/slug's Make with flux-operator's settings: at most

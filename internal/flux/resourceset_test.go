@@ -224,6 +224,18 @@ spec:
 			notes:  []string{"ResourceSet ns/t waits for ResourceSet flux-system/policies (ready)"},
 		},
 		{
+			name: "a template past kplan's bounds fails its set, not the plan",
+			cite: "kplan's bound (resourceset.go boundedFuncs): flux-operator would exhaust its memory",
+			in: `apiVersion: fluxcd.controlplane.io/v1
+kind: ResourceSet
+metadata: {name: t, namespace: ns}
+spec:
+  resourcesTemplate: |
+    << range until 1000000000 >>x<< end >><< repeat 1000000000 "y" >>
+`,
+			notRendered: []string{"ResourceSet ns/t is not rendered: flux-operator fails it:", "kplan renders at most 100000"},
+		},
+		{
 			name: "providers with no inputs make an empty set",
 			cite: "resourceset_controller.go:175 inputsFrom with no inputs reconciles an empty set",
 			in: `apiVersion: fluxcd.controlplane.io/v1
