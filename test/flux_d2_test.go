@@ -15,7 +15,9 @@ import (
 // inline and from a Static ResourceSetInputProvider, and what they make
 // (each tenant's Namespace, OCIRepository and Flux Kustomization) is
 // planned, each tenant's Kustomization a target built from the directory
-// its OCIRepository's artifact is pushed from. Each step is one commit,
+// its OCIRepository's artifact is pushed from, substituting from the
+// runtime ConfigMap the ResourceSet copies into its namespace
+// (copyFrom). Each step is one commit,
 // planned against the one before, changed-only as --full.
 func TestFluxD2LayoutEndToEnd(t *testing.T) {
 	kplan := buildKplan(t)
@@ -52,6 +54,7 @@ func TestFluxD2LayoutEndToEnd(t *testing.T) {
 			keys: []string{
 				"kustomize.toolkit.fluxcd.io_v1_Kustomization|payments|apps",
 				"source.toolkit.fluxcd.io_v1_OCIRepository|payments|apps",
+				"~G_v1_ConfigMap|payments|flux-runtime-info",
 				"~G_v1_Namespace||payments",
 				"~G_v1_ServiceAccount|payments|flux",
 				"fluxcd.controlplane.io_v1_ResourceSet|flux-system|apps",
@@ -74,6 +77,22 @@ func TestFluxD2LayoutEndToEnd(t *testing.T) {
 			"~G_v1_Namespace||payments",
 		}}},
 	}, {
+		// The runtime ConfigMap reaches each tenant through the
+		// ResourceSet's copyFrom, and its app through substitution.
+		name: "the cluster name, copied into the tenants",
+		change: func() {
+			r.Replace("fleet/clusters/staging/flux-system/runtime-info.yaml", "CLUSTER_NAME: staging-1", "CLUSTER_NAME: staging-2")
+		},
+		want: map[string]target{
+			"flux-system/flux-system": {keys: []string{"~G_v1_ConfigMap|flux-system|flux-runtime-info"}},
+			"flux-system/tenants": {keys: []string{
+				"~G_v1_ConfigMap|backend|flux-runtime-info",
+				"~G_v1_ConfigMap|frontend|flux-runtime-info",
+				"~G_v1_ConfigMap|payments|flux-runtime-info",
+			}},
+			"frontend/apps": {keys: []string{"apps_v1_Deployment|frontend|frontend"}},
+		},
+	}, {
 		// The runtime ConfigMap feeds the inputs through substitution:
 		// every tenant's Kustomization now builds another directory.
 		name: "the environment, through substitution into the inputs",
@@ -87,6 +106,9 @@ func TestFluxD2LayoutEndToEnd(t *testing.T) {
 		want: map[string]target{
 			"flux-system/flux-system": {keys: []string{"~G_v1_ConfigMap|flux-system|flux-runtime-info"}},
 			"flux-system/tenants": {keys: []string{
+				"~G_v1_ConfigMap|backend|flux-runtime-info",
+				"~G_v1_ConfigMap|frontend|flux-runtime-info",
+				"~G_v1_ConfigMap|payments|flux-runtime-info",
 				"kustomize.toolkit.fluxcd.io_v1_Kustomization|backend|apps",
 				"kustomize.toolkit.fluxcd.io_v1_Kustomization|frontend|apps",
 				"kustomize.toolkit.fluxcd.io_v1_Kustomization|payments|apps",

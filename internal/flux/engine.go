@@ -810,7 +810,16 @@ func (e *Engine) postBuild(ctx context.Context, t *Target, pool varPool) {
 	t.Objects, t.Notes, t.reads = pb.objects, append(t.Notes, pb.notes...), pb.reads
 	// What its ResourceSets make is what flux-operator applies: planned
 	// as the target's, its Flux Kustomizations the next targets.
-	rs := resourceSets(t.Objects)
+	var rs *rsetResult
+	err = crash.Catch(func() error {
+		rs = resourceSets(t.Objects, pool.configMap)
+		return nil
+	})
+	if c := crash.As(err); c != nil {
+		slog.Error("kplan bug: panic rendering a ResourceSet; its target fails, the rest is planned", "id", t.ID(), "panic", fmt.Sprint(c.Value), "stack", string(c.Stack))
+		t.Err, t.Objects = fmt.Errorf("Flux Kustomization %s (%s): ResourceSets: %w", t.ID(), cmp.Or(t.File, t.Path()), err), nil
+		return
+	}
 	t.Objects = append(t.Objects, rs.objects...)
 	t.Notes = append(t.Notes, rs.notes...)
 	t.NotRendered = append(t.NotRendered, rs.notRendered...)

@@ -93,7 +93,7 @@ func FuzzResourceSets(f *testing.F) {
 		if err != nil {
 			return
 		}
-		res := resourceSets(objs)
+		res := resourceSets(objs, nil)
 		for _, o := range res.objects {
 			if o.GetLabels()[rsetOwnerGroup+"/name"] == "" {
 				t.Fatalf("%s %s made without its owner label", o.GetKind(), o.GetName())

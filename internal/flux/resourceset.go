@@ -74,6 +74,7 @@ type rsetResult struct {
 	// notRendered name each ResourceSet (or part of one) kplan does not
 	// render, and why.
 	notRendered []string
+	copies      copySource
 }
 
 // isOperator says whether o is a flux-operator object of kind.
@@ -82,11 +83,16 @@ func isOperator(o *yaml.RNode, kind string) bool {
 	return g == OperatorGroup && o.GetKind() == kind
 }
 
+// copySource is the data of the ConfigMap ns/name the cluster holds, as
+// the plan knows it; ok false when it does not.
+type copySource func(ns, name string) (data map[string]string, ok bool)
+
 // resourceSets renders the ResourceSets among objs, and those they make
 // (maxRSetDepth levels), with the input providers among objs and what
-// they make.
-func resourceSets(objs []*yaml.RNode) *rsetResult {
-	out := &rsetResult{}
+// they make; copies gives the ConfigMaps their copyFrom names (nil:
+// none known).
+func resourceSets(objs []*yaml.RNode, copies copySource) *rsetResult {
+	out := &rsetResult{copies: copies}
 	all := slices.Clone(objs)
 	level := objs
 	for depth := 0; len(level) > 0; depth++ {
@@ -807,8 +813,8 @@ func finishRSet(o *yaml.RNode, spec map[string]any, objs []*unstructured.Unstruc
 			maps.Copy(a, ca)
 			obj.SetAnnotations(a)
 		}
-		if from := obj.GetAnnotations()[copyFromAnnotation]; from != "" {
-			out.notes = append(out.notes, fmt.Sprintf("ResourceSet %s: %s %s/%s copies its data from %s in the cluster when applied; kplan plans it as written", id, obj.GetKind(), obj.GetNamespace(), obj.GetName(), from))
+		if from := obj.GetAnnotations()[copyFromAnnotation]; from != "" && obj.GetAPIVersion() == "v1" {
+			out.copyFrom(id, obj, from)
 		}
 		n, err := yaml.FromMap(obj.Object)
 		if err != nil {
@@ -817,6 +823,25 @@ func finishRSet(o *yaml.RNode, spec map[string]any, objs []*unstructured.Unstruc
 		nodes = append(nodes, n)
 	}
 	return nodes, nil
+}
+
+// copyFrom gives a ConfigMap the data of the one its copyFrom names, as
+// flux-operator does when it applies it (internal/copier/resources.go:48,
+// v0.59.0: data replaced by the source's), from what the plan knows the
+// cluster holds; a Secret's values, and a ConfigMap the plan does not
+// know, are noted instead.
+func (out *rsetResult) copyFrom(id string, obj *unstructured.Unstructured, from string) {
+	ns, name, ok := strings.Cut(from, "/")
+	what := fmt.Sprintf("ResourceSet %s: %s %s/%s copies its data from %s in the cluster when applied", id, obj.GetKind(), obj.GetNamespace(), obj.GetName(), from)
+	if obj.GetKind() == "ConfigMap" && ok && out.copies != nil {
+		if data, found := out.copies(ns, name); found {
+			if err := unstructured.SetNestedStringMap(obj.Object, data, "data"); err == nil {
+				out.notes = append(out.notes, what+"; kplan plans it with the data the repository gives that ConfigMap")
+				return
+			}
+		}
+	}
+	out.notes = append(out.notes, what+"; kplan plans it as written")
 }
 
 // hasResourceSet says whether data may declare a ResourceSet: a target

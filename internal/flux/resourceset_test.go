@@ -255,7 +255,7 @@ spec:
 			if err != nil {
 				t.Fatal(err)
 			}
-			res := resourceSets(objs)
+			res := resourceSets(objs, nil)
 			var got []string
 			byName := map[string]*yaml.RNode{}
 			for _, o := range res.objects {
@@ -315,6 +315,48 @@ func containsSub(list []string, sub string) bool {
 		}
 	}
 	return false
+}
+
+// copyFrom: a ConfigMap takes the data of the one it names, as the
+// plan knows it (internal/copier/resources.go:48); unknown, it is noted.
+func TestResourceSetCopyFrom(t *testing.T) {
+	objs, err := yamldocs.Mappings([]byte(`apiVersion: fluxcd.controlplane.io/v1
+kind: ResourceSet
+metadata: {name: t, namespace: ns}
+spec:
+  inputs: [{tenant: a}]
+  resources:
+    - apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        name: info
+        namespace: << inputs.tenant >>
+        annotations: {fluxcd.controlplane.io/copyFrom: flux-system/info}
+    - apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        name: other
+        namespace: << inputs.tenant >>
+        annotations: {fluxcd.controlplane.io/copyFrom: flux-system/none}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := resourceSets(objs, func(ns, name string) (map[string]string, bool) {
+		if ns == "flux-system" && name == "info" {
+			return map[string]string{"ENV": "staging"}, true
+		}
+		return nil, false
+	})
+	if len(res.objects) != 2 {
+		t.Fatalf("made %d objects", len(res.objects))
+	}
+	if got := res.objects[0].GetDataMap(); got["ENV"] != "staging" {
+		t.Errorf("a/info data %v, want flux-system/info's", got)
+	}
+	if !containsSub(res.notes, "ConfigMap a/other copies its data from flux-system/none in the cluster when applied; kplan plans it as written") {
+		t.Errorf("notes %q", res.notes)
+	}
 }
 
 func TestSlugify(t *testing.T) {
