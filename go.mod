@@ -10,12 +10,15 @@ require (
 	github.com/bmatcuk/doublestar/v4 v4.10.4
 	github.com/bradleyfalzon/ghinstallation/v2 v2.19.0
 	github.com/docker/cli v29.7.2+incompatible
+	github.com/evanphx/json-patch/v5 v5.9.11
 	github.com/fluxcd/pkg/envsubst v1.8.0
 	github.com/fluxcd/pkg/kustomize v1.41.0
 	github.com/fluxcd/pkg/sourceignore v0.19.0
 	github.com/go-logr/logr v1.4.3
+	github.com/go-task/slim-sprig/v3 v3.0.0
 	github.com/google/go-containerregistry v0.22.1
 	github.com/google/go-github/v60 v60.0.0
+	github.com/gosimple/slug v1.15.0
 	github.com/itchyny/gojq v0.12.20
 	github.com/moby/patternmatcher v0.6.1
 	github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.85.0
@@ -60,7 +63,6 @@ require (
 	github.com/docker/docker-credential-helpers v0.9.5 // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/evanphx/json-patch v5.9.11+incompatible // indirect
-	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/exponent-io/jsonpath v0.0.0-20210407135951-1de76d718b3f // indirect
 	github.com/fatih/camelcase v1.0.0 // indirect
 	github.com/fluxcd/pkg/apis/kustomize v1.21.0 // indirect
@@ -80,7 +82,6 @@ require (
 	github.com/go-openapi/swag/stringutils v0.27.1 // indirect
 	github.com/go-openapi/swag/typeutils v0.27.1 // indirect
 	github.com/go-openapi/swag/yamlutils v0.27.1 // indirect
-	github.com/go-task/slim-sprig/v3 v3.0.0 // indirect
 	github.com/gobwas/glob v0.2.3 // indirect
 	github.com/golang-jwt/jwt/v4 v4.5.2 // indirect
 	github.com/google/btree v1.1.3 // indirect
@@ -88,7 +89,6 @@ require (
 	github.com/google/go-github/v88 v88.0.0 // indirect
 	github.com/google/go-querystring v1.2.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/gosimple/slug v1.15.0 // indirect
 	github.com/gosimple/unidecode v1.0.1 // indirect
 	github.com/hashicorp/errwrap v1.1.0 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
