@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -324,6 +325,15 @@ func (e *Engine) plan(ctx context.Context, snaps []*snapshot.Snapshot, changed m
 		twin.Closure = t.Closure
 	}
 	name(lp.res...)
+	if len(snaps) == 2 {
+		for _, t := range lp.res[1].Targets {
+			if n := t.UpdateNote(); n != "" {
+				if b := lp.res[0].Target(t.Name()); b != nil && !b.SameObject(t.Application) {
+					t.Notes = append(t.Notes, n)
+				}
+			}
+		}
+	}
 	return lp.res, nil
 }
 
@@ -791,13 +801,36 @@ func kustomizationFile(s *snapshot.Snapshot, dir string) string {
 	return ""
 }
 
-// buildEnv are the build environment's variables the repo server
-// expands in a source's settings that kplan knows offline.
+// buildEnv is the build environment the repo server expands in a
+// source's settings (newEnv, reposerver/repository/repository.go:1857-
+// 1871 at 37ee0097cf): the Application's instance name, destination
+// namespace, project and source. The revision variables are the commit
+// Argo CD syncs, which a plan made before the merge cannot know: they
+// stay as written (revisionNote says so on the target).
 func buildEnv(t *Target, src Source) map[string]string {
-	return map[string]string{
-		"ARGOCD_APP_NAME": t.Application.Name, "ARGOCD_APP_NAMESPACE": t.Namespace,
-		"ARGOCD_APP_SOURCE_PATH": src.Path, "ARGOCD_APP_SOURCE_REPO_URL": src.RepoURL, "ARGOCD_APP_SOURCE_TARGET_REVISION": src.TargetRevision,
+	env := map[string]string{
+		"ARGOCD_APP_NAME": instanceName(t.Application), "ARGOCD_APP_NAMESPACE": t.Namespace,
+		"ARGOCD_APP_PROJECT_NAME": t.Spec().Project,
+		"ARGOCD_APP_SOURCE_PATH":  src.Path, "ARGOCD_APP_SOURCE_REPO_URL": src.RepoURL, "ARGOCD_APP_SOURCE_TARGET_REVISION": src.TargetRevision,
 	}
+	for _, v := range revisionVars {
+		env[v] = "$" + v
+	}
+	return env
+}
+
+// revisionVars are the build environment's variables set to the synced
+// commit.
+var revisionVars = []string{"ARGOCD_APP_REVISION", "ARGOCD_APP_REVISION_SHORT", "ARGOCD_APP_REVISION_SHORT_8"}
+
+// revisionNote says, for a source whose settings name a revision
+// variable, that the plan shows it as written; "" otherwise.
+func revisionNote(what string, src Source) string {
+	b, _ := json.Marshal(src)
+	if !bytes.Contains(b, []byte("ARGOCD_APP_REVISION")) {
+		return ""
+	}
+	return what + ": $ARGOCD_APP_REVISION (or _SHORT, _SHORT_8) is the commit Argo CD syncs, known only after the merge: the plan shows the variable as written"
 }
 
 // render renders t's sources into its objects.
@@ -837,6 +870,9 @@ func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) er
 			continue // a values-only source for $ref value files
 		}
 		env := buildEnv(t, src)
+		if n := revisionNote(what, src); n != "" {
+			t.Notes = append(t.Notes, n)
+		}
 		var out []*yaml.RNode
 		var err error
 		switch kindOf(s, src) {
@@ -848,10 +884,13 @@ func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) er
 		case kindHelm, kindRemoteChart:
 			out, err = e.helm(ctx, s, t, src, refs, env)
 		case kindDirectory:
-			var skipped []string
-			out, skipped, err = directory(ctx, s, src)
+			var skipped, marked []string
+			out, skipped, marked, err = directory(ctx, s, src)
 			for _, f := range skipped {
 				t.NotRendered = append(t.NotRendered, fmt.Sprintf("%s: %s is jsonnet, which kplan does not evaluate", what, f))
+			}
+			for _, f := range marked {
+				t.Notes = append(t.Notes, fmt.Sprintf("%s: %s holds %s: Argo CD does not read it, nor does the plan", what, f, skipFileRenderingMarker))
 			}
 		}
 		if err != nil {
@@ -861,6 +900,16 @@ func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) er
 	}
 	kept := objs[:0]
 	for _, o := range objs {
+		if why := hookOf(o); why != "" {
+			name := o.GetName()
+			if name == "" {
+				if g, err := o.Pipe(yaml.Lookup("metadata", "generateName")); err == nil && g != nil {
+					name = g.YNode().Value + "*"
+				}
+			}
+			t.Notes = append(t.Notes, fmt.Sprintf("%s %s is not planned as an object: %s", o.GetKind(), name, why))
+			continue
+		}
 		if o.GetName() == "" && o.GetKind() != "" {
 			if g, err := o.Pipe(yaml.Lookup("metadata", "generateName")); err == nil && g != nil && g.YNode().Value != "" {
 				// A hook (Argo CD's or Helm's) Argo CD creates anew at each

@@ -694,6 +694,7 @@ func (r *reader) commit(files []*fileRec, recs []*closureRec) *commitState {
 			for range r.count() {
 				a := r.app(set.File)
 				a.Set = set.ID()
+				a.setPolicy = set.applicationsSync()
 				a.Inputs = r.pathList()
 				x.apps = append(x.apps, a)
 			}
