@@ -8,7 +8,6 @@ package flux
 // conformance cases in resourceset_test.go hold to them.
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -842,11 +841,4 @@ func (out *rsetResult) copyFrom(id string, obj *unstructured.Unstructured, from 
 		}
 	}
 	out.notes = append(out.notes, what+"; kplan plans it as written")
-}
-
-// hasResourceSet says whether data may declare a ResourceSet: a target
-// whose files do is never deferred, since what it makes (Flux
-// Kustomizations among them) is known only once it is rendered.
-func hasResourceSet(data []byte) bool {
-	return bytes.Contains(data, []byte(OperatorGroup)) && bytes.Contains(data, []byte(rsetKind))
 }
