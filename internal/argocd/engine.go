@@ -483,7 +483,7 @@ func (e *Engine) children(t *Target, r *Result, have map[appKey]bool) []*Target 
 		}
 		have[key] = true
 		if why := e.skipOf(a); why != "" {
-			r.Skipped = append(r.Skipped, Named{ID: a.ID(), File: t.File, Reason: why + " (rendered by Application " + t.ID() + ")"})
+			r.Skipped = append(r.Skipped, Named{ID: a.ID(), File: t.File, Reason: why + " (rendered by Application " + t.ID() + ")", Paths: e.ownPaths(a)})
 			continue
 		}
 		out = append(out, &Target{Application: a, Namespace: a.Destination.Namespace, Parent: t})
@@ -640,7 +640,7 @@ func (e *Engine) side(ctx context.Context, s *snapshot.Snapshot, o *origin) (*Re
 	targets := make([]Target, 0, len(apps)) // one allocation for all
 	for _, a := range apps {
 		if why := e.factsOf(a).skip; why != "" {
-			r.Skipped = append(r.Skipped, Named{ID: a.ID(), File: a.File, Reason: why})
+			r.Skipped = append(r.Skipped, Named{ID: a.ID(), File: a.File, Reason: why, Paths: e.ownPaths(a)})
 			continue
 		}
 		k := keyOf(a)
@@ -685,6 +685,17 @@ func (e *Engine) skipOf(a *Application) string {
 		return "no source is this repository or a Helm chart (set argocdRepoURLs in .kplan.yaml when a repoURL names it another way)"
 	}
 	return ""
+}
+
+// ownPaths are the directories of this repository a's sources read.
+func (e *Engine) ownPaths(a *Application) []string {
+	var out []string
+	for _, src := range a.Spec().AllSources() {
+		if src.Chart == "" && src.Path != "" && e.opts.Repos.Has(src.RepoURL) {
+			out = append(out, cleanPath(src.Path))
+		}
+	}
+	return out
 }
 
 // renders reports whether kplan renders src: a source of this
@@ -860,71 +871,82 @@ func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) er
 		if len(srcs) > 1 {
 			what = fmt.Sprintf("source %d (%s)", i+1, cmp.Or(src.Path, src.Chart, src.RepoURL))
 		}
-		if !e.renders(src) {
-			if src.Ref == "" || src.Path != "" {
-				t.NotRendered = append(t.NotRendered, fmt.Sprintf("%s: %s is another repository; kplan renders this repository's sources only", what, src.RepoURL))
-			}
-			continue
-		}
-		if src.Ref != "" && src.Path == "" && src.Chart == "" {
-			continue // a values-only source for $ref value files
-		}
-		env := buildEnv(t, src)
-		if n := revisionNote(what, src); n != "" {
-			t.Notes = append(t.Notes, n)
-		}
-		var out []*yaml.RNode
-		var err error
-		switch kindOf(s, src) {
-		case kindPlugin:
-			t.NotRendered = append(t.NotRendered, what+": a config management plugin source is not rendered (plugins run programs in Argo CD's repo server)")
-			continue
-		case kindKustomize:
-			out, err = e.kustomize(ctx, s, t, src, env)
-		case kindHelm, kindRemoteChart:
-			out, err = e.helm(ctx, s, t, src, refs, env)
-		case kindDirectory:
-			var skipped, marked []string
-			out, skipped, marked, err = directory(ctx, s, src)
-			for _, f := range skipped {
-				t.NotRendered = append(t.NotRendered, fmt.Sprintf("%s: %s is jsonnet, which kplan does not evaluate", what, f))
-			}
-			for _, f := range marked {
-				t.Notes = append(t.Notes, fmt.Sprintf("%s: %s holds %s: Argo CD does not read it, nor does the plan", what, f, skipFileRenderingMarker))
-			}
-		}
+		out, err := e.renderSource(ctx, s, t, src, refs, what)
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		objs = append(objs, out...)
 	}
+	t.Objects, err = synced(t, objs)
+	return err
+}
+
+// renderSource renders one source of t (what names it in notes and
+// errors): nothing for another repository's, a values-only one or a
+// plugin's, each said.
+func (e *Engine) renderSource(ctx context.Context, s *snapshot.Snapshot, t *Target, src Source, refs map[string]Source, what string) ([]*yaml.RNode, error) {
+	if !e.renders(src) {
+		if src.Ref == "" || src.Path != "" {
+			t.NotRendered = append(t.NotRendered, fmt.Sprintf("%s: %s is another repository; kplan renders this repository's sources only", what, src.RepoURL))
+		}
+		return nil, nil
+	}
+	if src.Ref != "" && src.Path == "" && src.Chart == "" {
+		return nil, nil // a values-only source for $ref value files
+	}
+	env := buildEnv(t, src)
+	if n := revisionNote(what, src); n != "" {
+		t.Notes = append(t.Notes, n)
+	}
+	switch kindOf(s, src) {
+	case kindPlugin:
+		t.NotRendered = append(t.NotRendered, what+": a config management plugin source is not rendered (plugins run programs in Argo CD's repo server)")
+		return nil, nil
+	case kindKustomize:
+		return e.kustomize(ctx, s, t, src, env)
+	case kindHelm, kindRemoteChart:
+		return e.helm(ctx, s, t, src, refs, env)
+	}
+	out, skipped, marked, err := directory(ctx, s, src)
+	for _, f := range skipped {
+		t.NotRendered = append(t.NotRendered, fmt.Sprintf("%s: %s is jsonnet, which kplan does not evaluate", what, f))
+	}
+	for _, f := range marked {
+		t.Notes = append(t.Notes, fmt.Sprintf("%s: %s holds %s: Argo CD does not read it, nor does the plan", what, f, skipFileRenderingMarker))
+	}
+	return out, err
+}
+
+// synced are the objects of objs Argo CD syncs as t's: hooks and objects
+// created anew at each sync are said in t's notes instead; an object
+// without apiVersion, kind or name fails t, as it fails the sync.
+func synced(t *Target, objs []*yaml.RNode) ([]*yaml.RNode, error) {
 	kept := objs[:0]
 	for _, o := range objs {
+		generated := ""
+		if g, err := o.Pipe(yaml.Lookup("metadata", "generateName")); err == nil && g != nil {
+			generated = g.YNode().Value
+		}
 		if why := hookOf(o); why != "" {
-			name := o.GetName()
-			if name == "" {
-				if g, err := o.Pipe(yaml.Lookup("metadata", "generateName")); err == nil && g != nil {
-					name = g.YNode().Value + "*"
-				}
-			}
-			t.Notes = append(t.Notes, fmt.Sprintf("%s %s is not planned as an object: %s", o.GetKind(), name, why))
+			t.Notes = append(t.Notes, fmt.Sprintf("%s %s is not planned as an object: %s", o.GetKind(), cmp.Or(o.GetName(), generated+"*"), why))
 			continue
 		}
-		if o.GetName() == "" && o.GetKind() != "" {
-			if g, err := o.Pipe(yaml.Lookup("metadata", "generateName")); err == nil && g != nil && g.YNode().Value != "" {
-				// A hook (Argo CD's or Helm's) Argo CD creates anew at each
-				// sync under a generated name: no object of the plan.
-				t.Notes = append(t.Notes, fmt.Sprintf("%s %s* is created anew at each sync (metadata.generateName); it is not planned as an object", o.GetKind(), g.YNode().Value))
-				continue
-			}
+		if why := excluded(o); why != "" {
+			t.Notes = append(t.Notes, fmt.Sprintf("%s %s is not planned as an object: %s", o.GetKind(), cmp.Or(o.GetName(), generated+"*"), why))
+			continue
+		}
+		if o.GetName() == "" && o.GetKind() != "" && generated != "" {
+			// An object Argo CD creates anew at each sync under a
+			// generated name: no object of the plan.
+			t.Notes = append(t.Notes, fmt.Sprintf("%s %s* is created anew at each sync (metadata.generateName); it is not planned as an object", o.GetKind(), generated))
+			continue
 		}
 		if o.GetName() == "" || o.GetKind() == "" || o.GetApiVersion() == "" {
-			return fmt.Errorf("an object without apiVersion, kind or name (Argo CD fails the sync)")
+			return nil, fmt.Errorf("an object without apiVersion, kind or name (Argo CD fails the sync)")
 		}
 		kept = append(kept, o)
 	}
-	t.Objects = kept
-	return nil
+	return kept, nil
 }
 
 // kustomize builds a kustomize source with the Application's settings

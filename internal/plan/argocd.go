@@ -89,7 +89,7 @@ func newArgoEngine(ctx context.Context, c *change) (*argocd.Engine, *argoIndex) 
 		// Argo CD's clusters are not in git: both sides see head's.
 		opts.ClustersFile = repoconfig.File
 		for _, cl := range cfg.ArgoCDClusters {
-			opts.Clusters = append(opts.Clusters, argocd.Cluster{Name: cl.Name, Server: cl.Server, Labels: cl.Labels, Annotations: cl.Annotations})
+			opts.Clusters = append(opts.Clusters, argocd.Cluster{Name: cl.Name, Server: cl.Server, Labels: cl.Labels, Annotations: cl.Annotations, Project: cl.Project})
 		}
 	}
 	opts.Kubernetes = func(d argocd.Destination) kubeversion.Capabilities {
@@ -269,9 +269,17 @@ func (r argoRun) plan(ctx context.Context, c *change) (*engineMode, error) {
 		c.log.Debug("the Argo CD index is not kept", "err", err)
 	}
 	m := newEngineMode("Argo CD")
+	for _, sk := range res[1].Skipped {
+		m.notPlanned = append(m.notPlanned, inventorydiff.NotPlanned{Engine: "Argo CD", ID: sk.ID, File: sk.File, Reason: sk.Reason})
+	}
+	for _, r := range res {
+		for _, sk := range r.Skipped {
+			m.claimed = append(m.claimed, sk.Paths...)
+		}
+	}
 	for i, s := range c.snaps {
 		for _, sk := range res[i].Skipped {
-			c.log.Info("Argo CD object not planned", "side", s.Rev, "id", sk.ID, "file", sk.File, "reason", sk.Reason)
+			c.log.Debug("Argo CD object not planned", "side", s.Rev, "id", sk.ID, "file", sk.File, "reason", sk.Reason)
 		}
 		for _, t := range res[i].Targets {
 			m.add(i, argoTarget(t))

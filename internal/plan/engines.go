@@ -136,7 +136,12 @@ type engineMode struct {
 	ignoreRules func() []inventorydiff.IgnoreRules
 	// settings, when set, records the mode in the plan's settings.
 	settings func(*inventorydiff.Settings)
-	built    int // target sides built, for the plan's work
+	// notPlanned are head's objects of the mode that are no target.
+	notPlanned []inventorydiff.NotPlanned
+	// claimed are directories the mode's objects that are no target
+	// sync (an Application of another revision): no loose overlays.
+	claimed []string
+	built   int // target sides built, for the plan's work
 }
 
 // isEngineTarget says whether name is the target of an engine the plan
@@ -206,6 +211,11 @@ func (m *engineMode) dropRead(sides [2]*side) {
 					delete(sd.overlays, q)
 				}
 			}
+		}
+	}
+	for _, q := range m.claimed {
+		for _, sd := range sides {
+			delete(sd.overlays, q)
 		}
 	}
 }

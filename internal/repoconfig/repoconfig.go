@@ -170,6 +170,9 @@ type ArgoCDCluster struct {
 	Server      string            `yaml:"server"`
 	Labels      map[string]string `yaml:"labels"`
 	Annotations map[string]string `yaml:"annotations"`
+	// Project is the cluster Secret's project, the clusters generator's
+	// project parameter.
+	Project string `yaml:"project"`
 }
 
 // Dangerous configures the danger rules (internal/danger).
