@@ -156,6 +156,7 @@ FUZZMINIMIZETIME ?= 5s
 FUZZFLAGS ?=
 FUZZ_TARGETS := \
 	./internal/flux:FuzzDiscover \
+	./internal/flux:FuzzResourceSets \
 	./internal/yamldocs:FuzzMappings \
 	./internal/render:FuzzScrubberCollect \
 	./internal/argocd:FuzzParseFile \

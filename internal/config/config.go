@@ -126,10 +126,26 @@ type Settings struct {
 	// RequireReviewedPlan refuses to apply a merged render that is not
 	// the one the pull request's plan comment showed (its digest).
 	RequireReviewedPlan bool
+	// ChartCredentials, when set, are the target's own chart
+	// credentials, in place of the webhook's (the standard places,
+	// charts.Standard): what its charts are fetched with, and nothing
+	// else's.
+	ChartCredentials *ChartCredentials
 	// Render holds the target's render options: the fields of
 	// render.Options tagged `target:"name"` (enableHelm: helmCharts with
 	// the helm on the webhook's PATH, as kplan diff --enable-helm).
 	Render render.Options
+}
+
+// ChartCredentials are files holding chart credentials (a mounted
+// Secret's), read again at each deploy.
+type ChartCredentials struct {
+	// RegistryConfig is a Docker config.json (`helm registry login`'s)
+	// for OCI registries; "" none.
+	RegistryConfig string
+	// RepositoryConfig is Helm's repositories.yaml for HTTP chart
+	// repositories (username, password, TLS files); "" none.
+	RepositoryConfig string
 }
 
 // ApplyUnreviewedLabel, added to a merged pull request, deploys its merge

@@ -482,6 +482,26 @@ func (p *parser) settings(s *Settings) map[string]func(*yaml.Node, string) {
 				s.Render.APIVersions = append(s.Render.APIVersions, a)
 			}
 		},
+		"chartCredentials": func(v *yaml.Node, field string) {
+			c := &ChartCredentials{}
+			p.fields(v, field, map[string]func(*yaml.Node, string){
+				"registryConfig": func(v *yaml.Node, field string) {
+					if str, ok := p.nonEmpty(v, field); ok {
+						c.RegistryConfig = p.localPath(str)
+					}
+				},
+				"repositoryConfig": func(v *yaml.Node, field string) {
+					if str, ok := p.nonEmpty(v, field); ok {
+						c.RepositoryConfig = p.localPath(str)
+					}
+				},
+			})
+			if c.RegistryConfig == "" && c.RepositoryConfig == "" {
+				p.errorf(v, field, "name registryConfig (a Docker config.json) or repositoryConfig (Helm's repositories.yaml), or both")
+				return
+			}
+			s.ChartCredentials = c
+		},
 		"allowReplaceInventory": func(v *yaml.Node, field string) {
 			if b, ok := p.bool(v, field); ok {
 				s.AllowReplaceInventory = b

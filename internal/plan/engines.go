@@ -76,8 +76,12 @@ type change struct {
 	snaps [2]*snapshot.Snapshot // base, head
 	// config is head's .kplan.yaml, nil when it has none: both sides
 	// are planned with head's engine settings.
-	config  *repoconfig.Config
-	changed map[string]bool // every changed path
+	config *repoconfig.Config
+	// baseConfig is base's .kplan.yaml, nil when it has none (or it
+	// cannot be read): what its clusters run, for the charts rendered
+	// on base.
+	baseConfig *repoconfig.Config
+	changed    map[string]bool // every changed path
 	// skip are the changed paths by which the targets the change cannot
 	// affect are left unbuilt; nil builds all (Options.Full, Warm).
 	skip map[string]bool

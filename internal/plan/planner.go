@@ -226,6 +226,9 @@ func (p *planner) open(ctx context.Context, base, head *snapshot.Snapshot) ([2]*
 		} else if err != nil {
 			return sides, nil, err
 		}
+		if i == 0 {
+			c.baseConfig = cfg
+		}
 		if cfg != nil && i == 1 {
 			c.config = cfg
 			for _, w := range cfg.Warnings {
