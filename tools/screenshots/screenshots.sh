@@ -6,7 +6,9 @@
 # most kubeflow overlays read) and docs/comment-kubeflow-istio.png (the
 # Istio patch bump of kubeflow/manifests' history, commit d04e9b4, from
 # KPLAN_CORPUS_HISTORY, default ../shared/corpus/kubeflow-manifests-100.bundle;
-# skipped, saying so, without it).
+# skipped, saying so, without it), and that bump's HTML report (-o html)
+# as docs/html-report-kubeflow-istio.png. `make screenshots` also writes
+# docs/html-report.png from TestHTMLReportInBrowser.
 #
 # Needs: Debian's chromium and cmark-gfm (apt-get install chromium
 # cmark-gfm), Node.js with npm, git, Go. Documentation only: make test
@@ -59,6 +61,12 @@ if [ -f "$history" ]; then
 	git clone -q "$history" "$work/kf-history"
 	(cd "$work/kf-history" && "$work/kplan" diff --base d04e9b4~1 --head d04e9b4 --format markdown > "$work/istio.md" 2>/dev/null) || true
 	shot "$work/istio.md" "$root/docs/comment-kubeflow-istio.png" 2400
+	# The same plan as the HTML report (-o html), as a browser opens it.
+	(cd "$work/kf-history" && "$work/kplan" diff --base d04e9b4~1 --head d04e9b4 --format html > "$work/istio.html" 2>/dev/null) || true
+	chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking \
+		--disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$work/chromium" \
+		--window-size=1300,1800 --screenshot="$root/docs/html-report-kubeflow-istio.png" "file://$work/istio.html" >/dev/null 2>&1
+	echo "screenshots: wrote $root/docs/html-report-kubeflow-istio.png"
 else
 	echo "screenshots: no $history (KPLAN_CORPUS_HISTORY): the Istio bump is not shot" >&2
 fi
