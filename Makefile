@@ -146,6 +146,10 @@ FUZZFLAGS ?=
 FUZZ_TARGETS := \
 	./internal/flux:FuzzDiscover \
 	./internal/yamldocs:FuzzMappings \
+	./internal/yamldocs:FuzzObjects \
+	./internal/yamldocs:FuzzOne \
+	./internal/helm:FuzzChartManifest \
+	./internal/resourcegroup:FuzzKptfileInventory \
 	./internal/render:FuzzScrubberCollect \
 	./internal/argocd:FuzzParseFile \
 	./internal/argocd:FuzzObjectOf \
