@@ -118,7 +118,6 @@ func (c controller) start(ctx context.Context, bin, kubeconfig, logDir string) (
 		ports[i] = p
 	}
 	args := []string{
-		"--kubeconfig=" + kubeconfig,
 		"--enable-leader-election=false",
 		"--metrics-addr=127.0.0.1:" + strconv.Itoa(ports[0]),
 		"--health-addr=127.0.0.1:" + strconv.Itoa(ports[1]),
@@ -146,7 +145,9 @@ func (c controller) start(ctx context.Context, bin, kubeconfig, logDir string) (
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.Env = append(os.Environ(), "RUNTIME_NAMESPACE=flux-system")
+	// controller-runtime reads KUBECONFIG (its --kubeconfig flag is on
+	// Go's flag set, which the controllers' pflag set may not carry).
+	cmd.Env = append(os.Environ(), "RUNTIME_NAMESPACE=flux-system", "KUBECONFIG="+kubeconfig)
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", c.Name, err)

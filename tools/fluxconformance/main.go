@@ -32,6 +32,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kplan-dev/kplan/internal/testchart"
 	"github.com/kplan-dev/kplan/internal/testcluster"
 	"github.com/kplan-dev/kplan/test/githttp"
 )
@@ -160,8 +161,16 @@ func replay(ctx context.Context, tc testCase, rev string, bins map[string]string
 		return r, err
 	}
 	defer os.RemoveAll(work)
+	source := tc.Source
+	if fixture(source) {
+		charts, stop := testchart.StartRepo()
+		defer stop()
+		if source, err = fixtureRepo(ctx, tc.Source, filepath.Join(work, "fixture"), charts); err != nil {
+			return r, err
+		}
+	}
 	clone := filepath.Join(work, "clone")
-	if err := git(ctx, "", "clone", "-q", "--no-checkout", tc.Source, clone); err != nil {
+	if err := git(ctx, "", "clone", "-q", "--no-checkout", source, clone); err != nil {
 		return r, err
 	}
 	sha, err := gitOut(ctx, clone, "rev-parse", rev+"^{commit}")
@@ -298,7 +307,7 @@ func kplanPlan(ctx context.Context, kplanBin, clone, sha, cluster string) (map[s
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, kplanBin, "diff", "-C", clone, "--base", empty, "--head", sha, "--flux", "--full", "--fail-on-error=false", "-o", "json")
+	cmd := exec.CommandContext(ctx, kplanBin, "diff", "-C", clone, "--base", empty, "--head", sha, "--flux", "--full", "--fail-on-error=false", "-o", "json", "--remote-hosts", "127.0.0.1")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	b, err := cmd.Output()
@@ -365,4 +374,61 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// fixture says whether source is a directory of files (one of kplan's
+// test fixtures) rather than a git repository or bundle.
+func fixture(source string) bool {
+	st, err := os.Stat(source)
+	if err != nil || !st.IsDir() {
+		return false
+	}
+	_, err = os.Stat(filepath.Join(source, ".git"))
+	head, _ := os.Stat(filepath.Join(source, "HEAD"))
+	return err != nil && head == nil
+}
+
+// fixtureRepo makes a git repository of the fixture dir (as kplan's tests
+// do): CHARTS_URL replaced by the loopback chart repository, which
+// serves each chart under charts/ at version 1.0.0.
+func fixtureRepo(ctx context.Context, dir, to string, charts *testchart.Repo) (string, error) {
+	if out, err := exec.CommandContext(ctx, "cp", "-r", dir, to).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("copy %s: %v: %s", dir, err, out)
+	}
+	err := filepath.WalkDir(to, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(data), "CHARTS_URL") {
+			return os.WriteFile(p, []byte(strings.ReplaceAll(string(data), "CHARTS_URL", charts.URL)), 0o644)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	chartDirs, _ := filepath.Glob(filepath.Join(dir, "charts", "*", "Chart.yaml"))
+	for _, c := range chartDirs {
+		tgz, err := testchart.PackageDir(filepath.Dir(c), "1.0.0", "")
+		if err != nil {
+			return "", err
+		}
+		if err := charts.Publish(tgz); err != nil {
+			return "", err
+		}
+	}
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main"},
+		{"add", "-A"},
+		{"-c", "user.name=fluxconformance", "-c", "user.email=fluxconformance@example.com", "commit", "-q", "-m", "fixture"},
+	} {
+		if err := git(ctx, to, args...); err != nil {
+			return "", err
+		}
+	}
+	return to, nil
 }
