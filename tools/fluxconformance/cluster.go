@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -36,6 +38,8 @@ type kube struct {
 }
 
 func newKube(cfg *rest.Config) (*kube, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.WarningHandler = rest.NoWarnings{}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -176,13 +180,17 @@ func (k *kube) fluxState(ctx context.Context) (state string, settled bool, err e
 			return "", false, err
 		}
 		for _, u := range list.Items {
-			st, reason, _ := conditionOf(&u, "Ready")
+			st, reason, msg := conditionOf(&u, "Ready")
 			obs, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
 			rev, _, _ := unstructured.NestedString(u.Object, "status", "lastAppliedRevision")
 			if st == "" || st == "Unknown" && reason != "DependencyNotReady" {
 				settled = false
 			}
-			lines = append(lines, fmt.Sprintf("%s %s/%s %s %s %d %s", u.GetKind(), u.GetNamespace(), u.GetName(), st, reason, obs, rev))
+			msg = strings.Join(strings.Fields(msg), " ")
+			if len(msg) > 300 {
+				msg = msg[:300] + "…"
+			}
+			lines = append(lines, fmt.Sprintf("%s %s/%s %s %s %d %s: %s", u.GetKind(), u.GetNamespace(), u.GetName(), st, reason, obs, rev, msg))
 		}
 	}
 	sort.Strings(lines)
@@ -302,4 +310,41 @@ func yamlOf(obj map[string]any) string {
 		return err.Error()
 	}
 	return string(bytes.TrimSpace(b))
+}
+
+// missingNamespaces are the namespaces the controllers failed to apply
+// into (`namespaces "x" not found`).
+func missingNamespaces(state string) []string {
+	seen := map[string]bool{}
+	for _, m := range nsNotFound.FindAllStringSubmatch(state, -1) {
+		seen[m[1]] = true
+	}
+	return sortedKeys(seen)
+}
+
+var nsNotFound = regexp.MustCompile(`namespaces \\?"([a-z0-9.-]+)\\?" not found`)
+
+// createNamespaces creates namespaces, as a live cluster may have them,
+// and asks every Kustomization and HelmRelease to reconcile again.
+func (k *kube) createNamespaces(ctx context.Context, names []string) error {
+	for _, n := range names {
+		ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": n}}}
+		if _, err := k.dyn.Resource(nsGVR).Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	now := time.Now().Format(time.RFC3339Nano)
+	for _, gvr := range []schema.GroupVersionResource{kustGVR, helmGVR} {
+		list, err := k.dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, u := range list.Items {
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, now)
+			if _, err := k.dyn.Resource(gvr).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

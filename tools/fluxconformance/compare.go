@@ -18,7 +18,12 @@ type result struct {
 	// State is each Flux object's Ready condition when the controllers
 	// settled.
 	State string
-	Plan  map[string]*planTarget `json:"-"`
+	// CreatedNamespaces are namespaces no target creates, which the
+	// controllers failed to apply into (FirstState); the harness created
+	// them and let the controllers try again (State).
+	CreatedNamespaces []string               `json:",omitempty"`
+	FirstState        string                 `json:",omitempty"`
+	Plan              map[string]*planTarget `json:"-"`
 	// All compares every object of the cluster, whichever target.
 	All     targetResult
 	Targets []targetResult
@@ -123,6 +128,9 @@ func subset(want, got any, path string, secret bool) []string {
 		}
 		var out []string
 		for _, k := range sortedKeys(w) {
+			if secret && path == "" && (k == "data" || k == "stringData") {
+				continue // masked in the plan
+			}
 			gv, ok := g[k]
 			if !ok {
 				if w[k] == nil || isEmpty(w[k]) {
@@ -190,6 +198,9 @@ func printResult(w io.Writer, r result) {
 	fmt.Fprintf(w, "== %s %s (%s, cluster %s)\n", r.Case, r.Commit, r.Path, r.Cluster)
 	if r.Error != "" {
 		fmt.Fprintf(w, "   error: %s\n", r.Error)
+	}
+	if len(r.CreatedNamespaces) > 0 {
+		fmt.Fprintf(w, "   namespaces no target creates, created for a second try: %s\n", strings.Join(r.CreatedNamespaces, ", "))
 	}
 	sort.Slice(r.Targets, func(i, j int) bool { return r.Targets[i].Target < r.Targets[j].Target })
 	for _, t := range append([]targetResult{r.All}, r.Targets...) {
