@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -347,4 +348,72 @@ func (k *kube) createNamespaces(ctx context.Context, names []string) error {
 		}
 	}
 	return nil
+}
+
+// missingKinds are the custom kinds the controllers failed to apply for
+// want of their CRD (`no matches for kind "K" in version "g/v"`), as
+// "g/v/K", Flux's own groups left out: a Flux API version the
+// controllers no longer serve is a finding, not a precondition.
+func missingKinds(state string) []string {
+	seen := map[string]bool{}
+	for _, m := range kindNotFound.FindAllStringSubmatch(state, -1) {
+		if strings.HasSuffix(m[2], "fluxcd.io") {
+			continue
+		}
+		seen[m[2]+"/"+m[3]+"/"+m[1]] = true
+	}
+	return sortedKeys(seen)
+}
+
+var kindNotFound = regexp.MustCompile(`no matches for kind \\?"([A-Za-z0-9]+)\\?" in version \\?"([a-z0-9.-]+)/([a-z0-9]+)\\?"`)
+
+// createCRDs creates a CRD accepting any object for each "g/v/K" of
+// kinds, as a live cluster has the CRDs its charts installed (the charts
+// here cannot be fetched). Plural and scope are guessed: a kind starting
+// with "Cluster" is cluster-scoped.
+func (k *kube) createCRDs(ctx context.Context, kinds []string) error {
+	var files []string
+	dir, err := os.MkdirTemp("", "fluxconf-crds-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	for i, gvk := range kinds {
+		parts := strings.Split(gvk, "/")
+		group, version, kind := parts[0], parts[1], parts[2]
+		plural := strings.ToLower(kind)
+		switch {
+		case strings.HasSuffix(plural, "y"):
+			plural = strings.TrimSuffix(plural, "y") + "ies"
+		case strings.HasSuffix(plural, "s"):
+			plural += "es"
+		default:
+			plural += "s"
+		}
+		scope := "Namespaced"
+		if strings.HasPrefix(kind, "Cluster") {
+			scope = "Cluster"
+		}
+		crd := fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: %[1]s.%[2]s
+spec:
+  group: %[2]s
+  scope: %[3]s
+  names: {kind: %[4]s, plural: %[1]s, listKind: %[4]sList, singular: %[5]s}
+  versions:
+  - name: %[6]s
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`, plural, group, scope, kind, strings.ToLower(kind), version)
+		f := filepath.Join(dir, fmt.Sprintf("crd-%d.yaml", i))
+		if err := os.WriteFile(f, []byte(crd), 0o644); err != nil {
+			return err
+		}
+		files = append(files, f)
+	}
+	return k.installCRDs(ctx, files)
 }

@@ -21,9 +21,13 @@ type result struct {
 	// CreatedNamespaces are namespaces no target creates, which the
 	// controllers failed to apply into (FirstState); the harness created
 	// them and let the controllers try again (State).
-	CreatedNamespaces []string               `json:",omitempty"`
-	FirstState        string                 `json:",omitempty"`
-	Plan              map[string]*planTarget `json:"-"`
+	CreatedNamespaces []string `json:",omitempty"`
+	FirstState        string   `json:",omitempty"`
+	// CreatedCRDs ("group/version/Kind") are custom kinds whose CRDs the
+	// cluster lacked (a chart installs them), created accepting any
+	// object for a second try.
+	CreatedCRDs []string               `json:",omitempty"`
+	Plan        map[string]*planTarget `json:"-"`
 	// All compares every object of the cluster, whichever target.
 	All     targetResult
 	Targets []targetResult
@@ -201,6 +205,9 @@ func printResult(w io.Writer, r result) {
 	}
 	if len(r.CreatedNamespaces) > 0 {
 		fmt.Fprintf(w, "   namespaces no target creates, created for a second try: %s\n", strings.Join(r.CreatedNamespaces, ", "))
+	}
+	if len(r.CreatedCRDs) > 0 {
+		fmt.Fprintf(w, "   CRDs the cluster lacked, created accepting any object: %s\n", strings.Join(r.CreatedCRDs, ", "))
 	}
 	sort.Slice(r.Targets, func(i, j int) bool { return r.Targets[i].Target < r.Targets[j].Target })
 	for _, t := range append([]targetResult{r.All}, r.Targets...) {

@@ -240,10 +240,25 @@ func replay(ctx context.Context, tc testCase, rev string, bins map[string]string
 	// A target applying into a namespace no target creates fails on an
 	// empty cluster; a live cluster may have it. Both are reported: the
 	// namespaces are created and the controllers asked again.
-	if missing := missingNamespaces(state); len(missing) > 0 {
-		r.CreatedNamespaces = missing
-		r.FirstState = state
-		if err := k.createNamespaces(ctx, missing); err != nil {
+	// Likewise a custom resource whose CRD a chart installs (charts on the
+	// internet cannot be fetched here): a CRD accepting any object is
+	// created. Up to three rounds, as each may uncover more.
+	for round := 0; round < 3; round++ {
+		ns, kinds := missingNamespaces(r.State), missingKinds(r.State)
+		ns = slices.DeleteFunc(ns, func(n string) bool { return slices.Contains(r.CreatedNamespaces, n) })
+		kinds = slices.DeleteFunc(kinds, func(n string) bool { return slices.Contains(r.CreatedCRDs, n) })
+		if len(ns)+len(kinds) == 0 {
+			break
+		}
+		if r.FirstState == "" {
+			r.FirstState = r.State
+		}
+		r.CreatedNamespaces = append(r.CreatedNamespaces, ns...)
+		r.CreatedCRDs = append(r.CreatedCRDs, kinds...)
+		if err := k.createCRDs(ctx, kinds); err != nil {
+			return r, err
+		}
+		if err := k.createNamespaces(ctx, ns); err != nil {
 			return r, err
 		}
 		if r.State, err = k.waitSettled(ctx, settle, limit); err != nil {
