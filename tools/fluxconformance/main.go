@@ -57,7 +57,7 @@ func main() {
 func run() error {
 	root, _ := filepath.Abs("../..")
 	cases := flag.String("cases", "cases.txt", "cases file: name source commits(,) path cluster per line")
-	only := flag.String("only", "", "run only the cases whose name contains this")
+	only := flag.String("only", "", "run only the cases whose name contains one of these (comma-separated)")
 	out := flag.String("out", filepath.Join(os.TempDir(), "fluxconformance"), "where results and logs go")
 	kplanBin := flag.String("kplan", "", "kplan binary (default: built from the main module)")
 	settle := flag.Duration("settle", 20*time.Second, "how long nothing may change for the controllers to count as settled")
@@ -103,7 +103,7 @@ func run() error {
 	}
 	var results []result
 	for _, tc := range tcs {
-		if !strings.Contains(tc.Name, *only) {
+		if !slices.ContainsFunc(strings.Split(*only, ","), func(o string) bool { return strings.Contains(tc.Name, o) }) {
 			continue
 		}
 		for _, commit := range tc.Commits {
@@ -274,8 +274,11 @@ func replay(ctx context.Context, tc testCase, rev string, bins map[string]string
 }
 
 // bootstrap is what `flux bootstrap` (or a FluxInstance's sync) creates:
-// the GitRepository of the repository and the root Kustomization of the
-// cluster path, here at the commit replayed. The repository's own
+// the controllers' service accounts and their cluster-admin binding
+// (fluxcd/flux2 manifests/rbac/reconciler.yaml: multi-tenant
+// Kustomizations impersonate kustomize-controller), the GitRepository of
+// the repository and the root Kustomization of the cluster path, here at
+// the commit replayed. The repository's own
 // flux-system objects replace them once applied (its URL is GitHub's,
 // which this harness cannot reach: the artifact already fetched stays).
 func bootstrap(url, sha, path string) string {
@@ -283,6 +286,34 @@ func bootstrap(url, sha, path string) string {
 kind: Namespace
 metadata:
   name: flux-system
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: kustomize-controller
+  namespace: flux-system
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: helm-controller
+  namespace: flux-system
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: cluster-reconciler-flux-system
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: cluster-admin
+subjects:
+- kind: ServiceAccount
+  name: kustomize-controller
+  namespace: flux-system
+- kind: ServiceAccount
+  name: helm-controller
+  namespace: flux-system
 ---
 apiVersion: source.toolkit.fluxcd.io/v1
 kind: GitRepository
