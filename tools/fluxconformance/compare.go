@@ -135,6 +135,9 @@ func subset(want, got any, path string, secret bool) []string {
 			if secret && path == "" && (k == "data" || k == "stringData") {
 				continue // masked in the plan
 			}
+			if path == "" && k == "apiVersion" {
+				continue // read back at the apiserver's preferred version
+			}
 			gv, ok := g[k]
 			if !ok {
 				if w[k] == nil || isEmpty(w[k]) {
