@@ -3,7 +3,7 @@ GO ?= go
 # The binaries the Dockerfile builds; CI builds the same ones.
 BINARIES := ./cmd/action ./cmd/kplan ./cmd/webhook ./cmd/kplan-gitlab
 
-.PHONY: demo demo-deploy test vet unit tests race race-all lint build bench flate cluster cluster-apiserver cluster-helm screenshots fuzz conformance-flux
+.PHONY: demo demo-deploy test vet unit tests race race-all lint build bench flate cluster cluster-apiserver cluster-helm browser screenshots fuzz conformance-flux
 
 # timed runs a step saying what it does first and how long it took after:
 # on a fresh machine a step compiles for minutes, and silence reads as a
@@ -32,7 +32,7 @@ demo-deploy: cluster
 # (lint links kplan-gitlab, which has no test of its own), so it only took
 # 15 s more.
 test:
-	@$(MAKE) --no-print-directory vet cluster-apiserver cluster-helm lint unit
+	@$(MAKE) --no-print-directory vet cluster-apiserver cluster-helm browser lint unit
 	@echo "make test: passed"
 
 vet:
@@ -64,6 +64,12 @@ cluster-apiserver:
 
 cluster-helm:
 	$(call timed,helm and kustomize for the Helm tests (first time: about 4 minutes; then cached),$(GO) run ./internal/testhelm/prebuild)
+
+# Debian's chromium for the browser tests (internal/browsertest: the
+# webhook's status page is tested in it), installed when no Chromium is
+# on PATH (about 30 s, once); quiet unless it fails.
+browser:
+	@sh scripts/install-chromium.sh
 
 # Benchmarks print ratios against a peer measured in the same run (the
 # kubeflow plans against the kustomize CLI, the Flux cases against flate,
@@ -114,7 +120,7 @@ flate:
 # in the order given, and the end-to-end package (5 minutes, mostly
 # waiting on the processes it starts) last left one core idle.
 SLOW_PKGS := ./test ./internal/plan
-RACE_PKGS := ./internal/deploy ./internal/deployer ./internal/liveplan ./internal/webhook ./internal/leader ./internal/keylock
+RACE_PKGS := ./internal/deploy ./internal/deployer ./internal/liveplan ./internal/webhook ./internal/leader ./internal/keylock ./internal/status
 
 unit:
 	@$(MAKE) --no-print-directory -j2 tests race
@@ -129,9 +135,12 @@ race:
 race-all:
 	$(GO) test -race -vet=off -count=1 -timeout 30m ./...
 
-# The PR comment as GitHub shows it, in docs/ (needs Debian's chromium and
-# cmark-gfm, and npm; documentation only, not part of make test).
-screenshots:
+# The PR comment as GitHub shows it, and the webhook's status page, in
+# docs/ (needs Debian's chromium and cmark-gfm, and npm; documentation
+# only, not part of make test). The status page is the one its browser
+# test checks, after a deploy, a failed apply and a refusal.
+screenshots: browser cluster-apiserver
+	KPLAN_STATUS_SCREENSHOT=$(CURDIR)/docs/status-page.png $(GO) test -count=1 -run '^TestWebhookStatusPageInBrowser$$' ./test
 	sh tools/screenshots/screenshots.sh
 
 # The real Flux controllers (source-, kustomize- and helm-controller, built
@@ -191,7 +200,8 @@ FUZZ_TARGETS := \
 	./internal/charts:FuzzRepositories \
 	./internal/declared:FuzzRGFile \
 	./internal/approval:FuzzParseRecord \
-	./internal/approval:FuzzApprovalHistories
+	./internal/approval:FuzzApprovalHistories \
+	./internal/status:FuzzRequest
 
 fuzz:
 	@failed=; for t in $(FUZZ_TARGETS); do \

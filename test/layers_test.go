@@ -17,7 +17,7 @@ var layers = [][]string{
 	// Leaves: no kplan package below them.
 	{"internal/crash", "internal/batchgc", "internal/batchgc/atstart", "internal/gitcli", "internal/keylock", "internal/netpolicy",
 		"internal/version", "internal/kubeversion", "internal/noi18n", "internal/yamldocs", "internal/chartindex", "internal/forge", "internal/inventory",
-		"internal/render/hostiletest", "internal/testchart", "internal/testcluster",
+		"internal/render/hostiletest", "internal/testchart", "internal/testcluster", "internal/browsertest",
 		"test/fuzzseed", "test/gittest", "test/githttp", "test/githubapi", "test/gitlabapi"},
 	// A repository read: one side of a plan, the mirror a deploy fetches into, remote bases.
 	{"internal/snapshot", "internal/gitmirror", "internal/gitbase", "internal/demo", "internal/approval", "internal/charts",
@@ -39,8 +39,9 @@ var layers = [][]string{
 	{"internal/plan", "internal/gate", "internal/deployreport"},
 	// The pull request flow the CI front ends adapt onto.
 	{"internal/prflow"},
-	// Front ends: the Action, GitLab CI's job, each forge's deploy reports.
-	{"internal/action", "internal/gitlabci", "internal/forge/github/deploys", "internal/forge/gitlab/deploys"},
+	// Front ends: the Action, GitLab CI's job, each forge's deploy
+	// reports, the webhook's status page.
+	{"internal/action", "internal/gitlabci", "internal/forge/github/deploys", "internal/forge/gitlab/deploys", "internal/status"},
 	// Mains and the tests of the whole.
 	{"cmd/action", "cmd/kplan", "cmd/kplan-gitlab", "cmd/webhook", "bench", "test", "test/deploydemo"},
 }
@@ -55,7 +56,7 @@ var layers = [][]string{
 var deployOnly = []string{
 	"internal/resourcegroup", "internal/deploy", "internal/ghauth", "internal/webhook",
 	"internal/gitmirror", "internal/liveplan", "internal/deployer", "internal/leader", "internal/deployreport",
-	"internal/forge/github/deploys", "internal/forge/gitlab/deploys",
+	"internal/forge/github/deploys", "internal/forge/gitlab/deploys", "internal/status",
 }
 
 // TestNoPackageImportsOneAbove checks every kplan package's imports

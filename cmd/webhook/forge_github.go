@@ -39,6 +39,7 @@ func gitHubRow() forgeRow {
 type gitHubForge struct {
 	*deploys.Reporter
 	tokens ghauth.Source
+	web    string // gitBaseURL: GitHub's web pages
 }
 
 // newGitHubForge reads GitHub's credentials: a token, a token file
@@ -60,7 +61,7 @@ func newGitHubForge(env forgeEnv, planAuthor string) (forgeClient, error) {
 	env.Logger.Info("GitHub credentials", "kind", ghauth.Describe(tokens))
 	r := deploys.NewReporter(gh, env.Logger)
 	r.PlanAuthor = planAuthor
-	return gitHubForge{Reporter: r, tokens: tokens}, nil
+	return gitHubForge{Reporter: r, tokens: tokens, web: env.Config.GitBaseURL}, nil
 }
 
 // Route reads GitHub's deliveries, verified with the webhook secret.
@@ -72,6 +73,12 @@ func (gitHubForge) Route() forge.Route {
 func (gitHubForge) ChangeRefs() (head, merge string) { return "", "" }
 
 func (gitHubForge) MaxCommentChars() int { return github.MaxCommentChars }
+
+// Links are GitHub's pages of repo's commits and pull requests, on
+// gitBaseURL (GitHub Enterprise's own host).
+func (g gitHubForge) Links(repo string) forge.Links {
+	return forge.RepoLinks(g.web, repo, "/commit/%s", "/pull/%d")
+}
 
 // Token implements gitmirror.TokenSource.
 func (g gitHubForge) Token(ctx context.Context, repo string) (string, error) {

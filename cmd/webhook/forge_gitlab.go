@@ -38,6 +38,7 @@ type gitLabForge struct {
 	tokens gitlab.TokenSource
 	// secret verifies its deliveries; nil is the webhook secret.
 	secret []byte
+	web    string // gitlabURL: GitLab's web pages
 }
 
 // newGitLabForge reads GitLab's credentials (a token being required)
@@ -59,7 +60,7 @@ func newGitLabForge(env forgeEnv, planAuthor string) (forgeClient, error) {
 	}
 	r := gldeploys.NewReporter(gl, env.Logger)
 	r.PlanAuthor = planAuthor
-	return gitLabForge{Reporter: r, tokens: tokens, secret: auth.WebhookSecret}, nil
+	return gitLabForge{Reporter: r, tokens: tokens, secret: auth.WebhookSecret, web: env.Config.GitLabURL}, nil
 }
 
 // Route reads GitLab's deliveries, verified with its own secret token
@@ -72,6 +73,11 @@ func (g gitLabForge) Route() forge.Route {
 func (gitLabForge) ChangeRefs() (head, merge string) { return gitlab.HeadRef, gitlab.MergeRef }
 
 func (gitLabForge) MaxCommentChars() int { return gitlab.MaxCommentChars }
+
+// Links are GitLab's pages of repo's commits and merge requests.
+func (g gitLabForge) Links(repo string) forge.Links {
+	return forge.RepoLinks(g.web, repo, "/-/commit/%s", "/-/merge_requests/%d")
+}
 
 // Token implements gitmirror.TokenSource.
 func (g gitLabForge) Token(ctx context.Context, repo string) (string, error) {

@@ -38,6 +38,9 @@ type forgeClient interface {
 	// MaxCommentChars is its limit on a comment, in characters: a live
 	// plan is fitted in its own forge's limit.
 	MaxCommentChars() int
+	// Links are its web pages of a repository's commits and changes, for
+	// the status page.
+	Links(repo string) forge.Links
 }
 
 // forgeEnv is what a forge's constructor reads: the configuration, the
@@ -205,6 +208,7 @@ func (n nullForge) err() error { return fmt.Errorf("%s: %w", n.forge, errNotServ
 func (n nullForge) Route() forge.Route                                       { return forge.Route{Forge: n.forge} }
 func (nullForge) ChangeRefs() (string, string)                               { return "", "" }
 func (nullForge) MaxCommentChars() int                                       { return 0 }
+func (nullForge) Links(string) forge.Links                                   { return forge.Links{} }
 func (nullForge) Token(context.Context, string) (string, error)              { return "", nil }
 func (nullForge) Started(context.Context, deployer.Target, string, int)      {}
 func (nullForge) Finished(context.Context, deployer.Outcome)                 {}
@@ -226,6 +230,9 @@ func (n nullForge) ReviewedPlan(context.Context, deployer.Target, int) (*markers
 func (n nullForge) CanWrite(context.Context, deployer.Target, string) (bool, error) {
 	return false, n.err()
 }
+
+// Links are the web pages of repo's forge, for the status page.
+func (f *forges) Links(repo string) forge.Links { return f.of(repo).Links(repo) }
 
 // maxCommentChars is the comment limit of repo's forge, in characters:
 // a live plan on a GitLab merge request is fitted in GitLab's limit, not

@@ -40,6 +40,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/leader"
 	"github.com/kplan-dev/kplan/internal/liveplan"
 	_ "github.com/kplan-dev/kplan/internal/noi18n" // before kubectl's packages start
+	"github.com/kplan-dev/kplan/internal/status"
 	"github.com/kplan-dev/kplan/internal/version"
 	"github.com/kplan-dev/kplan/internal/webhook"
 )
@@ -91,6 +92,7 @@ type webhookFlags struct {
 	debug, showVersion                bool
 	livePlans, driftChecks            bool
 	maxParallelDeploys                int
+	statusDeploys                     int
 	le                                electionFlags
 	// forges are the constructors of the forges of the table, configured
 	// by their own flags.
@@ -116,7 +118,8 @@ func parseFlags(ctx context.Context, table []forgeRow, args []string, stdout, st
 	fs := cmd.Flags()
 	fs.StringVar(&o.configPath, "config", "/etc/kplan/webhook.yaml", "configuration file")
 	fs.StringVar(&o.listen, "listen", ":8080", "address to serve /webhook, /healthz and /readyz on (the one GitHub reaches)")
-	fs.StringVar(&o.metricsListen, "metrics-listen", "127.0.0.1:9090", "address to serve /metrics and /drift on, apart from --listen: they name targets and clusters; \"\" serves neither")
+	fs.StringVar(&o.metricsListen, "metrics-listen", "127.0.0.1:9090", "address to serve /metrics, /drift and the status page (/, /status.json) on, apart from --listen: they name targets and clusters; \"\" serves none of them")
+	fs.IntVar(&o.statusDeploys, "status-deploys", status.DefaultKeep, "how many deploys the status page keeps per target (in memory)")
 	fs.BoolVar(&o.debug, "debug", false, "log at debug level")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	for _, row := range table {
@@ -138,6 +141,9 @@ func parseFlags(ctx context.Context, table []forgeRow, args []string, stdout, st
 	if err := o.le.check(); err != nil {
 		return nil, err
 	}
+	if o.statusDeploys < 1 {
+		return nil, fmt.Errorf("--status-deploys %d: want 1 or more\nRun 'kplan-webhook --help' for usage", o.statusDeploys)
+	}
 	if o.maxParallelDeploys < 0 {
 		return nil, fmt.Errorf("--max-parallel-deploys %d: want 0 (no limit) or more\nRun 'kplan-webhook --help' for usage", o.maxParallelDeploys)
 	}
@@ -155,11 +161,17 @@ func (o *webhookFlags) logger(stderr io.Writer) *slog.Logger {
 // app is the webhook wired: what its phases (newApp, listen, serve)
 // hand on to the next.
 type app struct {
-	flags   *webhookFlags
-	cfg     *config.Config
-	log     *slog.Logger
-	reg     *prometheus.Registry
-	secret  []byte
+	flags  *webhookFlags
+	cfg    *config.Config
+	log    *slog.Logger
+	reg    *prometheus.Registry
+	secret []byte
+	// adminToken, if set, guards the status page and /drift
+	// (KPLAN_ADMIN_TOKEN).
+	adminToken []byte
+	// board is the status page's record, fed by the deployer of every
+	// term and shard.
+	board   *status.Board
 	forges  *forges
 	targets []deployer.Target
 	sources []deployer.Source
@@ -206,6 +218,9 @@ func newApp(o *webhookFlags, table []forgeRow, load func(string) (*config.Config
 	if a.secret, _, err = config.Secrets(getenv); err != nil {
 		return nil, err
 	}
+	if a.adminToken, err = config.AdminToken(getenv); err != nil {
+		return nil, err
+	}
 	// Each repository's reports, comments, tokens and refs go to its own
 	// forge.
 	if a.forges, err = newForges(table, o.forges, forgeEnv{Config: cfg, Getenv: getenv, Logger: log}); err != nil {
@@ -250,6 +265,8 @@ func (a *app) wireDeploys() error {
 		return err
 	}
 	a.slots = deployer.NewSlots(a.flags.maxParallelDeploys, a.deployMetrics.Slots)
+	a.board = &status.Board{Keep: a.flags.statusDeploys, Links: a.forges.Links, Slots: a.slots}
+	a.board.Declare(a.targets...)
 	a.gitBases = filepath.Join(cfg.StateDir, "git-bases")
 	driftMetrics, err := liveplan.NewDriftMetrics(a.reg)
 	if err != nil {
@@ -260,6 +277,8 @@ func (a *app) wireDeploys() error {
 		Interval: cfg.ResyncInterval, Metrics: driftMetrics, Logger: a.log.With("component", "drift"), GitBases: a.planGitBases()}
 	if !a.flags.driftChecks {
 		a.drift.Interval = 0
+	} else {
+		a.board.Drift = a.drift.Status
 	}
 	if !a.flags.le.enabled {
 		a.terms.set(0, a.newDeployer(a.targets, nil, a.gitBases), a.newLive())
@@ -281,6 +300,7 @@ func (a *app) newDeployer(targets []deployer.Target, fence *leader.Fence, gitBas
 	dep.GitBases = gitBases
 	dep.GitBasesMaxAge = a.cfg.GitBasesMaxAge
 	dep.Slots = a.slots
+	dep.Status = a.board
 	return dep
 }
 
@@ -390,7 +410,7 @@ func (a *app) listen(getenv func(string) string) (*listeners, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", o.listen, err)
 	}
-	ls := &listeners{public: ln, front: a.handler, metricsAt: `no /metrics or /drift (--metrics-listen is "")`}
+	ls := &listeners{public: ln, front: a.handler, metricsAt: `no /metrics, /drift or status page (--metrics-listen is "")`}
 	switch {
 	case o.le.sharded():
 		if err := a.setupShards(getenv, ln.Addr()); err != nil {
@@ -419,7 +439,7 @@ func (a *app) listen(getenv func(string) string) (*listeners, error) {
 			ln.Close()
 			return nil, fmt.Errorf("--metrics-listen on %s: %w", o.metricsListen, err)
 		}
-		ls.metricsAt = fmt.Sprintf("/metrics and /drift on http://%s", ls.metrics.Addr())
+		ls.metricsAt = fmt.Sprintf("the status page, /metrics and /drift on http://%s", ls.metrics.Addr())
 	}
 	return ls, nil
 }
@@ -432,7 +452,13 @@ func (a *app) serve(ctx context.Context, ls *listeners) error {
 	srv := &http.Server{Handler: ls.front, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}))
-	metricsMux.Handle("GET /drift", a.drift)
+	// The status page and /drift show what each target runs and what
+	// drifted: KPLAN_ADMIN_TOKEN, when set, guards them (Prometheus
+	// scrapes /metrics as before).
+	page := status.Handler{Board: a.board, Logger: a.log}
+	metricsMux.Handle("GET /drift", status.Guard(a.adminToken, a.drift))
+	metricsMux.Handle("GET /{$}", status.Guard(a.adminToken, page))
+	metricsMux.Handle("GET /status.json", status.Guard(a.adminToken, page))
 	metricsSrv := &http.Server{Handler: metricsMux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -504,6 +530,8 @@ func environment(table []forgeRow) [][2]string {
 	env := [][2]string{
 		{config.EnvWebhookSecret, "the secret GitHub signs deliveries with"},
 		{config.EnvWebhookSecretFile, "... or a file holding it (a mounted Secret)"},
+		{config.EnvAdminToken, "optional: a token the status page and /drift ask for (bearer, or basic auth's password)"},
+		{config.EnvAdminTokenFile, "... or a file holding it"},
 	}
 	for _, row := range table {
 		env = append(env, row.Env...)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"io"
 	"log/slog"
 	"net/http"
@@ -335,5 +336,74 @@ func TestMaxParallelDeploys(t *testing.T) {
 		if one.Slots != other.Slots || one.Slots.Limit() != tc.want {
 			t.Errorf("%q: the deployers share slots %v, with a limit of %d, want %d", tc.args, one.Slots == other.Slots, one.Slots.Limit(), tc.want)
 		}
+	}
+}
+
+// The status page (/ and /status.json) is served on --metrics-listen
+// only, beside /metrics; with KPLAN_ADMIN_TOKEN it and /drift ask for
+// the token (bearer, or basic authentication's password) while /metrics
+// stays open to Prometheus.
+func TestStatusPageListenerAndToken(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "webhook.yaml")
+	// Nothing listens on port 1: the deployer's fetches fail at once.
+	if err := os.WriteFile(cfg, []byte("repositories:\n  - name: o/r\n    branches:\n      - name: main\n        targets:\n          - {name: prod, overlay: app, environment: production, kubeconfig: /k/prod-eu.yaml}\nstateDir: "+t.TempDir()+"\ngitBaseURL: http://127.0.0.1:1\napiBaseURL: http://127.0.0.1:1/\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const token = "s3cr3t-admin"
+	env := map[string]string{"KPLAN_WEBHOOK_SECRET": "s", "KPLAN_GITHUB_TOKEN": "t", "KPLAN_ADMIN_TOKEN": token}
+	line := serve(t, func(ctx context.Context, stdout io.Writer) error {
+		return run(ctx, []string{"--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--drift-checks=false", "--live-plans=false"},
+			func(k string) string { return env[k] }, stdout, io.Discard)
+	})
+	public, admin, ok := listenerURLs(line)
+	if !ok {
+		t.Fatalf("no listener URLs in %q", line)
+	}
+	for _, tc := range []struct {
+		name, url, auth, accept string
+		code                    int
+		contentType, says       string
+	}{
+		{"the page on the public listener", public + "/", "Bearer " + token, "", http.StatusNotFound, "", ""},
+		{"its JSON on the public listener", public + "/status.json", "Bearer " + token, "", http.StatusNotFound, "", ""},
+		{"no token", admin + "/", "", "", http.StatusUnauthorized, "", "KPLAN_ADMIN_TOKEN"},
+		{"a wrong token", admin + "/", "Bearer nope", "", http.StatusUnauthorized, "", ""},
+		{"a wrong basic password", admin + "/", "Basic " + base64.StdEncoding.EncodeToString([]byte("me:nope")), "", http.StatusUnauthorized, "", ""},
+		{"bearer", admin + "/", "Bearer " + token, "text/html", http.StatusOK, "text/html; charset=utf-8", `data-target="prod"`},
+		{"basic, as a browser sends it", admin + "/", "Basic " + base64.StdEncoding.EncodeToString([]byte("me:"+token)), "", http.StatusOK, "text/html; charset=utf-8", "Cluster prod-eu.yaml"},
+		{"JSON by path", admin + "/status.json", "Bearer " + token, "", http.StatusOK, "application/json", `"environment": "production"`},
+		{"JSON by Accept", admin + "/", "Bearer " + token, "application/json", http.StatusOK, "application/json", `"key": "prod"`},
+		{"/drift without the token", admin + "/drift", "", "", http.StatusUnauthorized, "", ""},
+		{"/drift with it", admin + "/drift", "Bearer " + token, "", http.StatusOK, "application/json", `"targets"`},
+		{"/metrics stays open", admin + "/metrics", "", "", http.StatusOK, "", "kplan_webhook_"},
+		{"no other path", admin + "/nothing", "Bearer " + token, "", http.StatusNotFound, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodGet, tc.url, nil)
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			if tc.accept != "" {
+				req.Header.Set("Accept", tc.accept)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.code {
+				t.Fatalf("HTTP %d, want %d:\n%.300s", resp.StatusCode, tc.code, body)
+			}
+			if tc.contentType != "" && resp.Header.Get("Content-Type") != tc.contentType {
+				t.Errorf("Content-Type %q, want %q", resp.Header.Get("Content-Type"), tc.contentType)
+			}
+			if !strings.Contains(string(body), tc.says) {
+				t.Errorf("the answer lacks %q:\n%.600s", tc.says, body)
+			}
+			if strings.Contains(string(body), token) {
+				t.Errorf("the answer shows the token")
+			}
+		})
 	}
 }

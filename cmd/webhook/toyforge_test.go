@@ -63,6 +63,8 @@ func (f *toyForge) ChangeRefs() (string, string) { return "refs/toy/%d/head", "r
 
 func (f *toyForge) MaxCommentChars() int { return 1000 }
 
+func (f *toyForge) Links(string) forge.Links { return forge.Links{} }
+
 func (f *toyForge) Token(_ context.Context, repo string) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -67,6 +67,9 @@ type Application struct {
 	// Set is the ID of the ApplicationSet that makes it; "" for one
 	// declared as an Application.
 	Set string
+	// setPolicy is that ApplicationSet's applicationsSync policy ("":
+	// sync).
+	setPolicy string
 }
 
 // ID is namespace/name.
@@ -182,8 +185,21 @@ type Destination struct {
 	Namespace string `json:"namespace,omitempty"`
 }
 
-// Cluster names the destination cluster: its name, else its server.
+// The cluster Argo CD runs in, which it knows by this name and by this
+// server alike (KubernetesInClusterName, KubernetesInternalAPIServerAddr:
+// pkg/apis/application/v1alpha1/application_defaults.go:31-34 at argo-cd
+// 37ee0097cf).
+const (
+	InClusterName   = "in-cluster"
+	InClusterServer = "https://kubernetes.default.svc"
+)
+
+// Cluster names the destination cluster: its name, else its server; the
+// in-cluster destination is in-cluster, however it is written.
 func (d Destination) Cluster() string {
+	if d.Name == InClusterName || (d.Name == "" && d.Server == InClusterServer) {
+		return InClusterName
+	}
 	if d.Name != "" {
 		return d.Name
 	}
@@ -205,19 +221,26 @@ type Source struct {
 
 // Kustomize are a source's kustomize: settings.
 type Kustomize struct {
-	NamePrefix              string            `json:"namePrefix,omitempty"`
-	NameSuffix              string            `json:"nameSuffix,omitempty"`
-	Namespace               string            `json:"namespace,omitempty"`
-	Images                  []string          `json:"images,omitempty"`
-	CommonLabels            map[string]string `json:"commonLabels,omitempty"`
-	CommonAnnotations       map[string]string `json:"commonAnnotations,omitempty"`
-	ForceCommonLabels       bool              `json:"forceCommonLabels,omitempty"`
-	ForceCommonAnnotations  bool              `json:"forceCommonAnnotations,omitempty"`
-	LabelWithoutSelector    bool              `json:"labelWithoutSelector,omitempty"`
-	Replicas                []Replica         `json:"replicas,omitempty"`
-	Patches                 []map[string]any  `json:"patches,omitempty"`
-	Components              []string          `json:"components,omitempty"`
-	IgnoreMissingComponents bool              `json:"ignoreMissingComponents,omitempty"`
+	NamePrefix             string            `json:"namePrefix,omitempty"`
+	NameSuffix             string            `json:"nameSuffix,omitempty"`
+	Namespace              string            `json:"namespace,omitempty"`
+	Images                 []string          `json:"images,omitempty"`
+	CommonLabels           map[string]string `json:"commonLabels,omitempty"`
+	CommonAnnotations      map[string]string `json:"commonAnnotations,omitempty"`
+	ForceCommonLabels      bool              `json:"forceCommonLabels,omitempty"`
+	ForceCommonAnnotations bool              `json:"forceCommonAnnotations,omitempty"`
+	LabelWithoutSelector   bool              `json:"labelWithoutSelector,omitempty"`
+	LabelIncludeTemplates  bool              `json:"labelIncludeTemplates,omitempty"`
+	// Version picks the kustomize binary of argocd-cm's
+	// kustomize.version.<v>; kplan builds with its own kustomize.
+	Version string `json:"version,omitempty"`
+	// CommonAnnotationsEnvsubst expands the build environment's
+	// variables in commonAnnotations' values (only then).
+	CommonAnnotationsEnvsubst bool             `json:"commonAnnotationsEnvsubst,omitempty"`
+	Replicas                  []Replica        `json:"replicas,omitempty"`
+	Patches                   []map[string]any `json:"patches,omitempty"`
+	Components                []string         `json:"components,omitempty"`
+	IgnoreMissingComponents   bool             `json:"ignoreMissingComponents,omitempty"`
 	// KubeVersion and APIVersions are what the source's helmCharts see
 	// (with argocd-cm's --enable-helm), over the destination cluster's.
 	KubeVersion string   `json:"kubeVersion,omitempty"`
@@ -242,6 +265,7 @@ type Helm struct {
 	SkipCrds                bool            `json:"skipCrds,omitempty"`
 	SkipTests               bool            `json:"skipTests,omitempty"`
 	IgnoreMissingValueFiles bool            `json:"ignoreMissingValueFiles,omitempty"`
+	SkipSchemaValidation    bool            `json:"skipSchemaValidation,omitempty"`
 	Namespace               string          `json:"namespace,omitempty"`
 	// KubeVersion and APIVersions are the Capabilities the chart sees
 	// (--kube-version, --api-versions); Argo CD and kplan take the
@@ -275,6 +299,74 @@ type Directory struct {
 	Include string `json:"include,omitempty"`
 	Exclude string `json:"exclude,omitempty"`
 	Jsonnet any    `json:"jsonnet,omitempty"`
+	// DisableExtensionFilter reads every file, not only .yaml, .yml,
+	// .json and .jsonnet ones: include and exclude alone choose.
+	DisableExtensionFilter bool `json:"disableExtensionFilter,omitempty"`
+}
+
+// normalize is the application controller's NormalizeApplicationSpec
+// (util/argo/argo.go:1027-1065 at 37ee0097cf, run on every Application
+// it reconciles, controller/appcontroller.go:2246): the project defaults
+// to "default", and a source's kustomize, helm or directory settings
+// that set nothing are dropped, so they do not force the source's type
+// (a directory's include and exclude stay, and keep it a directory).
+func (s *AppSpec) normalize() {
+	if s.Project == "" {
+		s.Project = "default"
+	}
+	if s.Source != nil {
+		s.Source.normalize()
+	}
+	for i := range s.Sources {
+		s.Sources[i].normalize()
+	}
+}
+
+func (src *Source) normalize() {
+	if k := src.Kustomize; k != nil && k.isZero() {
+		src.Kustomize = nil
+	}
+	if h := src.Helm; h != nil && h.isZero() {
+		src.Helm = nil
+	}
+	if d := src.Directory; d != nil && d.isZero() {
+		if d.Include == "" && d.Exclude == "" {
+			src.Directory = nil
+		} else {
+			src.Directory = &Directory{Include: d.Include, Exclude: d.Exclude}
+		}
+	}
+}
+
+// isZero is ApplicationSourceKustomize.IsZero (pkg/apis/application/
+// v1alpha1/types.go:852-867 at 37ee0097cf): the force and label options
+// alone count as nothing set.
+func (k *Kustomize) isZero() bool {
+	return k.NamePrefix == "" && k.NameSuffix == "" && k.Version == "" && k.Namespace == "" &&
+		len(k.Images) == 0 && len(k.Replicas) == 0 && len(k.CommonLabels) == 0 && len(k.CommonAnnotations) == 0 &&
+		len(k.Patches) == 0 && len(k.Components) == 0 && k.KubeVersion == "" && len(k.APIVersions) == 0 && !k.IgnoreMissingComponents
+}
+
+// isZero is ApplicationSourceHelm.IsZero (types.go:682-684).
+func (h *Helm) isZero() bool {
+	return h.Version == "" && h.ReleaseName == "" && len(h.ValueFiles) == 0 && len(h.Parameters) == 0 && len(h.FileParameters) == 0 &&
+		h.Values == "" && len(h.ValuesObject) == 0 && !h.PassCredentials && !h.IgnoreMissingValueFiles && !h.SkipCrds && !h.SkipTests &&
+		!h.SkipSchemaValidation && h.KubeVersion == "" && len(h.APIVersions) == 0 && h.Namespace == ""
+}
+
+// isZero is ApplicationSourceDirectory.IsZero (types.go:949-951), with
+// ApplicationSourceJsonnet.IsZero (types.go:926-928) for its jsonnet.
+func (d *Directory) isZero() bool {
+	if d.Recurse || d.DisableExtensionFilter {
+		return false
+	}
+	j, _ := d.Jsonnet.(map[string]any)
+	for _, f := range []string{"extVars", "tlas", "libs"} {
+		if l, _ := j[f].([]any); len(l) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // AllSources are spec.sources, or spec.source when sources is empty (as
@@ -326,6 +418,7 @@ func parseJSON(data []byte, file string, name func() any) (*Application, error) 
 	if err := json.Unmarshal(data, &o); err != nil {
 		return nil, fmt.Errorf("%s: %w: Application %v: %w", file, ErrParse, name(), err)
 	}
+	o.Spec.normalize()
 	if o.Metadata.Name == "" {
 		return nil, fmt.Errorf("%s: %w: an Application without metadata.name", file, ErrParse)
 	}
@@ -585,15 +678,47 @@ const ResourcesFinalizer = "resources-finalizer.argocd.argoproj.io"
 // the merge deletes the Application: without its resources finalizer,
 // nothing.
 func (a *Application) DeleteNotes() []string {
+	if why := a.keptBySet(); why != "" {
+		return []string{why}
+	}
 	if a.Cascades() {
 		return nil
 	}
 	return []string{"the Application is deleted without the " + ResourcesFinalizer + " finalizer: Argo CD leaves the objects it synced in the cluster"}
 }
 
+// keptBySet says why the ApplicationSet that made a keeps it when it no
+// longer makes it, or "": ApplicationsSyncPolicy.AllowDelete is sync and
+// create-delete only (pkg/apis/application/v1alpha1/
+// applicationset_types.go:132-134 at 37ee0097cf), and the controller
+// deletes nothing otherwise (applicationset_controller.go:376).
+func (a *Application) keptBySet() string {
+	switch a.setPolicy {
+	case "create-only", "create-update":
+		return "its ApplicationSet " + a.Set + " (syncPolicy.applicationsSync: " + a.setPolicy + ") no longer makes it, and does not delete it: the Application and its objects stay, as they are (deleting the ApplicationSet itself deletes it)"
+	}
+	return ""
+}
+
+// UpdateNote says, for an Application an ApplicationSet makes whose
+// policy does not update existing Applications (create-only,
+// create-delete: AllowUpdate, applicationset_types.go:128-130), that a
+// change of its spec reaches only an Application created anew; "" for
+// others.
+func (a *Application) UpdateNote() string {
+	switch a.setPolicy {
+	case "create-only", "create-delete":
+		return "its ApplicationSet " + a.Set + " (syncPolicy.applicationsSync: " + a.setPolicy + ") does not update an Application that exists: the plan shows the spec it makes now, which Argo CD uses only if it creates the Application"
+	}
+	return ""
+}
+
 // Cascades says whether deleting the Application deletes the objects it
 // synced: it carries the resources finalizer (either propagation).
 func (a *Application) Cascades() bool {
+	if a.keptBySet() != "" {
+		return false // not deleted at all
+	}
 	md, _ := a.Object()["metadata"].(map[string]any)
 	fs, _ := md["finalizers"].([]any)
 	for _, f := range fs {

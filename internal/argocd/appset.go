@@ -133,7 +133,25 @@ func (g *genCtx) made(set *AppSet, tmpl map[string]any, ps paramSet, where strin
 	}
 	a.Inputs = ps.inputs
 	a.Set = set.ID()
+	a.setPolicy = set.applicationsSync()
 	return a, nil
+}
+
+// applicationsSync is the ApplicationSet's spec.syncPolicy.applicationsSync
+// ("" for sync, the default). The ApplicationSet controller honours it
+// unless it runs with its own --policy (applicationset/controllers/
+// applicationset_controller.go:153, 342, 376, utils.DefaultPolicy; the
+// override is allowed by default, cmd/argocd-applicationset-controller/
+// commands/applicationset_controller.go:303 at 37ee0097cf), which a
+// repository cannot show: kplan takes the default.
+func (a *AppSet) applicationsSync() string {
+	spec, _ := a.Object["spec"].(map[string]any)
+	sp, _ := spec["syncPolicy"].(map[string]any)
+	p, _ := sp["applicationsSync"].(string)
+	if p == "sync" {
+		return ""
+	}
+	return p
 }
 
 // application is the Application the template makes for params: every

@@ -221,7 +221,11 @@ func TestHelmFilePathsResolve(t *testing.T) {
 		{"", "values-prod.yaml", "values-prod.yaml", false, true},
 		{"", "/ci/values.yaml", "ci/values.yaml", false, true},
 		{"charts/web", "$other/envs/prod.yaml", "", false, false},
-		{"charts/web", "$nowhere/envs/prod.yaml", "", false, false},
+		// Not a ref source's name: an unset variable, expanded to "" as
+		// Env.Envsubst does, so a path from the repository's root
+		// (getResolvedValueFiles, reposerver/repository/repository.go:
+		// 1476-1483 at 37ee0097cf).
+		{"charts/web", "$nowhere/envs/prod.yaml", "envs/prod.yaml", true, true},
 		{"charts/web", "https://example.com/values.yaml", "", false, false},
 		{"charts/web", "values-$ARGOCD_APP_NAME.yaml", "charts/web/values-web.yaml", true, true},
 		{"charts/web", "/envs/${ARGOCD_APP_NAME}/values.yaml", "envs/web/values.yaml", true, true},

@@ -22,7 +22,12 @@ import (
 // does: its .yaml, .yml and .json files (below it too with recurse)
 // that include matches and exclude does not, each object of a List
 // apart. jsonnet files are returned as skipped.
-func directory(ctx context.Context, s *snapshot.Snapshot, src Source) (objs []*yaml.RNode, skipped []string, err error) {
+// skipFileRenderingMarker in a file keeps a directory source from
+// reading it (reposerver/repository/repository.go:84, 2204-2207 at
+// argo-cd 37ee0097cf).
+const skipFileRenderingMarker = "+argocd:skip-file-rendering"
+
+func directory(ctx context.Context, s *snapshot.Snapshot, src Source) (objs []*yaml.RNode, skipped, marked []string, err error) {
 	dir := cleanPath(src.Path)
 	d := src.Directory
 	if d == nil {
@@ -30,11 +35,11 @@ func directory(ctx context.Context, s *snapshot.Snapshot, src Source) (objs []*y
 	}
 	include, err := globs(d.Include)
 	if err != nil {
-		return nil, nil, fmt.Errorf("directory.include: %w", err)
+		return nil, nil, nil, fmt.Errorf("directory.include: %w", err)
 	}
 	exclude, err := globs(d.Exclude)
 	if err != nil {
-		return nil, nil, fmt.Errorf("directory.exclude: %w", err)
+		return nil, nil, nil, fmt.Errorf("directory.exclude: %w", err)
 	}
 	prefix := dir + "/"
 	if dir == "." {
@@ -44,7 +49,10 @@ func directory(ctx context.Context, s *snapshot.Snapshot, src Source) (objs []*y
 	for _, f := range tree(s, dir, d.Recurse) {
 		rel := strings.TrimPrefix(f, prefix)
 		ext := path.Ext(f)
-		if ext != ".yaml" && ext != ".yml" && ext != ".json" && ext != ".jsonnet" {
+		// The extension filter (manifestFile, getPotentiallyValidManifestFile,
+		// reposerver/repository/repository.go:1995, 2148-2153 at
+		// 37ee0097cf), unless disableExtensionFilter.
+		if !d.DisableExtensionFilter && ext != ".yaml" && ext != ".yml" && ext != ".json" && ext != ".jsonnet" {
 			continue
 		}
 		if (include != nil && !include.MatchString(rel)) || (exclude != nil && exclude.MatchString(rel)) {
@@ -58,16 +66,20 @@ func directory(ctx context.Context, s *snapshot.Snapshot, src Source) (objs []*y
 	}
 	data, err := s.ReadFiles(ctx, files)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for _, f := range files {
+		if bytes.Contains(data[f], []byte(skipFileRenderingMarker)) {
+			marked = append(marked, f)
+			continue
+		}
 		got, err := manifests(data[f])
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", f, err)
+			return nil, nil, nil, fmt.Errorf("%s: %w", f, err)
 		}
 		objs = append(objs, got...)
 	}
-	return objs, skipped, nil
+	return objs, skipped, marked, nil
 }
 
 // manifests are the objects of a YAML or JSON file, Lists expanded.

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -324,6 +325,15 @@ func (e *Engine) plan(ctx context.Context, snaps []*snapshot.Snapshot, changed m
 		twin.Closure = t.Closure
 	}
 	name(lp.res...)
+	if len(snaps) == 2 {
+		for _, t := range lp.res[1].Targets {
+			if n := t.UpdateNote(); n != "" {
+				if b := lp.res[0].Target(t.Name()); b != nil && !b.SameObject(t.Application) {
+					t.Notes = append(t.Notes, n)
+				}
+			}
+		}
+	}
 	return lp.res, nil
 }
 
@@ -791,13 +801,36 @@ func kustomizationFile(s *snapshot.Snapshot, dir string) string {
 	return ""
 }
 
-// buildEnv are the build environment's variables the repo server
-// expands in a source's settings that kplan knows offline.
+// buildEnv is the build environment the repo server expands in a
+// source's settings (newEnv, reposerver/repository/repository.go:1857-
+// 1871 at 37ee0097cf): the Application's instance name, destination
+// namespace, project and source. The revision variables are the commit
+// Argo CD syncs, which a plan made before the merge cannot know: they
+// stay as written (revisionNote says so on the target).
 func buildEnv(t *Target, src Source) map[string]string {
-	return map[string]string{
-		"ARGOCD_APP_NAME": t.Application.Name, "ARGOCD_APP_NAMESPACE": t.Namespace,
-		"ARGOCD_APP_SOURCE_PATH": src.Path, "ARGOCD_APP_SOURCE_REPO_URL": src.RepoURL, "ARGOCD_APP_SOURCE_TARGET_REVISION": src.TargetRevision,
+	env := map[string]string{
+		"ARGOCD_APP_NAME": instanceName(t.Application), "ARGOCD_APP_NAMESPACE": t.Namespace,
+		"ARGOCD_APP_PROJECT_NAME": t.Spec().Project,
+		"ARGOCD_APP_SOURCE_PATH":  src.Path, "ARGOCD_APP_SOURCE_REPO_URL": src.RepoURL, "ARGOCD_APP_SOURCE_TARGET_REVISION": src.TargetRevision,
 	}
+	for _, v := range revisionVars {
+		env[v] = "$" + v
+	}
+	return env
+}
+
+// revisionVars are the build environment's variables set to the synced
+// commit.
+var revisionVars = []string{"ARGOCD_APP_REVISION", "ARGOCD_APP_REVISION_SHORT", "ARGOCD_APP_REVISION_SHORT_8"}
+
+// revisionNote says, for a source whose settings name a revision
+// variable, that the plan shows it as written; "" otherwise.
+func revisionNote(what string, src Source) string {
+	b, _ := json.Marshal(src)
+	if !bytes.Contains(b, []byte("ARGOCD_APP_REVISION")) {
+		return ""
+	}
+	return what + ": $ARGOCD_APP_REVISION (or _SHORT, _SHORT_8) is the commit Argo CD syncs, known only after the merge: the plan shows the variable as written"
 }
 
 // render renders t's sources into its objects.
@@ -817,61 +850,88 @@ func (e *Engine) render(ctx context.Context, s *snapshot.Snapshot, t *Target) er
 			refs[src.Ref] = src
 		}
 	}
+	srcs, err := e.sources(ctx, s, t)
+	if err != nil {
+		return err
+	}
 	var objs []*yaml.RNode
-	for i, src := range t.Spec().AllSources() {
+	for i, src := range srcs {
 		what := fmt.Sprintf("source %s", cmp.Or(src.Path, src.Chart, src.RepoURL))
-		if len(t.Spec().AllSources()) > 1 {
+		if len(srcs) > 1 {
 			what = fmt.Sprintf("source %d (%s)", i+1, cmp.Or(src.Path, src.Chart, src.RepoURL))
 		}
-		if !e.renders(src) {
-			if src.Ref == "" || src.Path != "" {
-				t.NotRendered = append(t.NotRendered, fmt.Sprintf("%s: %s is another repository; kplan renders this repository's sources only", what, src.RepoURL))
-			}
-			continue
-		}
-		if src.Ref != "" && src.Path == "" && src.Chart == "" {
-			continue // a values-only source for $ref value files
-		}
-		env := buildEnv(t, src)
-		var out []*yaml.RNode
-		var err error
-		switch kindOf(s, src) {
-		case kindPlugin:
-			t.NotRendered = append(t.NotRendered, what+": a config management plugin source is not rendered (plugins run programs in Argo CD's repo server)")
-			continue
-		case kindKustomize:
-			out, err = e.kustomize(ctx, s, t, src, env)
-		case kindHelm, kindRemoteChart:
-			out, err = e.helm(ctx, s, t, src, refs, env)
-		case kindDirectory:
-			var skipped []string
-			out, skipped, err = directory(ctx, s, src)
-			for _, f := range skipped {
-				t.NotRendered = append(t.NotRendered, fmt.Sprintf("%s: %s is jsonnet, which kplan does not evaluate", what, f))
-			}
-		}
+		out, err := e.renderSource(ctx, s, t, src, refs, what)
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		objs = append(objs, out...)
 	}
+	t.Objects, err = synced(t, objs)
+	return err
+}
+
+// renderSource renders one source of t (what names it in notes and
+// errors): nothing for another repository's, a values-only one or a
+// plugin's, each said.
+func (e *Engine) renderSource(ctx context.Context, s *snapshot.Snapshot, t *Target, src Source, refs map[string]Source, what string) ([]*yaml.RNode, error) {
+	if !e.renders(src) {
+		if src.Ref == "" || src.Path != "" {
+			t.NotRendered = append(t.NotRendered, fmt.Sprintf("%s: %s is another repository; kplan renders this repository's sources only", what, src.RepoURL))
+		}
+		return nil, nil
+	}
+	if src.Ref != "" && src.Path == "" && src.Chart == "" {
+		return nil, nil // a values-only source for $ref value files
+	}
+	env := buildEnv(t, src)
+	if n := revisionNote(what, src); n != "" {
+		t.Notes = append(t.Notes, n)
+	}
+	switch kindOf(s, src) {
+	case kindPlugin:
+		t.NotRendered = append(t.NotRendered, what+": a config management plugin source is not rendered (plugins run programs in Argo CD's repo server)")
+		return nil, nil
+	case kindKustomize:
+		return e.kustomize(ctx, s, t, src, env)
+	case kindHelm, kindRemoteChart:
+		return e.helm(ctx, s, t, src, refs, env)
+	}
+	out, skipped, marked, err := directory(ctx, s, src)
+	for _, f := range skipped {
+		t.NotRendered = append(t.NotRendered, fmt.Sprintf("%s: %s is jsonnet, which kplan does not evaluate", what, f))
+	}
+	for _, f := range marked {
+		t.Notes = append(t.Notes, fmt.Sprintf("%s: %s holds %s: Argo CD does not read it, nor does the plan", what, f, skipFileRenderingMarker))
+	}
+	return out, err
+}
+
+// synced are the objects of objs Argo CD syncs as t's: hooks and objects
+// created anew at each sync are said in t's notes instead; an object
+// without apiVersion, kind or name fails t, as it fails the sync.
+func synced(t *Target, objs []*yaml.RNode) ([]*yaml.RNode, error) {
 	kept := objs[:0]
 	for _, o := range objs {
-		if o.GetName() == "" && o.GetKind() != "" {
-			if g, err := o.Pipe(yaml.Lookup("metadata", "generateName")); err == nil && g != nil && g.YNode().Value != "" {
-				// A hook (Argo CD's or Helm's) Argo CD creates anew at each
-				// sync under a generated name: no object of the plan.
-				t.Notes = append(t.Notes, fmt.Sprintf("%s %s* is created anew at each sync (metadata.generateName); it is not planned as an object", o.GetKind(), g.YNode().Value))
-				continue
-			}
+		generated := ""
+		if g, err := o.Pipe(yaml.Lookup("metadata", "generateName")); err == nil && g != nil {
+			generated = g.YNode().Value
+		}
+		if why := hookOf(o); why != "" {
+			t.Notes = append(t.Notes, fmt.Sprintf("%s %s is not planned as an object: %s", o.GetKind(), cmp.Or(o.GetName(), generated+"*"), why))
+			continue
+		}
+		if o.GetName() == "" && o.GetKind() != "" && generated != "" {
+			// An object Argo CD creates anew at each sync under a
+			// generated name: no object of the plan.
+			t.Notes = append(t.Notes, fmt.Sprintf("%s %s* is created anew at each sync (metadata.generateName); it is not planned as an object", o.GetKind(), generated))
+			continue
 		}
 		if o.GetName() == "" || o.GetKind() == "" || o.GetApiVersion() == "" {
-			return fmt.Errorf("an object without apiVersion, kind or name (Argo CD fails the sync)")
+			return nil, fmt.Errorf("an object without apiVersion, kind or name (Argo CD fails the sync)")
 		}
 		kept = append(kept, o)
 	}
-	t.Objects = kept
-	return nil
+	return kept, nil
 }
 
 // kustomize builds a kustomize source with the Application's settings
@@ -979,8 +1039,22 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 		if src.Ref != "" {
 			refs[src.Ref] = src
 		}
+		if src.Chart == "" && src.Path != "" && e.opts.Repos.Has(src.RepoURL) {
+			// The repo server's override files, there or not.
+			for _, f := range overrideFiles(t.Application, cleanPath(src.Path)) {
+				u.Path(f)
+			}
+		}
 	}
-	for _, src := range t.Spec().AllSources() {
+	srcs, err := e.sources(ctx, s, t)
+	if err != nil {
+		u.Unbound(err.Error())
+		t.own = u.Paths()
+		c := u.Closure()
+		c.Err = err
+		return c
+	}
+	for _, src := range srcs {
 		e.sourceClosure(ctx, s, b, u, t, src, refs)
 	}
 	t.own = u.Paths()

@@ -111,7 +111,10 @@ func (e *Engine) helm(ctx context.Context, s *snapshot.Snapshot, t *Target, src 
 			if _, seen := params[p.Name]; !seen {
 				order = append(order, p.Name)
 			}
-			params[p.Name] = p.Value
+			// Expanded as the repo server expands --set and --set-string
+			// (helmTemplate, reposerver/repository/repository.go:1379-1384
+			// at 37ee0097cf).
+			params[p.Name] = envsubst(p.Value, env)
 		}
 		parse := strvals.ParseInto
 		if force {
@@ -158,6 +161,8 @@ func (e *Engine) helm(ctx context.Context, s *snapshot.Snapshot, t *Target, src 
 		Timeout:     e.opts.Render.Timeout,
 		KubeVersion: caps.Version,
 		APIVersions: apiVersions,
+		// helm template --skip-schema-validation (repository.go:1373).
+		SkipSchemaValidation: h.SkipSchemaValidation,
 	})
 }
 

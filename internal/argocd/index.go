@@ -164,8 +164,10 @@ func setsOf(xs []*expansion) map[*AppSet]*expansion {
 
 // The index is written as a magic line, then uvarint-framed records:
 // strings are a length and bytes, lists a count and their items,
-// references into the path and file tables their position.
-const indexMagic = "kplan-argocd-index/1\n"
+// references into the path and file tables their position. Version 2:
+// closures hold the repo server's override files (overrides.go), which an
+// index of version 1 did not, so its closures cannot be trusted.
+const indexMagic = "kplan-argocd-index/2\n"
 
 // maxIndexItems bounds every count the decoder reads, beyond the bytes
 // left: a hostile file cannot make it allocate more than it holds.
@@ -692,6 +694,7 @@ func (r *reader) commit(files []*fileRec, recs []*closureRec) *commitState {
 			for range r.count() {
 				a := r.app(set.File)
 				a.Set = set.ID()
+				a.setPolicy = set.applicationsSync()
 				a.Inputs = r.pathList()
 				x.apps = append(x.apps, a)
 			}

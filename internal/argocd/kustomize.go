@@ -2,6 +2,7 @@ package argocd
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -41,27 +42,35 @@ func edit(data []byte, file string, k *Kustomize, exists func(string) bool, env 
 		}
 	}
 	if len(k.CommonLabels) > 0 {
+		// Label values are always expanded; annotation values only with
+		// commonAnnotationsEnvsubst (util/kustomize/kustomize.go:221-262
+		// at 37ee0097cf).
 		labels := map[string]string{}
 		for key, v := range k.CommonLabels {
 			labels[key] = envsubst(v, env)
 		}
-		if k.LabelWithoutSelector {
-			// kustomize edit add label --without-selector: a labels entry
-			// that leaves selectors alone.
-			pairs := map[string]any{}
-			for key, v := range labels {
-				pairs[key] = v
+		switch {
+		case k.LabelIncludeTemplates && !k.LabelWithoutSelector:
+			// kustomize edit add label refuses the flag alone, and the
+			// repo server fails the Application with it.
+			return nil, errors.New("kustomize.labelIncludeTemplates needs labelWithoutSelector (kustomize edit add label: --without-selector flag must be specified for --include-templates to work)")
+		case k.LabelWithoutSelector:
+			if err := addLabelsWithoutSelector(m, labels, k.LabelIncludeTemplates, k.ForceCommonLabels); err != nil {
+				return nil, err
 			}
-			list, _ := m["labels"].([]any)
-			m["labels"] = append(list, map[string]any{"pairs": pairs})
-		} else if err := addPairs(m, "commonLabels", "label", labels, k.ForceCommonLabels); err != nil {
-			return nil, err
+		default:
+			if err := addPairs(m, "commonLabels", "label", labels, k.ForceCommonLabels); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if len(k.CommonAnnotations) > 0 {
-		ann := map[string]string{}
-		for key, v := range k.CommonAnnotations {
-			ann[key] = envsubst(v, env)
+		ann := k.CommonAnnotations
+		if k.CommonAnnotationsEnvsubst {
+			ann = map[string]string{}
+			for key, v := range k.CommonAnnotations {
+				ann[key] = envsubst(v, env)
+			}
 		}
 		if err := addPairs(m, "commonAnnotations", "annotation", ann, k.ForceCommonAnnotations); err != nil {
 			return nil, err
@@ -196,16 +205,59 @@ func splitImage(s string) (name, tag, digest string) {
 	return s, "", ""
 }
 
-// envsubst expands the build environment's variables in s, leaving the
-// others as written (Argo CD's Envsubst).
+// envsubst is Argo CD's Env.Envsubst (pkg/apis/application/v1alpha1/
+// types.go:180-193 at 37ee0097cf): os.Expand over the build
+// environment, $$ for a dollar, a variable it does not set expanded to
+// "". kplan's environment maps the revision variables to themselves
+// (buildEnv): their value is the commit Argo CD syncs, which the plan
+// cannot know before the merge.
 func envsubst(s string, env map[string]string) string {
 	if !strings.Contains(s, "$") {
 		return s
 	}
 	return os.Expand(s, func(k string) string {
-		if v, ok := env[k]; ok {
-			return v
+		if k == "$" {
+			return "$"
 		}
-		return "$" + k
+		return env[k]
 	})
+}
+
+// addLabelsWithoutSelector is kustomize edit add label --without-selector
+// [--include-templates] (kustomize v5.8.2 commands/edit/add/
+// addmetadata.go, writeToLabels): the pairs go into the first labels
+// entry with the same settings (includeSelectors off, includeTemplates
+// as asked), or a new one; a key already there fails unless force.
+func addLabelsWithoutSelector(m map[string]any, labels map[string]string, includeTemplates, force bool) error {
+	list, _ := m["labels"].([]any)
+	entry := map[string]any(nil)
+	for _, e := range list {
+		em, _ := e.(map[string]any)
+		sel, _ := em["includeSelectors"].(bool)
+		tpl, _ := em["includeTemplates"].(bool)
+		if em != nil && !sel && tpl == includeTemplates {
+			entry = em
+			break
+		}
+	}
+	if entry == nil {
+		entry = map[string]any{"pairs": map[string]any{}}
+		if includeTemplates {
+			entry["includeTemplates"] = true
+		}
+		list = append(list, entry)
+	}
+	pairs, _ := entry["pairs"].(map[string]any)
+	if pairs == nil {
+		pairs = map[string]any{}
+		entry["pairs"] = pairs
+	}
+	for _, key := range slices.Sorted(maps.Keys(labels)) {
+		if _, ok := pairs[key]; ok && !force {
+			return fmt.Errorf("kustomize edit add label: label %s already in kustomization file. Use --force to override (forceCommonLabels)", key)
+		}
+		pairs[key] = labels[key]
+	}
+	m["labels"] = list
+	return nil
 }

@@ -29,6 +29,11 @@ const (
 	EnvGitHubAppPrivateKey     = "KPLAN_GITHUB_APP_PRIVATE_KEY"
 	EnvGitHubAppPrivateKeyFile = "KPLAN_GITHUB_APP_PRIVATE_KEY_FILE"
 	EnvGitHubAppInstallationID = "KPLAN_GITHUB_APP_INSTALLATION_ID"
+
+	// Optional: the token the admin listener's status page and /drift
+	// ask for (docs/status-page.md).
+	EnvAdminToken     = "KPLAN_ADMIN_TOKEN"
+	EnvAdminTokenFile = "KPLAN_ADMIN_TOKEN_FILE"
 )
 
 // GitHubAuth says how the webhook authenticates to GitHub: with at most
@@ -105,6 +110,13 @@ func Secrets(getenv func(string) string) (webhookSecret, githubToken []byte, err
 		return nil, nil, err
 	}
 	return webhookSecret, githubToken, nil
+}
+
+// AdminToken reads the optional token of the status page and /drift
+// (KPLAN_ADMIN_TOKEN, or the file KPLAN_ADMIN_TOKEN_FILE names); nil
+// when neither is set.
+func AdminToken(getenv func(string) string) ([]byte, error) {
+	return secret(getenv, EnvAdminToken, EnvAdminTokenFile)
 }
 
 // GitLabAuth says how the webhook authenticates to GitLab: a token, or

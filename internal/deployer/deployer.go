@@ -220,6 +220,9 @@ type Deployer struct {
 	// own, which its Metrics observe. A target's request waiting for a
 	// slot is still replaced by a newer one.
 	Slots *Slots
+	// Status, if set, is told what each target does and did (the status
+	// page, internal/status).
+	Status Status
 
 	started chan struct{}
 
@@ -255,6 +258,7 @@ type worker struct {
 	mu   sync.Mutex
 	t    Target
 	next *Request // the newest request not yet taken
+	busy bool     // a request is taken and running
 }
 
 // New makes a deployer for targets and sources; their names must be
@@ -317,6 +321,9 @@ func (d *Deployer) Submit(target string, r Request) error {
 		}
 		w.next = &r
 	}
+	if w.src == nil && !w.busy {
+		d.tell(w.t, Queued, describe(w.t, *w.next)+" waits for a deploy slot")
+	}
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
@@ -331,6 +338,32 @@ func (w *worker) take() *Request {
 	r := w.next
 	w.next = nil
 	return r
+}
+
+// taken marks the worker running r (the Status is told so, with w.mu
+// held so that a Submit meanwhile does not tell it queued).
+func (d *Deployer) taken(w *worker, r *Request) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.busy = true
+	if w.src == nil {
+		d.tell(w.t, Deploying, describe(w.t, *r))
+	}
+}
+
+// done marks the worker's request ended: it is queued again when a newer
+// one waits, else idle.
+func (d *Deployer) done(w *worker) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.busy = false
+	switch {
+	case w.src != nil:
+	case w.next != nil:
+		d.tell(w.t, Queued, describe(w.t, *w.next)+" waits for a deploy slot")
+	default:
+		d.tell(w.t, Idle, "")
+	}
 }
 
 func (w *worker) pending() bool {
@@ -525,7 +558,9 @@ func (d *Deployer) drain(ctx context.Context, w *worker) {
 			w.slot = true
 		}
 		if r := w.take(); r != nil {
+			d.taken(w, r)
 			d.run(ctx, w, *r)
+			d.done(w)
 		}
 		d.releaseSlot(w)
 	}
@@ -653,6 +688,7 @@ func (d *Deployer) resume(ctx context.Context, log *slog.Logger, w *worker, t Ta
 func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	t := w.target()
 	log := d.Logger.With("target", t.Key(), "repo", t.Repo, "branch", t.Branch)
+	begun := time.Now()
 	d.resume(ctx, log, w, t)
 	dir, err := d.resolve(ctx, log, t, &r)
 	reason := ReasonFetchFailed
@@ -675,7 +711,7 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	w.first()
 	sha := r.SHA
 	if err != nil {
-		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err, Reason: reason})
+		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err, Reason: reason, Started: begun})
 		return
 	}
 	if !d.awaitFirstRenders(ctx, w) {
@@ -695,6 +731,10 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	state, err := eng.State(ctx, target.Inventory)
 	if err != nil {
 		log.Warn("cannot read the deployed state; deploying", "err", err)
+	} else if d.Status != nil && (state.Target == "" || state.Target == t.Key()) {
+		// What another target deployed through this inventory is not
+		// what this one runs (lastDeployedBy refuses it below).
+		d.Status.Runs(t, state)
 	}
 	if err := d.lastDeployedBy(t, inv, state.Target); err != nil {
 		d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: err, Reason: ReasonInventoryConflict})
@@ -727,6 +767,7 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	if state.Target == t.Key() {
 		m.deployed = state.SHA
 	}
+	checked := time.Now()
 	review := d.review(ctx, log, t, m, r.PR)
 	if t.RequireReviewedPlan && !review.Ok() {
 		if review == nil {
@@ -737,7 +778,7 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 			ackErr = d.acknowledged(ctx, t, r.Acknowledged)
 		}
 		if r.Acknowledged == "" || ackErr != nil {
-			d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: refusal(t, review, ackErr, r.PR), Reason: ReasonRefused, Review: review})
+			d.failedEarly(ctx, log, Outcome{Target: t, SHA: sha, PR: r.PR, Err: refusal(t, review, ackErr, r.PR), Reason: ReasonRefused, Review: review, Started: checked})
 			return
 		}
 		review.Acknowledged = r.Acknowledged
@@ -766,9 +807,13 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 }
 
 // failedEarly reports a deploy that failed before applying (fetch,
-// render), once: a resync that fails the same way again only logs.
+// render), once: a resync that fails the same way again only logs. It
+// ended now, having started when o says (now, if o does not say).
 func (d *Deployer) failedEarly(ctx context.Context, log *slog.Logger, o Outcome) {
-	o.Started, o.Finished = time.Now(), time.Now()
+	o.Finished = time.Now()
+	if o.Started.IsZero() {
+		o.Started = o.Finished
+	}
 	d.observe(o, false)
 	key := o.SHA + "\x00" + o.Err.Error()
 	d.mu.Lock()
@@ -809,6 +854,9 @@ func (d *Deployer) finish(ctx context.Context, log *slog.Logger, o Outcome, eng 
 		if err := eng.SetState(ctx, target.Inventory, st); err != nil {
 			log.Error("cannot record the deploy on the inventory", "err", err)
 		}
+	}
+	if d.Status != nil {
+		d.Status.Finished(o)
 	}
 	d.Report.Finished(ctx, o)
 }
@@ -1035,6 +1083,9 @@ func (d *Deployer) expand(ctx context.Context, s Source, r Request) {
 	for k, w := range d.workers {
 		if w.src == nil && w.target().Source == s.Name && !keep[k] {
 			close(w.quit)
+			if d.Status != nil {
+				d.Status.Retired(w.target())
+			}
 			delete(d.workers, k)
 			delete(d.rendered, k)
 			delete(d.conflicts, k)

@@ -107,6 +107,10 @@ func (s *Slots) tell() {
 	}
 }
 
+// Counts are the deploys running and waiting for a slot (the status
+// page's queue).
+func (s *Slots) Counts() (running, queued int) { return s.counts() }
+
 // counts are the deploys running and waiting for a slot.
 func (s *Slots) counts() (running, queued int) {
 	s.mu.Lock()

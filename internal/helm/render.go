@@ -333,6 +333,8 @@ type templating struct {
 	// ClientOnly sets them from --kube-version and --api-versions.
 	kubeVersion string
 	apiVersions []string
+	// skipSchemaValidation leaves values.schema.json unchecked.
+	skipSchemaValidation bool
 }
 
 // rendered is a templated chart: its manifests (CRDs first, when
@@ -361,6 +363,9 @@ type TemplateOptions struct {
 	// cluster's are kubeversion.Capabilities' Version and APIVersionSet).
 	KubeVersion string
 	APIVersions []string
+	// SkipSchemaValidation is --skip-schema-validation: the values are
+	// not checked against the chart's values.schema.json.
+	SkipSchemaValidation bool
 }
 
 // Template renders ch with vals as `helm template --skip-tests` does
@@ -369,7 +374,7 @@ type TemplateOptions struct {
 // server renders a Helm source this way; HelmReleases render through
 // Prepared.Render, which adds helm-controller's steps.
 func Template(ctx context.Context, ch *chart.Chart, vals map[string]any, o TemplateOptions) ([]*yaml.RNode, error) {
-	t := templating{name: o.Name, namespace: o.Namespace, includeCRDs: o.IncludeCRDs, hooks: o.Hooks, kubeVersion: o.KubeVersion, apiVersions: o.APIVersions}
+	t := templating{name: o.Name, namespace: o.Namespace, includeCRDs: o.IncludeCRDs, hooks: o.Hooks, kubeVersion: o.KubeVersion, apiVersions: o.APIVersions, skipSchemaValidation: o.SkipSchemaValidation}
 	rel, err := t.within(ctx, o.Timeout, ch, vals)
 	if err != nil {
 		return nil, err
@@ -459,7 +464,7 @@ func (t templating) run(ch *chart.Chart, vals map[string]any) (*rendered, error)
 		return nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", v, caps.KubeVersion.String())
 	}
 	opts := chartutil.ReleaseOptions{Name: t.name, Namespace: t.namespace, Revision: 1, IsInstall: true}
-	values, err := chartutil.ToRenderValues(ch, vals, opts, caps)
+	values, err := chartutil.ToRenderValuesWithSchemaValidation(ch, vals, opts, caps, t.skipSchemaValidation)
 	if err != nil {
 		return nil, err
 	}

@@ -445,3 +445,63 @@ func TestChartOutputIsReadAsYAML11(t *testing.T) {
 		})
 	}
 }
+
+// TestValuesSchemaAsHelmTemplate: a chart's values.schema.json refuses
+// the values helm template refuses and passes those it passes, under
+// each JSON Schema draft charts declare. Helm validates through
+// santhosh-tekuri/jsonschema, which kplan builds patched
+// (third_party/README.md: its metaschemas compile on first use, not at
+// start): this is that patch's check against the helm CLI built from the
+// upstream modules.
+func TestValuesSchemaAsHelmTemplate(t *testing.T) {
+	bin := testhelm.Dir(t)
+	for _, draft := range []string{"http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft/2020-12/schema", "http://json-schema.org/draft-04/schema#"} {
+		files := map[string][]byte{
+			"Chart.yaml":         []byte("apiVersion: v2\nname: typed\nversion: 1.0.0\n"),
+			"values.yaml":        []byte("replicas: 1\nname: web\n"),
+			"values.schema.json": []byte(`{"$schema": "` + draft + `", "type": "object", "additionalProperties": false, "required": ["name"], "properties": {"replicas": {"type": "integer", "minimum": 1}, "name": {"type": "string", "pattern": "^[a-z]+$"}}}`),
+			"templates/cm.yaml":  []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Values.name }}\ndata:\n  replicas: {{ .Values.replicas | quote }}\n"),
+		}
+		dir := t.TempDir()
+		for name, b := range files {
+			if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		env := Env{Local: func(context.Context, string, string, string, string) (map[string][]byte, bool, error) {
+			return files, true, nil
+		}}
+		refused := 0
+		for _, values := range []string{`{replicas: 3}`, `{replicas: two}`, `{replicas: 0}`, `{name: Web}`, `{typo: 1}`, `{}`} {
+			valuesFile := filepath.Join(t.TempDir(), "values.yaml")
+			if err := os.WriteFile(valuesFile, []byte(values), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, cliErr := exec.Command(filepath.Join(bin, "helm"), "template", "typed", dir, "-f", valuesFile).CombinedOutput()
+			var ee *exec.ExitError
+			if cliErr != nil && !errors.As(cliErr, &ee) {
+				t.Fatal(cliErr)
+			}
+			r := parseRelease(t, `{metadata: {name: typed, namespace: apps}, spec: {chart: {spec: {chart: ./charts/typed, sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}}}, values: `+values+`}}`)
+			p, err := Prepare(context.Background(), r, env)
+			if err == nil {
+				_, err = p.Render(context.Background(), nil)
+			}
+			if (err != nil) != (cliErr != nil) {
+				t.Errorf("%s, values %s: kplan %v; helm template %v\n%s", draft, values, err, cliErr, out)
+			}
+			if err != nil && !strings.Contains(err.Error(), "schema") {
+				t.Errorf("%s, values %s: the error does not say the schema refused them: %v", draft, values, err)
+			}
+			if cliErr != nil {
+				refused++
+			}
+		}
+		if refused != 4 {
+			t.Errorf("%s: helm template refused %d of the values, want the 4 the schema forbids", draft, refused)
+		}
+	}
+}

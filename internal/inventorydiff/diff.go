@@ -192,9 +192,21 @@ type Plan struct {
 	// Unread are the changed files no overlay's build reads, on either
 	// side: the plan cannot show what changing them does.
 	Unread []UnreadFile
+	// NotPlanned are the engines' objects of head that are no target,
+	// with why (an ApplicationSet not expanded, an Application of
+	// another repository or revision): nothing is dropped unsaid.
+	NotPlanned []NotPlanned
 	// Settings are the render settings the plan used; a deploy whose
 	// target renders otherwise says so.
 	Settings Settings
+}
+
+// NotPlanned is an engine's object that the plan does not plan.
+type NotPlanned struct {
+	Engine string `json:"engine"`
+	ID     string `json:"id"`
+	File   string `json:"file"`
+	Reason string `json:"reason"`
 }
 
 // Settings are what decides how a plan renders besides the commits: a

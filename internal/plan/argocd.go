@@ -269,9 +269,12 @@ func (r argoRun) plan(ctx context.Context, c *change) (*engineMode, error) {
 		c.log.Debug("the Argo CD index is not kept", "err", err)
 	}
 	m := newEngineMode("Argo CD")
+	for _, sk := range res[1].Skipped {
+		m.notPlanned = append(m.notPlanned, inventorydiff.NotPlanned{Engine: "Argo CD", ID: sk.ID, File: sk.File, Reason: sk.Reason})
+	}
 	for i, s := range c.snaps {
 		for _, sk := range res[i].Skipped {
-			c.log.Info("Argo CD object not planned", "side", s.Rev, "id", sk.ID, "file", sk.File, "reason", sk.Reason)
+			c.log.Debug("Argo CD object not planned", "side", s.Rev, "id", sk.ID, "file", sk.File, "reason", sk.Reason)
 		}
 		for _, t := range res[i].Targets {
 			m.add(i, argoTarget(t))

@@ -235,6 +235,10 @@ func TestArgoCDDuplicateObjectsOnlyWhereDestinationsMeet(t *testing.T) {
 	}{
 		{"same cluster", "in-cluster", "argocd/b", "argocd/a", true},
 		{"another cluster", "staging", "staging: argocd/b", "in-cluster: argocd/a", false},
+		// Argo CD knows the cluster it runs in by this server and by the
+		// name in-cluster alike (pkg/apis/application/v1alpha1/
+		// application_defaults.go:31-34 at argo-cd 37ee0097cf).
+		{"in-cluster by its server", "'', server: 'https://kubernetes.default.svc'", "argocd/b", "argocd/a", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -560,5 +564,82 @@ func TestUnexpandedApplicationSetIsNotPlannedAsRemoved(t *testing.T) {
 				t.Errorf("%s side unexpanded: its error %q does not say %q", c.failed, msg, want)
 			}
 		}
+	}
+}
+
+// An ApplicationSet whose syncPolicy.applicationsSync does not delete
+// (create-only, create-update) keeps the Applications it stops making,
+// and their objects: the plan prunes nothing and says why; one that
+// does not update (create-only, create-delete) says that a template
+// change reaches only Applications it creates (conformance: argo-cd
+// pkg/apis/application/v1alpha1/applicationset_types.go:128-134,
+// applicationset/controllers/applicationset_controller.go:342, 376 at
+// 37ee0097cf).
+func TestApplicationSetSyncPolicyKeepsApplications(t *testing.T) {
+	for _, tc := range []struct {
+		policy           string
+		kept, notUpdated bool
+	}{{"create-only", true, true}, {"create-update", true, false}, {"create-delete", false, true}, {"sync", false, false}} {
+		t.Run(tc.policy, func(t *testing.T) {
+			dir := t.TempDir()
+			git(t, dir, "init", "-q", "-b", "main")
+			git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+			set := func(envs, label string) string {
+				return "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata: {name: apps, namespace: argocd}\nspec:\n  goTemplate: true\n  syncPolicy: {applicationsSync: " + tc.policy + "}\n" +
+					"  generators:\n  - list: {elements: [" + envs + "]}\n" +
+					"  template:\n    metadata: {name: 'app-{{.env}}'}\n    spec:\n      source: {repoURL: 'https://github.com/example/deploy.git', targetRevision: HEAD, path: app, kustomize: {commonLabels: {team: " + label + "}}}\n" +
+					"      destination: {server: 'https://kubernetes.default.svc', namespace: '{{.env}}'}\n"
+			}
+			write(t, dir, map[string]string{"app/kustomization.yaml": "resources: [cm.yaml]\n", "app/cm.yaml": cm("settings", "k: v"), "set.yaml": set("{env: dev}, {env: prod}", "a")})
+			two := commit(t, dir, "two environments")
+			write(t, dir, map[string]string{"set.yaml": set("{env: dev}", "a")})
+			one := commit(t, dir, "prod no longer generated")
+			write(t, dir, map[string]string{"set.yaml": set("{env: dev}", "b")})
+			relabelled := commit(t, dir, "the template changes")
+
+			full, _, _ := plans(t, dir, two, one)
+			var prod *inventorydiff.Overlay
+			for i, o := range full.Overlays {
+				if o.Path == "argocd/app-prod" {
+					prod = &full.Overlays[i]
+				}
+			}
+			if prod == nil {
+				t.Fatalf("no argocd/app-prod in %v", changedTargets(full))
+			}
+			kept := full.Totals.Pruned == 0 && slices.ContainsFunc(prod.Notes, func(n string) bool { return strings.Contains(n, "applicationsSync: "+tc.policy) })
+			if kept != tc.kept {
+				t.Errorf("prod removed from the generator: pruned %d, notes %q; want kept %v", full.Totals.Pruned, prod.Notes, tc.kept)
+			}
+
+			full, _, _ = plans(t, dir, one, relabelled)
+			noted := false
+			for _, o := range full.Overlays {
+				noted = noted || slices.ContainsFunc(o.Notes, func(n string) bool { return strings.Contains(n, "does not update an Application that exists") })
+			}
+			if noted != tc.notUpdated {
+				t.Errorf("template changed: noted %v, want %v", noted, tc.notUpdated)
+			}
+		})
+	}
+}
+
+// Respelling the in-cluster destination (its name for its server) moves
+// nothing: Argo CD syncs the same objects to the same cluster.
+func TestInClusterDestinationRespelledChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+	app := func(dest string) string {
+		return "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: a, namespace: argocd}\n" +
+			"spec:\n  source: {repoURL: 'https://github.com/example/deploy.git', path: a}\n  destination: {" + dest + ", namespace: apps}\n"
+	}
+	write(t, dir, map[string]string{"apps/a.yaml": app("server: 'https://kubernetes.default.svc'"), "a/cm.yaml": cm("settings", "k: v")})
+	base := commit(t, dir, "by server")
+	write(t, dir, map[string]string{"apps/a.yaml": app("name: in-cluster")})
+	head := commit(t, dir, "by name")
+	full, _, _ := plans(t, dir, base, head)
+	if full.Totals.Pruned != 0 || full.Totals.Added != 0 || len(full.Overlays) != 1 || full.Overlays[0].Path != "argocd/a" {
+		t.Errorf("respelled destination: %d added, %d pruned, targets %v; want argocd/a, nothing added or pruned", full.Totals.Added, full.Totals.Pruned, changedTargets(full))
 	}
 }

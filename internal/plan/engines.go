@@ -132,7 +132,9 @@ type engineMode struct {
 	ignoreRules func() []inventorydiff.IgnoreRules
 	// settings, when set, records the mode in the plan's settings.
 	settings func(*inventorydiff.Settings)
-	built    int // target sides built, for the plan's work
+	// notPlanned are head's objects of the mode that are no target.
+	notPlanned []inventorydiff.NotPlanned
+	built      int // target sides built, for the plan's work
 }
 
 // isEngineTarget says whether name is the target of an engine the plan

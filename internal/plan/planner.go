@@ -204,6 +204,9 @@ func (p *planner) run(ctx context.Context, base, head *snapshot.Snapshot) (*inve
 	}
 	plan := &inventorydiff.Plan{Base: base.Rev, Head: head.Rev, BaseLabel: p.opts.BaseLabel, HeadLabel: p.opts.HeadLabel,
 		Overlays: p.overlays, Totals: inventorydiff.Sum(p.overlays), Unread: unread, Settings: p.settings(), NoLongerPlanned: p.unplanned}
+	for _, m := range p.modes {
+		plan.NotPlanned = append(plan.NotPlanned, m.notPlanned...)
+	}
 	plan.Ignore(p.ignoreRules(sides[1])...)
 	return plan, nil
 }

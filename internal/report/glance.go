@@ -336,6 +336,26 @@ func noLongerPlanned(p *inventorydiff.Plan, code func(string) string) string {
 	return s
 }
 
+// maxNotPlanned bounds the objects notPlanned lists one by one.
+const maxNotPlanned = 10
+
+// notPlanned says which of the engines' objects the plan does not plan,
+// and why, one per line (code formats each name): nil when none.
+func notPlanned(p *inventorydiff.Plan, code func(string) string) []string {
+	n := len(p.NotPlanned)
+	if n == 0 {
+		return nil
+	}
+	out := []string{fmt.Sprintf("Not planned: %d %s", n, plural(n, "object", "objects"))}
+	for _, np := range p.NotPlanned[:min(n, maxNotPlanned)] {
+		out = append(out, fmt.Sprintf("%s %s (%s): %s", np.Engine, code(np.ID), code(np.File), np.Reason))
+	}
+	if n > maxNotPlanned {
+		out = append(out, fmt.Sprintf("and %d more (the JSON report lists every one)", n-maxNotPlanned))
+	}
+	return out
+}
+
 // ignoredText says what one ignore rule hid.
 func ignoredText(r inventorydiff.IgnoredRule) string {
 	s := fmt.Sprintf("hid %d field %s", r.Fields, plural(r.Fields, "change", "changes"))

@@ -216,6 +216,7 @@ func (m *md) render(d detail, maxRows int, open bool) string {
 	if s := noLongerPlanned(m.p, inline); s != "" {
 		b.WriteString(s + "\n\n")
 	}
+	m.writeNotPlanned(&b)
 	m.writeIgnored(&b)
 	m.writeUnread(&b)
 	if s := chartsLine(p, inline); s != "" {
@@ -346,6 +347,20 @@ func (m *md) writeIgnored(b *strings.Builder) {
 			src = " (" + r.Source + ")"
 		}
 		fmt.Fprintf(b, "- %s%s: %s\n", inline(r.Rule), src, ignoredText(r))
+	}
+	b.WriteString("\n")
+}
+
+// writeNotPlanned lists the engines' objects the plan does not plan,
+// with why.
+func (m *md) writeNotPlanned(b *strings.Builder) {
+	lines := notPlanned(m.p, inline)
+	if lines == nil {
+		return
+	}
+	b.WriteString(lines[0] + ":\n")
+	for _, l := range lines[1:] {
+		b.WriteString("- " + escapeText(l) + "\n")
 	}
 	b.WriteString("\n")
 }

@@ -291,6 +291,9 @@ type jsonPlan struct {
 	// NoLongerPlanned are the overlays the change's new .kplan.yaml stops
 	// planning, left as they are.
 	NoLongerPlanned []string `json:"noLongerPlanned,omitempty"`
+	// NotPlanned are the engines' objects of head that are no target,
+	// with why.
+	NotPlanned []inventorydiff.NotPlanned `json:"notPlanned,omitempty"`
 	// Unread are the changed files no overlay reads.
 	Unread []inventorydiff.UnreadFile `json:"unread,omitempty"`
 	// Work is how much the plan rendered and how long it took.
@@ -379,7 +382,7 @@ func JSONWith(p *inventorydiff.Plan, opts Options) ([]byte, error) {
 	if head == workingTree {
 		head = Worktree
 	}
-	out := jsonPlan{FormatVersion: FormatVersion, Base: p.Base, Head: head, Summary: Summary(p), Overlays: make([]jsonOverlay, 0, len(p.Overlays)), Images: []jsonImage{}, Ignored: p.Ignored, Hidden: p.Hidden, NoLongerPlanned: p.NoLongerPlanned, Unread: p.Unread, Settings: p.Settings}
+	out := jsonPlan{FormatVersion: FormatVersion, Base: p.Base, Head: head, Summary: Summary(p), Overlays: make([]jsonOverlay, 0, len(p.Overlays)), Images: []jsonImage{}, Ignored: p.Ignored, Hidden: p.Hidden, NoLongerPlanned: p.NoLongerPlanned, NotPlanned: p.NotPlanned, Unread: p.Unread, Settings: p.Settings}
 	for _, ic := range images(p) {
 		j := jsonImage{Old: ic.Old, New: ic.New}
 		for _, m := range ic.Objects {

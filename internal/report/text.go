@@ -188,6 +188,12 @@ func textFooter(ew *errWriter, p *inventorydiff.Plan) {
 	if s := noLongerPlanned(p, func(s string) string { return s }); s != "" {
 		ew.printf("%s.\n", s)
 	}
+	if lines := notPlanned(p, func(s string) string { return s }); lines != nil {
+		ew.printf("%s:\n", lines[0])
+		for _, l := range lines[1:] {
+			ew.printf("  %s\n", l)
+		}
+	}
 	if def := hiddenByDefault(p, func(s string) string { return s }, "--no-default-ignore shows them"); def != "" {
 		ew.printf("%s.\n", def)
 	}

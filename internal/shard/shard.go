@@ -203,6 +203,11 @@ func Merge(parts []Named) (*inventorydiff.Plan, error) {
 		out.Hidden = addHidden(out.Hidden, p.Hidden)
 		// Every share finds the same (discovery is the whole repository's).
 		out.NoLongerPlanned = slices.Compact(slices.Sorted(slices.Values(append(out.NoLongerPlanned, p.NoLongerPlanned...))))
+		for _, np := range p.NotPlanned {
+			if !slices.Contains(out.NotPlanned, np) {
+				out.NotPlanned = append(out.NotPlanned, np)
+			}
+		}
 		if w := p.Work; w != nil {
 			if work == nil {
 				work = &inventorydiff.Work{}

@@ -77,6 +77,10 @@ type openapiData struct {
 	// defaultBuiltInSchemaParseStatus stores the parse status of the default
 	// built-in schema.
 	defaultBuiltInSchemaParseStatus schemaParseStatus
+
+	// lazy holds the built-in bundle's definitions, decoded on first use
+	// (kplan's patch, lazy_builtin.go).
+	lazy *lazyDefinitions
 }
 
 // format is retained for compatibility with the exported JsonOrYaml and Proto
@@ -210,6 +214,9 @@ func (rs *ResourceSchema) IsMissingOrNull() bool {
 func SchemaForResourceType(t yaml.TypeMeta) *ResourceSchema {
 	initSchema()
 	rs, found := globalSchema.schemaByResourceType[t]
+	if !found && globalSchema.lazy != nil {
+		rs, found = globalSchema.lazy.forType(t) // kplan's patch
+	}
 	if !found {
 		return nil
 	}
@@ -716,7 +723,14 @@ func parseBuiltinSchema(version string) {
 	if !hasBuiltinOpenAPIVersion(version) {
 		panic(fmt.Errorf("the specified OpenAPI version is not built in"))
 	}
-	if err := parseBuiltinBundle(builtinKubernetesOpenAPIBundle); err != nil {
+	// kplan's patch: without a custom schema (which the built-in one would
+	// replace where both define a type, as the eager parse wrote it last),
+	// the built-in definitions are decoded on first use.
+	parseBundle := parseBuiltinBundle
+	if customSchema == nil {
+		parseBundle = parseBuiltinBundleLazily
+	}
+	if err := parseBundle(builtinKubernetesOpenAPIBundle); err != nil {
 		// this should never happen
 		panic(err)
 	}
@@ -843,6 +857,9 @@ func findNamespaceability(paths *spec.Paths) {
 func resolve(root interface{}, ref *spec.Ref) (*spec.Schema, error) {
 	if s, ok := root.(*spec.Schema); ok && s == nil {
 		return nil, nil
+	}
+	if s, lazy, err := resolveLazily(root, ref); lazy { // kplan's patch
+		return s, err
 	}
 	res, _, err := ref.GetPointer().Get(root)
 	if err != nil {
