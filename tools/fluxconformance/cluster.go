@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -352,18 +353,22 @@ func (k *kube) createNamespaces(ctx context.Context, names []string) error {
 
 // missingKinds are the custom kinds the controllers failed to apply for
 // want of their CRD (`no matches for kind "K" in version "g/v"`), as
-// "g/v/K", Flux's own groups left out: a Flux API version the
-// controllers no longer serve is a finding, not a precondition.
+// "g/v/K", the groups of the controllers run here left out: an API
+// version they no longer serve is a finding, not a precondition (the
+// notification and image automation kinds are stubbed: their
+// controllers are not run).
 func missingKinds(state string) []string {
 	seen := map[string]bool{}
 	for _, m := range kindNotFound.FindAllStringSubmatch(state, -1) {
-		if strings.HasSuffix(m[2], "fluxcd.io") {
+		if slices.Contains(servedGroups, m[2]) {
 			continue
 		}
 		seen[m[2]+"/"+m[3]+"/"+m[1]] = true
 	}
 	return sortedKeys(seen)
 }
+
+var servedGroups = []string{"source.toolkit.fluxcd.io", "kustomize.toolkit.fluxcd.io", "helm.toolkit.fluxcd.io"}
 
 var kindNotFound = regexp.MustCompile(`no matches for kind \\?"([A-Za-z0-9]+)\\?" in version \\?"([a-z0-9.-]+)/([a-z0-9]+)\\?"`)
 

@@ -62,6 +62,7 @@ func run() error {
 	kplanBin := flag.String("kplan", "", "kplan binary (default: built from the main module)")
 	settle := flag.Duration("settle", 20*time.Second, "how long nothing may change for the controllers to count as settled")
 	limit := flag.Duration("limit", 4*time.Minute, "longest wait for the controllers per commit")
+	maxCommits := flag.Int("commits", 0, "replay at most this many commits of each case (0: all)")
 	skip := flag.String("skip", "", "controllers not to build or run (comma-separated; their CRDs are installed)")
 	flag.Parse()
 	ctx := context.Background()
@@ -106,7 +107,11 @@ func run() error {
 		if !slices.ContainsFunc(strings.Split(*only, ","), func(o string) bool { return strings.Contains(tc.Name, o) }) {
 			continue
 		}
-		for _, commit := range tc.Commits {
+		commits := tc.Commits
+		if *maxCommits > 0 && len(commits) > *maxCommits {
+			commits = commits[:*maxCommits]
+		}
+		for _, commit := range commits {
 			r, err := replay(ctx, tc, commit, bins, crds, *kplanBin, filepath.Join(*out, tc.Name), *settle, *limit)
 			if err != nil {
 				r.Error = err.Error()
