@@ -62,6 +62,7 @@ func run() error {
 	kplanBin := flag.String("kplan", "", "kplan binary (default: built from the main module)")
 	settle := flag.Duration("settle", 20*time.Second, "how long nothing may change for the controllers to count as settled")
 	limit := flag.Duration("limit", 4*time.Minute, "longest wait for the controllers per commit")
+	rounds := flag.Int("rounds", 6, "how many times namespaces and CRDs the cluster lacks are created and the controllers asked again")
 	maxCommits := flag.Int("commits", 0, "replay at most this many commits of each case (0: all)")
 	skip := flag.String("skip", "", "controllers not to build or run (comma-separated; their CRDs are installed)")
 	flag.Parse()
@@ -112,7 +113,7 @@ func run() error {
 			commits = commits[:*maxCommits]
 		}
 		for _, commit := range commits {
-			r, err := replay(ctx, tc, commit, bins, crds, *kplanBin, filepath.Join(*out, tc.Name), *settle, *limit)
+			r, err := replay(ctx, tc, commit, bins, crds, *kplanBin, filepath.Join(*out, tc.Name), *settle, *limit, *rounds)
 			if err != nil {
 				r.Error = err.Error()
 				slog.Error("replay", "case", tc.Name, "commit", commit, "err", err)
@@ -163,7 +164,7 @@ func readCases(file, root string) ([]testCase, error) {
 }
 
 // replay runs one commit of tc through the controllers and kplan.
-func replay(ctx context.Context, tc testCase, rev string, bins map[string]string, crds []string, kplanBin, out string, settle, limit time.Duration) (r result, err error) {
+func replay(ctx context.Context, tc testCase, rev string, bins map[string]string, crds []string, kplanBin, out string, settle, limit time.Duration, rounds int) (r result, err error) {
 	r = result{Case: tc.Name, Path: tc.Path, Cluster: tc.Cluster}
 	work, err := os.MkdirTemp("", "fluxconf-")
 	if err != nil {
@@ -247,8 +248,8 @@ func replay(ctx context.Context, tc testCase, rev string, bins map[string]string
 	// namespaces are created and the controllers asked again.
 	// Likewise a custom resource whose CRD a chart installs (charts on the
 	// internet cannot be fetched here): a CRD accepting any object is
-	// created. Up to three rounds, as each may uncover more.
-	for round := 0; round < 3; round++ {
+	// created. Several rounds (-rounds), as each may uncover more.
+	for round := 0; round < rounds; round++ {
 		ns, kinds := missingNamespaces(r.State), missingKinds(r.State)
 		ns = slices.DeleteFunc(ns, func(n string) bool { return slices.Contains(r.CreatedNamespaces, n) })
 		kinds = slices.DeleteFunc(kinds, func(n string) bool { return slices.Contains(r.CreatedCRDs, n) })
