@@ -137,7 +137,7 @@ func (c controller) start(ctx context.Context, bin, kubeconfig, logDir string) (
 		addr := "127.0.0.1:" + strconv.Itoa(storage)
 		args = append(args, "--storage-path="+dir, "--storage-addr="+addr, "--storage-adv-addr="+addr)
 	case "kustomize-controller", "helm-controller":
-		args = append(args, "--requeue-dependency=3s")
+		args = append(args, "--requeue-dependency=3s", "--concurrent=8")
 	}
 	log, err := os.Create(filepath.Join(logDir, c.Name+".log"))
 	if err != nil {
