@@ -185,6 +185,10 @@ func (k *kube) fluxState(ctx context.Context) (state string, settled bool, err e
 			st, reason, msg := conditionOf(&u, "Ready")
 			obs, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
 			rev, _, _ := unstructured.NestedString(u.Object, "status", "lastAppliedRevision")
+			// A retry asked for (createNamespaces) that fails the same
+			// way still changes the state.
+			handled, _, _ := unstructured.NestedString(u.Object, "status", "lastHandledReconcileAt")
+			rev += " " + handled
 			if st == "" || st == "Unknown" && reason != "DependencyNotReady" {
 				settled = false
 			}
