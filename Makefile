@@ -167,6 +167,7 @@ FUZZMINIMIZETIME ?= 5s
 FUZZFLAGS ?=
 FUZZ_TARGETS := \
 	./internal/flux:FuzzDiscover \
+	./internal/flux:FuzzResourceSets \
 	./internal/yamldocs:FuzzMappings \
 	./internal/yamldocs:FuzzObjects \
 	./internal/yamldocs:FuzzOne \

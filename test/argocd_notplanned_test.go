@@ -15,13 +15,17 @@ import (
 // Application pinned to another revision (merging the branch does not
 // change what it syncs) and an ApplicationSet whose pullRequest
 // generator needs the forge (Argo CD may create any number of
-// Applications from it), in the text, Markdown and JSON of kplan diff.
+// Applications from it), in the text, Markdown and JSON of kplan diff;
+// the pinned Application's directory, a kustomization, is not planned as
+// a loose overlay (the merge does not deploy it).
 func TestArgoCDNotPlannedIsSaid(t *testing.T) {
 	kplan := buildKplan(t)
 	fx := gittest.Copy(t, "testdata/argocd-notplanned")
 	fx.Init("argocd")
 	gittest.Git(t, fx.Dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
-	fx.Edit("app/cm.yaml", "k: v", "k: changed")
+	fx.Replace("app/cm.yaml", "k: v", "k: changed")
+	fx.Replace("old/cm.yaml", "k: v", "k: changed")
+	fx.Commit("both directories")
 	out := map[string]string{}
 	for _, format := range []string{"text", "markdown", "json"} {
 		cmd := exec.Command(kplan, "diff", "-C", fx.Dir, "--base", "main~1", "--head", "main", "--format", format)
@@ -42,6 +46,7 @@ func TestArgoCDNotPlannedIsSaid(t *testing.T) {
 	}
 	var p struct {
 		NotPlanned []struct{ Engine, ID, File, Reason string } `json:"notPlanned"`
+		Overlays   []struct{ Path string }
 	}
 	if err := json.Unmarshal([]byte(out["json"]), &p); err != nil {
 		t.Fatal(err)
@@ -49,6 +54,11 @@ func TestArgoCDNotPlannedIsSaid(t *testing.T) {
 	got := map[string]string{}
 	for _, np := range p.NotPlanned {
 		got[np.ID+" "+np.File] = np.Engine + ": " + np.Reason
+	}
+	for _, o := range p.Overlays {
+		if o.Path == "old" {
+			t.Errorf("old, which only the Application pinned to v1.0.0 syncs, is planned as a loose overlay")
+		}
 	}
 	if len(got) != 2 || !strings.Contains(got["argocd/pinned apps/pinned.yaml"], "Argo CD: tracks another revision") || !strings.Contains(got["argocd/previews sets/previews.yaml"], "pullRequest") {
 		t.Errorf("JSON notPlanned %v", got)

@@ -125,7 +125,8 @@ func TestFluxEveryClusterPlanned(t *testing.T) {
 // syncs clusters/home, so no flux-system Kustomization is written in
 // git. Its sync path is built as Flux's flux-system Kustomization would
 // be: the cluster-settings ConfigMap there feeds the apps Kustomization's
-// substituteFrom, and the ResourceSet is listed as not rendered.
+// substituteFrom, and the ResourceSet is rendered as flux-operator
+// renders it (resourceset.go), not listed as not rendered.
 func TestFluxOperatorInstanceSyncPath(t *testing.T) {
 	kplan := buildKplan(t)
 	r := newFluxRepo(t, "flux-operator")
@@ -158,8 +159,8 @@ func TestFluxOperatorInstanceSyncPath(t *testing.T) {
 			notes = o.Notes
 		}
 	}
-	if !slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "ResourceSet flux-system/previews is not rendered") }) {
-		t.Errorf("flux-system/flux-system notes %q: the ResourceSet must be listed as not rendered", notes)
+	if slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "ResourceSet flux-system/previews") }) {
+		t.Errorf("flux-system/flux-system notes %q: the ResourceSet is rendered (its Namespace planned), not listed", notes)
 	}
 
 	// Plans reading builds and post-builds from --cache-dir say the same,

@@ -116,6 +116,23 @@ kubernetes:
 		}
 	})
 
+	// main~1 → main changes nothing but .kplan.yaml's kubernetes: the
+	// charts render for the newly declared cluster on head, the default
+	// on base, changed-only as --full (it was "0 to change", no target
+	// reading .kplan.yaml).
+	t.Run("only the declared Kubernetes changes", func(t *testing.T) {
+		for _, mode := range [][]string{nil, {"--full"}} {
+			caps := plan(t, "main~1", "main", mode...)["flux-system/caps"]
+			if caps.Status != "changed" || !slices.ContainsFunc(caps.Added, func(k string) bool { return strings.HasSuffix(k, "ServiceMonitor|caps|caps") }) {
+				t.Errorf("%v: caps is %s adding %v; want the ServiceMonitor the newly declared API makes", mode, caps.Status, caps.Added)
+			}
+		}
+		out := diff(t, "main~1", "main", "text")
+		if !strings.Contains(out, "its charts are rendered for Kubernetes v1.28.3") || !strings.Contains(out, "on base: what the cluster runs changed") {
+			t.Errorf("the plan does not say what the cluster runs changed:\n%s", out)
+		}
+	})
+
 	t.Run("a missing values file fails its release", func(t *testing.T) {
 		local := plan(t, "main~2", "main~1")["flux-system/local"]
 		if local.Status != "error" || !strings.Contains(local.Error, "HelmRelease local/local") || !strings.Contains(local.Error, "valuesFiles envs/prod/values.yaml: no values file found") {

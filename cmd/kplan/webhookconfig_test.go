@@ -61,3 +61,52 @@ func TestWebhookConfigSaysWhichOverlaysMeet(t *testing.T) {
 		t.Errorf("--repository the file does not configure: %v", err)
 	}
 }
+
+// With the webhook's configuration, the plan says how each changed
+// overlay rolls out on merge: after the targets it depends on (the
+// order), only in its deploy windows.
+func TestWebhookConfigShowsTheRollout(t *testing.T) {
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	cm := func(ns, v string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: " + ns + "}\ndata: {v: '" + v + "'}\n"
+	}
+	write(t, dir, map[string]string{
+		"staging/kustomization.yaml": "resources: [cm.yaml]\n", "staging/cm.yaml": cm("staging", "1"),
+		"prod/kustomization.yaml": "resources: [cm.yaml]\n", "prod/cm.yaml": cm("prod", "1"),
+	})
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-qm", "base")
+	base := git(t, dir, "rev-parse", "HEAD")
+	write(t, dir, map[string]string{"staging/cm.yaml": cm("staging", "2"), "prod/cm.yaml": cm("prod", "2")})
+	git(t, dir, "commit", "-qam", "v2")
+	f := filepath.Join(t.TempDir(), "webhook.yaml")
+	os.WriteFile(f, []byte(`apiVersion: kplan.dev/v1alpha1
+kind: WebhookConfig
+repositories:
+  - name: octo/shop
+    branches:
+      - name: main
+        targets:
+          - {name: staging, overlay: staging}
+          - name: prod
+            overlay: prod
+            dependsOn: [staging]
+            deployWindows: [{days: [Mon-Fri], hours: "09:00-17:00", timeZone: Europe/Berlin}]
+`), 0o644)
+	out, stderr, err := kplan(t, nil, "diff", "-C", dir, "--base", base, "--head", "HEAD", "--webhook-config", f)
+	if err != nil {
+		t.Fatalf("kplan diff: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{
+		"webhook: target prod deploys a merge into main after staging has (dependsOn; order staging → prod), and not if it fails",
+		"webhook: target prod deploys a merge into main only in its deploy windows (Mon,Tue,Wed,Thu,Fri 09:00-17:00 Europe/Berlin); outside them it waits (or a writer adds the label kplan/deploy-now)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the plan does not say %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "target staging deploys") {
+		t.Errorf("the plan gives staging, which waits for nothing, a rollout note:\n%s", out)
+	}
+}

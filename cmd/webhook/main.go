@@ -43,6 +43,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/status"
 	"github.com/kplan-dev/kplan/internal/version"
 	"github.com/kplan-dev/kplan/internal/webhook"
+	_ "time/tzdata" // deployWindows' time zones, in an image without /usr/share/zoneinfo
 )
 
 func main() {
@@ -300,6 +301,7 @@ func (a *app) newDeployer(targets []deployer.Target, fence *leader.Fence, gitBas
 	dep.GitBases = gitBases
 	dep.GitBasesMaxAge = a.cfg.GitBasesMaxAge
 	dep.Slots = a.slots
+	dep.DeployNowLabel = a.cfg.DeployNowLabel
 	dep.Status = a.board
 	return dep
 }
@@ -374,7 +376,7 @@ func (a *app) livePlan(i webhook.Intent) {
 func (a *app) enqueue(i webhook.Intent) {
 	if a.dispatch != nil {
 		a.dispatch.Dispatch(leader.ShardDelivery{Delivery: i.DeliveryID, Repo: i.Repo, Branch: i.Branch, SHA: i.SHA, PR: i.PR, Acknowledged: i.AcknowledgedBy,
-			Shards: a.shardsOf(i.Targets)})
+			DeployNow: i.DeployNowBy, Shards: a.shardsOf(i.Targets)})
 		return
 	}
 	dep, _ := a.terms.get(0)
@@ -386,7 +388,7 @@ func (a *app) enqueue(i webhook.Intent) {
 		return
 	}
 	for _, t := range i.Targets {
-		if err := dep.Submit(t.Name, deployer.Request{SHA: i.SHA, PR: i.PR, Delivery: i.DeliveryID, Acknowledged: i.AcknowledgedBy}); err != nil {
+		if err := dep.Submit(t.Name, deployer.Request{SHA: i.SHA, PR: i.PR, Delivery: i.DeliveryID, Acknowledged: i.AcknowledgedBy, DeployNow: i.DeployNowBy}); err != nil {
 			a.log.Error("submit", "target", t.Name, "err", err)
 		}
 	}
@@ -759,6 +761,9 @@ func leaseClient(getenv func(string) string, renew time.Duration) (coordinationv
 // the replica holding its shards.
 func (a *app) setupShards(getenv func(string) string, listener net.Addr) error {
 	f := &a.flags.le
+	if err := a.dependenciesInOneShard(); err != nil {
+		return err
+	}
 	leases, m, err := f.replica(getenv, listener, a.reg)
 	if err != nil {
 		return err
@@ -772,6 +777,25 @@ func (a *app) setupShards(getenv func(string) string, listener net.Addr) error {
 	a.dispatch, err = leader.NewDispatcher(leader.DispatcherOptions{Router: a.shards, Take: a.take, Secret: a.secret, Identity: f.identity,
 		Wait: 2*f.lease + 4*f.retry, Retry: min(f.retry, time.Second), Logger: a.log, Metrics: m})
 	return err
+}
+
+// dependenciesInOneShard refuses a dependsOn between targets of
+// different shards: each shard's deployer runs apart, and one cannot
+// wait for another's deploy.
+func (a *app) dependenciesInOneShard() error {
+	for _, ref := range a.cfg.AllTargets() {
+		for _, dep := range ref.Target.DependsOn {
+			for _, other := range a.cfg.Targets(ref.Repo, ref.Branch) {
+				s1, _ := a.shardOf(ref.Target)
+				s2, _ := a.shardOf(other)
+				if other.Name == dep && s1 != s2 {
+					return fmt.Errorf("%s: target %s dependsOn %s, but with --shards=%d their clusters are on different shards (%d and %d), whose deployers cannot wait for each other: run without --shards, or drop the dependency",
+						a.cfg.File, ref.Target.Name, dep, a.flags.le.shards, s1, s2)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // shardOf is the shard of a configured target: by its cluster, so that
@@ -828,7 +852,7 @@ func (a *app) take(shard int, d leader.ShardDelivery) bool {
 		if s, all := a.shardOf(t); !all && s != shard {
 			continue
 		}
-		if err := dep.Submit(t.Name, deployer.Request{SHA: d.SHA, PR: d.PR, Delivery: d.Delivery, Acknowledged: d.Acknowledged}); err != nil {
+		if err := dep.Submit(t.Name, deployer.Request{SHA: d.SHA, PR: d.PR, Delivery: d.Delivery, Acknowledged: d.Acknowledged, DeployNow: d.DeployNow}); err != nil {
 			a.log.Error("submit", "target", t.Name, "shard", shard, "err", err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/crash"
 	"github.com/kplan-dev/kplan/internal/deployer"
 	"github.com/kplan-dev/kplan/internal/gitmirror"
+	"github.com/kplan-dev/kplan/internal/leader"
 )
 
 func TestVersion(t *testing.T) {
@@ -403,6 +405,47 @@ func TestStatusPageListenerAndToken(t *testing.T) {
 			}
 			if strings.Contains(string(body), token) {
 				t.Errorf("the answer shows the token")
+			}
+		})
+	}
+}
+
+// With --shards, a target and a target it depends on must be on one
+// shard: their deployers run apart and could not wait for each other.
+// Refused at start, naming both; on one shard, it goes on (to the
+// missing namespace, here).
+func TestShardsRefuseDependenciesAcrossShards(t *testing.T) {
+	const shards = 4
+	kc := "/k"
+	ctxOn := func(shard int) string {
+		for i := 0; ; i++ {
+			c := fmt.Sprintf("ctx-%d", i)
+			if leader.ShardOf(config.Settings{Kubeconfig: kc, Context: c}.Cluster(), shards) == shard {
+				return c
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name, prodContext, want string
+	}{
+		{"across shards", ctxOn(1), "target prod dependsOn staging, but with --shards=4 their clusters are on different shards (1 and 0)"},
+		{"one shard", ctxOn(0), "POD_NAMESPACE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := filepath.Join(t.TempDir(), "webhook.yaml")
+			body := "apiVersion: kplan.dev/v1alpha1\nkind: WebhookConfig\nrepositories:\n  - name: o/r\n    branches:\n      - name: main\n        targets:\n" +
+				"          - {name: staging, overlay: s, kubeconfig: " + kc + ", context: " + ctxOn(0) + "}\n" +
+				"          - {name: prod, overlay: p, kubeconfig: " + kc + ", context: " + tc.prodContext + ", dependsOn: [staging]}\n" +
+				"stateDir: " + t.TempDir() + "\n"
+			if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			env := map[string]string{"KPLAN_WEBHOOK_SECRET": "s", "KPLAN_GITHUB_TOKEN": "t"}
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), []string{"--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--leader-elect", "--shards", fmt.Sprint(shards)},
+				func(k string) string { return env[k] }, &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("run: %v, want an error containing %q", err, tc.want)
 			}
 		})
 	}

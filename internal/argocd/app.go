@@ -465,6 +465,10 @@ type Declared struct {
 // Named is an object of a file, with why it is not planned.
 type Named struct {
 	ID, File, Reason string
+	// Paths are the directories of this repository an Application not
+	// planned syncs from (at another revision): no loose overlay of the
+	// plan, as Argo CD syncs them, not the merge.
+	Paths []string
 }
 
 // ParseFile reads the Applications and ApplicationSets one YAML file

@@ -412,3 +412,72 @@ func TestConformanceHooks(t *testing.T) {
 		}
 	}
 }
+
+// Argo CD leaves its excluded resources out of every Application: its
+// core exclusions (util/settings/resources_filter.go:7-11 at 37ee0097cf)
+// and the resource.exclusions of the argocd-cm it installs
+// (manifests/base/config/argocd-cm.yaml:66-119), applied to the target
+// objects in controller/state.go:805-815. They are not planned, and said.
+func TestConformanceResourceExclusions(t *testing.T) {
+	obj := func(apiVersion, kind, name string) string {
+		return "---\napiVersion: " + apiVersion + "\nkind: " + kind + "\nmetadata: {name: " + name + "}\n"
+	}
+	files := map[string]string{
+		"apps/a.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: a, namespace: argocd}\nspec:\n  source: {repoURL: https://github.com/example/deploy, targetRevision: main, path: a}\n  destination: {server: https://kubernetes.default.svc, namespace: a}\n",
+		"a/objects.yaml": obj("v1", "ConfigMap", "kept") + obj("v1", "Event", "e") + obj("events.k8s.io/v1", "Event", "e2") + obj("v1", "Endpoints", "ep") +
+			obj("discovery.k8s.io/v1", "EndpointSlice", "eps") + obj("coordination.k8s.io/v1", "Lease", "l") + obj("cert-manager.io/v1", "CertificateRequest", "cr") +
+			obj("cert-manager.io/v1", "Certificate", "cert") + obj("kyverno.io/v1", "UpdateRequest", "ur") + obj("kyverno.io/v1", "ClusterPolicy", "cp"),
+	}
+	tg := build(t, files, "argocd/a")
+	if tg == nil || tg.Err != nil {
+		t.Fatalf("%+v", tg)
+	}
+	got := slices.Sorted(maps.Keys(objects(t, tg.Objects)))
+	if want := []string{"Certificate /cert", "ClusterPolicy /cp", "ConfigMap /kept"}; !slices.Equal(got, want) {
+		t.Errorf("objects %q, want %q", got, want)
+	}
+	if n := len(slices.DeleteFunc(slices.Clone(tg.Notes), func(n string) bool { return !strings.Contains(n, "default resource exclusions") })); n != 7 {
+		t.Errorf("%d notes say an object is excluded, want 7: %q", n, tg.Notes)
+	}
+}
+
+// The clusters generator's parameters of a cluster Secret include its
+// project ("" without one), and Argo CD's own cluster, without a Secret,
+// comes last with an empty project (applicationset/generators/
+// cluster.go:90-104, 128-160 at 37ee0097cf).
+func TestConformanceClustersGeneratorProject(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"sets/apps.yaml": `apiVersion: argoproj.io/v1alpha1
+kind: ApplicationSet
+metadata: {name: apps, namespace: argocd}
+spec:
+  goTemplate: true
+  generators: [{clusters: {}}]
+  template:
+    metadata: {name: 'app-{{.name}}'}
+    spec:
+      project: '{{if .project}}{{.project}}{{else}}default{{end}}'
+      source: {repoURL: https://github.com/example/deploy, targetRevision: main, path: app}
+      destination: {server: '{{.server}}', namespace: app}
+`,
+		"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n",
+	})
+	s, err := snapshot.FromFS(os.DirFS(dir), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(Options{Repos: NewRepos(repoURL), Revisions: []string{"main"}, ClustersFile: ".kplan.yaml",
+		Clusters: []Cluster{{Name: "prod", Server: "https://prod.example.com", Project: "team-a"}, {Name: "dev", Server: "https://dev.example.com"}}})
+	r, err := e.Build(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, tg := range r.Targets {
+		got[tg.Application.Name] = tg.Spec().Project
+	}
+	if want := map[string]string{"app-prod": "team-a", "app-dev": "default", "app-in-cluster": "default"}; !maps.Equal(got, want) {
+		t.Errorf("projects %v, want %v", got, want)
+	}
+}

@@ -483,7 +483,7 @@ func (e *Engine) children(t *Target, r *Result, have map[appKey]bool) []*Target 
 		}
 		have[key] = true
 		if why := e.skipOf(a); why != "" {
-			r.Skipped = append(r.Skipped, Named{ID: a.ID(), File: t.File, Reason: why + " (rendered by Application " + t.ID() + ")"})
+			r.Skipped = append(r.Skipped, Named{ID: a.ID(), File: t.File, Reason: why + " (rendered by Application " + t.ID() + ")", Paths: e.ownPaths(a)})
 			continue
 		}
 		out = append(out, &Target{Application: a, Namespace: a.Destination.Namespace, Parent: t})
@@ -640,7 +640,7 @@ func (e *Engine) side(ctx context.Context, s *snapshot.Snapshot, o *origin) (*Re
 	targets := make([]Target, 0, len(apps)) // one allocation for all
 	for _, a := range apps {
 		if why := e.factsOf(a).skip; why != "" {
-			r.Skipped = append(r.Skipped, Named{ID: a.ID(), File: a.File, Reason: why})
+			r.Skipped = append(r.Skipped, Named{ID: a.ID(), File: a.File, Reason: why, Paths: e.ownPaths(a)})
 			continue
 		}
 		k := keyOf(a)
@@ -685,6 +685,17 @@ func (e *Engine) skipOf(a *Application) string {
 		return "no source is this repository or a Helm chart (set argocdRepoURLs in .kplan.yaml when a repoURL names it another way)"
 	}
 	return ""
+}
+
+// ownPaths are the directories of this repository a's sources read.
+func (e *Engine) ownPaths(a *Application) []string {
+	var out []string
+	for _, src := range a.Spec().AllSources() {
+		if src.Chart == "" && src.Path != "" && e.opts.Repos.Has(src.RepoURL) {
+			out = append(out, cleanPath(src.Path))
+		}
+	}
+	return out
 }
 
 // renders reports whether kplan renders src: a source of this
@@ -917,6 +928,10 @@ func synced(t *Target, objs []*yaml.RNode) ([]*yaml.RNode, error) {
 			generated = g.YNode().Value
 		}
 		if why := hookOf(o); why != "" {
+			t.Notes = append(t.Notes, fmt.Sprintf("%s %s is not planned as an object: %s", o.GetKind(), cmp.Or(o.GetName(), generated+"*"), why))
+			continue
+		}
+		if why := excluded(o); why != "" {
 			t.Notes = append(t.Notes, fmt.Sprintf("%s %s is not planned as an object: %s", o.GetKind(), cmp.Or(o.GetName(), generated+"*"), why))
 			continue
 		}

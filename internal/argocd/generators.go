@@ -25,6 +25,9 @@ import (
 type Cluster struct {
 	Name, Server        string
 	Labels, Annotations map[string]string
+	// Project is the cluster Secret's project (a cluster scoped to one
+	// Argo CD project), "" for none.
+	Project string
 }
 
 // inClusterServer is the server of Argo CD's own cluster, which it lists
@@ -392,13 +395,6 @@ func (g *genCtx) clusters(c clusterGenerator) ([]paramSet, error) {
 	in := []string{o.ClustersFile}
 	selecting := c.Selector != nil && (len(c.Selector.MatchLabels) > 0 || len(c.Selector.MatchExpressions) > 0)
 	var out []paramSet
-	if !slices.ContainsFunc(o.Clusters, func(cl Cluster) bool { return strings.TrimRight(cl.Server, "/") == inClusterServer }) && !selecting {
-		p := map[string]any{"name": "in-cluster", "nameNormalized": "in-cluster", "server": inClusterServer}
-		if err := g.appendValues(p, c.Values); err != nil {
-			return nil, err
-		}
-		out = append(out, paramSet{p: p, inputs: in})
-	}
 	for _, cl := range o.Clusters {
 		labels := map[string]string{secretTypeLabel: "cluster"}
 		maps.Copy(labels, cl.Labels)
@@ -411,7 +407,10 @@ func (g *genCtx) clusters(c clusterGenerator) ([]paramSet, error) {
 				continue
 			}
 		}
-		p := map[string]any{"name": cl.Name, "nameNormalized": sanitizeName(cl.Name), "server": strings.TrimRight(cl.Server, "/")}
+		// The parameters of a cluster Secret, project among them
+		// (getClusterParameters, applicationset/generators/cluster.go:
+		// 128-160 at argo-cd 37ee0097cf).
+		p := map[string]any{"name": cl.Name, "nameNormalized": sanitizeName(cl.Name), "server": strings.TrimRight(cl.Server, "/"), "project": cl.Project}
 		if g.spec.GoTemplate {
 			md := map[string]any{"labels": toAny(labels)}
 			if len(cl.Annotations) > 0 {
@@ -426,6 +425,15 @@ func (g *genCtx) clusters(c clusterGenerator) ([]paramSet, error) {
 				p["metadata.labels."+k] = v
 			}
 		}
+		if err := g.appendValues(p, c.Values); err != nil {
+			return nil, err
+		}
+		out = append(out, paramSet{p: p, inputs: in})
+	}
+	// Argo CD's own cluster, last, unless a Secret names its server or a
+	// selector is set (cluster.go:90-104).
+	if !slices.ContainsFunc(o.Clusters, func(cl Cluster) bool { return strings.TrimRight(cl.Server, "/") == inClusterServer }) && !selecting {
+		p := map[string]any{"name": "in-cluster", "nameNormalized": "in-cluster", "server": inClusterServer, "project": ""}
 		if err := g.appendValues(p, c.Values); err != nil {
 			return nil, err
 		}

@@ -3,6 +3,8 @@ package charts
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -114,19 +116,57 @@ func empty(ac types.AuthConfig) bool {
 	return ac.Username == "" && ac.Password == "" && ac.Auth == "" && ac.IdentityToken == "" && ac.RegistryToken == ""
 }
 
-// RepoCredentials are an HTTP chart repository's username and password.
+// RepoCredentials are an HTTP chart repository's username and password,
+// and its TLS settings.
 type RepoCredentials struct {
 	Username, Password string
 	From               string // where they come from, for messages
+	// TLS is the client configuration its caFile, certFile, keyFile and
+	// insecure_skip_tls_verify make; nil when it sets none.
+	TLS *tls.Config
 }
 
 // repoEntry is an entry of Helm's repositories.yaml (helm v3.22.0
 // pkg/repo/chartrepo.go Entry), as far as kplan reads it.
 type repoEntry struct {
-	Name     string `json:"name"`
-	URL      string `json:"url"`
-	Username string `json:"username"`
-	Password string `json:"password"`
+	Name                  string `json:"name"`
+	URL                   string `json:"url"`
+	Username              string `json:"username"`
+	Password              string `json:"password"`
+	CAFile                string `json:"caFile"`
+	CertFile              string `json:"certFile"`
+	KeyFile               string `json:"keyFile"`
+	InsecureSkipTLSVerify bool   `json:"insecure_skip_tls_verify"`
+}
+
+// tlsConfig is the TLS client configuration an entry sets, nil when it
+// sets none, made as Helm makes it for its HTTP getter (helm v3.22.0
+// internal/tlsutil/tls.go:28 NewClientTLS: the key pair when both files
+// are named, the CA file as the only roots).
+func (e repoEntry) tlsConfig() (*tls.Config, error) {
+	if e.CAFile == "" && e.CertFile == "" && e.KeyFile == "" && !e.InsecureSkipTLSVerify {
+		return nil, nil
+	}
+	cfg := &tls.Config{InsecureSkipVerify: e.InsecureSkipTLSVerify} //nolint:gosec // as the user's repositories.yaml says
+	if e.CertFile != "" && e.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(e.CertFile, e.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("repository %s: cannot load the key pair of certFile %s and keyFile %s: %w", e.Name, e.CertFile, e.KeyFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	if e.CAFile != "" {
+		data, err := os.ReadFile(e.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("repository %s: cannot read caFile %s: %w", e.Name, e.CAFile, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(data) {
+			return nil, fmt.Errorf("repository %s: caFile %s holds no PEM certificate", e.Name, e.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
 }
 
 // parseRepositories reads a repositories.yaml. Its error never quotes
@@ -166,10 +206,18 @@ func (a *Auth) Repository(repoURL string) (*RepoCredentials, error) {
 	}
 	want := strings.TrimSuffix(repoURL, "/")
 	for _, e := range a.repos {
-		if strings.TrimSuffix(e.URL, "/") == want && (e.Username != "" || e.Password != "") {
-			return &RepoCredentials{Username: e.Username, Password: e.Password,
-				From: fmt.Sprintf("Helm's repositories file (%s, repository %s)", a.RepositoryConfig, e.Name)}, nil
+		if strings.TrimSuffix(e.URL, "/") != want {
+			continue
 		}
+		cfg, err := e.tlsConfig()
+		if err != nil {
+			return nil, fmt.Errorf("Helm's repositories file %s: %w", a.RepositoryConfig, err)
+		}
+		if e.Username == "" && e.Password == "" && cfg == nil {
+			continue
+		}
+		return &RepoCredentials{Username: e.Username, Password: e.Password, TLS: cfg,
+			From: fmt.Sprintf("Helm's repositories file (%s, repository %s)", a.RepositoryConfig, e.Name)}, nil
 	}
 	return nil, nil
 }

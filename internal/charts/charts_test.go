@@ -335,3 +335,52 @@ func TestFiles(t *testing.T) {
 		}
 	}
 }
+
+// An HTTPS chart repository with its own CA (testchart's TLS server on
+// loopback): Helm's repositories.yaml caFile makes kplan trust it, as
+// insecure_skip_tls_verify does; without either, the pull fails on the
+// certificate, as `helm pull` does.
+func TestPullFromTLSRepository(t *testing.T) {
+	ctx := context.Background()
+	r := testchart.ServeRepoWith(t, testchart.RepoOptions{TLS: true})
+	r.Add(t, testchart.Package(t, demo, "1.0.0", "1.0.0"))
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(ca, r.CA, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := func(entry string) *Auth {
+		p := filepath.Join(t.TempDir(), "repositories.yaml")
+		if err := os.WriteFile(p, []byte("repositories:\n- name: tls\n  url: "+r.URL+"\n"+entry), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return &Auth{RepositoryConfig: p}
+	}
+	for _, tc := range []struct {
+		name string
+		auth *Auth
+		err  string
+	}{
+		{"caFile", file("  caFile: " + ca + "\n"), ""},
+		{"insecure_skip_tls_verify", file("  insecure_skip_tls_verify: true\n"), ""},
+		{"neither", file(""), "certificate"},
+		{"caFile missing", file("  caFile: " + filepath.Join(dir, "none.pem") + "\n"), "cannot read caFile"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New(Options{Policy: policy(t, "127.0.0.1"), Auth: tc.auth})
+			got, err := f.Pull(ctx, Ref{Repo: r.URL, Name: "demo", Version: "1.0.0"})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one saying %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Version != "1.0.0" {
+				t.Errorf("pulled %s", got.Version)
+			}
+		})
+	}
+}

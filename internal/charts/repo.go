@@ -2,6 +2,7 @@ package charts
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -116,7 +117,11 @@ func (f *Fetcher) repoClient(base *url.URL) (*repoClient, error) {
 		}
 		c.creds = creds
 	}
-	c.client = &http.Client{Transport: &basicAuth{base: f.policy.Transport(), scheme: base.Scheme, host: base.Host, creds: c.creds},
+	var tlsCfg *tls.Config
+	if c.creds != nil {
+		tlsCfg = c.creds.TLS
+	}
+	c.client = &http.Client{Transport: &basicAuth{base: f.policy.TLSTransport(tlsCfg), scheme: base.Scheme, host: base.Host, creds: c.creds},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= 10 {
 				return fmt.Errorf("fetch %s: more than 10 redirects", netpolicy.Redact(via[0].URL))
@@ -197,7 +202,7 @@ type basicAuth struct {
 }
 
 func (b *basicAuth) RoundTrip(req *http.Request) (*http.Response, error) {
-	if b.creds != nil && req.URL.Scheme == b.scheme && req.URL.Host == b.host {
+	if b.creds != nil && (b.creds.Username != "" || b.creds.Password != "") && req.URL.Scheme == b.scheme && req.URL.Host == b.host {
 		req = req.Clone(req.Context())
 		req.SetBasicAuth(b.creds.Username, b.creds.Password)
 	}

@@ -69,6 +69,10 @@ type Config struct {
 	// GitBasesMaxAge is how long a git remote base no deploy uses stays in
 	// the cache under StateDir; 0 keeps them.
 	GitBasesMaxAge time.Duration
+	// DeployNowLabel, added to a merged pull request by a user with write
+	// access, deploys its merge at once, outside its targets' windows and
+	// freeze (DefaultDeployNowLabel).
+	DeployNowLabel string
 	// Warnings are what the file should change but still works with (no
 	// apiVersion and kind), for the caller to log.
 	Warnings []string
@@ -122,10 +126,26 @@ type Settings struct {
 	// RequireReviewedPlan refuses to apply a merged render that is not
 	// the one the pull request's plan comment showed (its digest).
 	RequireReviewedPlan bool
+	// ChartCredentials, when set, are the target's own chart
+	// credentials, in place of the webhook's (the standard places,
+	// charts.Standard): what its charts are fetched with, and nothing
+	// else's.
+	ChartCredentials *ChartCredentials
 	// Render holds the target's render options: the fields of
 	// render.Options tagged `target:"name"` (enableHelm: helmCharts with
 	// the helm on the webhook's PATH, as kplan diff --enable-helm).
 	Render render.Options
+}
+
+// ChartCredentials are files holding chart credentials (a mounted
+// Secret's), read again at each deploy.
+type ChartCredentials struct {
+	// RegistryConfig is a Docker config.json (`helm registry login`'s)
+	// for OCI registries; "" none.
+	RegistryConfig string
+	// RepositoryConfig is Helm's repositories.yaml for HTTP chart
+	// repositories (username, password, TLS files); "" none.
+	RepositoryConfig string
 }
 
 // ApplyUnreviewedLabel, added to a merged pull request, deploys its merge
@@ -150,6 +170,16 @@ type Target struct {
 	// FromFile is set only on the stand-in target Config.Targets returns
 	// for a branch with TargetsFrom: it names the file whose targets deploy.
 	FromFile string
+	// DependsOn names targets of the same repository and branch that
+	// must have deployed a commit (applied, every object reconciled)
+	// before this target applies it; one that failed stops it.
+	DependsOn []string
+	// Windows are when the target may deploy (none: any time); a merge
+	// outside them waits for the next one.
+	Windows []Window
+	// Freeze stops the target's deploys until it is unset (or the
+	// deploy-now label overrides it).
+	Freeze bool
 }
 
 // Environment maps an environment name of .kplan.yaml to a cluster.
@@ -328,13 +358,14 @@ func (c *Config) ClustersOf(repo string) map[string][]string {
 }
 
 // DeployedTo reads the webhook's configuration file at path for a plan of
-// repository repo: ClustersOf that repository. With repo empty, the file
-// must configure exactly one repository. A plan's front ends (kplan diff
-// --webhook-config, the Action's webhook-config input) call it.
-func DeployedTo(path, repo string) (map[string][]string, error) {
+// repository repo: ClustersOf that repository, and its RolloutNotes. With
+// repo empty, the file must configure exactly one repository. A plan's
+// front ends (kplan diff --webhook-config, the Action's webhook-config
+// input) call it.
+func DeployedTo(path, repo string) (clusters, notes map[string][]string, err error) {
 	c, err := Load(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if repo == "" {
 		if len(c.Repositories) != 1 {
@@ -342,14 +373,14 @@ func DeployedTo(path, repo string) (map[string][]string, error) {
 			for i, r := range c.Repositories {
 				names[i] = r.Name
 			}
-			return nil, fmt.Errorf("%s configures %d repositories (%s): say which one this is (kplan diff --repository)", path, len(c.Repositories), strings.Join(names, ", "))
+			return nil, nil, fmt.Errorf("%s configures %d repositories (%s): say which one this is (kplan diff --repository)", path, len(c.Repositories), strings.Join(names, ", "))
 		}
 		repo = c.Repositories[0].Name
 	}
 	if c.Repository(repo) == nil {
-		return nil, fmt.Errorf("%s does not configure repository %s: no overlay of it deploys from there", path, repo)
+		return nil, nil, fmt.Errorf("%s does not configure repository %s: no overlay of it deploys from there", path, repo)
 	}
-	return c.ClustersOf(repo), nil
+	return c.ClustersOf(repo), c.RolloutNotes(repo), nil
 }
 
 // ForgeOf is the forge repo is on (GitHub when it is not configured).

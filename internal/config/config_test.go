@@ -15,6 +15,10 @@ import (
 var defaults = Settings{Prune: true, ReconcileTimeout: 5 * time.Minute, InventoryPolicy: "must-match"}
 
 func TestLoadExample(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := Load("example.yaml")
 	if err != nil {
 		t.Fatalf("Load: %v", err)
@@ -27,6 +31,7 @@ func TestLoadExample(t *testing.T) {
 		ResyncInterval: 5 * time.Minute,
 		StateDir:       "/var/lib/kplan",
 		GitBasesMaxAge: 168 * time.Hour,
+		DeployNowLabel: "kplan/deploy-now",
 		Repositories: []Repository{{
 			Name: "octo-org/deploy-config", Forge: GitHub,
 			Branches: []Branch{
@@ -35,10 +40,13 @@ func TestLoadExample(t *testing.T) {
 						Settings: Settings{Kubeconfig: "/etc/kplan/prod-eu.kubeconfig", Context: "prod-eu", Prune: true,
 							ReconcileTimeout: 5 * time.Minute, InventoryPolicy: "must-match", RequireReviewedPlan: true,
 							RemoteHosts: []string{"github.com", "*.example.com"},
-							Render:      render.Options{KubeVersion: "v1.31", APIVersions: []string{"monitoring.coreos.com/v1/ServiceMonitor"}}}},
+							ChartCredentials: &ChartCredentials{RegistryConfig: "/var/run/secrets/kplan-charts-shop/config.json",
+								RepositoryConfig: "/var/run/secrets/kplan-charts-shop/repositories.yaml"},
+							Render: render.Options{KubeVersion: "v1.31", APIVersions: []string{"monitoring.coreos.com/v1/ServiceMonitor"}}}},
 					{Name: "prod-us", Overlay: "overlays/prod-us", Environment: "prod-us", Namespace: "default",
 						Inventory: &Inventory{Kind: "ResourceGroup", Name: "inventory-prod-us", Namespace: "kplan", ID: "inventory-prod-us-kplan"},
-						Settings:  defaults},
+						Settings:  defaults, DependsOn: []string{"prod-eu"},
+						Windows: []Window{{Days: []time.Weekday{time.Monday, time.Tuesday, time.Wednesday, time.Thursday}, Start: 9 * 60, End: 17 * 60, Location: berlin}}},
 				}},
 				{Name: "staging", Targets: []Target{
 					{Name: "staging", Overlay: "overlays/staging", Environment: "staging", Namespace: "default", Settings: defaults},
@@ -205,7 +213,7 @@ func TestErrors(t *testing.T) {
 		{"no repositories", "stateDir: /x\n", []string{"w.yaml:1: repositories: required"}},
 		{"empty repositories", "repositories: []\n", []string{"w.yaml:1: repositories: at least one repository is required"}},
 		{"repositories not a list", "repositories: {name: a}\n", []string{"w.yaml:1: repositories: want a list, got a mapping"}},
-		{"unknown top-level", minimal + "resync: 5m\n", []string{"w.yaml:8: resync: unknown field (known: apiBaseURL, apiVersion, gitBaseURL, gitBasesMaxAge, gitlabURL, kind, repositories, resyncInterval, stateDir)"}},
+		{"unknown top-level", minimal + "resync: 5m\n", []string{"w.yaml:8: resync: unknown field (known: apiBaseURL, apiVersion, deployNowLabel, gitBaseURL, gitBasesMaxAge, gitlabURL, kind, repositories, resyncInterval, stateDir)"}},
 		{"case typo", minimal + "gitBaseUrl: https://x\n", []string{"w.yaml:8: gitBaseUrl: unknown field; did you mean gitBaseURL?"}},
 		{"twice", minimal + "stateDir: /a\nstateDir: /b\n", []string{"w.yaml:9: stateDir: set twice (first at line 8)"}},
 		{"bad resync", minimal + "resyncInterval: 5 minutes\n", []string{`w.yaml:8: resyncInterval: "5 minutes" is not a duration (e.g. 5m)`}},
@@ -251,7 +259,7 @@ func TestErrors(t *testing.T) {
 		{"backslash overlay", target("name: a\noverlay: 'overlays\\a'"), []string{fmt.Sprintf(tg+`overlay: "overlays\\a" must use / as the separator`, 7)}},
 		{"empty overlay", target("name: a\noverlay: \"\""), []string{fmt.Sprintf(tg+`overlay: must not be empty`, 7)}},
 		{"bad target name", target("name: prod eu\noverlay: a"), []string{fmt.Sprintf(tg+`name: "prod eu" must be 1 to 63 letters`, 6)}},
-		{"unknown target field", target("name: a\noverlay: a\nnamespaces: x"), []string{fmt.Sprintf(tg+"namespaces: unknown field (known: allowRemoteBases, allowReplaceInventory, apiVersions, context, enableHelm, environment, inventory, inventoryPolicy, kubeVersion, kubeconfig, name, namespace, overlay, prune, reconcileTimeout, remoteHosts, requireReviewedPlan)", 8)}},
+		{"unknown target field", target("name: a\noverlay: a\nnamespaces: x"), []string{fmt.Sprintf(tg+"namespaces: unknown field (known: allowRemoteBases, allowReplaceInventory, apiVersions, chartCredentials, context, dependsOn, deployWindows, enableHelm, environment, freeze, inventory, inventoryPolicy, kubeVersion, kubeconfig, name, namespace, overlay, prune, reconcileTimeout, remoteHosts, requireReviewedPlan)", 8)}},
 		{"bad remote host", target("name: a\noverlay: a\nremoteHosts: [example.com, \"http://x/\"]"), []string{fmt.Sprintf(tg+`remoteHosts[1]: remote host "http://x/": want a host name`, 8)}},
 		{"bad namespace", target("name: a\noverlay: a\nnamespace: Apps"), []string{fmt.Sprintf(tg+`namespace: "Apps" is not a valid namespace`, 8)}},
 		{"bad kubeVersion", target("name: a\noverlay: a\nkubeVersion: latest"), []string{fmt.Sprintf(tg+`kubeVersion: "latest" is not a Kubernetes version`, 8)}},

@@ -2,6 +2,7 @@ package config
 
 import (
 	"testing"
+	"time"
 
 	"github.com/kplan-dev/kplan/test/fuzzseed"
 )
@@ -28,6 +29,22 @@ func FuzzParse(f *testing.F) {
 				}
 			}
 			cfg.TargetNames(r.Name)
+			cfg.RolloutNotes(r.Name)
+			for _, b := range r.Branches {
+				// Loaded means no cycle: every target gets a stage.
+				n := 0
+				for _, s := range RolloutOrder(b.Targets) {
+					n += len(s)
+				}
+				if n != len(b.Targets) {
+					t.Fatalf("branch %s: rollout order of %d targets has %d", b.Name, len(b.Targets), n)
+				}
+				for _, tg := range b.Targets {
+					if ok, opens := tg.DeployAllowed(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)); !ok && !tg.Freeze && opens.IsZero() {
+						t.Fatalf("target %s: not allowed and no window opens", tg.Name)
+					}
+				}
+			}
 		}
 		cfg.Sources()
 	})

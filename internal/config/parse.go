@@ -137,6 +137,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 		ResyncInterval: DefaultResyncInterval,
 		StateDir:       DefaultStateDir,
 		GitBasesMaxAge: DefaultGitBasesMaxAge,
+		DeployNowLabel: DefaultDeployNowLabel,
 	}
 	p.targets = map[string]int{}
 	repos := map[string]int{}
@@ -191,6 +192,11 @@ func (p *parser) config(root *yaml.Node) *Config {
 				}
 			}
 		},
+		"deployNowLabel": func(v *yaml.Node, field string) {
+			if s, ok := p.nonEmpty(v, field); ok {
+				cfg.DeployNowLabel = s
+			}
+		},
 		"stateDir": func(v *yaml.Node, field string) {
 			if s, ok := p.nonEmpty(v, field); ok {
 				cfg.StateDir = p.localPath(s)
@@ -201,6 +207,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 		p.required(root, "", seen, "repositories")
 	}
 	p.sharedInventories(cfg)
+	p.dependencies(cfg)
 	return cfg
 }
 
@@ -475,6 +482,26 @@ func (p *parser) settings(s *Settings) map[string]func(*yaml.Node, string) {
 				s.Render.APIVersions = append(s.Render.APIVersions, a)
 			}
 		},
+		"chartCredentials": func(v *yaml.Node, field string) {
+			c := &ChartCredentials{}
+			p.fields(v, field, map[string]func(*yaml.Node, string){
+				"registryConfig": func(v *yaml.Node, field string) {
+					if str, ok := p.nonEmpty(v, field); ok {
+						c.RegistryConfig = p.localPath(str)
+					}
+				},
+				"repositoryConfig": func(v *yaml.Node, field string) {
+					if str, ok := p.nonEmpty(v, field); ok {
+						c.RepositoryConfig = p.localPath(str)
+					}
+				},
+			})
+			if c.RegistryConfig == "" && c.RepositoryConfig == "" {
+				p.errorf(v, field, "name registryConfig (a Docker config.json) or repositoryConfig (Helm's repositories.yaml), or both")
+				return
+			}
+			s.ChartCredentials = c
+		},
 		"allowReplaceInventory": func(v *yaml.Node, field string) {
 			if b, ok := p.bool(v, field); ok {
 				s.AllowReplaceInventory = b
@@ -536,6 +563,21 @@ func (p *parser) target(n *yaml.Node, at string) (Target, bool) {
 				} else {
 					t.Namespace = s
 				}
+			}
+		},
+		"dependsOn": func(v *yaml.Node, field string) {
+			for i, item := range p.list(v, field, "target") {
+				if s, ok := p.nonEmpty(item, fmt.Sprintf("%s[%d]", field, i)); ok {
+					t.DependsOn = append(t.DependsOn, s)
+				}
+			}
+		},
+		"deployWindows": func(v *yaml.Node, field string) {
+			t.Windows = p.windows(v, field)
+		},
+		"freeze": func(v *yaml.Node, field string) {
+			if b, ok := p.bool(v, field); ok {
+				t.Freeze = b
 			}
 		},
 	})

@@ -80,7 +80,15 @@ func Identity(r render.Result, files Files, opts Options) (*kinv.Identity, error
 // Identity names. The planner and the webhook both call it, so that the
 // same render gives the same digest.
 func Planned(r render.Result, files Files, namespace string) (*kinv.ObjectSet, error) {
-	set, err := kinv.New(r.Objects, kinv.Options{Namespace: namespace, Scope: render.NamespaceScoped})
+	return PlannedScoped(r, files, namespace, render.NamespaceScoped)
+}
+
+// PlannedScoped is Planned with the kinds' scopes from scope: for an
+// engine whose targets' kinds are defined elsewhere than in their own
+// render (an Argo CD Application of custom resources whose CRDs another
+// Application syncs).
+func PlannedScoped(r render.Result, files Files, namespace string, scope kinv.Scope) (*kinv.ObjectSet, error) {
+	set, err := kinv.New(r.Objects, kinv.Options{Namespace: namespace, Scope: scope})
 	if err != nil {
 		return nil, err
 	}

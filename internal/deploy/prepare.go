@@ -68,6 +68,9 @@ type Settings struct {
 	// none and not AllowRemoteBases, a remote resource is refused by name.
 	RemoteHosts      []string
 	AllowRemoteBases bool
+	// ChartCredentials, when set, are where the target's chart fetches
+	// find credentials, alone (the standard places otherwise).
+	ChartCredentials *config.ChartCredentials
 	// Render holds the render options besides what it may fetch (helm,
 	// limits, the load restrictor). An Online render with Render.Remote
 	// set fetches as given (the CLI's --remote-hosts and --git-cache);
@@ -90,7 +93,7 @@ type Settings struct {
 func SettingsOf(t config.Target) Settings {
 	return Settings{
 		Name: t.Name, Environment: t.Environment, Overlay: t.Overlay, Namespace: t.Namespace, Inventory: t.Inventory,
-		RemoteHosts: t.RemoteHosts, AllowRemoteBases: t.AllowRemoteBases,
+		RemoteHosts: t.RemoteHosts, AllowRemoteBases: t.AllowRemoteBases, ChartCredentials: t.ChartCredentials,
 		Render: t.Render,
 	}
 }
@@ -227,7 +230,14 @@ func (s Settings) renderOptions(ctx context.Context, src Source, net Network) (r
 		return o, done, fmt.Errorf("target %s: remoteHosts: %w", s.Name, err)
 	}
 	o.Remote = policy
-	if o.ChartAuth == nil {
+	switch {
+	case o.ChartAuth != nil:
+	case s.ChartCredentials != nil:
+		// The target's own credentials, alone: no other target's, and
+		// not the webhook's Docker config either (read anew for each
+		// deploy, as below).
+		o.ChartAuth = &charts.Auth{RegistryConfig: s.ChartCredentials.RegistryConfig, RepositoryConfig: s.ChartCredentials.RepositoryConfig}
+	default:
 		// Charts from private registries and repositories: the
 		// credentials mounted where helm and docker read them
 		// (docs/webhook.md), read anew for each deploy, so that a rotated

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/config"
 	"github.com/kplan-dev/kplan/internal/render"
+	"github.com/kplan-dev/kplan/internal/testchart"
 	"github.com/kplan-dev/kplan/internal/testhelm"
 	"github.com/kplan-dev/kplan/internal/testkit"
 )
@@ -114,5 +116,52 @@ func TestPrepareSeesTheClustersKubernetes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A target's chartCredentials are its charts' credentials, alone: of two
+// targets pulling the same private chart repository (loopback, behind
+// basic auth), the one whose repositories.yaml holds the right password
+// renders it and the other's pull is refused naming its own file, never
+// the other target's; both read anew at each Prepare.
+func TestTargetChartCredentials(t *testing.T) {
+	helm := filepath.Join(testhelm.Dir(t), "helm")
+	repo := testchart.ServeRepoWith(t, testchart.RepoOptions{User: "kplan", Password: "s3cret"})
+	repo.Add(t, testchart.Package(t, "testdata/capabilities", "1.0.0", ""))
+	s := testkit.Snapshot(t, "test", map[string]string{
+		"app/kustomization.yaml": "namespace: app\nhelmCharts:\n  - {name: capabilities, repo: " + repo.URL + ", version: 1.0.0, releaseName: app}\n"})
+	file := func(pass string) string {
+		p := filepath.Join(t.TempDir(), "repositories.yaml")
+		if err := os.WriteFile(p, []byte("repositories:\n- name: private\n  url: "+repo.URL+"\n  username: kplan\n  password: "+pass+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	right, wrong := file("s3cret"), file("old")
+	cfg, err := config.Parse("w.yaml", []byte("repositories:\n  - name: o/r\n    branches:\n      - name: main\n        targets:\n"+
+		"          - {name: a, overlay: app, namespace: app, enableHelm: true, remoteHosts: [127.0.0.1], chartCredentials: {repositoryConfig: "+right+"}}\n"+
+		"          - {name: b, overlay: app, namespace: app, enableHelm: true, remoteHosts: [127.0.0.1], chartCredentials: {repositoryConfig: "+wrong+"}, inventory: {name: b, namespace: app}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range cfg.Repositories[0].Branches[0].Targets {
+		tg.Render.HelmCommand = helm
+		if tg.Inventory == nil {
+			tg.Inventory = &config.Inventory{Kind: "ResourceGroup", Name: tg.Name, Namespace: "app", ID: tg.Name}
+		}
+		_, err := Prepare(context.Background(), FromSnapshot(s), SettingsOf(tg), Online)
+		switch tg.Name {
+		case "a":
+			if err != nil {
+				t.Errorf("target a, with the right credentials: %v", err)
+			}
+		case "b":
+			if err == nil || !strings.Contains(err.Error(), wrong) || strings.Contains(err.Error(), right) || strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("target b, with its own wrong credentials: %v; want a refusal naming %s alone", err, wrong)
+			}
+		}
+	}
+	if _, err := config.Parse("w.yaml", []byte("repositories:\n  - name: o/r\n    branches:\n      - name: main\n        targets:\n          - {name: a, overlay: app, chartCredentials: {}}\n")); err == nil || !strings.Contains(err.Error(), "chartCredentials: name registryConfig") {
+		t.Errorf("empty chartCredentials: %v", err)
 	}
 }

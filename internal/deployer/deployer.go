@@ -103,19 +103,33 @@ type Request struct {
 	// commit applies once without requireReviewedPlan's check, if it is
 	// still the branch's tip.
 	Acknowledged string
+	// DeployNow is who added the deploy-now label (config.DeployNowLabel)
+	// to PR: the commit deploys outside the target's windows and freeze,
+	// if that user may write and it is still the branch's tip.
+	DeployNow string
 }
 
 // Outcome of one deploy.
 type Outcome struct {
-	Target   Target
-	SHA      string
-	PR       int
-	Result   *deploy.Result // nil when the deploy failed before applying
-	Err      error
-	Reason   Reason  // why it ended so; ReasonDeployed when Err is nil
-	Review   *Review // the comparison with the plan reviewed; nil when not made
-	Started  time.Time
-	Finished time.Time
+	Target Target
+	SHA    string
+	PR     int
+	Result *deploy.Result // nil when the deploy failed before applying
+	Err    error
+	Reason Reason  // why it ended so; ReasonDeployed when Err is nil
+	Review *Review // the comparison with the plan reviewed; nil when not made
+	// Waiting, when set, says the commit is not applied yet and why (a
+	// dependency, a deploy window): not a failure, nothing was applied.
+	Waiting string
+	// Override says who deployed it outside its deploy windows or freeze
+	// (the deploy-now label); "" when no one did.
+	Override string
+	// Superseded, when set, is the branch's newer commit that deployed
+	// in place of this one, which waited (a dependency, a window):
+	// nothing was applied at SHA itself, its changes are in Superseded.
+	Superseded string
+	Started    time.Time
+	Finished   time.Time
 }
 
 // Reporter tells the outside world (GitHub) about deploys
@@ -220,6 +234,12 @@ type Deployer struct {
 	// own, which its Metrics observe. A target's request waiting for a
 	// slot is still replaced by a newer one.
 	Slots *Slots
+	// Clock is the time deploy windows are read on; nil is the system's.
+	Clock Clock
+	// DeployNowLabel names the label that deploys outside the windows
+	// (config.Config.DeployNowLabel), for the reports; "" is
+	// config.DefaultDeployNowLabel.
+	DeployNowLabel string
 	// Status, if set, is told what each target does and did (the status
 	// page, internal/status).
 	Status Status
@@ -240,6 +260,14 @@ type Deployer struct {
 	// an inventory are both refused before either applies.
 	initial      sync.WaitGroup
 	firstRenders chan struct{}
+	// What each target waits for and last did (rollout.go): states by
+	// target key, the request parked while it waits, what was last
+	// reported of the wait, and the timer of the window it waits for.
+	states       map[string]*TargetState
+	parked       map[string]Request
+	waitReported map[string]string
+	timers       map[string]func() bool
+	waited       map[string][]Request // the commits reported waiting, by target key
 }
 
 type worker struct {
@@ -267,7 +295,8 @@ func New(targets []Target, mirrors Mirror, report Reporter, engine func(Target) 
 	d := &Deployer{Mirrors: mirrors, Report: report, Engine: engine, Logger: logger, Resync: 5 * time.Minute, FlushInterval: 15 * time.Second,
 		workers: map[string]*worker{}, started: make(chan struct{}), lastFailed: map[string]string{},
 		rendered: map[string]inventory.Identity{}, conflicts: map[string]string{},
-		firstRenders: make(chan struct{})}
+		firstRenders: make(chan struct{}), states: map[string]*TargetState{}, parked: map[string]Request{},
+		waitReported: map[string]string{}, timers: map[string]func() bool{}, waited: map[string][]Request{}}
 	d.Slots = NewSlots(DefaultMaxParallel, d.observeSlots)
 	for _, t := range targets {
 		w := newWorker(t, nil)
@@ -319,6 +348,9 @@ func (d *Deployer) Submit(target string, r Request) error {
 			// The merge's delivery after the label's: still acknowledged.
 			r.Acknowledged = w.next.Acknowledged
 		}
+		if r.SHA == w.next.SHA && r.DeployNow == "" {
+			r.DeployNow = w.next.DeployNow
+		}
 		w.next = &r
 	}
 	if w.src == nil && !w.busy {
@@ -354,6 +386,8 @@ func (d *Deployer) taken(w *worker, r *Request) {
 // done marks the worker's request ended: it is queued again when a newer
 // one waits, else idle.
 func (d *Deployer) done(w *worker) {
+	// Read before w.mu: d.mu is never taken under a worker's lock.
+	waiting := d.waitingWhy(w.target().Key())
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.busy = false
@@ -361,6 +395,9 @@ func (d *Deployer) done(w *worker) {
 	case w.src != nil:
 	case w.next != nil:
 		d.tell(w.t, Queued, describe(w.t, *w.next)+" waits for a deploy slot")
+	case waiting != "":
+		// Held back by a dependency or a window (rollout.go).
+		d.tell(w.t, Waiting, waiting)
 	default:
 		d.tell(w.t, Idle, "")
 	}
@@ -410,6 +447,7 @@ func (d *Deployer) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			d.stopTimers()
 			d.wg.Wait()
 			// The reports still held get one more chance, bounded, after
 			// the run's context has ended.
@@ -651,7 +689,11 @@ func (d *Deployer) resolve(ctx context.Context, log *slog.Logger, t Target, r *R
 			log.Warn("the commit acknowledged with the label is no longer the branch's tip; the tip is checked against its own plan",
 				"label", config.ApplyUnreviewedLabel, "by", r.Acknowledged, "acknowledged", r.SHA, "tip", tip)
 		}
-		r.SHA, r.PR, r.Acknowledged = tip, 0, ""
+		if r.DeployNow != "" {
+			log.Warn("the commit the deploy-now label is on is no longer the branch's tip; the tip waits for its window",
+				"by", r.DeployNow, "labelled", r.SHA, "tip", tip)
+		}
+		r.SHA, r.PR, r.Acknowledged, r.DeployNow = tip, 0, "", ""
 	}
 	return dir, nil
 }
@@ -755,6 +797,7 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 		} else {
 			log.Debug("already deployed", "sha", sha)
 		}
+		d.settle(t, sha, true, "")
 		return
 	}
 	// Never roll back: the tip is older than what the cluster runs only
@@ -762,6 +805,10 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	// briefly serve an older tip too.
 	if d.rollsBack(ctx, dir, sha, state.SHA) {
 		log.Info("not deploying: the branch's tip is older than the commit the cluster runs; push a new commit to deploy", "tip", sha, "deployed", state.SHA, "delivery", r.Delivery)
+		return
+	}
+	override, ok := d.gate(ctx, log, t, r)
+	if !ok {
 		return
 	}
 	if state.Target == t.Key() {
@@ -790,7 +837,7 @@ func (d *Deployer) converge(ctx context.Context, w *worker, r Request) {
 	d.mu.Unlock()
 	w.redeploy = false
 	log.Info("deploying", "sha", sha, "pr", r.PR, "delivery", r.Delivery)
-	o := Outcome{Target: t, SHA: sha, PR: r.PR, Started: time.Now(), Review: review}
+	o := Outcome{Target: t, SHA: sha, PR: r.PR, Started: time.Now(), Review: review, Override: override}
 	d.Report.Started(ctx, t, sha, r.PR)
 	o.Result, o.Err = eng.Apply(ctx, target.Inventory, target.Objects, deploy.OptionsOf(t.Target))
 	o.Reason = applyReason(ctx, o.Result, o.Err)
@@ -850,11 +897,15 @@ func (d *Deployer) finish(ctx context.Context, log *slog.Logger, o Outcome, eng 
 		log.Info("deployed", "sha", o.SHA, "took", o.Finished.Sub(o.Started).Round(time.Millisecond))
 	}
 	if target != nil && o.Result != nil {
+		if o.Override != "" {
+			msg += "; " + o.Override
+		}
 		st := deploy.State{SHA: o.SHA, Target: o.Target.Key(), Outcome: outcome, Reason: string(o.Reason), Message: msg, Time: o.Finished}
 		if err := eng.SetState(ctx, target.Inventory, st); err != nil {
 			log.Error("cannot record the deploy on the inventory", "err", err)
 		}
 	}
+	d.settle(o.Target, o.SHA, o.Err == nil, o.Override)
 	if d.Status != nil {
 		d.Status.Finished(o)
 	}

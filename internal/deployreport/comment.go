@@ -58,6 +58,12 @@ func Short(sha string) string {
 	return sha
 }
 
+// SupersededBy says that a commit which waited deployed as part of the
+// branch's newer commit sha.
+func SupersededBy(sha string) string {
+	return "superseded: deployed with the branch's newer commit " + Short(sha)
+}
+
 // Counts says what a deploy did to its objects, in a line.
 func Counts(res *deploy.Result) string {
 	if res == nil {
@@ -82,22 +88,44 @@ func Counts(res *deploy.Result) string {
 // forge's MaxCommentChars). Secret values never reach it: only keys.
 func Comment(byTarget map[string]deployer.Outcome, maxChars int) string {
 	names := make([]string, 0, len(byTarget))
-	failed := 0
+	failed, waiting := 0, 0
+	var targets []config.Target
 	for n, o := range byTarget {
 		names = append(names, n)
-		if o.Err != nil {
+		targets = append(targets, o.Target.Target)
+		switch {
+		case o.Waiting != "":
+			waiting++
+		case o.Err != nil:
 			failed++
 		}
 	}
 	slices.Sort(names)
 	var b strings.Builder
 	b.WriteString(Marker + "\n")
-	fmt.Fprintf(&b, "### kplan deploy: %d of %d targets succeeded\n\n", len(names)-failed, len(names))
+	fmt.Fprintf(&b, "### kplan deploy: %d of %d targets succeeded", len(names)-failed-waiting, len(names))
+	if waiting > 0 {
+		fmt.Fprintf(&b, ", %d waiting", waiting)
+	}
+	b.WriteString("\n\n")
+	if order := config.RolloutOrder(targets); len(order) > 1 {
+		// The order dependsOn gives, each stage after the one before it
+		// succeeded.
+		fmt.Fprintf(&b, "Rollout order (dependsOn): %s\n\n", cell(config.DescribeOrder(order)))
+	}
 	b.WriteString("| Target | Environment | Commit | Result |\n|---|---|---|---|\n")
 	for _, n := range names {
 		o := byTarget[n]
 		res := "✅ " + Counts(o.Result)
-		if o.Err != nil {
+		if o.Override != "" {
+			res += "<br>⏩ " + cell(o.Override)
+		}
+		if o.Superseded != "" {
+			res = "✅ " + SupersededBy(o.Superseded)
+		}
+		if o.Waiting != "" {
+			res = "⏳ " + cell(Clip(o.Waiting, 600))
+		} else if o.Err != nil {
 			res = "❌ " + cell(Clip(Public(o.Err.Error()), 300))
 			if o.Reason != "" {
 				// The kind of failure first, in words; the message says which.

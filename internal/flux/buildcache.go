@@ -100,7 +100,12 @@ func (e *Engine) postBuildKey(t *Target, pool varPool) string {
 	if t.key == "" {
 		return ""
 	}
-	return rendercache.Key("kplan-flux-postbuild/2", t.key, t.ID(), pool.key(t.Kustomization))
+	// A ResourceSet's copyFrom reads any ConfigMap of the cluster.
+	copies := ""
+	if slices.ContainsFunc(t.Objects, func(o *yaml.RNode) bool { return isOperator(o, rsetKind) }) {
+		copies = pool.configMapsKey()
+	}
+	return rendercache.Key("kplan-flux-postbuild/3", t.key, t.ID(), pool.key(t.Kustomization), copies)
 }
 
 // postBuilt sets t's post-built objects, notes and error from the ones

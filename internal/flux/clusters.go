@@ -30,6 +30,7 @@ type Instance struct {
 	Namespace, Name string
 	Kind            string // spec.sync.kind: GitRepository, OCIRepository, Bucket
 	Path            string // spec.sync.path, repository-relative
+	URL             string // spec.sync.url
 }
 
 // instance is the FluxInstance a document of file (m) declares, nil if
@@ -53,7 +54,8 @@ func instance(m map[string]any, file string) *Instance {
 	ns = cmp.Or(ns, "flux-system")
 	name, _ := sync["name"].(string)
 	k, _ := sync["kind"].(string)
-	return &Instance{File: file, Namespace: ns, Name: cmp.Or(name, ns), Kind: cmp.Or(k, "GitRepository"), Path: cleanPath(p)}
+	u, _ := sync["url"].(string)
+	return &Instance{File: file, Namespace: ns, Name: cmp.Or(name, ns), Kind: cmp.Or(k, "GitRepository"), Path: cleanPath(p), URL: strings.TrimSuffix(u, "/")}
 }
 
 // chartName is the chart a HelmRelease installs: spec.chart.spec.chart,
@@ -121,8 +123,21 @@ func (e *Engine) entries(ctx context.Context, s *snapshot.Snapshot, declared []D
 		f.add(syncKustomization("flux-system", "flux-system", cleanPath(e.opts.Clusters[name]), ""), name, "")
 	}
 	for _, in := range instances {
+		if in.Kind == "OCIRepository" {
+			if dir, ok := e.artifactDir(in.URL); ok {
+				k := syncKustomization(in.Namespace, in.Name, in.Path, in.File)
+				k.Object["spec"].(map[string]any)["sourceRef"] = map[string]any{"kind": "OCIRepository", "name": in.Name}
+				k.Root, k.Artifact = dir, in.URL
+				f.add(k, "", in.File)
+				continue
+			}
+		}
 		if in.Kind != "GitRepository" {
-			f.skipped = append(f.skipped, Skipped{ID: in.Namespace + "/" + in.Name, File: in.File, Reason: fmt.Sprintf("its FluxInstance syncs from a %s, not this repository", in.Kind)})
+			why := fmt.Sprintf("its FluxInstance syncs from a %s, not this repository", in.Kind)
+			if in.Kind == "OCIRepository" {
+				why = fmt.Sprintf("its FluxInstance syncs from the OCI artifact %s, which .kplan.yaml's fluxArtifacts does not map to a directory of this repository (add it there if CI pushes it from this repository)", in.URL)
+			}
+			f.skipped = append(f.skipped, Skipped{ID: in.Namespace + "/" + in.Name, File: in.File, Reason: why})
 			continue
 		}
 		f.add(syncKustomization(in.Namespace, in.Name, in.Path, in.File), "", in.File)

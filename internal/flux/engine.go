@@ -60,6 +60,15 @@ type Options struct {
 	// Kubernetes says what a cluster (by name) runs, for its
 	// HelmReleases' charts; nil is kubeversion's default for all.
 	Kubernetes func(cluster string) kubeversion.Capabilities
+	// BaseKubernetes is Kubernetes on a plan's base side (its own
+	// .kplan.yaml's declaration); nil is Kubernetes. A target whose
+	// cluster runs another Kubernetes on either side is built on both.
+	BaseKubernetes func(cluster string) kubeversion.Capabilities
+	// Artifacts are the OCI artifacts built from this repository (URL,
+	// without tag → repository directory; .kplan.yaml fluxArtifacts): a
+	// Kustomization whose OCIRepository pulls one is a target, built from
+	// that directory.
+	Artifacts map[string]string
 }
 
 // Cache is where builds are kept between runs (rendercache.Cache).
@@ -155,6 +164,9 @@ type Result struct {
 	// pools are, by cluster, the ConfigMaps and Secrets its built targets
 	// apply: substitution and HelmReleases' valuesFrom read them.
 	pools map[string]varPool
+	// kube says what each cluster runs on this side; nil is the
+	// Engine's Kubernetes.
+	kube func(cluster string) kubeversion.Capabilities
 }
 
 // Target returns the target with the given name, or nil.
@@ -221,6 +233,9 @@ func (e *Engine) Plan(ctx context.Context, base, head *snapshot.Snapshot, change
 		}
 		res[i] = r
 	}
+	if e.opts.BaseKubernetes != nil {
+		res[0].kube = e.opts.BaseKubernetes
+	}
 	name(res[0], res[1])
 	for i := range res {
 		var todo []*Target
@@ -230,7 +245,8 @@ func (e *Engine) Plan(ctx context.Context, base, head *snapshot.Snapshot, change
 			}
 			o := res[1-i].Target(t.Name())
 			if o == nil || !o.Deferred || !reflect.DeepEqual(o.Object, t.Object) || o.Root != t.Root || !slices.Equal(o.Within, t.Within) || o.src.rules() != t.src.rules() ||
-				res[i].pools[t.Cluster].key(t.Kustomization) != res[1-i].pools[o.Cluster].key(o.Kustomization) {
+				res[i].pools[t.Cluster].key(t.Kustomization) != res[1-i].pools[o.Cluster].key(o.Kustomization) ||
+				!sameCapabilities(e.kubeOf(res[i])(t.Cluster), e.kubeOf(res[1-i])(o.Cluster)) {
 				t.Deferred = false
 				todo = append(todo, t)
 			}
@@ -261,7 +277,14 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 	if err != nil {
 		return nil, err
 	}
-	declared := found.Kustomizations
+	// Kustomizations whose OCIRepository pulls an artifact built from
+	// this repository are rooted at its directory (copies: found is
+	// shared by both sides).
+	ocis := ociURLs(found)
+	declared := slices.Clone(found.Kustomizations)
+	for i := range declared {
+		declared[i].Kustomization = e.withArtifact(declared[i].Kustomization, ocis)
+	}
 	var deferrable func(t *Target) bool
 	if changed != nil {
 		files := map[string]bool{}
@@ -269,6 +292,9 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 			files[d.File] = true
 		}
 		names := append(substituteNames(declared), valuesFromNames(ctx, s)...)
+		// A ResourceSet's objects (Flux Kustomizations among them) are
+		// known once it is rendered: its target is never deferred.
+		names = append(names, rsetKind)
 		deferrable = func(t *Target) bool {
 			if t.Closure.Meets(changed) || !t.Closure.Bounded() {
 				return false
@@ -352,7 +378,7 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 				reads = rc.Paths
 			}
 		}
-		e.buildCluster(ctx, s, c, clusterSources{srcs, reads}, declared, readers, deferrable, res)
+		e.buildCluster(ctx, s, c, clusterSources{srcs, reads}, declared, readers, deferrable, maps.Clone(ocis), res)
 		ep.name(c, phantoms, res.Targets)
 	}
 	for _, i := range unreached {
@@ -374,9 +400,9 @@ func (e *Engine) buildSide(ctx context.Context, s *snapshot.Snapshot, changed ma
 // (its entry point, or for the unnamed cluster those no member reads),
 // then the Kustomizations their builds output, level by level; then, in
 // rounds, the declared ones no build output that a failed build reads.
-func (e *Engine) buildCluster(ctx context.Context, s *snapshot.Snapshot, c cluster, cs clusterSources, declared []Declared, allReaders [][]string, deferrable func(*Target) bool, res *Result) {
+func (e *Engine) buildCluster(ctx context.Context, s *snapshot.Snapshot, c cluster, cs clusterSources, declared []Declared, allReaders [][]string, deferrable func(*Target) bool, ocis map[string]string, res *Result) {
 	b := newClusterBuild(e, s, c, declared, allReaders, deferrable, res)
-	b.srcs = cs
+	b.srcs, b.ocis = cs, ocis
 	level := b.roots()
 	for round := 0; ; round++ {
 		b.levels(ctx, level)
@@ -407,6 +433,9 @@ type clusterBuild struct {
 	// matched are the members a build output, or a round built.
 	matched map[int]bool
 	srcs    clusterSources
+	// ocis are the URLs of the OCIRepositories the cluster declares or
+	// its builds output, by ID.
+	ocis map[string]string
 }
 
 // clusterSources are the artifacts a cluster's targets build from: the
@@ -499,6 +528,7 @@ func (b *clusterBuild) levels(ctx context.Context, level []*Kustomization) {
 			// levels substitute from them, helm-controller's valuesFrom
 			// reads them).
 			b.pool.add(t.ID(), t.Objects)
+			addOCIURLs(t.Objects, b.ocis)
 			level = append(level, b.children(t)...)
 		}
 	}
@@ -526,6 +556,9 @@ func (b *clusterBuild) newTargets(ctx context.Context, level []*Kustomization) [
 		}
 		t := &Target{Kustomization: k, Cluster: b.c.name}
 		t.src, t.Notes = b.source(ctx, k)
+		if p := b.targets[k.Parent]; k.Artifact != "" && (p == nil || p.Artifact != k.Artifact) {
+			t.Notes = append(t.Notes, artifactNote(k))
+		}
 		b.targets[k.ID()] = t
 		built = append(built, t)
 	}
@@ -546,6 +579,7 @@ func (b *clusterBuild) children(t *Target) []*Kustomization {
 			continue
 		}
 		child.Parent = t.ID()
+		child = b.e.withArtifact(child, b.ocis)
 		for _, i := range b.c.members {
 			d := b.declared[i]
 			if d.Name == child.Name && d.File != "" && t.Closure != nil && slices.Contains(t.Closure.Paths, d.File) {
@@ -605,7 +639,11 @@ func (e *Engine) skip(k *Kustomization) string {
 	switch {
 	case kind == "ExternalArtifact":
 		return "" // resolved against its cluster's ArtifactGenerators
-	case kind == "OCIRepository" || kind == "Bucket":
+	case kind == "OCIRepository" && k.Artifact != "":
+		return "" // built from this repository (.kplan.yaml fluxArtifacts)
+	case kind == "OCIRepository":
+		return fmt.Sprintf("its source OCIRepository %s is an artifact .kplan.yaml's fluxArtifacts does not map to a directory of this repository; kplan renders Kustomizations of the repository only (map it there if CI pushes it from this repository)", src)
+	case kind == "Bucket":
 		return fmt.Sprintf("its source %s %s is an artifact built outside this repository; kplan renders Kustomizations of the repository only", kind, src)
 	case kind != "GitRepository" || !slices.Contains(e.opts.Sources, src):
 		return fmt.Sprintf("its source %s %s is not this repository (this repository is the GitRepository %s)", kind, src, strings.Join(e.opts.Sources, ", "))
@@ -770,12 +808,21 @@ func (e *Engine) postBuild(ctx context.Context, t *Target, pool varPool) {
 		return
 	}
 	t.Objects, t.Notes, t.reads = pb.objects, append(t.Notes, pb.notes...), pb.reads
-	for _, o := range t.Objects {
-		g, _, _ := strings.Cut(o.GetApiVersion(), "/")
-		if o.GetKind() == "ResourceSet" && g == OperatorGroup {
-			t.NotRendered = append(t.NotRendered, "ResourceSet "+o.GetNamespace()+"/"+o.GetName()+" is not rendered (flux-operator makes its objects from inputs kplan does not evaluate; kplan plans the ResourceSet object only)")
-		}
+	// What its ResourceSets make is what flux-operator applies: planned
+	// as the target's, its Flux Kustomizations the next targets.
+	var rs *rsetResult
+	err = crash.Catch(func() error {
+		rs = resourceSets(t.Objects, pool.configMap)
+		return nil
+	})
+	if c := crash.As(err); c != nil {
+		slog.Error("kplan bug: panic rendering a ResourceSet; its target fails, the rest is planned", "id", t.ID(), "panic", fmt.Sprint(c.Value), "stack", string(c.Stack))
+		t.Err, t.Objects = fmt.Errorf("Flux Kustomization %s (%s): ResourceSets: %w", t.ID(), cmp.Or(t.File, t.Path()), err), nil
+		return
 	}
+	t.Objects = append(t.Objects, rs.objects...)
+	t.Notes = append(t.Notes, rs.notes...)
+	t.NotRendered = append(t.NotRendered, rs.notRendered...)
 }
 
 // closure is what t's own build reads (rawClosure: the same paths as

@@ -57,6 +57,10 @@ type Kustomization struct {
 	// (nil: all).
 	Root   string
 	Within []string
+	// Artifact is the URL of the OCI artifact its OCIRepository pulls
+	// when .kplan.yaml maps it to Root, a directory of this repository
+	// (fluxArtifacts); "" otherwise.
+	Artifact string
 }
 
 // ID is the identity of a Flux Kustomization in a plan: namespace/name.
@@ -117,8 +121,9 @@ func foundIn(data []byte, file string) *Found {
 	kust := bytes.Contains(data, []byte(Group))
 	inst := bytes.Contains(data, []byte(OperatorGroup)) || bytes.Contains(data, []byte("flux-instance"))
 	git := bytes.Contains(data, []byte("GitRepository"))
+	oci := bytes.Contains(data, []byte("OCIRepository"))
 	f := &Found{}
-	if !kust && !inst && !git {
+	if !kust && !inst && !git && !oci {
 		return f
 	}
 	nodes, err := yamldocs.Mappings(data)
@@ -138,6 +143,9 @@ func foundIn(data []byte, file string) *Found {
 		}
 		if g := gitRepository(m, file); g != nil && git {
 			f.GitRepositories = append(f.GitRepositories, *g)
+		}
+		if o := ociRepository(m, file); o != nil && oci {
+			f.OCIRepositories = append(f.OCIRepositories, *o)
 		}
 	}
 	return f
@@ -174,6 +182,10 @@ type Found struct {
 	// repository: the rules of the artifacts the targets build from
 	// (source.go).
 	GitRepositories []GitRepository
+	// OCIRepositories are the OCIRepository objects written in the
+	// repository: those pulling an artifact built from it (.kplan.yaml
+	// fluxArtifacts) are sources of its Kustomizations.
+	OCIRepositories []OCIRepository
 }
 
 // Discover finds the Flux Kustomization and FluxInstance objects written
@@ -186,7 +198,9 @@ func Discover(ctx context.Context, s *snapshot.Snapshot) (*Found, error) {
 // Needles are the strings a file must hold to declare a Kustomization, a
 // FluxInstance or a GitRepository (foundIn): files without them are never
 // parsed.
-func Needles() []string { return []string{Group, OperatorGroup, "flux-instance", "GitRepository"} }
+func Needles() []string {
+	return []string{Group, OperatorGroup, "flux-instance", "GitRepository", "OCIRepository"}
+}
 
 // DiscoverIn is Discover over some of the files of s (paths, sorted):
 // those that changed, on a side whose other side declares none.
@@ -229,6 +243,7 @@ func DiscoverIn(ctx context.Context, s *snapshot.Snapshot, paths []string) (*Fou
 		out.Kustomizations = append(out.Kustomizations, f.Kustomizations...)
 		out.Instances = append(out.Instances, f.Instances...)
 		out.GitRepositories = append(out.GitRepositories, f.GitRepositories...)
+		out.OCIRepositories = append(out.OCIRepositories, f.OCIRepositories...)
 	}
 	slices.SortFunc(out.Kustomizations, func(a, b Declared) int {
 		return strings.Compare(a.File+"\x00"+a.ID(), b.File+"\x00"+b.ID())

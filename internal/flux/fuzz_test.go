@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/kustomize/kyaml/kio"
+
+	"github.com/kplan-dev/kplan/internal/yamldocs"
 )
 
 // addSeeds adds every file of dir (under testdata) as a seed.
@@ -75,6 +77,26 @@ func FuzzDiscover(f *testing.F) {
 		for id, a := range arts {
 			if a.why == "" && (strings.HasPrefix(a.root, "/") || strings.HasPrefix(a.root, "..") || len(a.within) == 0) {
 				t.Fatalf("artifact %s %+v: a root above the repository, or holding nothing", id, a)
+			}
+		}
+	})
+}
+
+// flux-operator's ResourceSets are templates from the repository: kplan
+// renders whatever one holds (inputs, providers, templates) into objects
+// or a reason it does not, never panics, and every object it makes
+// carries its ResourceSet's owner labels.
+func FuzzResourceSets(f *testing.F) {
+	addSeeds(f, "resourceset")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		objs, err := yamldocs.Mappings(data)
+		if err != nil {
+			return
+		}
+		res := resourceSets(objs, nil)
+		for _, o := range res.objects {
+			if o.GetLabels()[rsetOwnerGroup+"/name"] == "" {
+				t.Fatalf("%s %s made without its owner label", o.GetKind(), o.GetName())
 			}
 		}
 	})

@@ -118,7 +118,7 @@ func applyReleases(res *Result, rendered map[string][]releaseRender, drop func(t
 // renderBuilt renders and applies the releases of one side alone.
 func (e *Engine) renderBuilt(ctx context.Context, s *snapshot.Snapshot, res *Result) {
 	r := e.renderReleases(ctx, s, res, nil)
-	applyReleases(res, r, func(string, string) (string, bool) { return "", false }, e.kubernetes)
+	applyReleases(res, r, func(string, string) (string, bool) { return "", false }, e.kubeOf(res))
 }
 
 // renderPlan renders and applies the releases of both sides of a plan.
@@ -144,8 +144,29 @@ func (e *Engine) renderPlan(ctx context.Context, snaps [2]*snapshot.Snapshot, re
 				}
 			}
 			return "", false
-		}, e.kubernetes)
+		}, e.kubeOf(res[i]))
 	}
+	// A change of what a cluster runs re-renders its charts: the plan
+	// says so where it does.
+	for _, t := range res[1].Targets {
+		if o := res[0].Target(t.Name()); o != nil && o.Kubernetes != nil && t.Kubernetes != nil && !sameCapabilities(*o.Kubernetes, *t.Kubernetes) {
+			t.Notes = append(t.Notes, fmt.Sprintf("its charts are rendered for %s on head, %s on base: what the cluster runs changed", t.Kubernetes, o.Kubernetes))
+		}
+	}
+}
+
+// kubeOf is what each cluster runs on res's side.
+func (e *Engine) kubeOf(res *Result) func(cluster string) kubeversion.Capabilities {
+	if res != nil && res.kube != nil {
+		return res.kube
+	}
+	return e.kubernetes
+}
+
+// sameCapabilities says whether charts render alike for a and b: the
+// same version and API versions, wherever declared.
+func sameCapabilities(a, b kubeversion.Capabilities) bool {
+	return a.Version == b.Version && slices.Equal(a.APIVersions, b.APIVersions)
 }
 
 // renderRelease renders one HelmRelease object, what its Secrets' values
@@ -273,7 +294,7 @@ func (e *Engine) helmEnv(ctx context.Context, s *snapshot.Snapshot, res *Result,
 		Charts:     e.charts,
 		Kustomizer: e.k,
 		Timeout:    e.opts.Render.Timeout,
-		Kubernetes: e.kubernetes(cluster),
+		Kubernetes: e.kubeOf(res)(cluster),
 	}
 }
 

@@ -79,6 +79,30 @@ func (p varPool) add(id string, objs []*yaml.RNode) {
 	}
 }
 
+// configMap is the data of the ConfigMap ns/name the pool holds.
+func (p varPool) configMap(ns, name string) (map[string]string, bool) {
+	vs, ok := p[poolKey("ConfigMap", ns, name)]
+	if !ok || vs.secret || vs.unknown != "" {
+		return nil, false
+	}
+	return maps.Clone(vs.values), true
+}
+
+// configMapsKey names every ConfigMap the pool holds, with its data: what
+// a ResourceSet's copyFrom may read.
+func (p varPool) configMapsKey() string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(p)) {
+		if vs := p[k]; !vs.secret && strings.HasPrefix(k, "ConfigMap/") {
+			fmt.Fprintf(&b, "%s=%q;", k, slices.Sorted(maps.Keys(vs.values)))
+			for _, vk := range slices.Sorted(maps.Keys(vs.values)) {
+				fmt.Fprintf(&b, "%q=%q;", vk, vs.values[vk])
+			}
+		}
+	}
+	return b.String()
+}
+
 // key names the variables k's substituteFrom resolves to, for comparing
 // two sides without substituting.
 func (p varPool) key(k *Kustomization) string {

@@ -51,6 +51,7 @@ type ShardDelivery struct {
 	SHA          string `json:"sha"`
 	PR           int    `json:"pr,omitempty"`
 	Acknowledged string `json:"acknowledged,omitempty"`
+	DeployNow    string `json:"deployNow,omitempty"`
 	LivePlan     bool   `json:"livePlan,omitempty"`
 	Shards       []int  `json:"shards"`
 }

@@ -16,6 +16,7 @@ package netpolicy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -303,9 +304,28 @@ func reason(err error) string {
 // registries): every request, each redirect and token request included,
 // is checked as Get checks it before anything is sent, and connects as
 // the policy's client does. A nil policy refuses every request.
-func (p *Policy) Transport() http.RoundTripper { return checked{p} }
+func (p *Policy) Transport() http.RoundTripper { return checked{p: p} }
 
-type checked struct{ p *Policy }
+// TLSTransport is Transport with cfg as its TLS client configuration (a
+// chart repository's CA, client certificate, or insecure_skip_tls_verify,
+// from Helm's repositories.yaml); a nil cfg is Transport.
+func (p *Policy) TLSTransport(cfg *tls.Config) http.RoundTripper {
+	if p == nil || cfg == nil {
+		return p.Transport()
+	}
+	tr, ok := p.client.Transport.(*http.Transport)
+	if !ok {
+		return p.Transport()
+	}
+	tr = tr.Clone()
+	tr.TLSClientConfig = cfg
+	return checked{p: p, rt: tr}
+}
+
+type checked struct {
+	p  *Policy
+	rt http.RoundTripper // nil: the policy's client's
+}
 
 func (c checked) RoundTrip(req *http.Request) (*http.Response, error) {
 	var err error
@@ -320,7 +340,11 @@ func (c checked) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	resp, err := c.p.client.Transport.RoundTrip(req)
+	rt := c.rt
+	if rt == nil {
+		rt = c.p.client.Transport
+	}
+	resp, err := rt.RoundTrip(req)
 	var refused *RefusedError
 	if errors.As(err, &refused) && refused.URL == "" { // refused at connect time
 		refused.URL = Redact(req.URL)

@@ -6,16 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/kplan-dev/kplan/internal/argocd"
 	"github.com/kplan-dev/kplan/internal/gitcli"
+	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/kubeversion"
+	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/rendercache"
 	"github.com/kplan-dev/kplan/internal/repoconfig"
 	"github.com/kplan-dev/kplan/internal/snapshot"
+	"github.com/kplan-dev/kplan/internal/yamldocs"
 )
 
 // argoEngine is the registry's row of Argo CD (internal/argocd): the
@@ -89,7 +94,7 @@ func newArgoEngine(ctx context.Context, c *change) (*argocd.Engine, *argoIndex) 
 		// Argo CD's clusters are not in git: both sides see head's.
 		opts.ClustersFile = repoconfig.File
 		for _, cl := range cfg.ArgoCDClusters {
-			opts.Clusters = append(opts.Clusters, argocd.Cluster{Name: cl.Name, Server: cl.Server, Labels: cl.Labels, Annotations: cl.Annotations})
+			opts.Clusters = append(opts.Clusters, argocd.Cluster{Name: cl.Name, Server: cl.Server, Labels: cl.Labels, Annotations: cl.Annotations, Project: cl.Project})
 		}
 	}
 	opts.Kubernetes = func(d argocd.Destination) kubeversion.Capabilities {
@@ -272,12 +277,18 @@ func (r argoRun) plan(ctx context.Context, c *change) (*engineMode, error) {
 	for _, sk := range res[1].Skipped {
 		m.notPlanned = append(m.notPlanned, inventorydiff.NotPlanned{Engine: "Argo CD", ID: sk.ID, File: sk.File, Reason: sk.Reason})
 	}
+	for _, r := range res {
+		for _, sk := range r.Skipped {
+			m.claimed = append(m.claimed, sk.Paths...)
+		}
+	}
 	for i, s := range c.snaps {
 		for _, sk := range res[i].Skipped {
 			c.log.Debug("Argo CD object not planned", "side", s.Rev, "id", sk.ID, "file", sk.File, "reason", sk.Reason)
 		}
+		scope := argoScope(ctx, s, res[i])
 		for _, t := range res[i].Targets {
-			m.add(i, argoTarget(t))
+			m.add(i, argoTarget(t, scope))
 		}
 	}
 	m.renderDeferred = func(ctx context.Context, names []string) map[string]inventorydiff.Side {
@@ -287,13 +298,93 @@ func (r argoRun) plan(ctx context.Context, c *change) (*engineMode, error) {
 		}
 		r.e.Render(ctx, c.snaps[1], todo)
 		out := map[string]inventorydiff.Side{}
+		scope := argoScope(ctx, c.snaps[1], res[1])
 		for _, t := range todo {
-			out[t.Name()] = argoTarget(t).side()
+			out[t.Name()] = argoTarget(t, scope).side()
 		}
 		return out
 	}
 	argoSyncRules(m, res)
 	return m, nil
+}
+
+// argoScope knows, besides the built-in kinds, the kinds of the
+// CustomResourceDefinitions in the files the side's Applications read
+// (a CRDs Application's manifests, a chart's crds/), rendered or not, so
+// that a changed-only plan knows what the full one does: Argo CD puts an
+// object of a kind the destination serves namespaced in the destination
+// namespace (NormalizeTargetObjects, controller/state.go:795 at argo-cd
+// 37ee0097cf), wherever its CRD comes from. A CRD only a chart's
+// template makes is known in its own Application only.
+func argoScope(ctx context.Context, s *snapshot.Snapshot, r *argocd.Result) inventory.Scope {
+	// Searched once, and only when an object's kind is not built in and
+	// not defined in its own render: most plans never search.
+	var once sync.Once
+	crds := map[string]bool{}
+	search := func() {
+		read := map[string]bool{}
+		for _, t := range r.Targets {
+			if t.Closure == nil {
+				continue
+			}
+			for _, p := range t.Closure.Paths {
+				if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" || ext == ".json" {
+					read[p] = true
+				}
+			}
+		}
+		has, err := s.Containing(ctx, slices.Sorted(maps.Keys(read)), "CustomResourceDefinition")
+		if err != nil {
+			return
+		}
+		data, _ := s.ReadFiles(ctx, has)
+		for _, p := range has {
+			docs, _ := yamldocs.Mappings(data[p])
+			for _, o := range docs {
+				if o.GetKind() != "CustomResourceDefinition" || !strings.HasPrefix(o.GetApiVersion(), "apiextensions.k8s.io/") {
+					continue
+				}
+				group, _ := o.GetString("spec.group")
+				kind, _ := o.GetString("spec.names.kind")
+				scope, _ := o.GetString("spec.scope")
+				if kind != "" {
+					crds[group+"|"+kind] = scope != "Cluster"
+				}
+			}
+		}
+	}
+	return func(apiVersion, kind string) (bool, bool) {
+		if ns, known := render.NamespaceScoped(apiVersion, kind); known {
+			return ns, true
+		}
+		once.Do(search)
+		group, _, found := strings.Cut(apiVersion, "/")
+		if !found {
+			group = ""
+		}
+		ns, ok := crds[group+"|"+kind]
+		return ns, ok
+	}
+}
+
+// unknownScopes are notes on t's objects without a namespace whose kind
+// neither kplan nor a CRD of the repository's Applications says the
+// scope of: planned as rendered, where Argo CD puts them in the
+// destination namespace if the cluster serves them namespaced.
+func unknownScopes(t *argocd.Target, scope inventory.Scope) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, o := range t.Objects {
+		if o.GetNamespace() != "" || seen[o.GetApiVersion()+" "+o.GetKind()] {
+			continue
+		}
+		if _, known := scope(o.GetApiVersion(), o.GetKind()); known {
+			continue
+		}
+		seen[o.GetApiVersion()+" "+o.GetKind()] = true
+		out = append(out, fmt.Sprintf("%s %s: no CustomResourceDefinition in the repository's Applications says whether it is namespaced; planned without a namespace, where Argo CD puts it in the destination namespace (%s) if the cluster serves it namespaced", o.GetApiVersion(), o.GetKind(), t.Namespace))
+	}
+	return out
 }
 
 // argoClusterIDs name an Application's destination cluster for
@@ -314,13 +405,13 @@ func argoClusterIDs(cfg *repoconfig.Config, d argocd.Destination) []string {
 
 // argoTarget is an Application as the planner reads it: the namespace
 // of namespaced objects without one is the destination's.
-func argoTarget(t *argocd.Target) *engineTarget {
+func argoTarget(t *argocd.Target, scope inventory.Scope) *engineTarget {
 	return &engineTarget{
 		name: t.Name(), file: t.File, cluster: "argocd:" + t.Destination.Cluster(),
 		closure: t.Closure, deferred: t.Deferred,
-		notes: slices.Concat(t.Notes, t.NotRendered),
+		notes: slices.Concat(t.Notes, t.NotRendered, unknownScopes(t, scope)),
 		side: func() inventorydiff.Side {
-			sd := engineSide("Argo CD Application "+t.Name(), t.Name(), t.Objects, cmp.Or(t.Namespace, repoconfig.DefaultNamespace), t.Err)
+			sd := engineSideScoped("Argo CD Application "+t.Name(), t.Name(), t.Objects, cmp.Or(t.Namespace, repoconfig.DefaultNamespace), t.Err, scope)
 			sd.Kubernetes = t.Kubernetes
 			return sd
 		},

@@ -643,3 +643,53 @@ func TestInClusterDestinationRespelledChangesNothing(t *testing.T) {
 		t.Errorf("respelled destination: %d added, %d pruned, targets %v; want argocd/a, nothing added or pruned", full.Totals.Added, full.Totals.Pruned, changedTargets(full))
 	}
 }
+
+// A custom resource without a namespace goes to its Application's
+// destination namespace when the cluster serves its kind namespaced
+// (NormalizeTargetObjects, controller/state.go:795 at argo-cd
+// 37ee0097cf), wherever its CRD comes from: here another Application
+// syncs the CRD, so moving the Application to another namespace moves
+// its custom resource too (prune and add), and a kind no CRD of the
+// repository defines is said on the target.
+func TestArgoCDCustomResourcesGoToTheDestinationNamespace(t *testing.T) {
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+	app := func(name, ns string) string {
+		return "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: " + name + ", namespace: argocd}\n" +
+			"spec:\n  source: {repoURL: 'https://github.com/example/deploy.git', path: " + name + "}\n  destination: {server: 'https://kubernetes.default.svc', namespace: " + ns + "}\n"
+	}
+	write(t, dir, map[string]string{
+		"apps/crds.yaml": app("crds", "default"),
+		"apps/web.yaml":  app("web", "shop"),
+		"crds/widget.yaml": "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\n" +
+			"spec:\n  group: example.com\n  scope: Namespaced\n  names: {kind: Widget, plural: widgets}\n  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]\n",
+		"web/widget.yaml": "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n",
+		"web/gadget.yaml": "apiVersion: other.example.com/v1\nkind: Gadget\nmetadata: {name: g}\n",
+		"web/cm.yaml":     cm("settings", "k: v"),
+	})
+	base := commit(t, dir, "base")
+	write(t, dir, map[string]string{"apps/web.yaml": app("web", "store")})
+	head := commit(t, dir, "web moves to store")
+	full, _, _ := plans(t, dir, base, head)
+	var web *inventorydiff.Overlay
+	for i, o := range full.Overlays {
+		if o.Path == "argocd/web" {
+			web = &full.Overlays[i]
+		}
+	}
+	if web == nil {
+		t.Fatalf("no argocd/web in %v", changedTargets(full))
+	}
+	joined := strings.Join(web.Pruned, " ") + " | " + strings.Join(web.Added, " ")
+	for _, want := range []string{"Widget|shop|w", "Widget|store|w", "ConfigMap|shop|settings", "ConfigMap|store|settings"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("pruned | added: %s; want %s among them", joined, want)
+		}
+	}
+	if !slices.ContainsFunc(web.Notes, func(n string) bool {
+		return strings.Contains(n, "other.example.com/v1 Gadget: no CustomResourceDefinition")
+	}) {
+		t.Errorf("notes %q, want one on Gadget's unknown scope", web.Notes)
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/closure"
 	"github.com/kplan-dev/kplan/internal/declared"
+	"github.com/kplan-dev/kplan/internal/inventory"
 	"github.com/kplan-dev/kplan/internal/inventorydiff"
 	"github.com/kplan-dev/kplan/internal/overlap"
 	"github.com/kplan-dev/kplan/internal/render"
@@ -75,8 +76,12 @@ type change struct {
 	snaps [2]*snapshot.Snapshot // base, head
 	// config is head's .kplan.yaml, nil when it has none: both sides
 	// are planned with head's engine settings.
-	config  *repoconfig.Config
-	changed map[string]bool // every changed path
+	config *repoconfig.Config
+	// baseConfig is base's .kplan.yaml, nil when it has none (or it
+	// cannot be read): what its clusters run, for the charts rendered
+	// on base.
+	baseConfig *repoconfig.Config
+	changed    map[string]bool // every changed path
 	// skip are the changed paths by which the targets the change cannot
 	// affect are left unbuilt; nil builds all (Options.Full, Warm).
 	skip map[string]bool
@@ -134,7 +139,10 @@ type engineMode struct {
 	settings func(*inventorydiff.Settings)
 	// notPlanned are head's objects of the mode that are no target.
 	notPlanned []inventorydiff.NotPlanned
-	built      int // target sides built, for the plan's work
+	// claimed are directories the mode's objects that are no target
+	// sync (an Application of another revision): no loose overlays.
+	claimed []string
+	built   int // target sides built, for the plan's work
 }
 
 // isEngineTarget says whether name is the target of an engine the plan
@@ -204,6 +212,11 @@ func (m *engineMode) dropRead(sides [2]*side) {
 					delete(sd.overlays, q)
 				}
 			}
+		}
+	}
+	for _, q := range m.claimed {
+		for _, sd := range sides {
+			delete(sd.overlays, q)
 		}
 	}
 }
@@ -337,11 +350,16 @@ func (m *engineMode) keysForDuplicates(ctx context.Context, p *planner) {
 // ResourceGroup file is read, and namespaced objects without a namespace
 // land in ns.
 func engineSide(what, path string, objs []*yaml.RNode, ns string, err error) inventorydiff.Side {
+	return engineSideScoped(what, path, objs, ns, err, render.NamespaceScoped)
+}
+
+// engineSideScoped is engineSide with the kinds' scopes from scope.
+func engineSideScoped(what, path string, objs []*yaml.RNode, ns string, err error, scope inventory.Scope) inventorydiff.Side {
 	if err != nil {
 		return inventorydiff.Side{Err: err}
 	}
 	files := func(string) ([]byte, error) { return nil, fs.ErrNotExist }
-	inv, err := declared.Planned(render.Result{Path: path, Objects: objs}, files, ns)
+	inv, err := declared.PlannedScoped(render.Result{Path: path, Objects: objs}, files, ns, scope)
 	if err != nil {
 		return inventorydiff.Side{Err: fmt.Errorf("%s: %w", what, err)}
 	}

@@ -62,7 +62,7 @@ func fluxMode(ctx context.Context, c *change) (bool, error) {
 	if cfg.HasTargets() {
 		return false, nil // kplan deploys the targets it lists
 	}
-	if cfg != nil && len(cfg.FluxClusters) > 0 {
+	if cfg != nil && (len(cfg.FluxClusters) > 0 || len(cfg.FluxArtifacts) > 0) {
 		return true, nil
 	}
 	for i, s := range c.snaps {
@@ -104,9 +104,12 @@ func (fluxRun) plan(ctx context.Context, c *change) (*engineMode, error) {
 	if c.config != nil {
 		clusters = c.config.FluxClusters
 	}
-	// What each cluster runs, for the HelmReleases' charts: head's
-	// declaration on both sides, as every engine setting.
-	fo := flux.Options{Render: c.opts.Render, Clusters: clusters, Kubernetes: func(cluster string) kubeversion.Capabilities { return c.config.Capabilities(cluster) }}
+	// What each cluster runs, for the HelmReleases' charts: each side's
+	// own declaration (a change of it re-renders the charts, as the
+	// cluster's upgrade does); every other engine setting is head's.
+	fo := flux.Options{Render: c.opts.Render, Clusters: clusters, Artifacts: c.config.FluxArtifactPaths(),
+		Kubernetes:     func(cluster string) kubeversion.Capabilities { return c.config.Capabilities(cluster) },
+		BaseKubernetes: func(cluster string) kubeversion.Capabilities { return c.baseConfig.Capabilities(cluster) }}
 	if c.cache != nil {
 		// Root and parent Kustomizations read what an app's change leaves
 		// alone: kept, they are not built again.

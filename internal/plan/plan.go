@@ -51,6 +51,11 @@ type Options struct {
 	// .kplan.yaml's targets and Flux's clusters, what tells the
 	// duplicate-object rule which overlays meet in one cluster.
 	DeployedTo map[string][]string
+	// WebhookNotes say, by overlay, how the webhook's configuration rolls
+	// a change of it out (config.Config.RolloutNotes: the targets it
+	// waits for, its deploy windows); each changed overlay's plan shows
+	// them.
+	WebhookNotes map[string][]string
 	// Full renders every overlay on both sides, even those the change
 	// cannot affect, and ignores CacheDir: the reference plan.
 	Full bool

@@ -226,6 +226,9 @@ func (p *planner) open(ctx context.Context, base, head *snapshot.Snapshot) ([2]*
 		} else if err != nil {
 			return sides, nil, err
 		}
+		if i == 0 {
+			c.baseConfig = cfg
+		}
 		if cfg != nil && i == 1 {
 			c.config = cfg
 			for _, w := range cfg.Warnings {
@@ -430,6 +433,12 @@ func (p *planner) decorate(ctx context.Context, sides [2]*side) {
 		}
 		if o.HeadErr == "" && sides[1].overlays[o.Path] && (o.Status != inventorydiff.Unchanged || o.HeadHash != "") {
 			o.Notes = notes.overlay(o.Path)
+		}
+		if o.Status != inventorydiff.Unchanged {
+			// How the webhook rolls the change out: its order and windows.
+			for _, n := range p.opts.WebhookNotes[o.Path] {
+				o.Notes = append(o.Notes, "webhook: "+n)
+			}
 		}
 	}
 	for _, m := range p.modes {

@@ -104,7 +104,7 @@ func (o Options) Plan(w Words) (plan.Options, error) {
 		return opts, fmt.Errorf("%s %w", w.Say("load-restrictor"), err)
 	}
 	if path := strings.TrimSpace(o.WebhookConfig); path != "" {
-		if opts.DeployedTo, err = config.DeployedTo(path, o.Repository); err != nil {
+		if opts.DeployedTo, opts.WebhookNotes, err = config.DeployedTo(path, o.Repository); err != nil {
 			return opts, fmt.Errorf("%s: %w", w.Say("webhook-config"), err)
 		}
 	}

@@ -1,6 +1,7 @@
 package repoconfig
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/kplan-dev/kplan/internal/kubeversion"
@@ -39,6 +40,12 @@ func FuzzParse(f *testing.F) {
 		}
 		for _, tg := range c.Targets {
 			c.TargetCapabilities(tg.Overlay)
+		}
+		// Each artifact maps to a directory inside the repository.
+		for u, dir := range c.FluxArtifactPaths() {
+			if dir == ".." || strings.HasPrefix(dir, "../") || strings.HasPrefix(dir, "/") || !strings.HasPrefix(u, "oci://") {
+				t.Fatalf("fluxArtifacts %q → %q parsed", u, dir)
+			}
 		}
 	})
 }

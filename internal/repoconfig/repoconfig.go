@@ -21,6 +21,9 @@
 //	  clusters:                      # clusters that run another, by name (target name or environment, Flux
 //	    - name: legacy               # cluster, Argo CD cluster) or server (Argo CD destination)
 //	      version: "1.29"
+//	fluxArtifacts:                   # OCI artifacts CI builds from this repository (flux push artifact --path)
+//	  - url: oci://ghcr.io/org/fleet # an OCIRepository's spec.url, without tag or digest
+//	    path: ./                     # the repository directory the artifact is made of
 //
 // A file may hold only ignore rules and danger settings: overlays are
 // then discovered. A file without apiVersion and kind (as every file was
@@ -79,6 +82,13 @@ type Config struct {
 	// applies), as when Flux is installed by a tool that keeps nothing in
 	// the repository. Setting it turns Flux mode on.
 	FluxClusters map[string]string `yaml:"fluxClusters"`
+	// FluxArtifacts are the OCI artifacts built from a directory of this
+	// repository (`flux push artifact --path`, as flux-operator's d2
+	// layout does in CI): a Flux Kustomization (or FluxInstance) whose
+	// OCIRepository pulls one is planned from that directory, as one
+	// from a GitRepository of the repository is. Setting it turns Flux
+	// mode on.
+	FluxArtifacts []FluxArtifact `yaml:"fluxArtifacts"`
 	// ArgoCD turns Argo CD mode on or off (internal/argocd): the plan's
 	// targets are then the repository's Argo CD Applications. Unset: on
 	// when the repository holds one with a source in this repository.
@@ -129,6 +139,29 @@ type KubernetesCluster struct {
 	APIVersions []string `yaml:"apiVersions"`
 }
 
+// FluxArtifact is one OCI artifact built from this repository.
+type FluxArtifact struct {
+	// URL is the OCIRepository's spec.url (oci://host/repository): any
+	// tag, semver or digest of it is taken to be built from the commit
+	// planned.
+	URL string `yaml:"url"`
+	// Path is the repository directory pushed as the artifact's root.
+	Path string `yaml:"path"`
+}
+
+// FluxArtifactPaths are fluxArtifacts as URL → repository directory
+// ("." for the top), the URL without a trailing slash.
+func (c *Config) FluxArtifactPaths() map[string]string {
+	if c == nil || len(c.FluxArtifacts) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for _, a := range c.FluxArtifacts {
+		out[strings.TrimSuffix(a.URL, "/")] = path.Clean(strings.TrimPrefix(a.Path, "/"))
+	}
+	return out
+}
+
 // ArgoCDCluster is one cluster Argo CD deploys to, as its cluster Secret
 // says: the Secret's name and server data, and its labels and
 // annotations.
@@ -137,6 +170,9 @@ type ArgoCDCluster struct {
 	Server      string            `yaml:"server"`
 	Labels      map[string]string `yaml:"labels"`
 	Annotations map[string]string `yaml:"annotations"`
+	// Project is the cluster Secret's project, the clusters generator's
+	// project parameter.
+	Project string `yaml:"project"`
 }
 
 // Dangerous configures the danger rules (internal/danger).
@@ -207,6 +243,7 @@ func (c *Config) check() []error {
 		errs = append(errs, fmt.Errorf("%s: targets: list at least one target (or delete the file to plan every overlay)", File))
 	}
 	errs = append(errs, c.checkFluxClusters()...)
+	errs = append(errs, c.checkFluxArtifacts()...)
 	if _, err := ParseBuildOptions(c.ArgoCDKustomizeBuildOptions); err != nil {
 		errs = append(errs, fmt.Errorf("%s: argocdKustomizeBuildOptions: %w", File, err))
 	}
@@ -226,7 +263,30 @@ func (c *Config) declaresNothing() bool {
 	ignoring := len(c.Ignore.Fields)+len(c.Ignore.Kinds) > 0 || c.Ignore.Defaults != nil
 	k := c.Kubernetes
 	kube := k.Version != "" || len(k.APIVersions) > 0 || len(k.Clusters) > 0
-	return len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 && c.Flux == nil && len(c.FluxClusters) == 0 && c.ArgoCD == nil && len(c.ArgoCDRepoURLs) == 0 && c.ArgoCDClusters == nil && !c.ArgoCDNewGitFileGlobbing && c.ArgoCDKustomizeBuildOptions == "" && !kube
+	return len(c.Targets) == 0 && !ignoring && len(c.Dangerous.Disable) == 0 && c.Flux == nil && len(c.FluxClusters) == 0 && len(c.FluxArtifacts) == 0 && c.ArgoCD == nil && len(c.ArgoCDRepoURLs) == 0 && c.ArgoCDClusters == nil && !c.ArgoCDNewGitFileGlobbing && c.ArgoCDKustomizeBuildOptions == "" && !kube
+}
+
+// checkFluxArtifacts refuses a fluxArtifacts entry whose url is no
+// oci:// URL, or whose path leaves the repository, and a URL listed
+// twice.
+func (c *Config) checkFluxArtifacts() []error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, a := range c.FluxArtifacts {
+		u := strings.TrimSuffix(a.URL, "/")
+		rest, ok := strings.CutPrefix(u, "oci://")
+		if !ok || rest == "" || strings.ContainsAny(rest, " @") || strings.Contains(path.Base(rest), ":") {
+			errs = append(errs, fmt.Errorf("%s: fluxArtifacts[%d].url: %q: give the OCIRepository's spec.url, oci://host/repository, without tag or digest", File, i, a.URL))
+		}
+		if a.Path == "" || path.IsAbs(a.Path) || slices.Contains(strings.Split(path.Clean(a.Path), "/"), "..") {
+			errs = append(errs, fmt.Errorf("%s: fluxArtifacts[%d].path: %q: give the repository directory the artifact is pushed from (e.g. ./ or ./deploy)", File, i, a.Path))
+		}
+		if seen[u] {
+			errs = append(errs, fmt.Errorf("%s: fluxArtifacts[%d].url: %q is listed twice", File, i, a.URL))
+		}
+		seen[u] = true
+	}
+	return errs
 }
 
 // checkFluxClusters refuses a fluxClusters entry without a usable name

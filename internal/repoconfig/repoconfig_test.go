@@ -231,3 +231,27 @@ func TestParseBuildOptions(t *testing.T) {
 		t.Errorf("Parse: %v, want the field named", err)
 	}
 }
+
+// fluxArtifacts maps OCI artifacts built from the repository to their
+// directory; a URL with a tag, a path leaving the repository and a URL
+// listed twice are refused.
+func TestFluxArtifacts(t *testing.T) {
+	c, err := Parse([]byte("fluxArtifacts:\n  - {url: oci://ghcr.io/org/fleet/, path: ./}\n  - {url: oci://ghcr.io/org/apps, path: ./apps/}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.FluxArtifactPaths()
+	if len(got) != 2 || got["oci://ghcr.io/org/fleet"] != "." || got["oci://ghcr.io/org/apps"] != "apps" {
+		t.Errorf("FluxArtifactPaths = %v", got)
+	}
+	for _, bad := range []string{
+		"fluxArtifacts: [{url: oci://ghcr.io/org/fleet:latest, path: ./}]",
+		"fluxArtifacts: [{url: https://ghcr.io/org/fleet, path: ./}]",
+		"fluxArtifacts: [{url: oci://ghcr.io/org/fleet, path: ../other}]",
+		"fluxArtifacts: [{url: oci://ghcr.io/org/fleet, path: ./}, {url: oci://ghcr.io/org/fleet/, path: a}]",
+	} {
+		if _, err := Parse([]byte(bad)); err == nil || !strings.Contains(err.Error(), "fluxArtifacts[") {
+			t.Errorf("Parse(%q) = %v, want a fluxArtifacts error", bad, err)
+		}
+	}
+}

@@ -159,6 +159,9 @@ type Deploy struct {
 	Finished time.Time `json:"finished"`
 	Seconds  float64   `json:"seconds"`
 	Approval *Approval `json:"approval,omitempty"`
+	// Override says who deployed it outside its deploy windows or freeze
+	// (the deploy-now label), as the deploy comment records it.
+	Override string `json:"override,omitempty"`
 }
 
 // Failure is one object a deploy failed on.
@@ -270,7 +273,7 @@ func (b *Board) Finished(o deployer.Outcome) {
 	}
 	d := Deploy{Commit: b.commit(o.Target, o.SHA, change), Outcome: outcome(o), Reason: string(cmp.Or(o.Reason, deployer.ReasonDeployed)),
 		Objects: deployreport.Counts(o.Result), Started: o.Started, Finished: o.Finished, Seconds: o.Finished.Sub(o.Started).Seconds(),
-		Approval: approvalOf(o.Review)}
+		Approval: approvalOf(o.Review), Override: o.Override}
 	if o.Err != nil {
 		d.Message = liveplan.ScrubAddresses(deployreport.Clip(o.Err.Error(), maxMessage))
 	}

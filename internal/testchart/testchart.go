@@ -78,6 +78,8 @@ func PackageDir(dir, version, tag string) ([]byte, error) {
 // Repo is an HTTP chart repository on loopback.
 type Repo struct {
 	URL string
+	// CA is the certificate a TLS repository serves, PEM-encoded.
+	CA []byte
 
 	mu       sync.Mutex
 	ix       *repo.IndexFile
@@ -94,6 +96,9 @@ type RepoOptions struct {
 	// User and Password, when set, make every request without them
 	// answered 401, as a private chart repository behind basic auth.
 	User, Password string
+	// TLS serves https with httptest's certificate (for 127.0.0.1);
+	// Repo.CA is then its certificate, PEM-encoded.
+	TLS bool
 }
 
 // ServeRepo starts an empty chart repository, closed with the test.
@@ -115,7 +120,7 @@ func StartRepo() (r *Repo, stop func()) { return startRepo(RepoOptions{}) }
 func startRepo(o RepoOptions) (r *Repo, stop func()) {
 	r = &Repo{ix: repo.NewIndexFile(), files: map[string][]byte{}, redirect: map[string]string{}, Served: map[string]int{},
 		user: o.User, password: o.Password}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.Served[req.URL.Path]++
@@ -147,6 +152,12 @@ func startRepo(o RepoOptions) (r *Repo, stop func()) {
 		}
 		w.Write(data)
 	}))
+	if o.TLS {
+		srv.StartTLS()
+		r.CA = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	} else {
+		srv.Start()
+	}
 	r.URL = srv.URL
 	return r, srv.Close
 }

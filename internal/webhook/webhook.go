@@ -53,6 +53,10 @@ type Intent struct {
 	// to the merged PR: its merge deploys once without requireReviewedPlan's
 	// check, if it is still the branch's tip.
 	AcknowledgedBy string
+	// DeployNowBy is the login that added the deploy-now label
+	// (config.Config.DeployNowLabel) to the merged PR: its merge deploys
+	// outside the targets' windows and freeze, if that user may write.
+	DeployNowBy string
 }
 
 // Outcome classifies a delivery, for logs and metrics.
@@ -330,7 +334,7 @@ func (h *Handler) decide(d *delivery, e forge.Event) (*Intent, string, error) {
 		repo, ref, sha string
 		prNumber       int
 		live           bool
-		ack            string
+		ack, now       string
 	)
 	switch e.Kind {
 	case forge.Ping:
@@ -375,6 +379,12 @@ func (h *Handler) decide(d *delivery, e forge.Event) (*Intent, string, error) {
 			}
 			// Who owns deploying what was not reviewed: logged and reported.
 			ack = cmp.Or(e.Sender, "someone unnamed")
+		case e.Action == forge.Labeled && strings.EqualFold(e.Label, cmp.Or(h.cfg.DeployNowLabel, config.DefaultDeployNowLabel)):
+			if !pr.Merged {
+				return nil, "label " + e.Label + " on a pull request not merged (add it once merged)", nil
+			}
+			// Checked by the deployer: only a writer's label counts.
+			now = cmp.Or(e.Sender, "someone unnamed")
 		case e.Action != forge.Closed:
 			return nil, "pull request " + string(e.Action), nil
 		case !pr.Merged:
@@ -402,6 +412,7 @@ func (h *Handler) decide(d *delivery, e forge.Event) (*Intent, string, error) {
 		Targets:        slices.Clone(targets),
 		LivePlan:       live,
 		AcknowledgedBy: ack,
+		DeployNowBy:    now,
 	}, "", nil
 }
 

@@ -188,7 +188,13 @@ func short(sha string) string { return deployreport.Short(sha) }
 func (r *Reporter) Finished(ctx context.Context, o deployer.Outcome) {
 	t := o.Target
 	state, desc := "success", deployreport.Counts(o.Result)
-	if o.Err != nil {
+	switch {
+	case o.Waiting != "":
+		// Nothing applied yet: the commit's status says what it waits for.
+		state, desc = "pending", o.Waiting
+	case o.Superseded != "":
+		state, desc = "success", deployreport.SupersededBy(o.Superseded)
+	case o.Err != nil:
 		state, desc = "failure", deployreport.Public(o.Err.Error())
 	}
 	if o.SHA != "" {

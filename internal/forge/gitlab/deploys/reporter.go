@@ -170,7 +170,13 @@ func (r *Reporter) statusOp(t deployer.Target, sha string, state gitlab.BuildSta
 func (r *Reporter) Finished(ctx context.Context, o deployer.Outcome) {
 	t := o.Target
 	state, dstate, desc := gitlab.Success, gitlab.DeploymentStatusSuccess, deployreport.Counts(o.Result)
-	if o.Err != nil {
+	switch {
+	case o.Waiting != "":
+		// Nothing applied yet: the commit's status says what it waits for.
+		state, desc = gitlab.Pending, o.Waiting
+	case o.Superseded != "":
+		state, desc = gitlab.Success, deployreport.SupersededBy(o.Superseded)
+	case o.Err != nil:
 		state, dstate, desc = gitlab.Failed, gitlab.DeploymentStatusFailed, deployreport.Public(o.Err.Error())
 	}
 	if o.SHA != "" {
