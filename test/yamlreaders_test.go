@@ -26,6 +26,7 @@ var allowedParsers = map[string]string{
 	"internal/config/parse.go: yaml.NewDecoder(":            "the webhook's own configuration file, decoded into Go structs with known fields",
 	"internal/repoconfig/repoconfig.go: yaml.NewDecoder(":   ".kplan.yaml, decoded into Go structs with known fields",
 	"internal/rendercache/rendercache.go: yaml.NewDecoder(": "kplan's own render cache, written by kplan",
+	"internal/flux/resourceset.go: NewYAMLOrJSONDecoder(":   "reads a rendered ResourceSet template into unstructured objects as flux-operator does (fluxcd/pkg/ssa ReadObjects), its errors included",
 	"internal/flux/postbuild.go: NewYAMLOrJSONDecoder(":     "decodes one object kplan has just printed, as kustomize-controller decodes it",
 }
 
