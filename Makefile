@@ -3,7 +3,7 @@ GO ?= go
 # The binaries the Dockerfile builds; CI builds the same ones.
 BINARIES := ./cmd/action ./cmd/kplan ./cmd/webhook ./cmd/kplan-gitlab
 
-.PHONY: demo demo-deploy test vet unit tests race race-all lint build bench flate cluster cluster-apiserver cluster-helm browser screenshots fuzz
+.PHONY: demo demo-deploy test vet unit tests race race-all lint build bench flate cluster cluster-apiserver cluster-helm browser screenshots fuzz conformance-flux
 
 # timed runs a step saying what it does first and how long it took after:
 # on a fresh machine a step compiles for minutes, and silence reads as a
@@ -145,6 +145,19 @@ screenshots: browser cluster-apiserver
 	KPLAN_REPORT_SCREENSHOT=$(CURDIR)/docs/html-report.png $(GO) test -count=1 -run '^TestHTMLReportInBrowser$$' ./test
 	sh tools/screenshots/screenshots.sh
 
+# The real Flux controllers (source-, kustomize- and helm-controller, built
+# from their Go modules) as the oracle of kplan's Flux plans: replays the
+# repositories of tools/fluxconformance/cases.txt through them on the test
+# apiserver and compares what they apply with kplan's plan, target by
+# target (docs/flux.md). Not part of make test: the first build of the
+# controllers takes tens of minutes, each commit a minute or more.
+# CONFORMANCE_FLAGS=-only=fkhe runs the cases whose name has "fkhe".
+CORPUS ?= $(abspath ../shared/corpus)
+MIRROR ?= /work/.mirror
+CONFORMANCE_FLAGS ?=
+conformance-flux: cluster-apiserver
+	cd tools/fluxconformance && CORPUS=$(CORPUS) MIRROR=$(MIRROR) $(GO) run . $(CONFORMANCE_FLAGS)
+
 # Each fuzz target for FUZZTIME (go test -fuzz runs one target at a time);
 # `make test` runs their seeds. A crasher is written under the package's
 # testdata/fuzz/<target>/: commit it with the fix, it is a regression
@@ -158,6 +171,10 @@ FUZZ_TARGETS := \
 	./internal/flux:FuzzDiscover \
 	./internal/flux:FuzzResourceSets \
 	./internal/yamldocs:FuzzMappings \
+	./internal/yamldocs:FuzzObjects \
+	./internal/yamldocs:FuzzOne \
+	./internal/helm:FuzzChartManifest \
+	./internal/resourcegroup:FuzzKptfileInventory \
 	./internal/render:FuzzScrubberCollect \
 	./internal/argocd:FuzzParseFile \
 	./internal/argocd:FuzzObjectOf \

@@ -24,10 +24,8 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"sigs.k8s.io/kustomize/kyaml/kio"
-	"sigs.k8s.io/kustomize/kyaml/yaml"
-
 	"github.com/kplan-dev/kplan/internal/snapshot"
+	"github.com/kplan-dev/kplan/internal/yamldocs"
 )
 
 // Group is the API group of Argo CD's Applications and ApplicationSets.
@@ -481,14 +479,11 @@ func ParseFile(data []byte, file string) Declared {
 	if !bytes.Contains(data, []byte(Group)) {
 		return out
 	}
-	nodes, err := (&kio.ByteReader{Reader: bytes.NewReader(data), OmitReaderAnnotations: true}).Read()
+	nodes, err := yamldocs.Objects(data)
 	if err != nil {
 		return out
 	}
 	for _, n := range nodes {
-		if n.YNode().Kind != yaml.MappingNode {
-			continue
-		}
 		m, err := objectOf(n)
 		if err != nil {
 			continue

@@ -7,14 +7,15 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
-	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
+	"github.com/kplan-dev/kplan/internal/yamldocs"
 )
 
 // directory reads a directory source's manifests as the repo server
@@ -94,35 +95,16 @@ func manifests(data []byte) ([]*yaml.RNode, error) {
 		}
 		data = y
 	}
-	nodes, err := (&kio.ByteReader{Reader: bytes.NewReader(data), OmitReaderAnnotations: true}).Read()
+	objs, err := yamldocs.Objects(data)
 	if err != nil {
 		return nil, err
 	}
-	var out []*yaml.RNode
-	for _, n := range nodes {
-		if n.YNode().Kind != yaml.MappingNode || len(n.YNode().Content) == 0 {
-			continue
+	for _, o := range objs {
+		if len(o.YNode().Content) > 0 {
+			render.AsYAML11(o.YNode())
 		}
-		render.AsYAML11(n.YNode())
-		items := n.Field("items")
-		if strings.HasSuffix(kindOfNode(n), "List") && items != nil && items.Value.YNode().Kind == yaml.SequenceNode {
-			for _, it := range items.Value.YNode().Content {
-				if it.Kind == yaml.MappingNode {
-					out = append(out, yaml.NewRNode(it))
-				}
-			}
-			continue
-		}
-		out = append(out, n)
 	}
-	return out, nil
-}
-
-func kindOfNode(n *yaml.RNode) string {
-	if f := n.Field("kind"); f != nil && f.Value.YNode().Kind == yaml.ScalarNode {
-		return f.Value.YNode().Value
-	}
-	return ""
+	return slices.DeleteFunc(objs, func(o *yaml.RNode) bool { return len(o.YNode().Content) == 0 }), nil
 }
 
 // globs compiles Argo CD's include/exclude pattern (a glob, or several

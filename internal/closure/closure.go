@@ -19,9 +19,7 @@ package closure
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/url"
 	"path"
@@ -35,6 +33,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kplan-dev/kplan/internal/crash"
+	"github.com/kplan-dev/kplan/internal/yamldocs"
 )
 
 // Kind is what a path is in a tree.
@@ -729,29 +728,22 @@ func (r refs) configs(data []byte, field string) {
 // splitDocs returns the YAML mapping documents of data; an error when a
 // document is not a mapping (a path string, for instance).
 func splitDocs(data []byte) ([][]byte, error) {
-	dec := kyaml.NewDecoder(bytes.NewReader(data))
-	var docs [][]byte
-	for {
-		var n kyaml.Node
-		err := dec.Decode(&n)
-		if errors.Is(err, io.EOF) {
-			return docs, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if len(n.Content) == 0 {
-			continue
-		}
-		if n.Content[0].Kind != kyaml.MappingNode {
-			return nil, fmt.Errorf("not a mapping")
-		}
-		out, err := kyaml.Marshal(n.Content[0])
+	nodes, others, err := yamldocs.Split(data)
+	if err != nil {
+		return nil, err
+	}
+	if others > 0 {
+		return nil, fmt.Errorf("not a mapping")
+	}
+	docs := make([][]byte, 0, len(nodes))
+	for _, n := range nodes {
+		out, err := kyaml.Marshal(n.YNode())
 		if err != nil {
 			return nil, err
 		}
 		docs = append(docs, out)
 	}
+	return docs, nil
 }
 
 // strictJSON decodes as krusty decodes a kustomization converted to

@@ -105,3 +105,23 @@ func FuzzBuildDependencies(f *testing.F) {
 		}
 	})
 }
+
+// A chart's rendered manifest stream is the chart author's text: it reads
+// (Lists flattened, as Helm's client does) into mappings on which kyaml's
+// getters do not panic, or is refused.
+func FuzzChartManifest(f *testing.F) {
+	f.Add([]byte("---\n# Source: c/templates/a.yaml\nkind: ConfigMap\nmetadata:\n  name: a\n---\n- x\n---\nkind: List\nitems:\n- kind: B\n  metadata: {name: b}\n"))
+	f.Add([]byte("--- ~\n--- text\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		nodes, err := parse(string(data))
+		if err != nil {
+			return
+		}
+		for _, n := range nodes {
+			n.GetKind()
+			n.GetApiVersion()
+			n.GetName()
+			n.GetNamespace()
+		}
+	})
+}

@@ -18,7 +18,6 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/render"
 	"github.com/kplan-dev/kplan/internal/snapshot"
+	"github.com/kplan-dev/kplan/internal/yamldocs"
 )
 
 // Env is what a render reads besides the HelmRelease.
@@ -502,15 +502,14 @@ func isTest(h *release.Hook) bool {
 	return false
 }
 
-// parse reads a manifest stream; empty documents are dropped.
+// parse reads a manifest stream as Helm's client does (Lists flattened);
+// empty documents are dropped.
 func parse(manifest string) ([]*yaml.RNode, error) {
-	nodes, err := (&kio.ByteReader{Reader: strings.NewReader(manifest), OmitReaderAnnotations: true}).Read()
+	nodes, err := yamldocs.Objects([]byte(manifest))
 	if err != nil {
 		return nil, err
 	}
-	nodes = slices.DeleteFunc(nodes, func(n *yaml.RNode) bool {
-		return n.YNode().Kind != yaml.MappingNode || len(n.YNode().Content) == 0
-	})
+	nodes = slices.DeleteFunc(nodes, func(n *yaml.RNode) bool { return len(n.YNode().Content) == 0 })
 	// Helm's client (helm-controller's install and upgrade) and Argo CD's
 	// repo server read a chart's output as YAML 1.1: an unquoted on is
 	// the boolean they apply (TestChartOutputIsReadAsYAML11).

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kplan-dev/kplan/internal/charts"
 	"github.com/kplan-dev/kplan/internal/snapshot"
+	"github.com/kplan-dev/kplan/internal/yamldocs"
 )
 
 // helm runs as a separate process (krusty's HelmChartInflationGenerator
@@ -201,7 +202,7 @@ func generatorCharts(data []byte) []helmGenerator {
 	if !bytes.Contains(data, []byte("HelmChartInflationGenerator")) {
 		return nil
 	}
-	docs, err := kio(data)
+	docs, err := yamldocs.Mappings(data)
 	if err != nil {
 		return nil
 	}

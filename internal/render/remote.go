@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/kplan-dev/kplan/internal/closure"
+	"github.com/kplan-dev/kplan/internal/yamldocs"
 )
 
 // Fetcher fetches what a render names by URL, as its network policy
@@ -93,7 +94,7 @@ func (g *guardFS) rewriteRemote(p string, data []byte) ([]byte, error) {
 		return data, nil
 	}
 	kust := isKustomization(p)
-	docs, err := kio(data)
+	docs, others, err := yamldocs.Split(data)
 	if err != nil {
 		return data, nil // krusty reports what it makes of it
 	}
@@ -111,6 +112,9 @@ func (g *guardFS) rewriteRemote(p string, data []byte) ([]byte, error) {
 	if !changed {
 		return data, nil
 	}
+	if others > 0 {
+		return nil, fmt.Errorf("%s names a remote reference and holds a YAML document that is not a mapping (a list or a scalar): kustomize reads neither a kustomization nor a plugin config from it; make each document a mapping", relName(p))
+	}
 	var out bytes.Buffer
 	for i, doc := range docs {
 		if i > 0 {
@@ -123,22 +127,6 @@ func (g *guardFS) rewriteRemote(p string, data []byte) ([]byte, error) {
 		out.WriteString(s)
 	}
 	return out.Bytes(), nil
-}
-
-// kio splits data into YAML documents.
-func kio(data []byte) ([]*yaml.RNode, error) {
-	var docs []*yaml.RNode
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for {
-		var n yaml.Node
-		if err := dec.Decode(&n); err != nil {
-			if err.Error() == "EOF" {
-				return docs, nil
-			}
-			return nil, err
-		}
-		docs = append(docs, yaml.NewRNode(&n))
-	}
 }
 
 func builtinConfig(doc *yaml.RNode) bool {

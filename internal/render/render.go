@@ -21,6 +21,7 @@ import (
 	"github.com/kplan-dev/kplan/internal/kubeversion"
 	"github.com/kplan-dev/kplan/internal/netpolicy"
 	"github.com/kplan-dev/kplan/internal/snapshot"
+	"github.com/kplan-dev/kplan/internal/yamldocs"
 )
 
 // Options control how overlays render.
@@ -489,7 +490,7 @@ func Prepare(fSys filesys.FileSystem, tree *Tree) error {
 		if err != nil {
 			return fmt.Errorf("read %s: %w", k.File, err)
 		}
-		node, err := yaml.Parse(string(data))
+		node, err := yamldocs.One(data)
 		if err != nil {
 			return fmt.Errorf("parse %s: %w", k.File, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	kinv "github.com/kplan-dev/kplan/internal/inventory"
+	"github.com/kplan-dev/kplan/internal/yamldocs"
 )
 
 // DefaultFile is the ResourceGroup file name of seeds/002_96cdce1014c23446.md.
@@ -102,7 +103,7 @@ func KptfileInventory(dir string) (s Spec, ok bool, err error) {
 	if err != nil {
 		return s, false, err
 	}
-	node, err := yaml.Parse(string(data))
+	node, err := yamldocs.One(data)
 	if err != nil {
 		return s, false, fmt.Errorf("parse %s: %w", p, err)
 	}
@@ -150,7 +151,7 @@ func Migrate(dir, file string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	node, err := yaml.Parse(string(data))
+	node, err := yamldocs.One(data)
 	if err != nil {
 		return "", err
 	}

@@ -72,3 +72,19 @@ func TestMigrate(t *testing.T) {
 		t.Errorf("migrate without Kptfile: %v", err)
 	}
 }
+
+// A Kptfile is the repository's text: any of it reads as an inventory, no
+// inventory, or an error naming the file, never a panic (a Kptfile that
+// is a list or a scalar used to reach kyaml's getters).
+func FuzzKptfileInventory(f *testing.F) {
+	f.Add([]byte("apiVersion: kpt.dev/v1\nkind: Kptfile\nmetadata:\n  name: a\ninventory:\n  name: inv\n  namespace: ns\n  inventoryID: x\n"))
+	f.Add([]byte("- inventory\n"))
+	f.Add([]byte("inventory: text\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "Kptfile"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, _, _ = KptfileInventory(dir)
+	})
+}
