@@ -305,6 +305,15 @@ func (r argoRun) plan(ctx context.Context, c *change) (*engineMode, error) {
 		return out
 	}
 	argoSyncRules(m, res)
+	m.moveNote = func(key, from, to string) string {
+		// Argo CD prunes only what its tracking says is the
+		// Application's own (isSelfReferencedObj, controller/
+		// state.go:1342-1400 at argo-cd 37ee0097cf): once to has
+		// applied the object it is to's, and from's prune leaves it;
+		// if from syncs first, its prune deletes the object and to
+		// creates it anew.
+		return inventorydiff.Name(key) + " moves from " + from + " to " + to + " (one cluster): what happens depends on which Application syncs first; if " + from + " prunes before " + to + " applies it, the object is deleted and created anew (its data and uptime with it), otherwise " + to + " takes it over"
+	}
 	return m, nil
 }
 

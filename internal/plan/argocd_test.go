@@ -693,3 +693,33 @@ func TestArgoCDCustomResourcesGoToTheDestinationNamespace(t *testing.T) {
 		t.Errorf("notes %q, want one on Gadget's unknown scope", web.Notes)
 	}
 }
+
+// An object moved between two Applications of one destination is said
+// on both, with why the outcome depends on which syncs first (Argo CD
+// prunes only objects its tracking says are the Application's own:
+// controller/state.go:1342-1400 at argo-cd 37ee0097cf).
+func TestArgoCDObjectMovedBetweenApplicationsIsSaid(t *testing.T) {
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+	app := func(name string) string {
+		return "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: " + name + ", namespace: argocd}\n" +
+			"spec:\n  source: {repoURL: 'https://github.com/example/deploy.git', path: " + name + "}\n  destination: {server: 'https://kubernetes.default.svc', namespace: apps}\n"
+	}
+	write(t, dir, map[string]string{"apps/a.yaml": app("a"), "apps/b.yaml": app("b"), "a/shared.yaml": cm("shared", "k: v"), "a/own.yaml": cm("own-a", "k: v"), "b/own.yaml": cm("own-b", "k: v")})
+	base := commit(t, dir, "base")
+	git(t, dir, "mv", "a/shared.yaml", "b/shared.yaml")
+	head := commit(t, dir, "shared moves to b")
+	full, _, _ := plans(t, dir, base, head)
+	said := 0
+	for _, o := range full.Overlays {
+		if slices.ContainsFunc(o.Notes, func(n string) bool {
+			return strings.Contains(n, "moves from argocd/a to argocd/b") && strings.Contains(n, "which Application syncs first")
+		}) {
+			said++
+		}
+	}
+	if said != 2 {
+		t.Errorf("%d targets say the move, want both: %+v", said, full.Overlays)
+	}
+}

@@ -139,6 +139,10 @@ type engineMode struct {
 	settings func(*inventorydiff.Settings)
 	// notPlanned are head's objects of the mode that are no target.
 	notPlanned []inventorydiff.NotPlanned
+	// moveNote, when set, says what the engine does with an object the
+	// change moves from one target to another of the same cluster (key,
+	// the targets' names); it is said on both.
+	moveNote func(key, from, to string) string
 	// claimed are directories the mode's objects that are no target
 	// sync (an Application of another revision): no loose overlays.
 	claimed []string
@@ -311,6 +315,43 @@ func (m *engineMode) decorate(p *planner) {
 		}
 		if m.decorated != nil {
 			m.decorated(o)
+		}
+	}
+	if m.moveNote != nil {
+		m.noteMoves(p)
+	}
+}
+
+// noteMoves says moveNote on both targets of each object the change
+// prunes from one target and adds to another applied to the same
+// cluster.
+func (m *engineMode) noteMoves(p *planner) {
+	type at struct{ cluster, key string }
+	pruned := map[at][]int{}
+	for i, o := range p.overlays {
+		if t := m.targets[0][o.Path]; t != nil {
+			for _, k := range o.Pruned {
+				pruned[at{t.cluster, k}] = append(pruned[at{t.cluster, k}], i)
+			}
+		}
+	}
+	if len(pruned) == 0 {
+		return
+	}
+	for i := range p.overlays {
+		t := m.targets[1][p.overlays[i].Path]
+		if t == nil {
+			continue
+		}
+		for _, k := range p.overlays[i].Added {
+			for _, j := range pruned[at{t.cluster, k}] {
+				if j == i {
+					continue
+				}
+				n := m.label + ": " + m.moveNote(k, p.overlays[j].Path, p.overlays[i].Path)
+				p.overlays[i].Notes = append(p.overlays[i].Notes, n)
+				p.overlays[j].Notes = append(p.overlays[j].Notes, n)
+			}
 		}
 	}
 }
