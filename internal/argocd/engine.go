@@ -691,8 +691,8 @@ func (e *Engine) skipOf(a *Application) string {
 func (e *Engine) ownPaths(a *Application) []string {
 	var out []string
 	for _, src := range a.Spec().AllSources() {
-		if src.Chart == "" && src.Path != "" && e.opts.Repos.Has(src.RepoURL) {
-			out = append(out, cleanPath(src.Path))
+		if dir, ok := e.ownDir(src); ok {
+			out = append(out, dir)
 		}
 	}
 	return out
@@ -1054,9 +1054,9 @@ func (e *Engine) closure(ctx context.Context, s *snapshot.Snapshot, t *Target) *
 		if src.Ref != "" {
 			refs[src.Ref] = src
 		}
-		if src.Chart == "" && src.Path != "" && e.opts.Repos.Has(src.RepoURL) {
+		if dir, ok := e.ownDir(src); ok {
 			// The repo server's override files, there or not.
-			for _, f := range overrideFiles(t.Application, cleanPath(src.Path)) {
+			for _, f := range overrideFiles(t.Application, dir) {
 				u.Path(f)
 			}
 		}
@@ -1095,10 +1095,10 @@ func (e *Engine) sourceClosure(ctx context.Context, s *snapshot.Snapshot, b *clo
 		e.valueFiles(u, t, src, "", refs)
 		return
 	}
-	if !e.opts.Repos.Has(src.RepoURL) || (src.Ref != "" && src.Path == "") {
+	dir, ok := e.ownDir(src)
+	if !ok {
 		return
 	}
-	dir := cleanPath(src.Path)
 	u.Path(dir)
 	switch kindOf(s, src) {
 	case kindKustomize:

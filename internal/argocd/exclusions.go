@@ -1,6 +1,7 @@
 package argocd
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -32,22 +33,15 @@ var exclusions = []exclusion{
 
 // excluded says why Argo CD leaves o out of its Application, or "".
 func excluded(o *yaml.RNode) string {
-	group, _, _ := strings.Cut(o.GetApiVersion(), "/")
-	if !strings.Contains(o.GetApiVersion(), "/") {
-		group = "" // v1: the core group
+	group := "" // v1: the core group
+	if i := strings.LastIndex(o.GetApiVersion(), "/"); i >= 0 {
+		group = o.GetApiVersion()[:i]
 	}
 	kind := o.GetKind()
 	for _, x := range exclusions {
 		if slices.Contains(x.groups, group) && (len(x.kinds) == 0 || slices.Contains(x.kinds, kind)) {
-			return "Argo CD excludes " + cmpGroup(group) + "/" + kind + " from every Application (its default resource exclusions): it is neither synced nor pruned"
+			return "Argo CD excludes " + cmp.Or(group, "core") + "/" + kind + " from every Application (its default resource exclusions): it is neither synced nor pruned"
 		}
 	}
 	return ""
-}
-
-func cmpGroup(g string) string {
-	if g == "" {
-		return "core"
-	}
-	return g
 }

@@ -38,6 +38,15 @@ func overrideFiles(a *Application, dir string) []string {
 	return []string{join(dir, repoSourceFile), join(dir, fmt.Sprintf(appSourceFile, instanceName(a)))}
 }
 
+// ownDir is the directory of this repository src renders from; false
+// for a chart, another repository's source or a values-only ref source.
+func (e *Engine) ownDir(src Source) (string, bool) {
+	if src.Chart != "" || !e.opts.Repos.Has(src.RepoURL) || (src.Ref != "" && src.Path == "") {
+		return "", false
+	}
+	return cleanPath(src.Path), true
+}
+
 // sources are t's sources as the repo server renders them: each of this
 // repository's, with a path, merged with the override files at that path
 // (mergeSourceParameters, reposerver/repository/repository.go:1896-1947
@@ -48,10 +57,11 @@ func (e *Engine) sources(ctx context.Context, s *snapshot.Snapshot, t *Target) (
 	all := t.Spec().AllSources()
 	var out []Source
 	for i, src := range all {
-		if src.Chart != "" || !e.opts.Repos.Has(src.RepoURL) || (src.Ref != "" && src.Path == "") {
+		dir, ok := e.ownDir(src)
+		if !ok {
 			continue
 		}
-		files := overrideFiles(t.Application, cleanPath(src.Path))
+		files := overrideFiles(t.Application, dir)
 		data, err := s.ReadFiles(ctx, files)
 		if err != nil {
 			return nil, err

@@ -229,6 +229,23 @@ func crdScopes(nodes []*yaml.RNode) map[string]bool {
 	return out
 }
 
+// CRDScope is the Scope the CustomResourceDefinitions among nodes define:
+// their kinds known by group and kind, every other kind unknown. An
+// engine whose targets' kinds are defined in other targets' files (an
+// Argo CD Application of custom resources whose CRDs another syncs)
+// scopes them with it.
+func CRDScope(nodes []*yaml.RNode) Scope {
+	crds := crdScopes(nodes)
+	return func(apiVersion, kind string) (bool, bool) {
+		group := ""
+		if i := strings.LastIndex(apiVersion, "/"); i >= 0 {
+			group = apiVersion[:i]
+		}
+		ns, ok := crds[group+"|"+kind]
+		return ns, ok
+	}
+}
+
 func namespaced(id ID, apiVersion string, crds map[string]bool, scope Scope) bool {
 	if ns, ok := crds[id.Group+"|"+id.Kind]; ok {
 		return ns

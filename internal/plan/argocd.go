@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+
 	"github.com/kplan-dev/kplan/internal/argocd"
 	"github.com/kplan-dev/kplan/internal/gitcli"
 	"github.com/kplan-dev/kplan/internal/inventory"
@@ -329,7 +331,7 @@ func argoScope(ctx context.Context, s *snapshot.Snapshot, r *argocd.Result) inve
 	// Searched once, and only when an object's kind is not built in and
 	// not defined in its own render: most plans never search.
 	var once sync.Once
-	crds := map[string]bool{}
+	crds := inventory.CRDScope(nil)
 	search := func() {
 		read := map[string]bool{}
 		for _, t := range r.Targets {
@@ -347,32 +349,19 @@ func argoScope(ctx context.Context, s *snapshot.Snapshot, r *argocd.Result) inve
 			return
 		}
 		data, _ := s.ReadFiles(ctx, has)
+		var docs []*yaml.RNode
 		for _, p := range has {
-			docs, _ := yamldocs.Mappings(data[p])
-			for _, o := range docs {
-				if o.GetKind() != "CustomResourceDefinition" || !strings.HasPrefix(o.GetApiVersion(), "apiextensions.k8s.io/") {
-					continue
-				}
-				group, _ := o.GetString("spec.group")
-				kind, _ := o.GetString("spec.names.kind")
-				scope, _ := o.GetString("spec.scope")
-				if kind != "" {
-					crds[group+"|"+kind] = scope != "Cluster"
-				}
-			}
+			d, _ := yamldocs.Mappings(data[p])
+			docs = append(docs, d...)
 		}
+		crds = inventory.CRDScope(docs)
 	}
 	return func(apiVersion, kind string) (bool, bool) {
 		if ns, known := render.NamespaceScoped(apiVersion, kind); known {
 			return ns, true
 		}
 		once.Do(search)
-		group, _, found := strings.Cut(apiVersion, "/")
-		if !found {
-			group = ""
-		}
-		ns, ok := crds[group+"|"+kind]
-		return ns, ok
+		return crds(apiVersion, kind)
 	}
 }
 

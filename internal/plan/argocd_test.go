@@ -37,6 +37,16 @@ func argoRepo(t *testing.T) string {
 	return dir
 }
 
+// argoGitDir is an empty git repository whose origin is the URL the
+// tests' Applications name.
+func argoGitDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	git(t, dir, "init", "-q", "-b", "main")
+	git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+	return dir
+}
+
 // commitAndPlan commits dir's work tree as name and plans the commit
 // against its parent, changed-only and --full, which must agree
 // (sameChanges): the full plan and the changed-only plan's stats.
@@ -241,9 +251,7 @@ func TestArgoCDDuplicateObjectsOnlyWhereDestinationsMeet(t *testing.T) {
 		{"in-cluster by its server", "'', server: 'https://kubernetes.default.svc'", "argocd/b", "argocd/a", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			git(t, dir, "init", "-q", "-b", "main")
-			git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+			dir := argoGitDir(t)
 			write(t, dir, map[string]string{
 				"apps/a.yaml":   app("a", "in-cluster"),
 				"apps/b.yaml":   app("b", tc.cluster),
@@ -435,9 +443,7 @@ func TestArgoCDGeneratorsChangedOnlyEqualsFull(t *testing.T) {
 // nothing: the directory is not also planned as a loose overlay the
 // merge removes.
 func TestAdoptingArgoCDOverAnOverlayPrunesNothing(t *testing.T) {
-	dir := t.TempDir()
-	git(t, dir, "init", "-q", "-b", "main")
-	git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+	dir := argoGitDir(t)
 	write(t, dir, map[string]string{"app/kustomization.yaml": "resources: [cm.yaml]\n", "app/cm.yaml": cm("settings", "k: v")})
 	base := commit(t, dir, "a kustomize directory")
 	write(t, dir, map[string]string{"apps/app.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: app, namespace: argocd}\n" +
@@ -487,9 +493,7 @@ func TestArgoCDKustomizeBuildOptions(t *testing.T) {
 		{"both", "--enable-helm --load-restrictor=LoadRestrictionsNone", []string{"ConfigMap shop/from-chart", "ConfigMap shop/shared"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			git(t, dir, "init", "-q", "-b", "main")
-			git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+			dir := argoGitDir(t)
 			kplanYAML := "apiVersion: kplan.dev/v1alpha1\nkind: Repository\nargocd: true\n"
 			if tc.options != "" {
 				kplanYAML += "argocdKustomizeBuildOptions: " + tc.options + "\n"
@@ -536,9 +540,7 @@ func TestArgoCDKustomizeBuildOptions(t *testing.T) {
 // (the in-cluster one the same), so the plan neither prunes everything
 // they sync nor adds it.
 func TestUnexpandedApplicationSetIsNotPlannedAsRemoved(t *testing.T) {
-	dir := t.TempDir()
-	git(t, dir, "init", "-q", "-b", "main")
-	git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+	dir := argoGitDir(t)
 	set := func(generator string) string {
 		return "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata: {name: apps, namespace: argocd}\nspec:\n  goTemplate: true\n  generators:\n" + generator +
 			"  template:\n    metadata: {name: 'app-{{.env}}'}\n    spec:\n      source: {repoURL: 'https://github.com/example/deploy.git', targetRevision: HEAD, path: app}\n" +
@@ -581,9 +583,7 @@ func TestApplicationSetSyncPolicyKeepsApplications(t *testing.T) {
 		kept, notUpdated bool
 	}{{"create-only", true, true}, {"create-update", true, false}, {"create-delete", false, true}, {"sync", false, false}} {
 		t.Run(tc.policy, func(t *testing.T) {
-			dir := t.TempDir()
-			git(t, dir, "init", "-q", "-b", "main")
-			git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+			dir := argoGitDir(t)
 			set := func(envs, label string) string {
 				return "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata: {name: apps, namespace: argocd}\nspec:\n  goTemplate: true\n  syncPolicy: {applicationsSync: " + tc.policy + "}\n" +
 					"  generators:\n  - list: {elements: [" + envs + "]}\n" +
@@ -627,9 +627,7 @@ func TestApplicationSetSyncPolicyKeepsApplications(t *testing.T) {
 // Respelling the in-cluster destination (its name for its server) moves
 // nothing: Argo CD syncs the same objects to the same cluster.
 func TestInClusterDestinationRespelledChangesNothing(t *testing.T) {
-	dir := t.TempDir()
-	git(t, dir, "init", "-q", "-b", "main")
-	git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+	dir := argoGitDir(t)
 	app := func(dest string) string {
 		return "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: a, namespace: argocd}\n" +
 			"spec:\n  source: {repoURL: 'https://github.com/example/deploy.git', path: a}\n  destination: {" + dest + ", namespace: apps}\n"
@@ -652,9 +650,7 @@ func TestInClusterDestinationRespelledChangesNothing(t *testing.T) {
 // its custom resource too (prune and add), and a kind no CRD of the
 // repository defines is said on the target.
 func TestArgoCDCustomResourcesGoToTheDestinationNamespace(t *testing.T) {
-	dir := t.TempDir()
-	git(t, dir, "init", "-q", "-b", "main")
-	git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+	dir := argoGitDir(t)
 	app := func(name, ns string) string {
 		return "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: " + name + ", namespace: argocd}\n" +
 			"spec:\n  source: {repoURL: 'https://github.com/example/deploy.git', path: " + name + "}\n  destination: {server: 'https://kubernetes.default.svc', namespace: " + ns + "}\n"
@@ -699,9 +695,7 @@ func TestArgoCDCustomResourcesGoToTheDestinationNamespace(t *testing.T) {
 // prunes only objects its tracking says are the Application's own:
 // controller/state.go:1342-1400 at argo-cd 37ee0097cf).
 func TestArgoCDObjectMovedBetweenApplicationsIsSaid(t *testing.T) {
-	dir := t.TempDir()
-	git(t, dir, "init", "-q", "-b", "main")
-	git(t, dir, "remote", "add", "origin", "https://github.com/example/deploy.git")
+	dir := argoGitDir(t)
 	app := func(name string) string {
 		return "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: " + name + ", namespace: argocd}\n" +
 			"spec:\n  source: {repoURL: 'https://github.com/example/deploy.git', path: " + name + "}\n  destination: {server: 'https://kubernetes.default.svc', namespace: apps}\n"

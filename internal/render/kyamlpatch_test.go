@@ -25,7 +25,6 @@ import (
 // strategic-merge patch as well.
 func TestPatchedKyamlRendersAsKustomize(t *testing.T) {
 	t.Parallel()
-	bin := testhelm.Dir(t)
 	r := rand.New(rand.NewPCG(7, 34))
 	files := map[string]string{}
 	var overlays []string
@@ -44,6 +43,43 @@ func TestPatchedKyamlRendersAsKustomize(t *testing.T) {
 		files[dir+"/kustomization.yaml"] = k
 		overlays = append(overlays, dir)
 	}
+	results := besideKustomize(t, files, overlays)
+	failed := 0
+	for _, r := range results {
+		res, cliErr := r.res, r.cliErr
+		switch {
+		case cliErr != nil && res.Err == nil:
+			t.Errorf("%s: kustomize fails (%s), kplan renders:\n%s", res.Path, cliErr.Stderr, files[res.Path+"/thing.yaml"])
+		case cliErr == nil && res.Err != nil:
+			t.Errorf("%s: kplan fails (%v), kustomize renders:\n%s", res.Path, res.Err, files[res.Path+"/thing.yaml"])
+		case cliErr != nil:
+			failed++
+			t.Logf("%s: both fail: %v", res.Path, res.Err)
+		default:
+			if got := toYAML(t, res.Objects); got != string(r.cli) {
+				t.Errorf("%s: kplan renders\n%s\nkustomize\n%s\nfrom\n%s", res.Path, got, r.cli, files[res.Path+"/thing.yaml"])
+			}
+		}
+	}
+	if failed > len(results)/3 {
+		t.Errorf("%d of %d generated overlays fail to build: the generator tests too little", failed, len(results))
+	}
+}
+
+// twoRenders is one overlay rendered in process (res) and by the kustomize
+// CLI built from the upstream modules (its output, or its failure).
+type twoRenders struct {
+	res    Result
+	cli    []byte
+	cliErr *exec.ExitError
+}
+
+// besideKustomize renders overlays of files in process and with the
+// upstream kustomize CLI (tools/helm has no replace), for the tests that
+// check kplan's patched kyaml renders as upstream does.
+func besideKustomize(t *testing.T, files map[string]string, overlays []string) []twoRenders {
+	t.Helper()
+	bin := testhelm.Dir(t)
 	s := testkit.Snapshot(t, "generated", files)
 	tree, err := Discover(s.FS, Filter{})
 	if err != nil {
@@ -63,30 +99,16 @@ func TestPatchedKyamlRendersAsKustomize(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	failed := 0
+	out := make([]twoRenders, 0, len(results))
 	for _, res := range results {
-		out, cliErr := exec.Command(filepath.Join(bin, "kustomize"), "build", filepath.Join(root, res.Path)).Output()
+		cli, err := exec.Command(filepath.Join(bin, "kustomize"), "build", filepath.Join(root, res.Path)).Output()
 		var ee *exec.ExitError
-		if cliErr != nil && !errors.As(cliErr, &ee) {
-			t.Fatal(cliErr)
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
 		}
-		switch {
-		case cliErr != nil && res.Err == nil:
-			t.Errorf("%s: kustomize fails (%s), kplan renders:\n%s", res.Path, ee.Stderr, files[res.Path+"/thing.yaml"])
-		case cliErr == nil && res.Err != nil:
-			t.Errorf("%s: kplan fails (%v), kustomize renders:\n%s", res.Path, res.Err, files[res.Path+"/thing.yaml"])
-		case cliErr != nil:
-			failed++
-			t.Logf("%s: both fail: %v", res.Path, res.Err)
-		default:
-			if got := toYAML(t, res.Objects); got != string(out) {
-				t.Errorf("%s: kplan renders\n%s\nkustomize\n%s\nfrom\n%s", res.Path, got, out, files[res.Path+"/thing.yaml"])
-			}
-		}
+		out = append(out, twoRenders{res: res, cli: cli, cliErr: ee})
 	}
-	if failed > len(results)/3 {
-		t.Errorf("%d of %d generated overlays fail to build: the generator tests too little", failed, len(results))
-	}
+	return out
 }
 
 // docGen writes a YAML document with anchors, aliases and merge keys.

@@ -3,19 +3,14 @@ package render
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"testing"
 
-	"github.com/kplan-dev/kplan/internal/testhelm"
-	"github.com/kplan-dev/kplan/internal/testkit"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"sigs.k8s.io/kustomize/kyaml/openapi"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
@@ -122,7 +117,6 @@ func TestLazyBuiltinSchemaIsTheEagerOne(t *testing.T) {
 // modules renders them.
 func TestPatchedKyamlMergesAsKustomize(t *testing.T) {
 	t.Parallel()
-	bin := testhelm.Dir(t)
 	files := map[string]string{}
 	var overlays []string
 	for i, c := range smpCases {
@@ -132,37 +126,13 @@ func TestPatchedKyamlMergesAsKustomize(t *testing.T) {
 		files[dir+"/kustomization.yaml"] = "resources:\n- base.yaml\npatches:\n- path: patch.yaml\n"
 		overlays = append(overlays, dir)
 	}
-	s := testkit.Snapshot(t, "smp", files)
-	tree, err := Discover(s.FS, Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	results, err := Render(context.Background(), s.FS, tree, overlays, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(root, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, res := range results {
-		out, cliErr := exec.Command(filepath.Join(bin, "kustomize"), "build", filepath.Join(root, res.Path)).Output()
-		var ee *exec.ExitError
-		if cliErr != nil && !errors.As(cliErr, &ee) {
-			t.Fatal(cliErr)
-		}
-		if cliErr != nil || res.Err != nil {
-			t.Errorf("%s: kplan %v, kustomize %v", res.Path, res.Err, cliErr)
+	for _, r := range besideKustomize(t, files, overlays) {
+		if r.cliErr != nil || r.res.Err != nil {
+			t.Errorf("%s: kplan %v, kustomize %v", r.res.Path, r.res.Err, r.cliErr)
 			continue
 		}
-		if got := toYAML(t, res.Objects); got != string(out) {
-			t.Errorf("%s: kplan renders\n%s\nkustomize\n%s", res.Path, got, out)
+		if got := toYAML(t, r.res.Objects); got != string(r.cli) {
+			t.Errorf("%s: kplan renders\n%s\nkustomize\n%s", r.res.Path, got, r.cli)
 		}
 	}
 }
